@@ -1,0 +1,42 @@
+# astraflow_add_mpi_test(NAME <name> SOURCES <files...> [RANKS 1 2 4] [OSC sm ucx] [LIBS ...])
+#
+# Builds one GoogleTest binary linked with the shared MPI-aware main (tests/mpi_test_main.cpp)
+# and registers it with ctest once per rank count (and once per osc component when OSC is
+# given) as  mpiexec -n N --oversubscribe <binary>.  A test never relaunches itself.
+find_package(GTest REQUIRED)
+add_library(astraflow_mpi_test_main STATIC ${CMAKE_SOURCE_DIR}/tests/mpi_test_main.cpp)
+target_link_libraries(astraflow_mpi_test_main PUBLIC GTest::gtest astraflow PRIVATE astraflow_options)
+
+function(astraflow_add_mpi_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;RANKS;OSC;LIBS;LABELS" ${ARGN})
+  if(NOT T_RANKS)
+    set(T_RANKS 1)
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE astraflow_mpi_test_main astraflow astraflow_options ${T_LIBS})
+  target_include_directories(${T_NAME} PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_SOURCE_DIR}/tests)
+  set(oscs ${T_OSC})
+  if(NOT oscs)
+    set(oscs default)
+  endif()
+  foreach(n IN LISTS T_RANKS)
+    foreach(osc IN LISTS oscs)
+      set(test_name ${T_NAME}_np${n})
+      set(mca_args)
+      if(NOT osc STREQUAL "default")
+        set(test_name ${test_name}_osc_${osc})
+        set(mca_args --mca osc ${osc})
+      endif()
+      add_test(NAME ${test_name}
+        COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${n} --oversubscribe ${mca_args}
+                $<TARGET_FILE:${T_NAME}>
+        WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+      set_tests_properties(${test_name} PROPERTIES
+        TIMEOUT ${T_TIMEOUT} PROCESSORS 1 LABELS "mpi;${T_LABELS}"
+        ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMPI_MCA_mpi_yield_when_idle=1")
+    endforeach()
+  endforeach()
+endfunction()

@@ -1,0 +1,27 @@
+#pragma once
+// The communicators of one process, split from MPI_COMM_WORLD by the layout (ARCHITECTURE §2):
+//   world      a duplicate of MPI_COMM_WORLD (errors return)
+//   role       the ranks of this rank's role group: the dataflow rank, the trainer group of
+//              one policy, or all rollout ranks
+//   pools[i]   dataflow rank (comm rank 0) + the rollout ranks of pool i; null on non-members
+//   trainer_links[p]  dataflow rank (comm rank 0) + the trainer ranks of policy p
+// Every RMA window a pool or trainer group uses is created on its pool / link comm, hosted by
+// the dataflow rank (rank 0 there).
+#include <vector>
+
+#include "astraflow/comm/comm.hpp"
+#include "astraflow/core/layout.hpp"
+
+namespace astraflow {
+
+struct RoleComms {
+  Comm world;
+  Comm role;
+  std::vector<Comm> pools;
+  std::vector<Comm> trainer_links;
+
+  // Collective over MPI_COMM_WORLD; same order on all ranks.
+  static RoleComms split(const RoleMap& map);
+};
+
+}  // namespace astraflow

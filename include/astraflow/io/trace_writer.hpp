@@ -1,0 +1,81 @@
+#pragma once
+// Timeline traces (ARCHITECTURE.md section 10): one table of events per file, readable by
+// h5py/h5dump without astraflow.
+//
+// Layout of a trace file:
+//   attributes  format = "astraflow-trace", format_version = 1
+//   /events     1-D, chunked, extendible; compound {rank int32, role string(16),
+//               kind string(24), t_start float64, t_end float64, version int64, bytes uint64}
+//
+// Times are seconds as doubles; the caller picks the clock. Runs record MPI_Wtime() minus the
+// run's start time, so events of different ranks share one axis up to clock skew.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "astraflow/io/h5.hpp"
+
+namespace astraflow::io {
+
+struct TraceEvent {
+  std::int32_t rank = 0;
+  std::string role;  // stored in 16 bytes; longer values are cut (at a UTF-8 boundary)
+  std::string kind;  // stored in 24 bytes; likewise
+  double t_start = 0;
+  double t_end = 0;
+  std::int64_t version = 0;
+  std::uint64_t bytes = 0;
+
+  bool operator==(const TraceEvent&) const = default;
+};
+
+inline constexpr std::size_t kTraceRoleBytes = 16;
+inline constexpr std::size_t kTraceKindBytes = 24;
+inline constexpr std::int64_t kTraceFormatVersion = 1;
+
+// Records the events of one rank (or of the rank that gathers them) into one file. Not
+// thread-safe; one writer per file (HDF5 allows no more outside collective I/O).
+//
+// Events are buffered and appended every `flush_every` events, on flush() and on
+// destruction; each append is followed by H5Fflush, so a crash loses at most the buffered
+// events and leaves the file readable.
+class TraceWriter {
+ public:
+  // Creates (truncates) `path`.
+  explicit TraceWriter(const std::string& path, std::size_t flush_every = 256);
+  ~TraceWriter();  // flushes; a failure is logged, not thrown
+  TraceWriter(TraceWriter&&) noexcept = default;
+  TraceWriter& operator=(TraceWriter&& other) noexcept;
+  TraceWriter(const TraceWriter&) = delete;
+  TraceWriter& operator=(const TraceWriter&) = delete;
+
+  void record(const TraceEvent& event);
+  // Appends many events at once, bypassing the buffer's size trigger (used by merging).
+  void recordAll(const std::vector<TraceEvent>& events);
+  void flush();
+
+  std::size_t eventsWritten() const noexcept { return written_; }  // on disk
+  std::size_t eventsBuffered() const noexcept { return buffer_.size(); }
+  const std::string& path() const noexcept { return file_.path(); }
+
+ private:
+  void closeQuietly() noexcept;
+
+  H5File file_;
+  H5Dataset events_;
+  std::vector<TraceEvent> buffer_;
+  std::size_t flush_every_ = 256;
+  std::size_t written_ = 0;
+};
+
+// All events of a trace file, in file order. Fails (H5Error) on a file that is not a trace
+// of a known format version.
+std::vector<TraceEvent> readTraceEvents(const std::string& path);
+
+// Concatenates the events of `inputs` (per-rank trace files) into `output` (created or
+// truncated; must not be one of the inputs), ordered by t_start; events with equal t_start
+// keep their input order. Holds all events in memory.
+void mergeTraceFiles(const std::vector<std::string>& inputs, const std::string& output);
+
+}  // namespace astraflow::io

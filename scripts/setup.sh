@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Set-up for a fresh Debian 12 machine: installs the Debian packages astraflow builds with
+# (only the missing ones; `apt-get update` once, only when something is missing), then
+# configures and builds Release into build/ with -j2.
+#
+#   scripts/setup.sh            install + configure + build
+#   ASTRAFLOW_SKIP_BUILD=1 ...  install only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+packages=(
+  build-essential cmake pkg-config ninja-build
+  openmpi-bin libopenmpi-dev libucx-dev
+  libtorch-dev libopenblas0-pthread
+  libhdf5-openmpi-dev hdf5-tools
+  libtrilinos-kokkos-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  libzstd-dev libxxhash-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${#missing[@]} Debian package(s): ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -q
+  "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all ${#packages[@]} Debian packages present"
+fi
+
+[ "${ASTRAFLOW_SKIP_BUILD:-0}" = 1 ] && exit 0
+
+exec bash scripts/build.sh

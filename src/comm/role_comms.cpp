@@ -1,0 +1,45 @@
+#include "astraflow/comm/role_comms.hpp"
+
+#include <algorithm>
+
+namespace astraflow {
+
+namespace {
+
+// Key that puts the dataflow rank first (comm rank 0) and the others in world order.
+int hostFirstKey(const RoleMap& map, int world_rank) {
+  return world_rank == map.dataflowRank() ? -1 : world_rank;
+}
+
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+}  // namespace
+
+RoleComms RoleComms::split(const RoleMap& map) {
+  RoleComms c;
+  c.world = Comm::duplicate(MPI_COMM_WORLD);
+  const int me = c.world.rank();
+  const RankRole& mine = map.of(me);
+
+  int color = 0;
+  if (mine.role == Role::Trainer) {
+    for (std::size_t g = 0; g < map.trainerGroups().size(); ++g) {
+      if (map.trainerGroups()[g].policy == mine.policy) color = 1 + static_cast<int>(g);
+    }
+  } else if (mine.role == Role::Rollout) {
+    color = 1 + static_cast<int>(map.trainerGroups().size());
+  }
+  c.role = c.world.split(color, me);
+
+  for (const auto& pool : map.pools()) {
+    const bool member = me == map.dataflowRank() || contains(pool.world_ranks, me);
+    c.pools.push_back(c.world.split(member ? 0 : -1, hostFirstKey(map, me)));
+  }
+  for (const auto& group : map.trainerGroups()) {
+    const bool member = me == map.dataflowRank() || contains(group.world_ranks, me);
+    c.trainer_links.push_back(c.world.split(member ? 0 : -1, hostFirstKey(map, me)));
+  }
+  return c;
+}
+
+}  // namespace astraflow

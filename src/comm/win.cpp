@@ -1,0 +1,97 @@
+#include "astraflow/comm/win.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "astraflow/comm/comm.hpp"
+
+namespace astraflow {
+
+std::uint64_t availableMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+std::string humanBytes(std::uint64_t b) {
+  if (b >= (1ull << 40)) return fmt::format("{:.1f} TiB", b / double(1ull << 40));
+  if (b >= (1ull << 30)) return fmt::format("{:.1f} GiB", b / double(1ull << 30));
+  if (b >= (1ull << 20)) return fmt::format("{:.1f} MiB", b / double(1ull << 20));
+  return fmt::format("{} bytes", b);
+}
+
+Win Win::allocate(const Comm& comm, std::size_t local_bytes, const char* what) {
+  // Agree on feasibility first: MPI_Win_allocate is collective, and a rank that fails inside
+  // it can leave the others waiting forever.
+  const std::uint64_t avail = availableMemoryBytes();
+  const bool fits = avail == 0 || local_bytes <= avail;
+  long long mine[2] = {fits ? -1 : static_cast<long long>(comm.rank()), fits ? 0 : static_cast<long long>(local_bytes)};
+  long long worst[2] = {-1, 0};
+  ASTRA_MPI_CHECK(MPI_Allreduce(mine, worst, 2, MPI_LONG_LONG, MPI_MAX, comm.raw()));
+  if (worst[0] >= 0) {
+    throw WindowAllocationError(fmt::format(
+        "{}: window '{}' needs {} on rank {} of its communicator{}; reduce its size in the config",
+        processLocation(), what, humanBytes(static_cast<std::uint64_t>(worst[1])), worst[0],
+        fits ? "" : fmt::format(", this node has {} available", humanBytes(avail))));
+  }
+
+  Win w;
+  void* base = nullptr;
+  const int rc = MPI_Win_allocate(static_cast<MPI_Aint>(local_bytes), 1, MPI_INFO_NULL, comm.raw(), &base, &w.win_);
+  int ok_local = rc == MPI_SUCCESS ? 1 : 0, ok_all = 0;
+  ASTRA_MPI_CHECK(MPI_Allreduce(&ok_local, &ok_all, 1, MPI_INT, MPI_MIN, comm.raw()));
+  if (!ok_all) {
+    char text[MPI_MAX_ERROR_STRING] = "peer failed";
+    int len = 0;
+    if (rc != MPI_SUCCESS) MPI_Error_string(rc, text, &len);
+    throw WindowAllocationError(fmt::format("{}: MPI_Win_allocate of window '{}' ({}) failed: {}", processLocation(),
+                                            what, humanBytes(local_bytes), text));
+  }
+  ASTRA_MPI_CHECK(MPI_Win_set_errhandler(w.win_, MPI_ERRORS_RETURN));
+  w.base_ = static_cast<std::byte*>(base);
+  w.bytes_ = local_bytes;
+  return w;
+}
+
+Win::~Win() {
+  if (win_ == MPI_WIN_NULL || MpiEnvironment::finalized()) return;
+  if (locked_ && MPI_Win_unlock_all(win_) != MPI_SUCCESS) spdlog::error("MPI_Win_unlock_all failed");
+  if (MPI_Win_free(&win_) != MPI_SUCCESS) spdlog::error("MPI_Win_free failed");
+}
+
+Win& Win::operator=(Win&& o) noexcept {
+  if (this != &o) {
+    Win dying(std::move(*this));
+    win_ = std::exchange(o.win_, MPI_WIN_NULL);
+    base_ = std::exchange(o.base_, nullptr);
+    bytes_ = o.bytes_;
+    locked_ = std::exchange(o.locked_, false);
+  }
+  return *this;
+}
+
+void Win::lockAll() {
+  ASTRA_MPI_CHECK(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_));
+  locked_ = true;
+}
+
+void Win::unlockAll() {
+  if (!locked_) return;
+  locked_ = false;
+  ASTRA_MPI_CHECK(MPI_Win_unlock_all(win_));
+}
+
+void Win::flush(int target) const { ASTRA_MPI_CHECK(MPI_Win_flush(target, win_)); }
+
+void Win::sync() const { ASTRA_MPI_CHECK(MPI_Win_sync(win_)); }
+
+}  // namespace astraflow

@@ -1,0 +1,209 @@
+#include "astraflow/core/config.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+
+#include "core/yaml_reader.hpp"
+
+namespace astraflow {
+
+using detail::YamlReader;
+
+const char* roleName(Role role) {
+  switch (role) {
+    case Role::Dataflow: return "dataflow";
+    case Role::Trainer: return "trainer";
+    case Role::Rollout: return "rollout";
+  }
+  return "?";
+}
+
+int Config::layoutRanks() const {
+  int n = 0;
+  for (const auto& e : layout) n += e.ranks;
+  return n;
+}
+
+const PolicySection* Config::findPolicy(const std::string& name) const {
+  for (const auto& p : policies) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+namespace {
+
+constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
+
+bool isIdentifier(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+void parseRun(YamlReader r, RunSection& run) {
+  run.name = r.getString("name", run.name);
+  if (!isIdentifier(run.name)) {
+    r.fail("name", "given '" + run.name + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
+  }
+  run.output_dir = r.getString("output_dir", "runs/" + run.name);
+  run.seed = static_cast<std::uint64_t>(
+      r.getInt("seed", static_cast<std::int64_t>(run.seed), 0, std::numeric_limits<std::int64_t>::max()));
+  run.log_level = r.getChoice("log_level", run.log_level, {"trace", "debug", "info", "warn", "error"});
+  run.threads_per_rank = static_cast<int>(r.getInt("threads_per_rank", run.threads_per_rank, 0, 1024, "threads"));
+  r.finish();
+}
+
+std::vector<PolicySection> parsePolicies(YamlReader& top, const std::string& source) {
+  std::vector<PolicySection> out;
+  const auto nodes = top.requireSequence("policies");
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    YamlReader r(nodes[i], fmt::format("policies[{}]", i), source);
+    PolicySection p;
+    p.line = r.line();
+    p.name = r.requireString("name");
+    if (!isIdentifier(p.name)) {
+      r.fail("name", "given '" + p.name + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
+    }
+    for (const auto& q : out) {
+      if (q.name == p.name) {
+        r.fail("name", fmt::format("policy '{}' is defined twice (first at line {})", p.name, q.line));
+      }
+    }
+    r.finish();
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+void parseRing(YamlReader r, RingSection& ring) {
+  ring.slots = static_cast<std::uint64_t>(r.getInt("slots", static_cast<std::int64_t>(ring.slots), 2, 1 << 24, "slots"));
+  ring.slot_bytes = static_cast<std::uint64_t>(
+      r.getInt("slot_bytes", static_cast<std::int64_t>(ring.slot_bytes), 16, 1ll << 30, "bytes"));
+  if (ring.slot_bytes % 8 != 0) {
+    r.fail("slot_bytes", fmt::format("given {}; allowed: a multiple of 8 bytes", ring.slot_bytes));
+  }
+  r.finish();
+}
+
+void parseDataflow(YamlReader r, DataflowSection& df) {
+  parseRing(r.child("task_ring"), df.task_ring);
+  parseRing(r.child("trajectory_ring"), df.trajectory_ring);
+  parseRing(r.child("batch_ring"), df.batch_ring);
+  df.max_staleness = static_cast<int>(r.getInt("max_staleness", df.max_staleness, 0, 1000, "versions"));
+  r.finish();
+}
+
+}  // namespace
+
+// Layout needs the policy list to check references, so it is parsed after `policies`.
+static std::vector<LayoutEntry> parseLayout(YamlReader& top, const std::vector<PolicySection>& policies,
+                                            const std::string& source) {
+  std::vector<LayoutEntry> out;
+  std::vector<std::string> policy_names;
+  for (const auto& p : policies) policy_names.push_back(p.name);
+  const std::string defined = fmt::format("{}", fmt::join(policy_names, ", "));
+  auto checkPolicy = [&](YamlReader& r, const std::string& key_path, int line, const std::string& name) {
+    for (const auto& p : policies) {
+      if (p.name == name) return;
+    }
+    r.failAt(line, key_path, fmt::format("'{}' is not a defined policy; allowed: {}", name, defined));
+  };
+
+  const auto nodes = top.requireSequence("layout");
+  int dataflow_entries = 0;
+  std::map<std::string, int> trainer_line;
+  std::map<std::string, int> served;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    YamlReader r(nodes[i], fmt::format("layout[{}]", i), source);
+    LayoutEntry e;
+    e.line = r.line();
+    const std::string role = r.requireChoice("role", {"dataflow", "trainer", "rollout"});
+    e.ranks = static_cast<int>(r.getInt("ranks", 1, 1, 1 << 20, "ranks"));
+    if (role == "dataflow") {
+      e.role = Role::Dataflow;
+      if (++dataflow_entries > 1) r.fail("role", "a second dataflow entry; allowed: exactly one dataflow entry");
+      if (e.ranks != 1) r.fail("ranks", fmt::format("given {}; allowed: 1 (one dataflow rank per job)", e.ranks));
+    } else if (role == "trainer") {
+      e.role = Role::Trainer;
+      e.policy = r.requireString("policy");
+      checkPolicy(r, r.keyPath("policy"), r.lineOf("policy"), e.policy);
+      if (trainer_line.count(e.policy)) {
+        r.fail("policy", fmt::format("policy '{}' already has a trainer entry (line {}); allowed: one trainer entry "
+                                     "per policy (raise its ranks for data parallelism)",
+                                     e.policy, trainer_line[e.policy]));
+      }
+      trainer_line[e.policy] = e.line;
+    } else {
+      e.role = Role::Rollout;
+      e.policies = r.requireStringList("policies");
+      for (std::size_t j = 0; j < e.policies.size(); ++j) {
+        checkPolicy(r, fmt::format("{}[{}]", r.keyPath("policies"), j), r.lineOf("policies"), e.policies[j]);
+        served[e.policies[j]]++;
+      }
+      e.pool = r.getString("pool", fmt::format("pool{}", i));
+      if (!isIdentifier(e.pool)) r.fail("pool", "given '" + e.pool + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
+      for (const auto& other : out) {
+        if (other.role == Role::Rollout && other.pool == e.pool) {
+          r.fail("pool", fmt::format("pool name '{}' is used twice (line {})", e.pool, other.line));
+        }
+      }
+    }
+    r.finish();
+    out.push_back(std::move(e));
+  }
+  if (dataflow_entries == 0) {
+    top.fail("layout", "no dataflow entry; allowed: exactly one {role: dataflow, ranks: 1}");
+  }
+  for (const auto& p : policies) {
+    if (!trainer_line.count(p.name)) {
+      top.failAt(p.line, "layout", fmt::format("policy '{}' has no trainer entry; every policy needs one "
+                                               "{{role: trainer, policy: {}}}", p.name, p.name));
+    }
+    if (!served.count(p.name)) {
+      top.failAt(p.line, "layout", fmt::format("policy '{}' is served by no rollout entry; every policy needs "
+                                               "a {{role: rollout, policies: [{}]}}", p.name, p.name));
+    }
+  }
+  return out;
+}
+
+Config parseConfig(const std::string& yaml_text, const std::string& source_name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}:{}: malformed YAML: {}", source_name, e.mark.line + 1, e.msg));
+  }
+  Config cfg;
+  cfg.source = source_name;
+  if (!root || root.IsNull()) throw ConfigError(source_name + ": the config is empty; it needs at least "
+                                                "`policies` and `layout`");
+  YamlReader top(root, "", cfg.source);
+  parseRun(top.child("run"), cfg.run);
+  cfg.policies = parsePolicies(top, cfg.source);
+  cfg.layout = parseLayout(top, cfg.policies, cfg.source);
+  parseDataflow(top.child("dataflow"), cfg.dataflow);
+  top.finish();
+  return cfg;
+}
+
+Config loadConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(fmt::format("{}: cannot open the config file", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ConfigError(fmt::format("{}: cannot read the config file", path));
+  return parseConfig(text.str(), path);
+}
+
+}  // namespace astraflow

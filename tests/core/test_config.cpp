@@ -1,0 +1,130 @@
+// Config parsing: the good path fills typed structs with defaults; every bad config is
+// refused with a message naming the offending key path and line.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "astraflow/core/config.hpp"
+#include "astraflow/core/error.hpp"
+
+using namespace astraflow;
+
+namespace {
+
+const char* kGood = R"(run:
+  name: unit
+  seed: 7
+policies:
+  - name: solver
+  - name: verifier
+layout:
+  - {role: dataflow, ranks: 1}
+  - {role: trainer, policy: solver, ranks: 2}
+  - {role: trainer, policy: verifier}
+  - {role: rollout, policies: [solver, verifier], ranks: 3}
+dataflow:
+  max_staleness: 2
+  task_ring: {slots: 64}
+)";
+
+}  // namespace
+
+TEST(Config, GoodConfigParsesWithDefaults) {
+  const Config c = parseConfig(kGood, "good.yaml");
+  EXPECT_EQ(c.run.name, "unit");
+  EXPECT_EQ(c.run.seed, 7u);
+  EXPECT_EQ(c.run.output_dir, "runs/unit");  // default derives from the name
+  EXPECT_EQ(c.run.log_level, "info");
+  ASSERT_EQ(c.policies.size(), 2u);
+  EXPECT_EQ(c.policies[1].name, "verifier");
+  ASSERT_EQ(c.layout.size(), 4u);
+  EXPECT_EQ(c.layout[1].role, Role::Trainer);
+  EXPECT_EQ(c.layout[1].ranks, 2);
+  EXPECT_EQ(c.layout[2].ranks, 1);  // default ranks
+  EXPECT_EQ(c.layout[3].policies, (std::vector<std::string>{"solver", "verifier"}));
+  EXPECT_EQ(c.layout[3].pool, "pool3");
+  EXPECT_EQ(c.layoutRanks(), 7);
+  EXPECT_EQ(c.dataflow.max_staleness, 2);
+  EXPECT_EQ(c.dataflow.task_ring.slots, 64u);
+  EXPECT_EQ(c.dataflow.task_ring.slot_bytes, 512u);  // default kept when only slots given
+}
+
+struct BadCase {
+  const char* what;
+  std::string from;  // text in kGood to replace
+  std::string to;
+  std::string expect;  // must appear in the error (key path, and often the line)
+};
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.what; }
+
+class BadConfig : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadConfig, ErrorNamesTheKey) {
+  const BadCase& c = GetParam();
+  std::string text = kGood;
+  const auto at = text.find(c.from);
+  ASSERT_NE(at, std::string::npos) << "test case does not apply: " << c.from;
+  text.replace(at, c.from.size(), c.to);
+  try {
+    parseConfig(text, "bad.yaml");
+    FAIL() << c.what << ": accepted";
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(c.expect), std::string::npos) << c.what << ": message was: " << msg;
+    EXPECT_EQ(msg.rfind("bad.yaml", 0), 0u) << "message must start with the file: " << msg;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadConfig,
+    ::testing::Values(
+        BadCase{"unknown top-level key", "dataflow:", "dataflw:", "bad.yaml:12: dataflw: unknown key"},
+        BadCase{"unknown nested key", "  seed: 7", "  sed: 7", "bad.yaml:3: run.sed: unknown key"},
+        BadCase{"wrong type", "  seed: 7", "  seed: seven", "run.seed: given 'seven', not an integer"},
+        BadCase{"out of range", "max_staleness: 2", "max_staleness: -1", "dataflow.max_staleness: given -1, out of range"},
+        BadCase{"bad log level", "  seed: 7", "  log_level: loud", "run.log_level: given 'loud'; allowed: trace|debug|info|warn|error"},
+        BadCase{"unknown role", "{role: trainer, policy: verifier}", "{role: coach, policy: verifier}",
+                "layout[2].role: given 'coach'; allowed: dataflow|trainer|rollout"},
+        BadCase{"rollout serves undefined policy", "policies: [solver, verifier]", "policies: [solver, critic]",
+                "layout[3].policies[1]: 'critic' is not a defined policy; allowed: solver, verifier"},
+        BadCase{"trainer for unknown policy", "policy: verifier}", "policy: judge}",
+                "layout[2].policy: 'judge' is not a defined policy"},
+        BadCase{"zero ranks", "policy: solver, ranks: 2", "policy: solver, ranks: 0",
+                "layout[1].ranks: given 0, out of range"},
+        BadCase{"slot size not multiple of 8", "task_ring: {slots: 64}", "task_ring: {slots: 64, slot_bytes: 100}",
+                "dataflow.task_ring.slot_bytes: given 100; allowed: a multiple of 8 bytes"},
+        BadCase{"ring is a scalar", "task_ring: {slots: 64}", "task_ring: 64",
+                "dataflow.task_ring: given '64'; allowed: a mapping of keys"},
+        BadCase{"duplicate policy", "  - name: verifier", "  - name: solver", "policies[1].name: policy 'solver' is defined twice"},
+        BadCase{"two dataflow entries", "{role: trainer, policy: verifier}", "{role: dataflow}",
+                "layout[2].role: a second dataflow entry"},
+        BadCase{"policy without trainer", "  - {role: trainer, policy: verifier}\n", "",
+                "layout: policy 'verifier' has no trainer entry"},
+        BadCase{"missing policies", "policies:\n  - name: solver\n  - name: verifier\n", "",
+                "policies: required key is missing"},
+        BadCase{"malformed YAML", "  seed: 7", "  seed: [7", "bad.yaml:"},
+        BadCase{"layout not a list", "layout:\n", "layout: 4\nx:\n", "layout: given '4'; allowed: a non-empty list"},
+        BadCase{"trainer without policy", "{role: trainer, policy: verifier}", "{role: trainer}",
+                "layout[2].policy: required key is missing"}),
+    [](const ::testing::TestParamInfo<BadCase>& param_info) {
+      std::string name = param_info.param.what;
+      for (char& ch : name) {
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      }
+      return name;
+    });
+
+TEST(Config, MissingFileIsAClearError) {
+  try {
+    loadConfig("/nonexistent/astraflow.yaml");
+    FAIL() << "accepted a missing file";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/astraflow.yaml: cannot open"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, EmptyFileIsAClearError) {
+  EXPECT_THROW(parseConfig("", "empty.yaml"), ConfigError);
+}
