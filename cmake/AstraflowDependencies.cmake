@@ -27,6 +27,12 @@ if(TARGET Kokkos::kokkos)
     INTERFACE_INCLUDE_DIRECTORIES "${ASTRAFLOW_KOKKOS_INCLUDE_DIR}")
 endif()
 
+# LibTorch (libtorch-dev, CPU build). Only files that touch tensors include its headers.
+find_package(Torch REQUIRED)
+add_library(astraflow_torch INTERFACE)
+target_include_directories(astraflow_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+target_link_libraries(astraflow_torch INTERFACE ${TORCH_LIBRARIES})
+
 if(ASTRAFLOW_WITH_CUDA)
   set(CUDAToolkit_ROOT /usr/local/cuda)
   find_package(CUDAToolkit REQUIRED)

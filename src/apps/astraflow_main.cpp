@@ -10,6 +10,8 @@
 #include "astraflow/core/error.hpp"
 #include "astraflow/core/layout.hpp"
 #include "apps/run_job.hpp"
+#include "astraflow/core/log.hpp"
+#include "astraflow/trainer/local_loop.hpp"
 
 namespace {
 
@@ -44,6 +46,21 @@ int layoutSizeCommand(const std::string& path) {
   }
 }
 
+// sft / train-local: one process, no MPI job; logs on stderr, one JSON line on stdout.
+int localCommand(const std::string& path, const std::string& log_level, bool sft) {
+  try {
+    astraflow::Config cfg = astraflow::loadConfig(path);
+    if (!log_level.empty()) cfg.run.log_level = log_level;
+    astraflow::initLogging(0, sft ? "sft" : "train-local", cfg.run.log_level);
+    const auto result = sft ? astraflow::runSft(cfg) : astraflow::runTrainLocal(cfg);
+    std::printf("%s\n", result.json().c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "astraflow: %s\n", e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,7 +80,17 @@ int main(int argc, char** argv) {
   auto* layout_size = app.add_subcommand("layout-size", "print the number of ranks a config's layout needs");
   layout_size->add_option("config", config_path, "YAML config")->required();
 
+  auto* sft = app.add_subcommand("sft", "warm start: supervised training on the environment's reference solutions");
+  sft->add_option("config", config_path, "YAML config")->required();
+  sft->add_option("--log-level", log_level, "override run.log_level");
+  auto* train_local = app.add_subcommand("train-local", "single-process RL reference loop");
+  train_local->add_option("config", config_path, "YAML config")->required();
+  train_local->add_option("--log-level", log_level, "override run.log_level");
+
   CLI11_PARSE(app, argc, argv);
+
+  if (*sft) return localCommand(config_path, log_level, true);
+  if (*train_local) return localCommand(config_path, log_level, false);
 
   if (*validate) return validateCommand(config_path);
   if (*layout_size) return layoutSizeCommand(config_path);

@@ -63,6 +63,97 @@ void parseRun(YamlReader r, RunSection& run) {
   r.finish();
 }
 
+void parseModel(YamlReader r, ModelConfig& m) {
+  m.d_model = static_cast<int>(r.getInt("d_model", m.d_model, 8, 65536, "units"));
+  m.layers = static_cast<int>(r.getInt("layers", m.layers, 1, 512, "blocks"));
+  m.heads = static_cast<int>(r.getInt("heads", m.heads, 1, 1024, "heads"));
+  m.kv_heads = static_cast<int>(r.getInt("kv_heads", m.kv_heads, 1, 1024, "heads"));
+  m.head_dim = static_cast<int>(r.getInt("head_dim", m.head_dim, 0, 4096, "units"));
+  m.ffn_hidden = static_cast<int>(r.getInt("ffn_hidden", m.ffn_hidden, 1, 1 << 20, "units"));
+  m.max_seq_len = static_cast<int>(r.getInt("max_seq_len", m.max_seq_len, 8, 1 << 20, "tokens"));
+  m.tied_embeddings = r.getBool("tied_embeddings", m.tied_embeddings);
+  m.rope_theta = r.getDouble("rope_theta", m.rope_theta, 1.0, 1e9);
+  m.rms_eps = r.getDouble("rms_eps", m.rms_eps, 1e-12, 1e-2);
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
+    r.fail("kv_heads", fmt::format("given {}; allowed: a divisor of heads ({})", m.kv_heads, m.heads));
+  }
+  if (m.head_dim == 0 && m.d_model % m.heads != 0) {
+    r.fail("heads", fmt::format("given {}; allowed: a divisor of d_model ({}) unless head_dim is set", m.heads, m.d_model));
+  }
+  if (m.headDim() % 2 != 0) {
+    r.fail("head_dim", fmt::format("head size {} is odd; allowed: an even size (rotary embeddings pair dimensions)",
+                                   m.headDim()));
+  }
+  r.finish();
+}
+
+void parseEnvironment(YamlReader r, EnvironmentOptions& e) {
+  e.name = r.getChoice("name", e.name, environmentNames());
+  e.digits = static_cast<int>(r.getInt("digits", e.digits, 1, 6, "digits"));
+  e.operators = r.getString("operators", e.operators);
+  if (e.operators.empty() || e.operators.find_first_not_of("+-*") != std::string::npos) {
+    r.fail("operators", "given '" + e.operators + "'; allowed: a non-empty string of + - *");
+  }
+  e.corpus_size = static_cast<int>(r.getInt("corpus_size", e.corpus_size, 4, 10000, "facts"));
+  e.max_turns = static_cast<int>(r.getInt("max_turns", e.max_turns, 1, 16, "turns"));
+  e.corpus_seed = static_cast<std::uint64_t>(r.getInt("corpus_seed", static_cast<std::int64_t>(e.corpus_seed), 0,
+                                                      std::numeric_limits<std::int64_t>::max()));
+  r.finish();
+}
+
+void parseRollout(YamlReader r, RolloutSection& s) {
+  s.group_size = static_cast<int>(r.getInt("group_size", s.group_size, 1, 4096, "samples"));
+  s.temperature = r.getDouble("temperature", s.temperature, 1e-3, 100.0);
+  s.top_p = r.getDouble("top_p", s.top_p, 1e-3, 1.0);
+  s.max_new_tokens = static_cast<int>(r.getInt("max_new_tokens", s.max_new_tokens, 1, 1 << 20, "tokens"));
+  r.finish();
+}
+
+void parseTrainer(YamlReader r, TrainerSection& t) {
+  t.lr = r.getDouble("lr", t.lr, 0.0, 10.0);
+  t.beta1 = r.getDouble("beta1", t.beta1, 0.0, 0.999999);
+  t.beta2 = r.getDouble("beta2", t.beta2, 0.0, 0.999999);
+  t.weight_decay = r.getDouble("weight_decay", t.weight_decay, 0.0, 10.0);
+  t.grad_clip = r.getDouble("grad_clip", t.grad_clip, 0.0, 1e6);
+  t.groups_per_step = static_cast<int>(r.getInt("groups_per_step", t.groups_per_step, 1, 1 << 20, "groups"));
+  YamlReader l = r.child("loss");
+  LossSection& s = t.loss;
+  s.kind = l.getChoice("kind", s.kind, {"ppo", "decoupled"});
+  s.clip_low = l.getDouble("clip_low", s.clip_low, 0.0, 1.0);
+  s.clip_high = l.getDouble("clip_high", s.clip_high, 0.0, 10.0);
+  s.kl_coef = l.getDouble("kl_coef", s.kl_coef, 0.0, 100.0);
+  s.kl_estimator = l.getChoice("kl_estimator", s.kl_estimator, {"k1", "k3"});
+  s.m2po = l.getBool("m2po", s.m2po);
+  s.m2_threshold = l.getDouble("m2_threshold", s.m2_threshold, 0.0, 100.0);
+  s.advantage = l.getChoice("advantage", s.advantage, {"group", "batch"});
+  s.scale_by_std = l.getBool("scale_by_std", s.scale_by_std);
+  l.finish();
+  r.finish();
+}
+
+void parseSft(YamlReader r, SftSection& s) {
+  s.max_steps = static_cast<int>(r.getInt("max_steps", s.max_steps, 0, 1 << 24, "steps"));
+  s.batch_size = static_cast<int>(r.getInt("batch_size", s.batch_size, 1, 1 << 20, "sequences"));
+  s.lr = r.getDouble("lr", s.lr, 0.0, 10.0);
+  s.target_accuracy = r.getDouble("target_accuracy", s.target_accuracy, 0.0, 1.0);
+  s.eval_every = static_cast<int>(r.getInt("eval_every", s.eval_every, 1, 1 << 24, "steps"));
+  s.checkpoint = r.getString("checkpoint", s.checkpoint);
+  r.finish();
+}
+
+void parseEval(YamlReader r, EvalSection& e) {
+  e.problems = static_cast<int>(r.getInt("problems", e.problems, 1, 1 << 20, "problems"));
+  e.every = static_cast<int>(r.getInt("every", e.every, 1, 1 << 24, "steps"));
+  r.finish();
+}
+
+void parseLocal(YamlReader r, LocalSection& l) {
+  l.steps = static_cast<int>(r.getInt("steps", l.steps, 0, 1 << 24, "steps"));
+  l.max_wall_seconds = r.getDouble("max_wall_seconds", l.max_wall_seconds, 0.0, 1e9);
+  l.init_checkpoint = r.getString("init_checkpoint", l.init_checkpoint);
+  r.finish();
+}
+
 std::vector<PolicySection> parsePolicies(YamlReader& top, const std::string& source) {
   std::vector<PolicySection> out;
   const auto nodes = top.requireSequence("policies");
@@ -79,6 +170,7 @@ std::vector<PolicySection> parsePolicies(YamlReader& top, const std::string& sou
         r.fail("name", fmt::format("policy '{}' is defined twice (first at line {})", p.name, q.line));
       }
     }
+    parseModel(r.child("model"), p.model);
     r.finish();
     out.push_back(std::move(p));
   }
@@ -193,6 +285,13 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name)
   cfg.policies = parsePolicies(top, cfg.source);
   cfg.layout = parseLayout(top, cfg.policies, cfg.source);
   parseDataflow(top.child("dataflow"), cfg.dataflow);
+  parseEnvironment(top.child("environment"), cfg.environment);
+  parseRollout(top.child("rollout"), cfg.rollout);
+  parseTrainer(top.child("trainer"), cfg.trainer);
+  parseSft(top.child("sft"), cfg.sft);
+  parseEval(top.child("eval"), cfg.eval);
+  parseLocal(top.child("local"), cfg.local);
+  if (cfg.sft.checkpoint.empty()) cfg.sft.checkpoint = cfg.run.output_dir + "/sft.h5";
   top.finish();
   return cfg;
 }

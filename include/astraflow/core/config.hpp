@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "astraflow/model/model_config.hpp"
+#include "astraflow/rollout/environment.hpp"
+
 namespace astraflow {
 
 enum class Role { Dataflow, Trainer, Rollout };
@@ -21,7 +24,60 @@ struct RunSection {
 
 struct PolicySection {
   std::string name;
+  ModelConfig model;
   int line = 0;
+};
+
+// How RaaS samples (rollout section).
+struct RolloutSection {
+  int group_size = 8;         // samples per prompt (GRPO group)
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int max_new_tokens = 8;     // per agent turn
+};
+
+struct LossSection {
+  std::string kind = "ppo";        // ppo | decoupled
+  double clip_low = 0.2;
+  double clip_high = 0.28;
+  double kl_coef = 0.0;
+  std::string kl_estimator = "k3";  // k1 | k3
+  bool m2po = false;
+  double m2_threshold = 0.04;
+  std::string advantage = "group";  // group | batch (normalisation of GRPO advantages)
+  bool scale_by_std = true;
+};
+
+struct TrainerSection {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double weight_decay = 0.0;
+  double grad_clip = 1.0;     // max global gradient norm; 0 = off
+  int groups_per_step = 16;   // prompts (groups) per optimiser step
+  LossSection loss;
+};
+
+// Supervised warm start on the environment's reference solutions (`astraflow sft`).
+struct SftSection {
+  int max_steps = 2000;
+  int batch_size = 64;
+  double lr = 3e-3;
+  double target_accuracy = 0.5;  // stop once held-out greedy accuracy reaches this
+  int eval_every = 50;           // steps
+  std::string checkpoint;        // output; default <output_dir>/sft.h5
+};
+
+struct EvalSection {
+  int problems = 200;  // held-out problems per evaluation (greedy)
+  int every = 10;      // optimiser steps between evaluations
+};
+
+// The single-process reference loop (`astraflow train-local`).
+struct LocalSection {
+  int steps = 200;
+  double max_wall_seconds = 300;
+  std::string init_checkpoint;  // default <output_dir>/sft.h5 when it exists
 };
 
 // One entry of `layout`: consecutive world ranks given one role.
@@ -53,6 +109,12 @@ struct Config {
   std::vector<PolicySection> policies;
   std::vector<LayoutEntry> layout;
   DataflowSection dataflow;
+  EnvironmentOptions environment;
+  RolloutSection rollout;
+  TrainerSection trainer;
+  SftSection sft;
+  EvalSection eval;
+  LocalSection local;
 
   int layoutRanks() const;  // world size the layout needs
   const PolicySection* findPolicy(const std::string& name) const;

@@ -1,0 +1,23 @@
+#pragma once
+// Model weights in HDF5 (ARCHITECTURE §10): one group per policy holding a `weights/` group
+// with one float32 dataset per parameter (flattened, with a `shape` attribute "d0,d1,…"),
+// and the model sizes as attributes, readable by h5py without astraflow.
+#include <string>
+
+#include "astraflow/io/h5.hpp"
+#include "astraflow/model/policy_model.hpp"
+
+namespace astraflow {
+
+void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl& model);
+// Refuses (Error naming the tensor) a checkpoint whose tensors do not match the model built
+// from the config: unknown or missing tensor, or a different shape.
+void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model);
+
+// A file holding /policies/<name>/weights/… plus `format = astraflow-checkpoint` and
+// `version` (weight version) attributes.
+void saveCheckpointFile(const std::string& path, const std::string& policy, const PolicyModelImpl& model,
+                        std::int64_t version);
+void loadCheckpointFile(const std::string& path, const std::string& policy, PolicyModelImpl& model);
+
+}  // namespace astraflow

@@ -1,0 +1,76 @@
+#pragma once
+// The policy: a decoder-only transformer built from the Qwen3 block — RMSNorm, rotary
+// position embeddings, grouped-query attention with per-head q/k RMSNorm, SwiGLU MLP, optional
+// tied embeddings. The same code serves the trainer (full causal forward) and the engine
+// (incremental forward over a KV cache).
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "astraflow/model/model_config.hpp"
+
+namespace astraflow {
+
+// Keys and values of every layer for a batch, preallocated to `capacity` positions.
+struct KvCache {
+  std::vector<torch::Tensor> keys;    // per layer [B, kv_heads, capacity, head_dim]
+  std::vector<torch::Tensor> values;  // per layer, same shape
+  torch::Tensor key_valid;            // [B, capacity] bool: false for padding positions
+  std::int64_t length = 0;            // positions filled
+  std::int64_t capacity = 0;
+};
+
+struct NamedTensor {
+  std::string name;
+  torch::Tensor tensor;
+};
+
+class PolicyModelImpl : public torch::nn::Module {
+ public:
+  explicit PolicyModelImpl(const ModelConfig& config);
+
+  // Full causal forward. tokens, positions: [B,T] int64; valid: [B,T] bool (false = padding,
+  // never attended to). Returns logits [B,T,V] in float32.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid);
+  // Appends T new positions to `cache` and returns their logits [B,T,V]; new tokens attend to
+  // every valid cached position and causally to each other.
+  torch::Tensor forwardCached(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
+                              KvCache& cache);
+  KvCache newCache(std::int64_t batch, std::int64_t capacity) const;
+
+  // Parameters in a fixed order with stable names ("embed", "layers.0.attn.q", …): what weight
+  // transfer moves and checkpoints hold.
+  std::vector<NamedTensor> orderedParameters() const;
+  // bf16 copies of orderedParameters() (detached).
+  std::vector<NamedTensor> exportBf16() const;
+  // Loads tensors by name (any floating dtype) into the parameters; every name must be known
+  // and every shape must match, else an Error naming the tensor and both shapes.
+  void importTensors(const std::vector<NamedTensor>& tensors);
+  std::int64_t parameterCount() const;
+
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
+                    KvCache* cache);
+
+  struct Layer {
+    torch::Tensor attn_norm, q, k, v, o, q_norm, k_norm, mlp_norm, gate, up, down;
+  };
+  ModelConfig config_;
+  torch::Tensor embed_;
+  torch::Tensor final_norm_;
+  torch::Tensor lm_head_;  // undefined when tied
+  std::vector<Layer> layers_;
+  std::vector<NamedTensor> ordered_;
+  torch::Tensor inv_freq_;
+};
+TORCH_MODULE(PolicyModel);
+
+// Positions and validity for right-aligned (left-padded) prompts: positions count valid
+// tokens only, so a padded row computes exactly what it would alone.
+std::pair<torch::Tensor, torch::Tensor> positionsForLeftPadded(const torch::Tensor& tokens, std::int64_t pad_id);
+
+}  // namespace astraflow

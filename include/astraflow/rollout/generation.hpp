@@ -1,0 +1,52 @@
+#pragma once
+// The built-in generation engine: batched sampling with a KV cache, temperature and top-p,
+// stop tokens, max new tokens; returns the behaviour log-prob of every generated token.
+// Seeded through the caller's generator, so a run is reproducible.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "astraflow/model/policy_model.hpp"
+
+namespace astraflow {
+
+struct SamplingOptions {
+  double temperature = 1.0;
+  double top_p = 1.0;
+  int max_new_tokens = 8;
+  bool greedy = false;                       // argmax (evaluation)
+  std::vector<std::int32_t> stop_token_ids;  // generation ends after emitting one of these
+  bool use_kv_cache = true;                  // false: full forward every step (reference/bench)
+};
+
+struct Generation {
+  std::vector<std::int32_t> tokens;  // generated tokens, the stop token included
+  std::vector<float> logprobs;       // log π(token) under the temperature-scaled distribution
+  bool stopped = false;              // ended on a stop token (else max_new_tokens or context end)
+  bool nonfinite = false;            // the logits held NaN/inf: the sample is unusable
+};
+
+class GenerationEngine {
+ public:
+  GenerationEngine(PolicyModel model, std::int32_t pad_id);
+
+  // Prompts of any lengths (left-padded internally). Rows that would exceed the model's
+  // max_seq_len stop early (stopped = false).
+  std::vector<Generation> generate(const std::vector<std::vector<std::int32_t>>& prompts,
+                                   const SamplingOptions& options, at::Generator& generator);
+
+  PolicyModel& model() { return model_; }
+
+ private:
+  PolicyModel model_;
+  std::int32_t pad_id_;
+};
+
+// Log-probs the trainer computes for the same tokens: full causal forward over each
+// right-padded sequence; entry t of row b is log π(tokens[b][t] | tokens[b][<t]) under
+// logits / temperature (entry 0 is 0). [B, T] float32.
+torch::Tensor sequenceLogProbs(PolicyModelImpl& model, const torch::Tensor& tokens, const torch::Tensor& lengths,
+                               double temperature = 1.0);
+
+}  // namespace astraflow

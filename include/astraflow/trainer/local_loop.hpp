@@ -1,0 +1,35 @@
+#pragma once
+// Single-process loops: `astraflow sft` (warm start on reference solutions) and
+// `astraflow train-local` (generate groups → reward → loss → step, with periodic greedy
+// evaluation). The correctness reference for the distributed runtime, not the product.
+#include <string>
+
+#include "astraflow/core/config.hpp"
+#include "astraflow/rollout/generation.hpp"
+#include "astraflow/rollout/tokenizer.hpp"
+
+namespace astraflow {
+
+struct LocalRunResult {
+  double eval_accuracy_start = 0;
+  double eval_accuracy_end = 0;
+  int steps = 0;
+  double wall_seconds = 0;
+  std::int64_t dropped = 0;  // samples dropped for NaN/inf
+  std::string checkpoint;    // written (sft) or loaded (train-local), may be empty
+
+  std::string json() const;  // the one JSON line both commands print on stdout
+};
+
+// Mean reward of greedy episodes on the first `problems` held-out problems.
+double evaluateGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config, int problems);
+
+LocalRunResult runSft(const Config& config);
+LocalRunResult runTrainLocal(const Config& config);
+
+// Builds the first policy's model (vocab from the tokenizer) with the run seed.
+PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer);
+// Threads for LibTorch/OpenBLAS from run.threads_per_rank (0: cores / ranks_on_node).
+void configureThreads(const Config& config, int ranks_on_node);
+
+}  // namespace astraflow

@@ -1,0 +1,65 @@
+#pragma once
+// One policy's optimiser: RL steps (GRPO advantages + PPO-family loss) and supervised steps
+// on episodes. Used by `train-local`, `sft` and the distributed trainer role.
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "astraflow/core/config.hpp"
+#include "astraflow/model/policy_model.hpp"
+#include "astraflow/rollout/episode.hpp"
+
+namespace astraflow {
+
+// Right-padded tensors of a list of episodes.
+struct TrainBatch {
+  torch::Tensor tokens;     // [B,T] int64, pad after each sequence
+  torch::Tensor lengths;    // [B] int64
+  torch::Tensor behav;      // [B,T] float behaviour log-probs (0 off-policy-mask)
+  torch::Tensor mask;       // [B,T] float: 1 on the policy's own tokens
+  torch::Tensor rewards;    // [B] float
+  torch::Tensor group_ids;  // [B] int64
+  std::int64_t dropped = 0; // episodes left out: NaN/inf reward or logits
+};
+
+// Episodes with a non-finite reward or a nonfinite flag are dropped and counted.
+TrainBatch collate(const std::vector<Episode>& episodes, const std::vector<std::int64_t>& group_ids,
+                   std::int32_t pad_id);
+
+struct RlStepStats {
+  double loss = 0;
+  double reward_mean = 0;
+  double clipped_fraction = 0;
+  double kl = 0;
+  double m2po_masked_fraction = 0;
+  double grad_norm = 0;
+  double max_abs_behav_diff = 0;  // |log π_θ − log π_behav| on policy tokens before the step
+  std::int64_t tokens = 0;
+  std::int64_t dropped = 0;       // episodes + tokens dropped for non-finite values
+};
+
+class PolicyTrainer {
+ public:
+  PolicyTrainer(PolicyModel model, const TrainerSection& config, double temperature);
+
+  RlStepStats rlStep(const TrainBatch& batch);
+  // Cross-entropy on the policy tokens (mask) of reference episodes; returns the mean loss.
+  double sftStep(const TrainBatch& batch, double lr);
+
+  // Copies the current weights into the frozen reference the KL penalty pulls toward (done at
+  // construction when trainer.loss.kl_coef > 0; call again after loading a warm start).
+  void freezeReference();
+
+  PolicyModel& model() { return model_; }
+  torch::optim::AdamW& optimizer() { return *optimizer_; }
+
+ private:
+  PolicyModel model_;
+  PolicyModel reference_{nullptr};
+  TrainerSection config_;
+  double temperature_;
+  std::unique_ptr<torch::optim::AdamW> optimizer_;
+};
+
+}  // namespace astraflow

@@ -1,0 +1,103 @@
+#include "astraflow/model/checkpoint.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "astraflow/core/error.hpp"
+
+namespace astraflow {
+
+namespace {
+
+std::string shapeText(const torch::Tensor& t) { return fmt::format("{}", fmt::join(t.sizes(), ",")); }
+
+std::vector<std::int64_t> parseShape(const std::string& text) {
+  std::vector<std::int64_t> dims;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) dims.push_back(std::stoll(part));
+  return dims;
+}
+
+}  // namespace
+
+void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl& model) {
+  const ModelConfig& m = model.config();
+  auto weights = policy_group.createGroup("weights");
+  for (const auto& [name, tensor] : model.orderedParameters()) {
+    const auto flat = tensor.detach().to(torch::kFloat32).contiguous().view(-1);
+    std::span<const float> values(flat.data_ptr<float>(), static_cast<std::size_t>(flat.numel()));
+    auto ds = weights.writeVector(name, values);
+    ds.writeAttribute("shape", shapeText(tensor));
+  }
+  policy_group.writeAttribute("vocab_size", std::int64_t{m.vocab_size});
+  policy_group.writeAttribute("d_model", std::int64_t{m.d_model});
+  policy_group.writeAttribute("layers", std::int64_t{m.layers});
+  policy_group.writeAttribute("heads", std::int64_t{m.heads});
+  policy_group.writeAttribute("kv_heads", std::int64_t{m.kv_heads});
+  policy_group.writeAttribute("head_dim", std::int64_t{m.headDim()});
+  policy_group.writeAttribute("ffn_hidden", std::int64_t{m.ffn_hidden});
+  policy_group.writeAttribute("tied_embeddings", std::int64_t{m.tied_embeddings ? 1 : 0});
+  policy_group.writeAttribute("parameter_order", fmt::format("{}", fmt::join([&] {
+    std::vector<std::string> names;
+    for (const auto& p : model.orderedParameters()) names.push_back(p.name);
+    return names;
+  }(), ",")));
+}
+
+void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model) {
+  auto weights = policy_group.openGroup("weights");
+  std::vector<NamedTensor> tensors;
+  for (const auto& [name, param] : model.orderedParameters()) {
+    if (!weights.exists(name)) {
+      throw Error(fmt::format("checkpoint {}: tensor '{}' is missing (the config's model has it, shape [{}])",
+                              weights.fileName(), name, shapeText(param)));
+    }
+    auto ds = weights.openDataset(name);
+    const auto dims = parseShape(ds.readStringAttribute("shape"));
+    auto values = ds.readVector<float>();
+    auto t = torch::from_blob(values.data(), {static_cast<std::int64_t>(values.size())}, torch::kFloat32).clone();
+    std::int64_t count = 1;
+    for (auto d : dims) count *= d;
+    if (count != t.numel() || !param.sizes().equals(dims)) {
+      throw Error(fmt::format("checkpoint {}: tensor '{}' has shape [{}] but the config's model expects [{}]",
+                              weights.fileName(), name, fmt::join(dims, ","), shapeText(param)));
+    }
+    tensors.push_back({name, t.view(dims)});
+  }
+  model.importTensors(tensors);
+}
+
+void saveCheckpointFile(const std::string& path, const std::string& policy, const PolicyModelImpl& model,
+                        std::int64_t version) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  // Write to a temporary name and rename, so a crash never leaves a truncated checkpoint
+  // under the real name.
+  const std::string tmp = path + ".tmp";
+  {
+    auto file = io::H5File::create(tmp);
+    file.writeAttribute("format", "astraflow-checkpoint");
+    file.writeAttribute("version", version);
+    auto group = file.createGroup("policies/" + policy);
+    saveModelWeights(group, model);
+    file.flush();
+  }
+  std::filesystem::rename(tmp, path);
+}
+
+void loadCheckpointFile(const std::string& path, const std::string& policy, PolicyModelImpl& model) {
+  auto file = io::H5File::openReadOnly(path);
+  if (!file.hasAttribute("format") || file.readStringAttribute("format") != "astraflow-checkpoint") {
+    throw Error(fmt::format("{}: not an astraflow checkpoint (no format attribute)", path));
+  }
+  if (!file.exists("policies/" + policy)) {
+    throw Error(fmt::format("{}: holds no weights for policy '{}'", path, policy));
+  }
+  loadModelWeights(file.openGroup("policies/" + policy), model);
+}
+
+}  // namespace astraflow

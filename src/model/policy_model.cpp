@@ -1,0 +1,200 @@
+#include "astraflow/model/policy_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "astraflow/core/error.hpp"
+
+namespace astraflow {
+
+namespace {
+
+torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  const auto variance = x.pow(2).mean(-1, /*keepdim=*/true);
+  return x * torch::rsqrt(variance + eps) * weight;
+}
+
+// Rotary embedding, "rotate half" convention (Qwen/Llama): pairs dimension i with i + d/2.
+torch::Tensor applyRope(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const auto half = x.size(-1) / 2;
+  const auto x1 = x.narrow(-1, 0, half);
+  const auto x2 = x.narrow(-1, half, half);
+  const auto rotated = torch::cat({-x2, x1}, -1);
+  return x * cos + rotated * sin;
+}
+
+std::string shapeOf(const torch::Tensor& t) { return fmt::format("[{}]", fmt::join(t.sizes(), ", ")); }
+
+}  // namespace
+
+PolicyModelImpl::PolicyModelImpl(const ModelConfig& config) : config_(config) {
+  if (config_.vocab_size <= 0) throw Error("model: vocab_size must be set (from the tokenizer) before building");
+  const auto D = config_.d_model, H = config_.heads, KV = config_.kv_heads, hd = config_.headDim();
+  const auto F = config_.ffn_hidden, V = config_.vocab_size;
+  auto param = [&](const std::string& name, torch::Tensor init) {
+    // LibTorch forbids dots in registered names; the transfer/checkpoint name keeps them.
+    std::string registered = name;
+    std::replace(registered.begin(), registered.end(), '.', '_');
+    auto p = register_parameter(registered, std::move(init));
+    ordered_.push_back({name, p});
+    return p;
+  };
+  // GPT-2-style init: N(0, 0.02), output projections scaled by 1/sqrt(2·layers).
+  const double std = 0.02, out_std = 0.02 / std::sqrt(2.0 * config_.layers);
+  embed_ = param("embed", torch::randn({V, D}) * std);
+  for (int l = 0; l < config_.layers; ++l) {
+    const std::string p = fmt::format("layers.{}.", l);
+    Layer layer;
+    layer.attn_norm = param(p + "attn_norm", torch::ones({D}));
+    layer.q = param(p + "attn.q", torch::randn({H * hd, D}) * std);
+    layer.k = param(p + "attn.k", torch::randn({KV * hd, D}) * std);
+    layer.v = param(p + "attn.v", torch::randn({KV * hd, D}) * std);
+    layer.o = param(p + "attn.o", torch::randn({D, H * hd}) * out_std);
+    layer.q_norm = param(p + "attn.q_norm", torch::ones({hd}));
+    layer.k_norm = param(p + "attn.k_norm", torch::ones({hd}));
+    layer.mlp_norm = param(p + "mlp_norm", torch::ones({D}));
+    layer.gate = param(p + "mlp.gate", torch::randn({F, D}) * std);
+    layer.up = param(p + "mlp.up", torch::randn({F, D}) * std);
+    layer.down = param(p + "mlp.down", torch::randn({D, F}) * out_std);
+    layers_.push_back(layer);
+  }
+  final_norm_ = param("final_norm", torch::ones({D}));
+  if (!config_.tied_embeddings) lm_head_ = param("lm_head", torch::randn({V, D}) * std);
+  inv_freq_ = torch::pow(config_.rope_theta, -torch::arange(0, hd, 2, torch::kFloat64) / hd).to(torch::kFloat32);
+}
+
+KvCache PolicyModelImpl::newCache(std::int64_t batch, std::int64_t capacity) const {
+  KvCache c;
+  c.capacity = capacity;
+  for (int l = 0; l < config_.layers; ++l) {
+    c.keys.push_back(torch::zeros({batch, config_.kv_heads, capacity, config_.headDim()}));
+    c.values.push_back(torch::zeros({batch, config_.kv_heads, capacity, config_.headDim()}));
+  }
+  c.key_valid = torch::zeros({batch, capacity}, torch::kBool);
+  return c;
+}
+
+torch::Tensor PolicyModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                       const torch::Tensor& valid) {
+  return run(tokens, positions, valid, nullptr);
+}
+
+torch::Tensor PolicyModelImpl::forwardCached(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                             const torch::Tensor& valid, KvCache& cache) {
+  return run(tokens, positions, valid, &cache);
+}
+
+torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                   const torch::Tensor& valid, KvCache* cache) {
+  const auto B = tokens.size(0), T = tokens.size(1);
+  const auto H = config_.heads, KV = config_.kv_heads, hd = config_.headDim(), group = H / KV;
+  const std::int64_t past = cache ? cache->length : 0;
+  if (cache && past + T > cache->capacity) {
+    throw Error(fmt::format("model: KV cache of {} positions cannot take {} more after {}", cache->capacity, T, past));
+  }
+  if (past + T > config_.max_seq_len) {
+    throw Error(fmt::format("model: context of {} tokens exceeds model.max_seq_len {}", past + T, config_.max_seq_len));
+  }
+
+  // Rotary angles per token: [B,1,T,hd].
+  const auto angles = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;  // [B,T,hd/2]
+  const auto emb = torch::cat({angles, angles}, -1).unsqueeze(1);
+  const auto cos = emb.cos(), sin = emb.sin();
+
+  // Attention mask over keys [0, past+T): key j visible to new query i when j <= past + i and
+  // key j is valid. Additive form [B,1,T,past+T].
+  torch::Tensor key_valid;
+  if (cache) {
+    cache->key_valid.narrow(1, past, T).copy_(valid);
+    key_valid = cache->key_valid.narrow(1, 0, past + T);
+  } else {
+    key_valid = valid;
+  }
+  const auto q_idx = torch::arange(T, torch::kLong).unsqueeze(1) + past;  // [T,1]
+  const auto k_idx = torch::arange(past + T, torch::kLong).unsqueeze(0);  // [1,K]
+  const auto allowed = (k_idx <= q_idx).unsqueeze(0).unsqueeze(0) & key_valid.unsqueeze(1).unsqueeze(1);
+  const auto neg_inf = torch::full({}, -std::numeric_limits<float>::infinity());
+  auto mask = torch::where(allowed, torch::zeros({}), neg_inf);  // [B,1,T,K]
+  // A query with no visible key (a padding query) would give NaN; let it see itself.
+  const auto self = (k_idx == q_idx).unsqueeze(0).unsqueeze(0);
+  mask = torch::where(allowed.any(-1, true), mask, torch::where(self, torch::zeros({}), neg_inf));
+
+  auto x = torch::embedding(embed_, tokens);  // [B,T,D]
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  for (std::size_t l = 0; l < layers_.size(); ++l) {
+    const Layer& L = layers_[l];
+    auto h = rmsNorm(x, L.attn_norm, config_.rms_eps);
+    auto q = torch::linear(h, L.q).view({B, T, H, hd}).transpose(1, 2);   // [B,H,T,hd]
+    auto k = torch::linear(h, L.k).view({B, T, KV, hd}).transpose(1, 2);  // [B,KV,T,hd]
+    auto v = torch::linear(h, L.v).view({B, T, KV, hd}).transpose(1, 2);
+    q = applyRope(rmsNorm(q, L.q_norm, config_.rms_eps), cos, sin);
+    k = applyRope(rmsNorm(k, L.k_norm, config_.rms_eps), cos, sin);
+    if (cache) {
+      cache->keys[l].narrow(2, past, T).copy_(k);
+      cache->values[l].narrow(2, past, T).copy_(v);
+      k = cache->keys[l].narrow(2, 0, past + T);
+      v = cache->values[l].narrow(2, 0, past + T);
+    }
+    // Grouped-query attention without repeating K/V: queries grouped per KV head.
+    const auto K = k.size(2);
+    auto qg = q.view({B, KV, group, T, hd});
+    auto scores = torch::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) * scale;  // [B,KV,group,T,K]
+    scores = scores + mask.view({B, 1, 1, T, K});
+    auto attn = torch::softmax(scores, -1);
+    auto out = torch::matmul(attn, v.unsqueeze(2));                          // [B,KV,group,T,hd]
+    out = out.view({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
+    x = x + torch::linear(out, L.o);
+    h = rmsNorm(x, L.mlp_norm, config_.rms_eps);
+    x = x + torch::linear(torch::silu(torch::linear(h, L.gate)) * torch::linear(h, L.up), L.down);
+  }
+  if (cache) cache->length = past + T;
+  x = rmsNorm(x, final_norm_, config_.rms_eps);
+  return torch::linear(x, config_.tied_embeddings ? embed_ : lm_head_);
+}
+
+std::vector<NamedTensor> PolicyModelImpl::orderedParameters() const { return ordered_; }
+
+std::vector<NamedTensor> PolicyModelImpl::exportBf16() const {
+  torch::NoGradGuard no_grad;
+  std::vector<NamedTensor> out;
+  out.reserve(ordered_.size());
+  for (const auto& p : ordered_) out.push_back({p.name, p.tensor.detach().to(torch::kBFloat16).contiguous()});
+  return out;
+}
+
+void PolicyModelImpl::importTensors(const std::vector<NamedTensor>& tensors) {
+  torch::NoGradGuard no_grad;
+  std::size_t matched = 0;
+  for (const auto& t : tensors) {
+    auto it = std::find_if(ordered_.begin(), ordered_.end(), [&](const NamedTensor& p) { return p.name == t.name; });
+    if (it == ordered_.end()) throw Error(fmt::format("weights: tensor '{}' is not a parameter of this model", t.name));
+    if (!it->tensor.sizes().equals(t.tensor.sizes())) {
+      throw Error(fmt::format("weights: tensor '{}' has shape {} but the model (from the config) expects {}", t.name,
+                              shapeOf(t.tensor), shapeOf(it->tensor)));
+    }
+    it->tensor.copy_(t.tensor.to(it->tensor.dtype()));
+    ++matched;
+  }
+  if (matched != ordered_.size()) {
+    for (const auto& p : ordered_) {
+      const bool found = std::any_of(tensors.begin(), tensors.end(), [&](const NamedTensor& t) { return t.name == p.name; });
+      if (!found) throw Error(fmt::format("weights: tensor '{}' is missing", p.name));
+    }
+  }
+}
+
+std::int64_t PolicyModelImpl::parameterCount() const {
+  std::int64_t n = 0;
+  for (const auto& p : ordered_) n += p.tensor.numel();
+  return n;
+}
+
+std::pair<torch::Tensor, torch::Tensor> positionsForLeftPadded(const torch::Tensor& tokens, std::int64_t pad_id) {
+  const auto valid = tokens.ne(pad_id);
+  const auto positions = (valid.to(torch::kLong).cumsum(1) - 1).clamp_min(0);
+  return {positions, valid};
+}
+
+}  // namespace astraflow

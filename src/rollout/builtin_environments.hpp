@@ -1,0 +1,14 @@
+#pragma once
+// Factories of the environments that ship in-tree; the registry (environment_registry.cpp)
+// is their only caller.
+#include <memory>
+
+#include "astraflow/rollout/environment.hpp"
+
+namespace astraflow::detail {
+
+// Each throws std::invalid_argument naming the `environment.<key>` option it rejects.
+std::unique_ptr<Environment> makeArithmeticEnvironment(const EnvironmentOptions& options);
+std::unique_ptr<Environment> makeSearchEnvironment(const EnvironmentOptions& options);
+
+}  // namespace astraflow::detail

@@ -1,0 +1,40 @@
+// The registry of environments by name (STYLE §4): one row per built-in environment.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+#include <stdexcept>
+
+#include "astraflow/rollout/environment.hpp"
+#include "rollout/builtin_environments.hpp"
+
+namespace astraflow {
+namespace {
+
+struct EnvironmentEntry {
+  std::string_view name;
+  std::unique_ptr<Environment> (*make)(const EnvironmentOptions&);
+};
+
+constexpr std::array<EnvironmentEntry, 2> kEnvironments = {{
+    {"arithmetic", &detail::makeArithmeticEnvironment},
+    {"search", &detail::makeSearchEnvironment},
+}};
+
+}  // namespace
+
+std::unique_ptr<Environment> makeEnvironment(const EnvironmentOptions& options) {
+  for (const auto& entry : kEnvironments) {
+    if (entry.name == options.name) return entry.make(options);
+  }
+  throw std::invalid_argument(fmt::format("environment.name: unknown environment '{}'; registered: {}", options.name,
+                                          fmt::join(environmentNames(), ", ")));
+}
+
+std::vector<std::string> environmentNames() {
+  std::vector<std::string> names;
+  for (const auto& entry : kEnvironments) names.emplace_back(entry.name);
+  return names;
+}
+
+}  // namespace astraflow

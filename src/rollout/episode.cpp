@@ -1,0 +1,119 @@
+#include "astraflow/rollout/episode.hpp"
+
+#include <memory>
+
+namespace astraflow {
+
+namespace {
+
+void appendText(Episode& e, const Tokenizer& tok, const std::string& text) {
+  for (auto id : tok.encode(text)) {
+    e.tokens.push_back(id);
+    e.behav_logprobs.push_back(0.0f);
+    e.policy_mask.push_back(0);
+  }
+}
+
+std::vector<std::int32_t> stopIds(const Tokenizer& tok, const Environment& env) {
+  std::vector<std::int32_t> ids{tok.eosId()};
+  for (const auto& s : env.stopStrings()) {
+    if (auto id = tok.tokenId(s)) ids.push_back(*id);
+  }
+  return ids;
+}
+
+Episode startEpisode(const Tokenizer& tok, Environment& env, std::uint64_t problem_id) {
+  Episode e;
+  e.problem_id = problem_id;
+  e.tokens.push_back(tok.bosId());
+  e.behav_logprobs.push_back(0.0f);
+  e.policy_mask.push_back(0);
+  appendText(e, tok, env.reset(problem_id));
+  return e;
+}
+
+}  // namespace
+
+std::vector<Episode> runEpisodes(GenerationEngine& engine, const Tokenizer& tok, const EnvironmentOptions& env_options,
+                                 const std::vector<std::uint64_t>& problem_ids, const SamplingOptions& sampling,
+                                 at::Generator& generator) {
+  const std::size_t n = problem_ids.size();
+  std::vector<std::unique_ptr<Environment>> envs;
+  std::vector<Episode> episodes;
+  for (auto id : problem_ids) {
+    envs.push_back(makeEnvironment(env_options));
+    episodes.push_back(startEpisode(tok, *envs.back(), id));
+  }
+  if (n == 0) return episodes;
+  SamplingOptions opts = sampling;
+  opts.stop_token_ids = stopIds(tok, *envs.front());
+  const std::size_t max_len = static_cast<std::size_t>(engine.model()->config().max_seq_len);
+  std::vector<bool> done(n, false);
+  for (int turn = 0; turn < envs.front()->maxTurns(); ++turn) {
+    std::vector<std::size_t> active;
+    std::vector<std::vector<std::int32_t>> prompts;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      active.push_back(i);
+      prompts.push_back(episodes[i].tokens);
+    }
+    if (active.empty()) break;
+    auto gens = engine.generate(prompts, opts, generator);
+    for (std::size_t a = 0; a < active.size(); ++a) {
+      Episode& e = episodes[active[a]];
+      const Generation& g = gens[a];
+      e.turns++;
+      if (g.nonfinite) {
+        e.nonfinite = true;
+        done[active[a]] = true;
+        continue;
+      }
+      for (std::size_t t = 0; t < g.tokens.size(); ++t) {
+        e.tokens.push_back(g.tokens[t]);
+        e.behav_logprobs.push_back(g.logprobs[t]);
+        e.policy_mask.push_back(1);
+      }
+      const StepResult r = envs[active[a]]->step(tok.decode(g.tokens));
+      if (r.done) {
+        e.reward = r.reward;
+        done[active[a]] = true;
+        continue;
+      }
+      appendText(e, tok, r.observation);
+      if (e.tokens.size() >= max_len) {
+        // No room for another turn: the episode ends unsolved.
+        e.truncated = true;
+        e.tokens.resize(max_len);
+        e.behav_logprobs.resize(max_len);
+        e.policy_mask.resize(max_len);
+        done[active[a]] = true;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!done[i]) episodes[i].truncated = true;
+  }
+  return episodes;
+}
+
+Episode referenceEpisode(const Tokenizer& tok, const EnvironmentOptions& env_options, std::uint64_t problem_id) {
+  auto env = makeEnvironment(env_options);
+  Episode e = startEpisode(tok, *env, problem_id);
+  for (const auto& action : env->referenceActions()) {
+    for (auto id : tok.encode(action)) {
+      e.tokens.push_back(id);
+      e.behav_logprobs.push_back(0.0f);
+      e.policy_mask.push_back(1);
+    }
+    e.turns++;
+    const StepResult r = env->step(action);
+    if (r.done) {
+      e.reward = r.reward;
+      break;
+    }
+    appendText(e, tok, r.observation);
+  }
+  return e;
+}
+
+}  // namespace astraflow

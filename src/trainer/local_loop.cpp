@@ -1,0 +1,166 @@
+#include "astraflow/trainer/local_loop.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/model/checkpoint.hpp"
+#include "astraflow/rollout/episode.hpp"
+#include "astraflow/trainer/policy_trainer.hpp"
+
+namespace astraflow {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+SamplingOptions samplingFrom(const Config& c) {
+  SamplingOptions s;
+  s.temperature = c.rollout.temperature;
+  s.top_p = c.rollout.top_p;
+  s.max_new_tokens = c.rollout.max_new_tokens;
+  return s;
+}
+
+}  // namespace
+
+std::string LocalRunResult::json() const {
+  nlohmann::json j;
+  j["eval_accuracy_start"] = eval_accuracy_start;
+  j["eval_accuracy_end"] = eval_accuracy_end;
+  j["steps"] = steps;
+  j["wall_seconds"] = wall_seconds;
+  j["dropped_nonfinite"] = dropped;
+  return j.dump();
+}
+
+void configureThreads(const Config& config, int ranks_on_node) {
+  int threads = config.run.threads_per_rank;
+  if (threads <= 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / std::max(1, ranks_on_node));
+  }
+  torch::set_num_threads(threads);
+}
+
+PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer) {
+  ModelConfig m = config.policies.front().model;
+  m.vocab_size = tokenizer.vocabSize();
+  torch::manual_seed(config.run.seed);
+  return PolicyModel(m);
+}
+
+double evaluateGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config, int problems) {
+  engine.model()->eval();
+  auto env = makeEnvironment(config.environment);
+  std::vector<std::uint64_t> ids;
+  for (int k = 0; k < problems; ++k) ids.push_back(env->heldOutId(static_cast<std::uint64_t>(k)));
+  SamplingOptions greedy = samplingFrom(config);
+  greedy.greedy = true;
+  auto gen = at::detail::createCPUGenerator(0);  // unused by greedy decoding
+  double solved = 0;
+  constexpr std::size_t kChunk = 256;
+  for (std::size_t start = 0; start < ids.size(); start += kChunk) {
+    std::vector<std::uint64_t> part(ids.begin() + start, ids.begin() + std::min(ids.size(), start + kChunk));
+    for (const auto& e : runEpisodes(engine, tokenizer, config.environment, part, greedy, gen)) solved += e.reward;
+  }
+  return ids.empty() ? 0.0 : solved / static_cast<double>(ids.size());
+}
+
+LocalRunResult runSft(const Config& config) {
+  const auto t0 = Clock::now();
+  configureThreads(config, 1);
+  auto tokenizer = makeTaskTokenizer();
+  PolicyModel model = buildPolicyModel(config, *tokenizer);
+  GenerationEngine engine(model, tokenizer->padId());
+  PolicyTrainer trainer(model, config.trainer, 1.0);
+  auto env = makeEnvironment(config.environment);
+  std::mt19937_64 rng(config.run.seed);
+
+  LocalRunResult result;
+  result.eval_accuracy_start = evaluateGreedy(engine, *tokenizer, config, config.eval.problems);
+  result.eval_accuracy_end = result.eval_accuracy_start;
+  spdlog::info("sft: {} parameters, held-out greedy accuracy {:.3f} at start", model->parameterCount(),
+               result.eval_accuracy_start);
+  for (int step = 1; step <= config.sft.max_steps; ++step) {
+    std::vector<Episode> batch;
+    for (int i = 0; i < config.sft.batch_size; ++i) {
+      batch.push_back(referenceEpisode(*tokenizer, config.environment, env->trainingId(rng() >> 32)));
+    }
+    const double loss = trainer.sftStep(collate(batch, {}, tokenizer->padId()), config.sft.lr);
+    result.steps = step;
+    if (step % config.sft.eval_every == 0 || step == config.sft.max_steps) {
+      result.eval_accuracy_end = evaluateGreedy(engine, *tokenizer, config, config.eval.problems);
+      spdlog::info("sft step {}: loss {:.4f}, held-out greedy accuracy {:.3f}", step, loss, result.eval_accuracy_end);
+      if (result.eval_accuracy_end >= config.sft.target_accuracy) break;
+    }
+  }
+  result.checkpoint = config.sft.checkpoint;
+  saveCheckpointFile(result.checkpoint, config.policies.front().name, *model, 0);
+  result.wall_seconds = secondsSince(t0);
+  spdlog::info("sft: wrote {} after {} steps ({:.1f} s)", result.checkpoint, result.steps, result.wall_seconds);
+  return result;
+}
+
+LocalRunResult runTrainLocal(const Config& config) {
+  const auto t0 = Clock::now();
+  configureThreads(config, 1);
+  auto tokenizer = makeTaskTokenizer();
+  PolicyModel model = buildPolicyModel(config, *tokenizer);
+  LocalRunResult result;
+  std::string init = config.local.init_checkpoint.empty() ? config.sft.checkpoint : config.local.init_checkpoint;
+  if (std::filesystem::exists(init)) {
+    loadCheckpointFile(init, config.policies.front().name, *model);
+    result.checkpoint = init;
+    spdlog::info("train-local: warm start from {}", init);
+  } else if (!config.local.init_checkpoint.empty()) {
+    throw Error(fmt::format("local.init_checkpoint: '{}' does not exist (run `astraflow sft` first)", init));
+  } else {
+    spdlog::warn("train-local: no warm start at {}; training from random weights", init);
+  }
+  GenerationEngine engine(model, tokenizer->padId());
+  PolicyTrainer trainer(model, config.trainer, config.rollout.temperature);
+  auto env = makeEnvironment(config.environment);
+  std::mt19937_64 rng(config.run.seed);
+  auto gen = at::detail::createCPUGenerator(config.run.seed + 1);
+  const SamplingOptions sampling = samplingFrom(config);
+
+  result.eval_accuracy_start = evaluateGreedy(engine, *tokenizer, config, config.eval.problems);
+  result.eval_accuracy_end = result.eval_accuracy_start;
+  spdlog::info("train-local: held-out greedy accuracy {:.3f} at start", result.eval_accuracy_start);
+  for (int step = 1; step <= config.local.steps; ++step) {
+    if (config.local.max_wall_seconds > 0 && secondsSince(t0) > config.local.max_wall_seconds) break;
+    std::vector<std::uint64_t> ids;
+    std::vector<std::int64_t> groups;
+    for (int g = 0; g < config.trainer.groups_per_step; ++g) {
+      const auto id = env->trainingId(rng() >> 32);
+      for (int i = 0; i < config.rollout.group_size; ++i) {
+        ids.push_back(id);
+        groups.push_back(g);
+      }
+    }
+    model->eval();
+    const auto episodes = runEpisodes(engine, *tokenizer, config.environment, ids, sampling, gen);
+    const auto stats = trainer.rlStep(collate(episodes, groups, tokenizer->padId()));
+    result.dropped += stats.dropped;
+    result.steps = step;
+    if (step % config.eval.every == 0 || step == config.local.steps) {
+      result.eval_accuracy_end = evaluateGreedy(engine, *tokenizer, config, config.eval.problems);
+      spdlog::info("train-local step {}: reward {:.3f}, loss {:.4f}, clipped {:.3f}, held-out greedy accuracy {:.3f}",
+                   step, stats.reward_mean, stats.loss, stats.clipped_fraction, result.eval_accuracy_end);
+    }
+  }
+  result.eval_accuracy_end = evaluateGreedy(engine, *tokenizer, config, config.eval.problems);
+  result.wall_seconds = secondsSince(t0);
+  return result;
+}
+
+}  // namespace astraflow

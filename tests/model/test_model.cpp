@@ -1,0 +1,149 @@
+// The policy transformer: KV-cache forward equals the full forward, padding does not leak,
+// causality holds, weights export/import and HDF5 checkpoints round-trip bit-exactly, and a
+// checkpoint that does not fit the config is refused naming the tensor.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/io/h5.hpp"
+#include "astraflow/model/checkpoint.hpp"
+#include "astraflow/model/policy_model.hpp"
+
+using namespace astraflow;
+
+namespace {
+
+ModelConfig smallConfig() {
+  ModelConfig m;
+  m.vocab_size = 50;
+  m.d_model = 32;
+  m.layers = 2;
+  m.heads = 4;
+  m.kv_heads = 2;
+  m.ffn_hidden = 64;
+  m.max_seq_len = 64;
+  return m;
+}
+
+// Tolerance for float32 paths that sum in a different order (cache vs full attention).
+constexpr double kTol = 1e-5;
+
+std::string tempDir() {
+  char tmpl[] = "/tmp/astraflow_model_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+}  // namespace
+
+TEST(PolicyModel, KvCacheMatchesFullForward) {
+  torch::manual_seed(1);
+  PolicyModel model(smallConfig());
+  torch::NoGradGuard ng;
+  const auto tokens = torch::randint(4, 50, {3, 12}, torch::kLong);
+  const auto pos = torch::arange(12, torch::kLong).expand({3, 12}).contiguous();
+  const auto valid = torch::ones({3, 12}, torch::kBool);
+  const auto full = model->forward(tokens, pos, valid);
+
+  auto cache = model->newCache(3, 12);
+  std::vector<torch::Tensor> parts{model->forwardCached(tokens.narrow(1, 0, 5), pos.narrow(1, 0, 5),
+                                                        valid.narrow(1, 0, 5), cache)};
+  for (int t = 5; t < 12; ++t) {
+    parts.push_back(model->forwardCached(tokens.narrow(1, t, 1), pos.narrow(1, t, 1), valid.narrow(1, t, 1), cache));
+  }
+  const auto cached = torch::cat(parts, 1);
+  const double diff = (full - cached).abs().max().item<double>();
+  RecordProperty("kv_cache_max_abs_logit_diff", std::to_string(diff));
+  EXPECT_LT(diff, kTol) << "KV-cache logits differ from the full forward by " << diff;
+  EXPECT_EQ(cache.length, 12);
+}
+
+TEST(PolicyModel, LeftPaddingDoesNotChangeARow) {
+  torch::manual_seed(2);
+  PolicyModel model(smallConfig());
+  torch::NoGradGuard ng;
+  const auto row = torch::randint(4, 50, {1, 6}, torch::kLong);
+  auto [pos1, valid1] = positionsForLeftPadded(row, 0);
+  const auto alone = model->forward(row, pos1, valid1);
+  auto padded = torch::cat({torch::zeros({1, 4}, torch::kLong), row}, 1);
+  auto [pos2, valid2] = positionsForLeftPadded(padded, 0);
+  const auto in_batch = model->forward(padded, pos2, valid2).narrow(1, 4, 6);
+  EXPECT_LT((alone - in_batch).abs().max().item<double>(), kTol);
+}
+
+TEST(PolicyModel, FutureTokensDoNotChangeEarlierLogits) {
+  torch::manual_seed(3);
+  PolicyModel model(smallConfig());
+  torch::NoGradGuard ng;
+  auto a = torch::randint(4, 50, {1, 8}, torch::kLong);
+  auto b = a.clone();
+  b[0][7] = (a[0][7].item<std::int64_t>() + 1) % 50;
+  const auto pos = torch::arange(8, torch::kLong).unsqueeze(0);
+  const auto valid = torch::ones({1, 8}, torch::kBool);
+  const auto la = model->forward(a, pos, valid), lb = model->forward(b, pos, valid);
+  EXPECT_LT((la.narrow(1, 0, 7) - lb.narrow(1, 0, 7)).abs().max().item<double>(), 1e-6);
+  EXPECT_GT((la.narrow(1, 7, 1) - lb.narrow(1, 7, 1)).abs().max().item<double>(), 1e-4);
+}
+
+TEST(PolicyModel, Bf16ExportImportRoundTrip) {
+  torch::manual_seed(4);
+  PolicyModel a(smallConfig()), b(smallConfig());
+  const auto exported = a->exportBf16();
+  ASSERT_EQ(exported.size(), a->orderedParameters().size());
+  EXPECT_EQ(exported.front().name, "embed");
+  EXPECT_EQ(exported[1].name, "layers.0.attn_norm");
+  for (const auto& t : exported) EXPECT_EQ(t.tensor.scalar_type(), torch::kBFloat16) << t.name;
+  b->importTensors(exported);
+  for (std::size_t i = 0; i < exported.size(); ++i) {
+    const auto& p = b->orderedParameters()[i];
+    EXPECT_TRUE(torch::equal(p.tensor.to(torch::kBFloat16), exported[i].tensor)) << p.name;
+  }
+}
+
+TEST(PolicyModel, ImportRefusesWrongShapeNamingTheTensor) {
+  ModelConfig other = smallConfig();
+  other.ffn_hidden = 96;
+  PolicyModel a(smallConfig()), b(other);
+  try {
+    a->importTensors(b->exportBf16());
+    FAIL() << "accepted tensors of another shape";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layers.0.mlp.gate"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[96, 32]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, RoundTripIsBitExactAndMismatchIsRefused) {
+  const std::string dir = tempDir();
+  const std::string path = dir + "/ckpt.h5";
+  torch::manual_seed(5);
+  PolicyModel a(smallConfig());
+  saveCheckpointFile(path, "solver", *a, 7);
+  torch::manual_seed(6);
+  PolicyModel b(smallConfig());
+  loadCheckpointFile(path, "solver", *b);
+  for (std::size_t i = 0; i < a->orderedParameters().size(); ++i) {
+    EXPECT_TRUE(torch::equal(a->orderedParameters()[i].tensor, b->orderedParameters()[i].tensor))
+        << a->orderedParameters()[i].name;
+  }
+  EXPECT_EQ(io::H5File::openReadOnly(path).readInt64Attribute("version"), 7);
+
+  ModelConfig bigger = smallConfig();
+  bigger.d_model = 48;
+  bigger.heads = 4;
+  PolicyModel c(bigger);
+  try {
+    loadCheckpointFile(path, "solver", *c);
+    FAIL() << "accepted a checkpoint of another model size";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'embed'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(loadCheckpointFile(path, "verifier", *b), Error);
+  EXPECT_THROW(loadCheckpointFile(dir + "/missing.h5", "solver", *b), Error);
+  // A truncated file is refused, not crashed on.
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  EXPECT_THROW(loadCheckpointFile(path, "solver", *b), Error);
+  std::filesystem::remove_all(dir);
+}
