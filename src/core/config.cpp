@@ -116,6 +116,7 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   t.weight_decay = r.getDouble("weight_decay", t.weight_decay, 0.0, 10.0);
   t.grad_clip = r.getDouble("grad_clip", t.grad_clip, 0.0, 1e6);
   t.groups_per_step = static_cast<int>(r.getInt("groups_per_step", t.groups_per_step, 1, 1 << 20, "groups"));
+  t.ppo_epochs = static_cast<int>(r.getInt("ppo_epochs", t.ppo_epochs, 1, 64, "steps"));
   YamlReader l = r.child("loss");
   LossSection& s = t.loss;
   s.kind = l.getChoice("kind", s.kind, {"ppo", "decoupled"});

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <charconv>
 #include <filesystem>
 #include <sstream>
 
@@ -14,11 +15,17 @@ namespace {
 
 std::string shapeText(const torch::Tensor& t) { return fmt::format("{}", fmt::join(t.sizes(), ",")); }
 
+// "d0,d1,…" → dims; empty on malformed text, a non-positive or an absurd dimension.
 std::vector<std::int64_t> parseShape(const std::string& text) {
   std::vector<std::int64_t> dims;
   std::stringstream in(text);
   std::string part;
-  while (std::getline(in, part, ',')) dims.push_back(std::stoll(part));
+  while (std::getline(in, part, ',')) {
+    std::int64_t d = 0;
+    auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), d);
+    if (ec != std::errc() || end != part.data() + part.size() || d <= 0 || d > (1ll << 31)) return {};
+    dims.push_back(d);
+  }
   return dims;
 }
 
@@ -41,6 +48,9 @@ void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl&
   policy_group.writeAttribute("head_dim", std::int64_t{m.headDim()});
   policy_group.writeAttribute("ffn_hidden", std::int64_t{m.ffn_hidden});
   policy_group.writeAttribute("tied_embeddings", std::int64_t{m.tied_embeddings ? 1 : 0});
+  policy_group.writeAttribute("max_seq_len", std::int64_t{m.max_seq_len});
+  policy_group.writeAttribute("rope_theta", m.rope_theta);
+  policy_group.writeAttribute("rms_eps", m.rms_eps);
   policy_group.writeAttribute("parameter_order", fmt::format("{}", fmt::join([&] {
     std::vector<std::string> names;
     for (const auto& p : model.orderedParameters()) names.push_back(p.name);
@@ -49,6 +59,23 @@ void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl&
 }
 
 void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model) {
+  // Sizes that tensor shapes cannot reveal (heads vs head size, rotary base) must match too.
+  const ModelConfig& m = model.config();
+  auto checkInt = [&](const char* attr, std::int64_t want) {
+    if (!policy_group.hasAttribute(attr)) return;
+    const auto got = policy_group.readInt64Attribute(attr);
+    if (got != want) {
+      throw Error(fmt::format("checkpoint {}: model attribute '{}' is {} but the config's model has {}",
+                              policy_group.fileName(), attr, got, want));
+    }
+  };
+  checkInt("heads", m.heads);
+  checkInt("kv_heads", m.kv_heads);
+  checkInt("head_dim", m.headDim());
+  if (policy_group.hasAttribute("rope_theta") && policy_group.readDoubleAttribute("rope_theta") != m.rope_theta) {
+    throw Error(fmt::format("checkpoint {}: model attribute 'rope_theta' is {} but the config's model has {}",
+                            policy_group.fileName(), policy_group.readDoubleAttribute("rope_theta"), m.rope_theta));
+  }
   auto weights = policy_group.openGroup("weights");
   std::vector<NamedTensor> tensors;
   for (const auto& [name, param] : model.orderedParameters()) {
@@ -58,6 +85,10 @@ void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model
     }
     auto ds = weights.openDataset(name);
     const auto dims = parseShape(ds.readStringAttribute("shape"));
+    if (dims.empty() || !param.sizes().equals(dims)) {
+      throw Error(fmt::format("checkpoint {}: tensor '{}' has shape [{}] but the config's model expects [{}]",
+                              weights.fileName(), name, ds.readStringAttribute("shape"), shapeText(param)));
+    }
     auto values = ds.readVector<float>();
     auto t = torch::from_blob(values.data(), {static_cast<std::int64_t>(values.size())}, torch::kFloat32).clone();
     std::int64_t count = 1;

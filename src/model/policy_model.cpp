@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "astraflow/core/error.hpp"
 
@@ -94,8 +95,10 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   if (cache && past + T > cache->capacity) {
     throw Error(fmt::format("model: KV cache of {} positions cannot take {} more after {}", cache->capacity, T, past));
   }
-  if (past + T > config_.max_seq_len) {
-    throw Error(fmt::format("model: context of {} tokens exceeds model.max_seq_len {}", past + T, config_.max_seq_len));
+  // The context limit is on positions (padding columns do not count).
+  if (positions.numel() > 0 && positions.max().item<std::int64_t>() >= config_.max_seq_len) {
+    throw Error(fmt::format("model: position {} is beyond model.max_seq_len {}", positions.max().item<std::int64_t>(),
+                            config_.max_seq_len));
   }
 
   // Rotary angles per token: [B,1,T,hd].
@@ -121,6 +124,10 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   const auto self = (k_idx == q_idx).unsqueeze(0).unsqueeze(0);
   mask = torch::where(allowed.any(-1, true), mask, torch::where(self, torch::zeros({}), neg_inf));
 
+  // The mask repeated for the query heads sharing one KV head: [B,1,group*T,K].
+  const auto K_all = past + T;
+  const auto mask_g = mask.unsqueeze(2).expand({B, 1, group, T, K_all}).reshape({B, 1, group * T, K_all});
+
   auto x = torch::embedding(embed_, tokens);  // [B,T,D]
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   for (std::size_t l = 0; l < layers_.size(); ++l) {
@@ -137,13 +144,12 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
       k = cache->keys[l].narrow(2, 0, past + T);
       v = cache->values[l].narrow(2, 0, past + T);
     }
-    // Grouped-query attention without repeating K/V: queries grouped per KV head.
-    const auto K = k.size(2);
-    auto qg = q.view({B, KV, group, T, hd});
-    auto scores = torch::matmul(qg, k.unsqueeze(2).transpose(-1, -2)) * scale;  // [B,KV,group,T,K]
-    scores = scores + mask.view({B, 1, 1, T, K});
+    // Grouped-query attention: the query heads of one KV head are stacked along the query
+    // axis, so K and V are used as they are (no per-head repeat, no broadcast copy).
+    auto qg = q.reshape({B, KV, group * T, hd});
+    auto scores = torch::matmul(qg, k.transpose(-1, -2)) * scale + mask_g;  // [B,KV,group*T,K]
     auto attn = torch::softmax(scores, -1);
-    auto out = torch::matmul(attn, v.unsqueeze(2));                          // [B,KV,group,T,hd]
+    auto out = torch::matmul(attn, v);                                       // [B,KV,group*T,hd]
     out = out.view({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
     x = x + torch::linear(out, L.o);
     h = rmsNorm(x, L.mlp_norm, config_.rms_eps);
@@ -151,7 +157,13 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   }
   if (cache) cache->length = past + T;
   x = rmsNorm(x, final_norm_, config_.rms_eps);
-  return torch::linear(x, config_.tied_embeddings ? embed_ : lm_head_);
+  auto logits = torch::linear(x, config_.tied_embeddings ? embed_ : lm_head_);
+  // Tokens the policy may never emit (<pad>, <bos>) get probability 0 here, in the one
+  // place both the engine and the trainer go through, so their distributions stay identical.
+  if (never_generate_.defined()) {
+    logits = logits.index_fill(-1, never_generate_, -std::numeric_limits<float>::infinity());
+  }
+  return logits;
 }
 
 std::vector<NamedTensor> PolicyModelImpl::orderedParameters() const { return ordered_; }
@@ -165,24 +177,31 @@ std::vector<NamedTensor> PolicyModelImpl::exportBf16() const {
 }
 
 void PolicyModelImpl::importTensors(const std::vector<NamedTensor>& tensors) {
-  torch::NoGradGuard no_grad;
-  std::size_t matched = 0;
+  // Validate everything first: a refused import must leave the model untouched.
+  std::vector<const NamedTensor*> source(ordered_.size(), nullptr);
   for (const auto& t : tensors) {
     auto it = std::find_if(ordered_.begin(), ordered_.end(), [&](const NamedTensor& p) { return p.name == t.name; });
     if (it == ordered_.end()) throw Error(fmt::format("weights: tensor '{}' is not a parameter of this model", t.name));
+    const auto idx = static_cast<std::size_t>(it - ordered_.begin());
+    if (source[idx]) throw Error(fmt::format("weights: tensor '{}' is given twice", t.name));
     if (!it->tensor.sizes().equals(t.tensor.sizes())) {
       throw Error(fmt::format("weights: tensor '{}' has shape {} but the model (from the config) expects {}", t.name,
                               shapeOf(t.tensor), shapeOf(it->tensor)));
     }
-    it->tensor.copy_(t.tensor.to(it->tensor.dtype()));
-    ++matched;
-  }
-  if (matched != ordered_.size()) {
-    for (const auto& p : ordered_) {
-      const bool found = std::any_of(tensors.begin(), tensors.end(), [&](const NamedTensor& t) { return t.name == p.name; });
-      if (!found) throw Error(fmt::format("weights: tensor '{}' is missing", p.name));
+    if (!torch::isfinite(t.tensor).all().item<bool>()) {
+      throw Error(fmt::format("weights: tensor '{}' holds NaN or inf values", t.name));
     }
+    source[idx] = &t;
   }
+  for (std::size_t i = 0; i < ordered_.size(); ++i) {
+    if (!source[i]) throw Error(fmt::format("weights: tensor '{}' is missing", ordered_[i].name));
+  }
+  torch::NoGradGuard no_grad;
+  for (std::size_t i = 0; i < ordered_.size(); ++i) ordered_[i].tensor.copy_(source[i]->tensor.to(ordered_[i].tensor.dtype()));
+}
+
+void PolicyModelImpl::setNeverGenerate(const std::vector<std::int64_t>& token_ids) {
+  never_generate_ = token_ids.empty() ? torch::Tensor() : torch::tensor(token_ids, torch::kLong);
 }
 
 std::int64_t PolicyModelImpl::parameterCount() const {

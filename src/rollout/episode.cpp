@@ -68,6 +68,12 @@ std::vector<Episode> runEpisodes(GenerationEngine& engine, const Tokenizer& tok,
         done[active[a]] = true;
         continue;
       }
+      if (g.tokens.empty()) {
+        // No room left in the context: the episode ends unsolved, without an empty turn.
+        e.truncated = true;
+        done[active[a]] = true;
+        continue;
+      }
       for (std::size_t t = 0; t < g.tokens.size(); ++t) {
         e.tokens.push_back(g.tokens[t]);
         e.behav_logprobs.push_back(g.logprobs[t]);

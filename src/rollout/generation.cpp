@@ -13,7 +13,8 @@ namespace {
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> sampleStep(const torch::Tensor& logits,
                                                                    const SamplingOptions& o, at::Generator& gen) {
   const auto scaled = logits / (o.greedy ? 1.0 : o.temperature);
-  const auto finite = torch::isfinite(scaled).all(-1);
+  // −inf is legitimate (tokens the model never emits); NaN or +inf is not.
+  const auto finite = (~(torch::isnan(scaled) | torch::isposinf(scaled))).all(-1);
   // Rows with NaN/inf are sampled from a harmless distribution and flagged by the caller.
   const auto safe = torch::where(finite.unsqueeze(-1), scaled, torch::zeros_like(scaled));
   const auto logp = torch::log_softmax(safe, -1);
@@ -42,22 +43,39 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
   const auto B = static_cast<std::int64_t>(prompts.size());
   std::vector<Generation> out(prompts.size());
   if (B == 0) return out;
-  std::int64_t longest = 0;
-  for (const auto& p : prompts) longest = std::max<std::int64_t>(longest, static_cast<std::int64_t>(p.size()));
   const std::int64_t max_len = model_->config().max_seq_len;
-  const std::int64_t steps = std::min<std::int64_t>(o.max_new_tokens, max_len - longest);
-  if (steps <= 0) return out;  // no room: every row ends unstopped with nothing generated
-
-  // Left-pad so every row's last prompt token is in the same column.
-  auto prompt = torch::full({B, longest}, pad_id_, torch::kLong);
-  auto acc = prompt.accessor<std::int64_t, 2>();
-  for (std::int64_t b = 0; b < B; ++b) {
-    const auto& p = prompts[b];
-    const auto off = longest - static_cast<std::int64_t>(p.size());
-    for (std::size_t i = 0; i < p.size(); ++i) acc[b][off + static_cast<std::int64_t>(i)] = p[i];
+  // Each row may generate up to the context limit counted from its own length.
+  std::vector<std::int64_t> budget(prompts.size());
+  std::int64_t longest = 0, steps = 0;
+  for (std::size_t b = 0; b < prompts.size(); ++b) {
+    const auto len = static_cast<std::int64_t>(prompts[b].size());
+    longest = std::max(longest, len);
+    budget[b] = std::max<std::int64_t>(0, std::min<std::int64_t>(o.max_new_tokens, max_len - len));
+    steps = std::max(steps, budget[b]);
   }
-  auto [positions, valid] = positionsForLeftPadded(prompt, pad_id_);
-  auto next_pos = positions.select(1, longest - 1) + 1;  // [B]
+  if (steps <= 0 || longest == 0) return out;  // no room anywhere: nothing generated, not stopped
+
+  // Left-pad so every row's last prompt token is in the same column. Validity and positions
+  // come from the row lengths, never from token values.
+  auto prompt = torch::full({B, longest}, pad_id_, torch::kLong);
+  auto valid = torch::zeros({B, longest}, torch::kBool);
+  auto positions = torch::zeros({B, longest}, torch::kLong);
+  {
+    auto tok = prompt.accessor<std::int64_t, 2>();
+    auto val = valid.accessor<bool, 2>();
+    auto pos = positions.accessor<std::int64_t, 2>();
+    for (std::int64_t b = 0; b < B; ++b) {
+      const auto& p = prompts[b];
+      const auto off = longest - static_cast<std::int64_t>(p.size());
+      for (std::size_t i = 0; i < p.size(); ++i) {
+        tok[b][off + static_cast<std::int64_t>(i)] = p[i];
+        val[b][off + static_cast<std::int64_t>(i)] = true;
+        pos[b][off + static_cast<std::int64_t>(i)] = static_cast<std::int64_t>(i);
+      }
+    }
+  }
+  std::vector<std::int64_t> next_pos(prompts.size());
+  for (std::size_t b = 0; b < prompts.size(); ++b) next_pos[b] = static_cast<std::int64_t>(prompts[b].size());
 
   KvCache cache;
   torch::Tensor logits;
@@ -70,18 +88,26 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
   }
 
   std::vector<bool> done(prompts.size(), false);
+  for (std::size_t b = 0; b < prompts.size(); ++b) done[b] = budget[b] == 0 || prompts[b].empty();
   auto is_stop = [&](std::int32_t t) {
     return std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), t) != o.stop_token_ids.end();
   };
+  auto step_tok = torch::full({B, 1}, pad_id_, torch::kLong);
+  auto step_valid = torch::zeros({B, 1}, torch::kBool);
+  auto step_pos = torch::zeros({B, 1}, torch::kLong);
   for (std::int64_t step = 0; step < steps; ++step) {
     auto [next, logp, finite] = sampleStep(logits, o, gen);
     auto next_a = next.accessor<std::int64_t, 1>();
     auto logp_a = logp.accessor<float, 1>();
     auto finite_a = finite.accessor<bool, 1>();
-    auto step_valid = torch::zeros({B, 1}, torch::kBool);
-    auto step_tok = torch::full({B, 1}, pad_id_, torch::kLong);
+    auto tok_a = step_tok.accessor<std::int64_t, 2>();
+    auto valid_a = step_valid.accessor<bool, 2>();
+    auto pos_a = step_pos.accessor<std::int64_t, 2>();
     bool any_active = false;
     for (std::int64_t b = 0; b < B; ++b) {
+      tok_a[b][0] = pad_id_;
+      valid_a[b][0] = false;
+      pos_a[b][0] = next_pos[b];
       if (done[b]) continue;
       if (!finite_a[b]) {
         out[b].nonfinite = true;
@@ -96,13 +122,16 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
         done[b] = true;
         continue;
       }
-      step_tok[b][0] = tok;
-      step_valid[b][0] = true;
+      if (static_cast<std::int64_t>(out[b].tokens.size()) >= budget[b]) {
+        done[b] = true;  // out of room: ends unstopped
+        continue;
+      }
+      tok_a[b][0] = tok;
+      valid_a[b][0] = true;
+      next_pos[b]++;
       any_active = true;
     }
-    if (!any_active || step + 1 == steps) break;
-    const auto step_pos = next_pos.unsqueeze(1);
-    next_pos = next_pos + 1;
+    if (!any_active) break;
     if (o.use_kv_cache) {
       logits = model_->forwardCached(step_tok, step_pos, step_valid, cache).select(1, 0);
     } else {
@@ -125,7 +154,9 @@ torch::Tensor sequenceLogProbs(PolicyModelImpl& model, const torch::Tensor& toke
   const auto logp = torch::log_softmax(logits.narrow(1, 0, T - 1).to(torch::kFloat32), -1)
                         .gather(-1, tokens.narrow(1, 1, T - 1).unsqueeze(-1))
                         .squeeze(-1);
-  return torch::cat({torch::zeros({B, 1}), logp}, 1);
+  // Padding targets (a never-generated <pad>: −inf) must not leak NaN through mask products.
+  const auto target_valid = valid.narrow(1, 1, T - 1);
+  return torch::cat({torch::zeros({B, 1}), torch::where(target_valid, logp, torch::zeros_like(logp))}, 1);
 }
 
 }  // namespace astraflow

@@ -55,7 +55,9 @@ PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer) {
   ModelConfig m = config.policies.front().model;
   m.vocab_size = tokenizer.vocabSize();
   torch::manual_seed(config.run.seed);
-  return PolicyModel(m);
+  PolicyModel model(m);
+  model->setNeverGenerate({tokenizer.padId(), tokenizer.bosId()});
+  return model;
 }
 
 double evaluateGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config, int problems) {
@@ -94,6 +96,11 @@ LocalRunResult runSft(const Config& config) {
     std::vector<Episode> batch;
     for (int i = 0; i < config.sft.batch_size; ++i) {
       batch.push_back(referenceEpisode(*tokenizer, config.environment, env->trainingId(rng() >> 32)));
+      if (batch.back().tokens.size() > static_cast<std::size_t>(model->config().max_seq_len)) {
+        throw Error(fmt::format("policies[0].model.max_seq_len ({}) is shorter than a reference episode of "
+                                "environment '{}' ({} tokens)", model->config().max_seq_len,
+                                config.environment.name, batch.back().tokens.size()));
+      }
     }
     const double loss = trainer.sftStep(collate(batch, {}, tokenizer->padId()), config.sft.lr);
     result.steps = step;
@@ -150,9 +157,9 @@ LocalRunResult runTrainLocal(const Config& config) {
     model->eval();
     const auto episodes = runEpisodes(engine, *tokenizer, config.environment, ids, sampling, gen);
     const auto stats = trainer.rlStep(collate(episodes, groups, tokenizer->padId()));
-    result.dropped += stats.dropped;
+    result.dropped += stats.dropped + stats.skipped_steps;
     result.steps = step;
-    if (step % config.eval.every == 0 || step == config.local.steps) {
+    if (step % config.eval.every == 0) {
       result.eval_accuracy_end = evaluateGreedy(engine, *tokenizer, config, config.eval.problems);
       spdlog::info("train-local step {}: reward {:.3f}, loss {:.4f}, clipped {:.3f}, held-out greedy accuracy {:.3f}",
                    step, stats.reward_mean, stats.loss, stats.clipped_fraction, result.eval_accuracy_end);

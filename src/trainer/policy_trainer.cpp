@@ -68,13 +68,6 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& batch) {
   model_->train();
   const auto& L = config_.loss;
   const auto adv = groupAdvantages(batch.rewards, batch.group_ids, L.scale_by_std, L.advantage == "batch");
-  auto logp = sequenceLogProbs(*model_, batch.tokens, batch.lengths, temperature_);
-  PolicyLossInputs in;
-  in.logp = logp;
-  in.logp_behav = batch.behav;
-  in.advantages = adv;
-  in.mask = batch.mask;
-  if (L.kind == "decoupled") in.logp_prox = logp.detach();  // the proximal policy: θ before this step
   PolicyLossOptions opts;
   opts.clip_low = L.clip_low;
   opts.clip_high = L.clip_high;
@@ -83,45 +76,88 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& batch) {
   opts.kl_estimator = L.kl_estimator == "k1" ? KlEstimator::K1 : KlEstimator::K3;
   opts.m2po = L.m2po;
   opts.m2_threshold = L.m2_threshold;
+  torch::Tensor logp_ref, logp_prox;
   if (opts.kl_coef > 0) {
     torch::NoGradGuard no_grad;
-    in.logp_ref = sequenceLogProbs(*reference_, batch.tokens, batch.lengths, temperature_);
+    logp_ref = sequenceLogProbs(*reference_, batch.tokens, batch.lengths, temperature_);
   }
-  {
-    torch::NoGradGuard no_grad;
-    const auto diff = ((logp.detach() - batch.behav).abs() * batch.mask);
-    s.max_abs_behav_diff = diff.numel() ? diff.max().item<double>() : 0.0;
+  // PPO epochs: several optimiser steps on the same batch; the ratio moves away from 1 after
+  // the first, which is what the clip bounds. The proximal policy of decoupled PPO is θ
+  // before the first epoch.
+  for (int epoch = 0; epoch < config_.ppo_epochs; ++epoch) {
+    auto logp = sequenceLogProbs(*model_, batch.tokens, batch.lengths, temperature_);
+    if (epoch == 0) {
+      torch::NoGradGuard no_grad;
+      logp_prox = logp.detach();
+      const auto diff = ((logp_prox - batch.behav).abs() * batch.mask);
+      s.max_abs_behav_diff = diff.numel() ? diff.max().item<double>() : 0.0;
+    }
+    PolicyLossInputs in;
+    in.logp = logp;
+    in.logp_behav = batch.behav;
+    in.advantages = adv;
+    in.mask = batch.mask;
+    if (opts.decoupled) in.logp_prox = logp_prox;
+    if (opts.kl_coef > 0) in.logp_ref = logp_ref;
+    const PolicyLossResult r = policyLoss(in, opts);
+    optimizer_->zero_grad();
+    r.loss.backward();
+    if (!finiteStep(r.loss, s.grad_norm)) {
+      s.skipped_steps++;
+      break;
+    }
+    optimizer_->step();
+    if (epoch == 0) {
+      s.loss = r.loss.item<double>();
+      s.kl = r.kl;
+      s.m2po_masked_fraction = r.m2po_masked_fraction;
+      s.tokens = r.kept_tokens;
+      s.dropped += r.nonfinite_tokens;
+    }
+    s.clipped_fraction = r.clipped_fraction;  // of the last epoch, where clipping acts
   }
-  const PolicyLossResult r = policyLoss(in, opts);
-  optimizer_->zero_grad();
-  r.loss.backward();
-  if (config_.grad_clip > 0) {
-    s.grad_norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.grad_clip);
-  }
-  optimizer_->step();
-  s.loss = r.loss.item<double>();
   s.reward_mean = batch.rewards.mean().item<double>();
-  s.clipped_fraction = r.clipped_fraction;
-  s.kl = r.kl;
-  s.m2po_masked_fraction = r.m2po_masked_fraction;
-  s.tokens = r.kept_tokens;
-  s.dropped += r.nonfinite_tokens;
   return s;
+}
+
+// A step whose loss or gradient is NaN/inf would poison every weight: it is skipped (the
+// gradients are cleared) and counted. Clips the gradient norm when configured.
+bool PolicyTrainer::finiteStep(const torch::Tensor& loss, double& grad_norm) {
+  double norm = 0;
+  if (config_.grad_clip > 0) {
+    norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.grad_clip);
+  } else {
+    torch::NoGradGuard ng;
+    for (const auto& p : model_->parameters()) {
+      if (p.grad().defined()) norm += p.grad().pow(2).sum().item<double>();
+    }
+    norm = std::sqrt(norm);
+  }
+  grad_norm = norm;
+  if (std::isfinite(loss.item<double>()) && std::isfinite(norm)) return true;
+  optimizer_->zero_grad();
+  skipped_steps_++;
+  return false;
 }
 
 double PolicyTrainer::sftStep(const TrainBatch& batch, double lr) {
   if (batch.tokens.size(0) == 0) return 0.0;
   model_->train();
+  // The SFT learning rate holds for this step only, also when it throws.
+  struct LrRestore {
+    torch::optim::AdamW& opt;
+    double lr;
+    ~LrRestore() {
+      for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    }
+  } restore{*optimizer_, config_.lr};
   for (auto& group : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
   auto logp = sequenceLogProbs(*model_, batch.tokens, batch.lengths, 1.0);
   const auto loss = -(logp * batch.mask).sum() / batch.mask.sum().clamp_min(1.0);
   optimizer_->zero_grad();
   loss.backward();
-  if (config_.grad_clip > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.grad_clip);
-  optimizer_->step();
-  for (auto& group : optimizer_->param_groups()) {
-    static_cast<torch::optim::AdamWOptions&>(group.options()).lr(config_.lr);
-  }
+  double norm = 0;
+  if (finiteStep(loss, norm)) optimizer_->step();
   return loss.item<double>();
 }
 

@@ -76,6 +76,34 @@ for osc in sm ucx; do
   [ "$n" -ge 4 ] || fail "run_$osc: $n handshake events in trace.h5, wanted >= 4"
 done
 
+# sft and train-local end with exactly one JSON line on stdout (tiny sizes: seconds).
+cat >"$work/tiny.yaml" <<YAML
+run: {name: tiny, output_dir: $work/tiny, threads_per_rank: 1}
+policies:
+  - name: solver
+    model: {d_model: 16, layers: 1, heads: 2, kv_heads: 1, ffn_hidden: 32, max_seq_len: 24}
+layout: [{role: dataflow}, {role: trainer, policy: solver}, {role: rollout, policies: [solver]}]
+rollout: {group_size: 2, max_new_tokens: 4}
+trainer: {groups_per_step: 2}
+sft: {max_steps: 3, batch_size: 4, eval_every: 3, target_accuracy: 1.0}
+eval: {problems: 4, every: 1}
+local: {steps: 2}
+YAML
+for cmd in sft train-local; do
+  expect_rc 0 "local_$cmd" -- "$bin" $cmd "$work/tiny.yaml"
+  lines=$(wc -l <"$work/local_$cmd.out")
+  [ "$lines" -eq 1 ] || fail "$cmd printed $lines lines on stdout, wanted one JSON line"
+  for key in eval_accuracy_start eval_accuracy_end steps wall_seconds; do
+    expect_text "local_$cmd" out "\"$key\":"
+  done
+done
+expect_text local_train-local out '"steps":2'
+[ -f "$work/tiny/sft.h5" ] || fail "sft wrote no checkpoint"
+# A checkpoint made for another model size is refused, naming a tensor.
+sed 's/ffn_hidden: 32/ffn_hidden: 48/' "$work/tiny.yaml" >"$work/tiny_big.yaml"
+expect_rc nonzero local_mismatch -- "$bin" train-local "$work/tiny_big.yaml"
+expect_text local_mismatch err "tensor 'layers.0.mlp.gate' has shape [32,16]"
+
 if [ $failures -ne 0 ]; then
   echo "$failures check(s) failed"
   exit 1

@@ -138,7 +138,18 @@ TEST(Checkpoint, RoundTripIsBitExactAndMismatchIsRefused) {
     loadCheckpointFile(path, "solver", *c);
     FAIL() << "accepted a checkpoint of another model size";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor 'embed'"), std::string::npos) << e.what();
+    // Head size differs: caught from the model attributes before any tensor is read.
+    EXPECT_NE(std::string(e.what()).find("model attribute 'head_dim' is 8"), std::string::npos) << e.what();
+  }
+  ModelConfig wider = smallConfig();
+  wider.ffn_hidden = 80;
+  PolicyModel d(wider);
+  try {
+    loadCheckpointFile(path, "solver", *d);
+    FAIL() << "accepted a checkpoint with another MLP size";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 'layers.0.mlp.gate' has shape [64,32]"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(loadCheckpointFile(path, "verifier", *b), Error);
   EXPECT_THROW(loadCheckpointFile(dir + "/missing.h5", "solver", *b), Error);

@@ -54,7 +54,8 @@ struct TrainerSection {
   double beta2 = 0.999;
   double weight_decay = 0.0;
   double grad_clip = 1.0;     // max global gradient norm; 0 = off
-  int groups_per_step = 16;   // prompts (groups) per optimiser step
+  int groups_per_step = 16;   // prompts (groups) per RL step
+  int ppo_epochs = 1;         // optimiser steps on each RL batch
   LossSection loss;
 };
 

@@ -46,9 +46,12 @@ class PolicyModelImpl : public torch::nn::Module {
   // bf16 copies of orderedParameters() (detached).
   std::vector<NamedTensor> exportBf16() const;
   // Loads tensors by name (any floating dtype) into the parameters; every name must be known
-  // and every shape must match, else an Error naming the tensor and both shapes.
+  // and every shape must match and every value be finite, else an Error naming the tensor;
+  // nothing is copied unless all tensors pass.
   void importTensors(const std::vector<NamedTensor>& tensors);
   std::int64_t parameterCount() const;
+  // Tokens whose logits are forced to −inf in every forward (the tokenizer's <pad>, <bos>).
+  void setNeverGenerate(const std::vector<std::int64_t>& token_ids);
 
   const ModelConfig& config() const { return config_; }
 
@@ -65,7 +68,8 @@ class PolicyModelImpl : public torch::nn::Module {
   torch::Tensor lm_head_;  // undefined when tied
   std::vector<Layer> layers_;
   std::vector<NamedTensor> ordered_;
-  torch::Tensor inv_freq_;
+  torch::Tensor inv_freq_;  // CPU build: the model runs on the CPU (no device moves yet)
+  torch::Tensor never_generate_;
 };
 TORCH_MODULE(PolicyModel);
 

@@ -37,6 +37,7 @@ struct RlStepStats {
   double max_abs_behav_diff = 0;  // |log π_θ − log π_behav| on policy tokens before the step
   std::int64_t tokens = 0;
   std::int64_t dropped = 0;       // episodes + tokens dropped for non-finite values
+  std::int64_t skipped_steps = 0; // optimiser steps skipped: NaN/inf loss or gradient
 };
 
 class PolicyTrainer {
@@ -52,9 +53,13 @@ class PolicyTrainer {
   void freezeReference();
 
   PolicyModel& model() { return model_; }
+  std::int64_t skippedSteps() const { return skipped_steps_; }
   torch::optim::AdamW& optimizer() { return *optimizer_; }
 
  private:
+  bool finiteStep(const torch::Tensor& loss, double& grad_norm);
+
+  std::int64_t skipped_steps_ = 0;
   PolicyModel model_;
   PolicyModel reference_{nullptr};
   TrainerSection config_;

@@ -1,0 +1,156 @@
+#pragma once
+// The records that flow between components (ARCHITECTURE §3) and their binary wire format.
+// Pure data: no LibTorch, MPI or HDF5 here, so every rank kind and every offline tool can use it.
+//
+// Wire format, version 1. A record is a 12-byte header followed by its payload:
+//
+//   offset size  field
+//   0      4     magic          "ATSK" Task, "ATRJ" Trajectory, "ABAT" Batch (ASCII, in this order)
+//   4      2     format_version 1
+//   6      2     flags          0 (no flags are defined; any other value is refused)
+//   8      4     payload_bytes  exactly the bytes that follow the header
+//
+// Scalars are little-endian, floats IEEE 754 (bit patterns kept, NaN payloads included).
+// A string is u32 byte count + bytes; a vector is u32 element count + packed elements; a map is
+// u32 pair count + (key string, value string) pairs in strictly increasing key order.
+//
+//   Task:       task_id u64, problem_id u64, group_id u64, group_index u32, policy str, kind str,
+//               lease_ms u32, metadata map
+//   Trajectory: task_id u64, problem_id u64, group_id u64, group_index u32, policy str,
+//               producer_rank i32, pool_uid u32, weight_version_min i64, weight_version_max i64,
+//               tokens [i32], behav_logprobs [f32], policy_mask [u8], rewards [f64],
+//               t_queued f64, t_started f64, t_finished f64, turns u32, status u8
+//   Batch:      batch_id u64, policy str, trainer_version i64, u32 count + that many complete
+//               Trajectory records (header included), so each one can be checked and sliced alone.
+//
+// Decoding takes the bytes of exactly one record, never reads outside them, never allocates more
+// than they can justify (every count is checked against the bytes left before anything is
+// resized), never throws, and reports the first problem as one line naming the record kind,
+// the byte offset (from the record's first byte) and the field.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "astraflow/core/error.hpp"
+
+namespace astraflow {
+
+inline constexpr std::uint16_t kWireFormatVersion = 1;
+inline constexpr std::size_t kWireHeaderBytes = 12;
+
+struct Task {
+  std::uint64_t task_id = 0;
+  std::uint64_t problem_id = 0;
+  std::uint64_t group_id = 0;
+  std::uint32_t group_index = 0;  // sample index within its group
+  std::string policy;             // route: the policy that should serve it
+  std::string kind;               // environment name
+  std::uint32_t lease_ms = 0;     // lease length for re-issue
+  std::map<std::string, std::string> metadata;
+
+  bool operator==(const Task&) const = default;
+};
+
+// Terminal status of a trajectory, as carried in Trajectory::status.
+enum class TrajectoryStatus : std::uint8_t { Ok = 0, Truncated = 1, Nonfinite = 2, Error = 3 };
+
+struct Trajectory {
+  std::uint64_t task_id = 0;
+  std::uint64_t problem_id = 0;
+  std::uint64_t group_id = 0;
+  std::uint32_t group_index = 0;
+  std::string policy;
+  std::int32_t producer_rank = -1;
+  std::uint32_t pool_uid = 0;
+  std::int64_t weight_version_min = 0;  // versions used (a multi-turn rollout may span several)
+  std::int64_t weight_version_max = 0;
+  std::vector<std::int32_t> tokens;
+  std::vector<float> behav_logprobs;                   // one per token
+  std::vector<std::uint8_t> policy_mask;               // one per token: 1 = the policy's own token, 0 = not
+  std::vector<double> rewards;                         // one per role/objective; rewards[0] is the policy's
+  double t_queued = 0, t_started = 0, t_finished = 0;  // seconds on the run clock
+  std::uint32_t turns = 0;
+  std::uint8_t status = 0;  // a TrajectoryStatus value
+
+  // Member-wise with IEEE semantics: a NaN reward makes two otherwise equal records unequal.
+  bool operator==(const Trajectory&) const = default;
+};
+
+struct Batch {
+  std::uint64_t batch_id = 0;
+  std::string policy;
+  std::int64_t trainer_version = 0;  // the version the batch was built for
+  std::vector<Trajectory> trajectories;
+
+  bool operator==(const Batch&) const = default;
+};
+
+// Either a decoded value or a one-line error. value() on an error throws Error with that line,
+// for callers that prefer exceptions; the decoders themselves never throw.
+template <class T>
+class DecodeResult {
+ public:
+  static DecodeResult success(T value) { return DecodeResult(std::in_place_index<0>, std::move(value)); }
+  static DecodeResult failure(std::string error) { return DecodeResult(std::in_place_index<1>, std::move(error)); }
+
+  bool ok() const { return state_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+  const T& value() const& {
+    throwIfError();
+    return std::get<0>(state_);
+  }
+  T& value() & {
+    throwIfError();
+    return std::get<0>(state_);
+  }
+  T&& value() && {
+    throwIfError();
+    return std::get<0>(std::move(state_));
+  }
+  // Empty when ok().
+  const std::string& error() const { return ok() ? empty_ : std::get<1>(state_); }
+
+ private:
+  template <std::size_t I, class V>
+  DecodeResult(std::in_place_index_t<I> tag, V&& v) : state_(tag, std::forward<V>(v)) {}
+  void throwIfError() const {
+    if (!ok()) throw Error(std::get<1>(state_));
+  }
+
+  std::variant<T, std::string> state_;
+  inline static const std::string empty_;
+};
+
+// Exact encoded sizes, header included.
+std::size_t encodedSize(const Task& task);
+std::size_t encodedSize(const Trajectory& trajectory);
+std::size_t encodedSize(const Batch& batch);
+
+// Encoding throws Error only when a record cannot be represented (payload over 4 GiB).
+// It does not check the semantic invariants; the decoder does, so a producer's bug is refused
+// at the first reader rather than carried further.
+std::vector<std::byte> encode(const Task& task);
+std::vector<std::byte> encode(const Trajectory& trajectory);
+std::vector<std::byte> encode(const Batch& batch);
+
+// Replaces out's contents with the record. The hot path of rollout ranks: when out's capacity
+// already suffices, nothing is allocated and out.data() does not move.
+void encodeInto(const Trajectory& trajectory, std::vector<std::byte>& out);
+
+// Each takes the bytes of exactly one record: fewer is "truncated", more is "trailing bytes".
+DecodeResult<Task> decodeTask(std::span<const std::byte> record);
+DecodeResult<Trajectory> decodeTrajectory(std::span<const std::byte> record);
+DecodeResult<Batch> decodeBatch(std::span<const std::byte> record);
+
+enum class RecordKind { Task, Trajectory, Batch, Unknown };
+
+// The kind named by the magic; Unknown for fewer than 4 bytes or a magic this build does not
+// know. Checks nothing else: decode to validate.
+RecordKind peekKind(std::span<const std::byte> record);
+
+}  // namespace astraflow
