@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -49,6 +51,13 @@ void configureThreads(const Config& config, int ranks_on_node) {
     threads = std::max(1, cores / std::max(1, ranks_on_node));
   }
   torch::set_num_threads(threads);
+  // Debian's LibTorch calls BLAS through libblas.so.3; OpenBLAS keeps its own thread pool,
+  // which torch::set_num_threads does not size. Without this, oversubscribed ranks thrash
+  // and sums change with the thread count (runs stop being reproducible).
+  using SetThreads = void (*)(int);
+  if (auto set_blas = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set_blas(threads);
+  }
 }
 
 PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer) {

@@ -27,7 +27,7 @@ rollout: {group_size: 8, temperature: 0.7, max_new_tokens: 8}
 trainer: {lr: 0.0003, groups_per_step: 16}
 sft: {max_steps: 400, batch_size: 32, lr: 0.003, target_accuracy: 0.3, eval_every: 10}
 eval: {problems: 150, every: 10}
-local: {steps: 40, max_wall_seconds: 0}
+local: {steps: 60, max_wall_seconds: 0}
 )";
   const Config cfg = parseConfig(yaml, "learning.yaml");
   const LocalRunResult sft = runSft(cfg);
@@ -38,6 +38,6 @@ local: {steps: 40, max_wall_seconds: 0}
   EXPECT_NEAR(rl.eval_accuracy_start, sft.eval_accuracy_end, 1e-9) << "warm start must reproduce the SFT policy";
   EXPECT_GT(rl.eval_accuracy_end, rl.eval_accuracy_start + 0.05)
       << "GRPO did not raise held-out accuracy: " << rl.eval_accuracy_start << " -> " << rl.eval_accuracy_end;
-  EXPECT_EQ(rl.steps, 40);
+  EXPECT_EQ(rl.steps, 60);
   std::filesystem::remove_all(dir);
 }
