@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "astraflow/rollout/generation.hpp"
+#include "astraflow/trainer/data_parallel.hpp"
 #include "astraflow/trainer/loss.hpp"
 
 namespace astraflow {
@@ -61,10 +62,25 @@ void PolicyTrainer::freezeReference() {
   for (auto& p : reference_->parameters()) p.set_requires_grad(false);
 }
 
+// A data-parallel rank with nothing to train on still takes part in the group's averaging
+// (with zero gradients) and steps, so its weights stay identical to its peers'.
+void PolicyTrainer::emptyStep(int repeats) {
+  if (!dp_comm_ || dp_comm_->size() <= 1) return;
+  for (int i = 0; i < repeats; ++i) {
+    optimizer_->zero_grad();
+    double norm = 0;
+    if (!finiteStep(torch::zeros({}), norm)) break;
+    optimizer_->step();
+  }
+}
+
 RlStepStats PolicyTrainer::rlStep(const TrainBatch& batch) {
   RlStepStats s;
   s.dropped = batch.dropped;
-  if (batch.tokens.size(0) == 0) return s;
+  if (batch.tokens.size(0) == 0) {
+    emptyStep(config_.ppo_epochs);
+    return s;
+  }
   model_->train();
   const auto& L = config_.loss;
   const auto adv = groupAdvantages(batch.rewards, batch.group_ids, L.scale_by_std, L.advantage == "batch");
@@ -123,6 +139,13 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& batch) {
 // A step whose loss or gradient is NaN/inf would poison every weight: it is skipped (the
 // gradients are cleared) and counted. Clips the gradient norm when configured.
 bool PolicyTrainer::finiteStep(const torch::Tensor& loss, double& grad_norm) {
+  const bool loss_finite = std::isfinite(loss.item<double>());
+  if (dp_comm_ && dp_comm_->size() > 1 && !averageGradients(model_->parameters(), loss_finite, *dp_comm_)) {
+    // Some rank of the group met NaN/inf: every rank skips this step alike.
+    optimizer_->zero_grad();
+    skipped_steps_++;
+    return false;
+  }
   double norm = 0;
   if (config_.grad_clip > 0) {
     norm = torch::nn::utils::clip_grad_norm_(model_->parameters(), config_.grad_clip);
@@ -134,14 +157,18 @@ bool PolicyTrainer::finiteStep(const torch::Tensor& loss, double& grad_norm) {
     norm = std::sqrt(norm);
   }
   grad_norm = norm;
-  if (std::isfinite(loss.item<double>()) && std::isfinite(norm)) return true;
+  const bool group_finite = dp_comm_ && dp_comm_->size() > 1 ? true : loss_finite;
+  if (group_finite && std::isfinite(norm)) return true;
   optimizer_->zero_grad();
   skipped_steps_++;
   return false;
 }
 
 double PolicyTrainer::sftStep(const TrainBatch& batch, double lr) {
-  if (batch.tokens.size(0) == 0) return 0.0;
+  if (batch.tokens.size(0) == 0) {
+    emptyStep(1);
+    return 0.0;
+  }
   model_->train();
   // The SFT learning rate holds for this step only, also when it throws.
   struct LrRestore {

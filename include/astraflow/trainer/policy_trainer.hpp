@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "astraflow/comm/comm.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/model/policy_model.hpp"
 #include "astraflow/rollout/episode.hpp"
@@ -52,14 +53,20 @@ class PolicyTrainer {
   // construction when trainer.loss.kl_coef > 0; call again after loading a warm start).
   void freezeReference();
 
+  // Data parallelism: gradients are averaged over `comm` (the policy's trainer group) before
+  // every optimiser step. All ranks must start from the same weights and call the same steps.
+  void setDataParallel(const Comm* comm) { dp_comm_ = comm; }
+
   PolicyModel& model() { return model_; }
   std::int64_t skippedSteps() const { return skipped_steps_; }
   torch::optim::AdamW& optimizer() { return *optimizer_; }
 
  private:
   bool finiteStep(const torch::Tensor& loss, double& grad_norm);
+  void emptyStep(int repeats);
 
   std::int64_t skipped_steps_ = 0;
+  const Comm* dp_comm_ = nullptr;
   PolicyModel model_;
   PolicyModel reference_{nullptr};
   TrainerSection config_;

@@ -1,0 +1,45 @@
+#include "astraflow/trainer/data_parallel.hpp"
+
+#include <cmath>
+
+#include "astraflow/comm/mpi.hpp"
+
+namespace astraflow {
+
+bool averageGradients(const std::vector<torch::Tensor>& parameters, bool local_loss_finite, const Comm& comm) {
+  torch::NoGradGuard no_grad;
+  // One flat float32 buffer: every gradient, then a count of ranks whose loss was not finite.
+  std::int64_t total = 1;
+  for (const auto& p : parameters) total += p.numel();
+  auto flat = torch::zeros({total}, torch::kFloat32);
+  std::int64_t offset = 0;
+  for (const auto& p : parameters) {
+    if (p.grad().defined()) flat.narrow(0, offset, p.numel()).copy_(p.grad().reshape(-1));
+    offset += p.numel();
+  }
+  flat[total - 1] = local_loss_finite ? 0.0f : 1.0f;
+  float* data = flat.data_ptr<float>();
+  if (total > std::numeric_limits<int>::max()) throw Error("averageGradients: more than 2^31 gradient values");
+  const int count = static_cast<int>(total);
+  if (comm.rank() == 0) {
+    ASTRA_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, data, count, MPI_FLOAT, MPI_SUM, 0, comm.raw()));
+  } else {
+    ASTRA_MPI_CHECK(MPI_Reduce(data, nullptr, count, MPI_FLOAT, MPI_SUM, 0, comm.raw()));
+  }
+  ASTRA_MPI_CHECK(MPI_Bcast(data, count, MPI_FLOAT, 0, comm.raw()));
+  const bool all_finite = flat[total - 1].item<float>() == 0.0f && torch::isfinite(flat).all().item<bool>();
+  flat.narrow(0, 0, total - 1).div_(static_cast<float>(comm.size()));
+  offset = 0;
+  for (const auto& p : parameters) {
+    auto slice = flat.narrow(0, offset, p.numel()).view(p.sizes());
+    if (p.grad().defined()) {
+      p.mutable_grad().copy_(slice);
+    } else {
+      p.mutable_grad() = slice.clone();
+    }
+    offset += p.numel();
+  }
+  return all_finite;
+}
+
+}  // namespace astraflow
