@@ -46,11 +46,10 @@ void WeightStore::progress() const {
   ASTRA_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE));
 }
 
+// Flag and seq words go through MPI atomics on every rank, the host included: osc sm
+// serialises atomics with a lock that plain loads/stores bypass (see RmaRing::readSeq).
 std::uint64_t WeightStore::atomicRead(std::uint64_t offset) {
-  if (is_host_) {
-    win_.sync();
-    return word(win_.base(), offset).load(std::memory_order_acquire);
-  }
+  if (is_host_) win_.sync();
   std::uint64_t v = 0;
   ASTRA_MPI_CHECK(MPI_Fetch_and_op(nullptr, &v, MPI_UINT64_T, host_, static_cast<MPI_Aint>(offset), MPI_NO_OP,
                                    win_.raw()));
@@ -59,11 +58,7 @@ std::uint64_t WeightStore::atomicRead(std::uint64_t offset) {
 }
 
 void WeightStore::atomicWrite(std::uint64_t offset, std::uint64_t value) {
-  if (is_host_) {
-    word(win_.base(), offset).store(value, std::memory_order_release);
-    win_.sync();
-    return;
-  }
+  if (is_host_) win_.sync();  // local writes before this (published data) are complete first
   ASTRA_MPI_CHECK(MPI_Accumulate(&value, 1, MPI_UINT64_T, host_, static_cast<MPI_Aint>(offset), 1, MPI_UINT64_T,
                                  MPI_REPLACE, win_.raw()));
   win_.flush(host_);
@@ -113,11 +108,12 @@ std::int64_t WeightStore::publishStaged() {
   if (!is_host_) throw Error(fmt::format("weights:{}: only the host publishes", policy_));
   if (atomicRead(kStagedState) != 1) return -1;
   std::byte* base = win_.base();
+  win_.sync();
   const auto version = static_cast<std::int64_t>(word(base, kStagedVersion).load());
   const std::uint64_t bytes = word(base, kStagedBytes).load();
   const std::uint64_t hash = XXH3_64bits(base + kHeaderBytes + capacity_, bytes);
   // Seqlock write: odd while the published copy changes.
-  const std::uint64_t seq = word(base, kSeq).load();
+  const std::uint64_t seq = atomicRead(kSeq);
   atomicWrite(kSeq, seq + 1);
   std::memcpy(base + kHeaderBytes, base + kHeaderBytes + capacity_, bytes);
   word(base, kPubVersion).store(static_cast<std::uint64_t>(version));

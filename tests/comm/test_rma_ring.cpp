@@ -149,7 +149,7 @@ TEST(RmaRing, HostProducerManyRemoteConsumersExactlyOnce) {
   } else {
     std::vector<std::byte> got;
     while (true) {
-      if (!ring.pop(got, 20s)) FAIL() << "consumer starved";
+      if (!ring.pop(got, 10s)) FAIL() << "consumer starved: " << ring.describeState();
       auto [p, idx] = idOf(got);
       if (p == kStop) break;
       ASSERT_EQ(got, makeRecord(p, idx, kMaxRecord)) << "record " << idx << " differs";

@@ -78,6 +78,9 @@ class RmaRing {
   // producer is waiting for space. One atomic read on the host's window.
   std::uint64_t ticketsClaimed();
 
+  // "head=…, tail=…, seq[head]=…" for diagnostics of a stalled ring (atomic reads).
+  std::string describeState();
+
   // Drives passive-target progress on the host; cheap, call from idle loops.
   void progress() const;
 
