@@ -3,6 +3,8 @@
 // seeds reproduce, NaN logits are flagged.
 #include <gtest/gtest.h>
 
+#include "test_model_config.hpp"
+
 #include <algorithm>
 #include <iostream>
 
@@ -13,17 +15,7 @@ using namespace astraflow;
 
 namespace {
 
-ModelConfig smallConfig() {
-  ModelConfig m;
-  m.vocab_size = 50;
-  m.d_model = 32;
-  m.layers = 2;
-  m.heads = 4;
-  m.kv_heads = 1;
-  m.ffn_hidden = 64;
-  m.max_seq_len = 48;
-  return m;
-}
+ModelConfig smallConfig() { return test_support::tinyModel(50, 32, 2, 4, 1, 64, 48); }
 
 std::vector<std::vector<std::int32_t>> prompts() {
   return {{1, 5, 6, 7}, {1, 9}, {1, 10, 11, 12, 13, 14, 15}, {1, 20, 21}};

@@ -2,6 +2,8 @@
 // causality holds, weights export/import and HDF5 checkpoints round-trip bit-exactly, and a
 // checkpoint that does not fit the config is refused naming the tensor.
 #include <gtest/gtest.h>
+
+#include "test_model_config.hpp"
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,17 +18,7 @@ using namespace astraflow;
 
 namespace {
 
-ModelConfig smallConfig() {
-  ModelConfig m;
-  m.vocab_size = 50;
-  m.d_model = 32;
-  m.layers = 2;
-  m.heads = 4;
-  m.kv_heads = 2;
-  m.ffn_hidden = 64;
-  m.max_seq_len = 64;
-  return m;
-}
+ModelConfig smallConfig() { return test_support::tinyModel(50, 32, 2, 4, 2, 64, 64); }
 
 // Tolerance for float32 paths that sum in a different order (cache vs full attention).
 constexpr double kTol = 1e-5;

@@ -2,6 +2,8 @@
 // group averages gradients, and after several steps every rank holds bit-identical weights
 // that match a single-process run on the union of the batches (within float tolerance).
 #include <gtest/gtest.h>
+
+#include "test_model_config.hpp"
 #include <xxhash.h>
 
 #include <vector>
@@ -13,17 +15,7 @@ using namespace astraflow;
 
 namespace {
 
-ModelConfig tiny() {
-  ModelConfig m;
-  m.vocab_size = 20;
-  m.d_model = 16;
-  m.layers = 1;
-  m.heads = 2;
-  m.kv_heads = 1;
-  m.ffn_hidden = 32;
-  m.max_seq_len = 16;
-  return m;
-}
+ModelConfig tiny() { return test_support::tinyModel(20, 16, 1, 2, 1, 32, 16); }
 
 // Rank r's batch at step s: 4 sequences of 6 tokens, the policy trains on the last 2.
 // Equal token counts on every rank make the mean of per-rank token-means equal the

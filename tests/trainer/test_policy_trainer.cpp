@@ -2,6 +2,8 @@
 // the step stays finite, and an RL step moves probability toward rewarded tokens.
 #include <gtest/gtest.h>
 
+#include "test_model_config.hpp"
+
 #include <cmath>
 #include <limits>
 
@@ -11,17 +13,7 @@ using namespace astraflow;
 
 namespace {
 
-ModelConfig tiny() {
-  ModelConfig m;
-  m.vocab_size = 12;
-  m.d_model = 16;
-  m.layers = 1;
-  m.heads = 2;
-  m.kv_heads = 1;
-  m.ffn_hidden = 32;
-  m.max_seq_len = 16;
-  return m;
-}
+ModelConfig tiny() { return test_support::tinyModel(12, 16, 1, 2, 1, 32, 16); }
 
 // Prompt [1, 5] then one policy token.
 Episode episode(std::int32_t action, double reward) {
