@@ -10,6 +10,7 @@
 #include "astraflow/core/error.hpp"
 #include "astraflow/core/layout.hpp"
 #include "apps/run_job.hpp"
+#include "apps/trace_command.hpp"
 #include "astraflow/core/log.hpp"
 #include "astraflow/trainer/local_loop.hpp"
 
@@ -69,8 +70,12 @@ int main(int argc, char** argv) {
 
   std::string config_path;
   std::string log_level;
+  std::string resume_dir;
+  std::vector<std::string> overrides;
   auto* run = app.add_subcommand("run", "run the job a config describes (under mpirun/srun)");
-  run->add_option("config", config_path, "YAML config")->required();
+  run->add_option("config", config_path, "YAML config (with --resume: default <run>/config.yaml)");
+  run->add_option("--resume", resume_dir, "continue the run in this folder from its newest checkpoint");
+  run->add_option("--set", overrides, "override a config key: key.path=value (repeatable)");
   run->add_option("--log-level", log_level, "override run.log_level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
 
@@ -79,6 +84,10 @@ int main(int argc, char** argv) {
 
   auto* layout_size = app.add_subcommand("layout-size", "print the number of ranks a config's layout needs");
   layout_size->add_option("config", config_path, "YAML config")->required();
+
+  std::string trace_path;
+  auto* trace = app.add_subcommand("trace", "print per-role tables of a run's trace.h5 (and summary.json)");
+  trace->add_option("run", trace_path, "run folder, or a trace.h5 file")->required();
 
   auto* sft = app.add_subcommand("sft", "warm start: supervised training on the environment's reference solutions");
   sft->add_option("config", config_path, "YAML config")->required();
@@ -94,15 +103,25 @@ int main(int argc, char** argv) {
 
   if (*validate) return validateCommand(config_path);
   if (*layout_size) return layoutSizeCommand(config_path);
+  if (*trace) return astraflow::traceCommand(trace_path);
 
   // run: the config is checked before any MPI work, on every rank alike.
   astraflow::Config cfg;
+  if (config_path.empty() && resume_dir.empty()) {
+    if (!firstRankByEnvironment()) return 0;  // see below
+    std::fprintf(stderr, "astraflow: run needs a config file (or --resume <run>)\n");
+    return 2;
+  }
+  if (config_path.empty()) config_path = resume_dir + "/config.yaml";
   try {
-    cfg = astraflow::loadConfig(config_path);
+    cfg = astraflow::loadConfig(config_path, overrides);
   } catch (const astraflow::Error& e) {
-    if (firstRankByEnvironment()) std::fprintf(stderr, "astraflow: %s\n", e.what());
+    // Every rank found the same error; the first reports it and fails the job. The others leave
+    // quietly with 0, so mpirun does not kill the first before its message is out.
+    if (!firstRankByEnvironment()) return 0;
+    std::fprintf(stderr, "astraflow: %s\n", e.what());
     return 2;
   }
   if (!log_level.empty()) cfg.run.log_level = log_level;
-  return astraflow::runJob(argc, argv, cfg);
+  return astraflow::runJob(argc, argv, cfg, astraflow::RuntimeOptions{resume_dir});
 }

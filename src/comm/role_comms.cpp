@@ -39,6 +39,14 @@ RoleComms RoleComms::split(const RoleMap& map) {
     const bool member = me == map.dataflowRank() || contains(group.world_ranks, me);
     c.trainer_links.push_back(c.world.split(member ? 0 : -1, hostFirstKey(map, me)));
   }
+  for (const auto& group : map.trainerGroups()) {
+    bool member = me == map.dataflowRank() || contains(group.world_ranks, me);
+    for (const auto& pool : map.pools()) {
+      const bool serves = std::find(pool.policies.begin(), pool.policies.end(), group.policy) != pool.policies.end();
+      if (serves && contains(pool.world_ranks, me)) member = true;
+    }
+    c.weight_links.push_back(c.world.split(member ? 0 : -1, hostFirstKey(map, me)));
+  }
   return c;
 }
 

@@ -1,5 +1,7 @@
 #include "astraflow/comm/win.hpp"
 
+#include <exception>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -64,6 +66,9 @@ Win Win::allocate(const Comm& comm, std::size_t local_bytes, const char* what) {
 
 Win::~Win() {
   if (win_ == MPI_WIN_NULL || MpiEnvironment::finalized()) return;
+  // MPI_Win_free is collective: freeing while an error unwinds this rank alone would wait
+  // forever for peers that are still running. Leave the window to the abort that follows.
+  if (std::uncaught_exceptions() > 0) return;
   if (locked_ && MPI_Win_unlock_all(win_) != MPI_SUCCESS) spdlog::error("MPI_Win_unlock_all failed");
   if (MPI_Win_free(&win_) != MPI_SUCCESS) spdlog::error("MPI_Win_free failed");
 }

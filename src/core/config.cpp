@@ -60,6 +60,12 @@ void parseRun(YamlReader r, RunSection& run) {
       r.getInt("seed", static_cast<std::int64_t>(run.seed), 0, std::numeric_limits<std::int64_t>::max()));
   run.log_level = r.getChoice("log_level", run.log_level, {"trace", "debug", "info", "warn", "error"});
   run.threads_per_rank = static_cast<int>(r.getInt("threads_per_rank", run.threads_per_rank, 0, 1024, "threads"));
+  run.mode = r.getChoice("mode", run.mode, {"async", "sync"});
+  run.versions = static_cast<int>(r.getInt("versions", run.versions, 1, kMaxInt, "versions"));
+  run.max_wall_seconds = r.getDouble("max_wall_seconds", run.max_wall_seconds, 0.0, 1e9);
+  run.checkpoint_every = static_cast<int>(r.getInt("checkpoint_every", run.checkpoint_every, 0, kMaxInt, "versions"));
+  run.progress_every = static_cast<int>(r.getInt("progress_every", run.progress_every, 1, kMaxInt, "versions"));
+  run.init_checkpoint = r.getString("init_checkpoint", run.init_checkpoint);
   r.finish();
 }
 
@@ -106,6 +112,7 @@ void parseRollout(YamlReader r, RolloutSection& s) {
   s.temperature = r.getDouble("temperature", s.temperature, 1e-3, 100.0);
   s.top_p = r.getDouble("top_p", s.top_p, 1e-3, 1.0);
   s.max_new_tokens = static_cast<int>(r.getInt("max_new_tokens", s.max_new_tokens, 1, 1 << 20, "tokens"));
+  s.batch_tasks = static_cast<int>(r.getInt("batch_tasks", s.batch_tasks, 1, 1 << 20, "tasks"));
   r.finish();
 }
 
@@ -270,7 +277,46 @@ static std::vector<LayoutEntry> parseLayout(YamlReader& top, const std::vector<P
   return out;
 }
 
-Config parseConfig(const std::string& yaml_text, const std::string& source_name) {
+namespace {
+
+// Sets root[a][b]... = value for one "a.b=value" override; intermediate maps are created.
+void applyOverride(YAML::Node& root, const std::string& setting, const std::string& source_name) {
+  const auto eq = setting.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError(fmt::format("{}: --set '{}': expected key.path=value (e.g. run.versions=4)", source_name,
+                                  setting));
+  }
+  std::vector<std::string> keys;
+  std::stringstream path(setting.substr(0, eq));
+  for (std::string key; std::getline(path, key, '.');) {
+    if (key.empty()) throw ConfigError(fmt::format("{}: --set '{}': empty key in the path", source_name, setting));
+    keys.push_back(key);
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(setting.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: --set '{}': malformed value: {}", source_name, setting, e.msg));
+  }
+  std::vector<YAML::Node> chain{root};
+  for (std::size_t i = 0; i + 1 < keys.size(); ++i) {
+    YAML::Node next = chain.back()[keys[i]];
+    if (next.IsDefined() && !next.IsNull() && !next.IsMap()) {
+      throw ConfigError(fmt::format("{}: --set '{}': '{}' is not a section", source_name, setting, keys[i]));
+    }
+    if (!next.IsDefined() || next.IsNull()) {
+      chain.back()[keys[i]] = YAML::Node(YAML::NodeType::Map);
+      next = chain.back()[keys[i]];
+    }
+    chain.push_back(next);
+  }
+  chain.back()[keys.back()] = value;
+}
+
+}  // namespace
+
+Config parseConfig(const std::string& yaml_text, const std::string& source_name,
+                   const std::vector<std::string>& overrides) {
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -281,6 +327,13 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name)
   cfg.source = source_name;
   if (!root || root.IsNull()) throw ConfigError(source_name + ": the config is empty; it needs at least "
                                                 "`policies` and `layout`");
+  cfg.text = yaml_text;
+  if (!overrides.empty()) {
+    for (const auto& setting : overrides) applyOverride(root, setting, source_name);
+    YAML::Emitter out;
+    out << root;
+    cfg.text = out.c_str();
+  }
   YamlReader top(root, "", cfg.source);
   parseRun(top.child("run"), cfg.run);
   cfg.policies = parsePolicies(top, cfg.source);
@@ -297,13 +350,13 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name)
   return cfg;
 }
 
-Config loadConfig(const std::string& path) {
+Config loadConfig(const std::string& path, const std::vector<std::string>& overrides) {
   std::ifstream in(path);
   if (!in) throw ConfigError(fmt::format("{}: cannot open the config file", path));
   std::stringstream text;
   text << in.rdbuf();
   if (in.bad()) throw ConfigError(fmt::format("{}: cannot read the config file", path));
-  return parseConfig(text.str(), path);
+  return parseConfig(text.str(), path, overrides);
 }
 
 }  // namespace astraflow

@@ -27,6 +27,7 @@ struct EventRecord {
   double t_end;
   std::int64_t version;
   std::uint64_t bytes;
+  std::uint64_t count;
 };
 
 // Copies at most `width` bytes, backing off so that a UTF-8 character is never cut in half;
@@ -55,6 +56,7 @@ EventRecord toRecord(const TraceEvent& event) {
   record.t_end = event.t_end;
   record.version = event.version;
   record.bytes = event.bytes;
+  record.count = event.count;
   return record;
 }
 
@@ -65,13 +67,14 @@ TraceEvent fromRecord(const EventRecord& record) {
                     record.t_start,
                     record.t_end,
                     record.version,
-                    record.bytes};
+                    record.bytes,
+                    record.count};
 }
 
 // Member types come from `memberType` so the same builder makes the native memory type and
 // the little-endian file type.
 template <class MemberType>
-H5Datatype eventType(std::size_t total, const std::size_t (&offsets)[7], MemberType memberType) {
+H5Datatype eventType(std::size_t total, const std::size_t (&offsets)[8], MemberType memberType) {
   auto type = H5Datatype::compound(total);
   type.insertMember("rank", offsets[0], memberType(ElementType::Int32));
   type.insertMember("role", offsets[1], H5Datatype::fixedString(kTraceRoleBytes));
@@ -80,23 +83,24 @@ H5Datatype eventType(std::size_t total, const std::size_t (&offsets)[7], MemberT
   type.insertMember("t_end", offsets[4], memberType(ElementType::Float64));
   type.insertMember("version", offsets[5], memberType(ElementType::Int64));
   type.insertMember("bytes", offsets[6], memberType(ElementType::UInt64));
+  type.insertMember("count", offsets[7], memberType(ElementType::UInt64));
   return type;
 }
 
 H5Datatype eventMemType() {
-  const std::size_t offsets[7] = {offsetof(EventRecord, rank),  offsetof(EventRecord, role),
+  const std::size_t offsets[8] = {offsetof(EventRecord, rank),  offsetof(EventRecord, role),
                                   offsetof(EventRecord, kind),  offsetof(EventRecord, t_start),
                                   offsetof(EventRecord, t_end), offsetof(EventRecord, version),
-                                  offsetof(EventRecord, bytes)};
+                                  offsetof(EventRecord, bytes), offsetof(EventRecord, count)};
   return eventType(sizeof(EventRecord), offsets, [](ElementType t) { return H5Datatype::of(t); });
 }
 
 // Packed: no padding bytes on disk, the same on every platform.
 H5Datatype eventFileType() {
-  std::size_t offsets[7];
-  const std::size_t sizes[7] = {4, kTraceRoleBytes, kTraceKindBytes, 8, 8, 8, 8};
+  std::size_t offsets[8];
+  const std::size_t sizes[8] = {4, kTraceRoleBytes, kTraceKindBytes, 8, 8, 8, 8, 8};
   std::size_t at = 0;
-  for (int i = 0; i < 7; ++i) {
+  for (int i = 0; i < 8; ++i) {
     offsets[i] = at;
     at += sizes[i];
   }

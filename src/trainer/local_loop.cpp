@@ -24,6 +24,8 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+}  // namespace
+
 SamplingOptions samplingFrom(const Config& c) {
   SamplingOptions s;
   s.temperature = c.rollout.temperature;
@@ -31,8 +33,6 @@ SamplingOptions samplingFrom(const Config& c) {
   s.max_new_tokens = c.rollout.max_new_tokens;
   return s;
 }
-
-}  // namespace
 
 std::string LocalRunResult::json() const {
   nlohmann::json j;

@@ -61,20 +61,84 @@ sed "s|batch_ring: .*|batch_ring: {slots: 16777216, slot_bytes: 1073741824}|" "$
 expect_rc nonzero run_huge_window -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/huge.yaml"
 expect_text run_huge_window err "ring windows need" 1
 
-# The quickstart job itself, under both one-sided components.
+# A small job end to end under both one-sided components: summary line, the three HDF5 files,
+# `astraflow trace`, resume with an override, and a truncated checkpoint refused on resume.
+cat >"$work/job.yaml" <<YAML
+run: {name: job, output_dir: $work/job, seed: 2, threads_per_rank: 1, versions: 4, checkpoint_every: 2}
+policies:
+  - name: solver
+    model: {d_model: 16, layers: 1, heads: 2, kv_heads: 1, ffn_hidden: 32, max_seq_len: 24}
+layout:
+  - {role: dataflow, ranks: 1}
+  - {role: trainer, policy: solver, ranks: 1}
+  - {role: rollout, policies: [solver], ranks: 2}
+rollout: {group_size: 2, max_new_tokens: 4, batch_tasks: 8}
+trainer: {groups_per_step: 2}
+eval: {problems: 4, every: 2}
+YAML
 for osc in sm ucx; do
-  rm -rf "$work/run"
-  expect_rc 0 "run_$osc" -- "$mpiexec" -n 4 --oversubscribe --mca osc $osc "$bin" run "$work/quick.yaml" --log-level info
-  expect_text "run_$osc" err "role map (4 ranks)" 1
-  expect_text "run_$osc" err "pool pool2: 2 rollout ranks up" 1
-  expect_text "run_$osc" err "all 4 ranks up" 1
-  [ -f "$work/run/trace.h5" ] || { fail "run_$osc: no trace.h5"; continue; }
-  "$h5dump" -d /events "$work/run/trace.h5" >"$work/dump_$osc.out" 2>&1 || fail "h5dump could not read trace.h5"
-  # One startup event per rank and a handshake from each rank's rings.
-  expect_text "dump_$osc" out '"startup' 4
-  n=$(grep -cF '"handshake' "$work/dump_$osc.out")
-  [ "$n" -ge 4 ] || fail "run_$osc: $n handshake events in trace.h5, wanted >= 4"
+  rm -rf "$work/job"
+  expect_rc 0 "job_$osc" -- "$mpiexec" -n 4 --oversubscribe --mca osc $osc "$bin" run "$work/job.yaml"
+  expect_text "job_$osc" err "role map (4 ranks)" 1
+  last=$(tail -n 1 "$work/job_$osc.out")
+  case "$last" in
+    "{"*'"versions":4'*) ;;
+    *) fail "job_$osc: last stdout line is not the summary with versions 4: $last" ;;
+  esac
+  for f in trace.h5 trajectories.h5 summary.json config.yaml checkpoints/step_2.h5 checkpoints/step_4.solver.h5; do
+    [ -f "$work/job/$f" ] || fail "job_$osc: $f missing"
+  done
+  "$h5dump" -H "$work/job/trace.h5" >"$work/dump_trace_$osc.out" 2>&1 || fail "h5dump could not read trace.h5"
+  expect_text "dump_trace_$osc" out 'DATASET "events"'
+  "$h5dump" -d /events "$work/job/trace.h5" >"$work/dump_events_$osc.out" 2>&1
+  for kind in startup train_step publish generate serve_batch weight_pull; do
+    expect_text "dump_events_$osc" out "\"$kind"
+  done
+  "$h5dump" -H "$work/job/trajectories.h5" >"$work/dump_traj_$osc.out" 2>&1 || fail "h5dump could not read trajectories.h5"
+  for ds in tokens policy_mask reward weight_version_min producer_rank t_finished; do
+    expect_text "dump_traj_$osc" out "DATASET \"$ds\""
+  done
+  "$h5dump" -H "$work/job/checkpoints/step_4.solver.h5" >"$work/dump_ckpt_$osc.out" 2>&1 ||
+    fail "h5dump could not read the trainer checkpoint"
+  expect_text "dump_ckpt_$osc" out 'GROUP "optimizer"'
+  expect_text "dump_ckpt_$osc" out 'DATASET "exp_avg_sq"'
+  "$h5dump" -H "$work/job/checkpoints/step_4.h5" >"$work/dump_df_$osc.out" 2>&1 ||
+    fail "h5dump could not read the dataflow checkpoint"
+  expect_text "dump_df_$osc" out 'GROUP "counters"'
 done
+expect_rc 0 trace_tables -- "$bin" trace "$work/job"
+for heading in trainer rollout staleness dataflow; do expect_text trace_tables out "$heading"; done
+expect_rc nonzero trace_missing -- "$bin" trace "$work/nope"
+expect_text trace_missing err "nope"
+
+expect_rc 0 job_resume -- "$mpiexec" -n 4 --oversubscribe "$bin" run --resume "$work/job" --set run.versions=6
+expect_text job_resume err "resumed at version 4"
+case "$(tail -n 1 "$work/job_resume.out")" in
+  *'"resumed_from":4'*'"versions":6'* | *'"versions":6'*'"resumed_from":4'*) ;;
+  *) fail "job_resume: summary does not say resumed_from 4, versions 6: $(tail -n 1 "$work/job_resume.out")" ;;
+esac
+expect_rc nonzero resume_bad_override -- "$mpiexec" -n 4 --oversubscribe "$bin" run --resume "$work/job" --set run.versions=zero
+expect_text resume_bad_override err "run.versions" 1
+# A truncated checkpoint: refused, naming the file.
+head -c 2000 "$work/job/checkpoints/step_6.solver.h5" >"$work/cut.h5"
+mv "$work/cut.h5" "$work/job/checkpoints/step_6.solver.h5"
+expect_rc nonzero resume_truncated -- "$mpiexec" -n 4 --oversubscribe "$bin" run --resume "$work/job" --set run.versions=8
+expect_text resume_truncated err "step_6.solver.h5"
+expect_rc nonzero resume_nothing -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/job.yaml" --resume "$work/nothing_here" \
+  --set run.versions=8
+expect_text resume_nothing err "no complete checkpoint" 1
+
+# Trajectories larger than the trajectory ring: refused and counted, the run ends (no hang).
+sed -e "s|output_dir: $work/job|output_dir: $work/small_ring|" -e 's|versions: 4|versions: 2, max_wall_seconds: 4|' \
+  "$work/job.yaml" >"$work/small_ring.yaml"
+printf 'dataflow: {trajectory_ring: {slots: 3, slot_bytes: 64}}\n' >>"$work/small_ring.yaml"
+expect_rc 0 small_ring -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/small_ring.yaml"
+expect_text small_ring err "more than dataflow.trajectory_ring holds"
+case "$(tail -n 1 "$work/small_ring.out")" in
+  *'"filtered_error":0,'*) fail "small_ring: no trajectory counted as refused" ;;
+  *'"filtered_error":'*) ;;
+  *) fail "small_ring: no summary line" ;;
+esac
 
 # sft and train-local end with exactly one JSON line on stdout (tiny sizes: seconds).
 cat >"$work/tiny.yaml" <<YAML

@@ -29,7 +29,8 @@ TraceEvent makeEvent(int i, int rank = 0) {
                     0.001 * i + rank * 1e-4,
                     0.001 * i + rank * 1e-4 + 0.0005,
                     static_cast<std::int64_t>(i / 10),
-                    static_cast<std::uint64_t>(i) * 4096u + 1u};
+                    static_cast<std::uint64_t>(i) * 4096u + 1u,
+                    static_cast<std::uint64_t>(i % 7)};
 }
 
 TEST(TraceWriter, ThousandEventsRoundTripExactly) {
@@ -52,10 +53,10 @@ TEST(TraceWriter, ThousandEventsRoundTripExactly) {
 
   const auto file = H5File::openReadOnly(path);
   EXPECT_EQ(file.readStringAttribute("format"), "astraflow-trace");
-  EXPECT_EQ(file.readInt64Attribute("format_version"), 1);
+  EXPECT_EQ(file.readInt64Attribute("format_version"), 2);
   EXPECT_EQ(
       file.openDataset("events").type().memberNames(),
-      (std::vector<std::string>{"rank", "role", "kind", "t_start", "t_end", "version", "bytes"}));
+      (std::vector<std::string>{"rank", "role", "kind", "t_start", "t_end", "version", "bytes", "count"}));
 }
 
 TEST(TraceWriter, DestructorAndFlushWriteTheBuffer) {
@@ -156,7 +157,7 @@ TEST(TraceWriter, ReadableByRealH5dump) {
   const auto output = runCommand("'" + h5dump + "' '" + path + "' 2>&1", &status);
   ASSERT_EQ(status, 0) << "h5dump failed:\n" << output;
   EXPECT_NE(output.find("DATASET \"events\""), std::string::npos) << output;
-  for (const char* field : {"rank", "role", "kind", "t_start", "t_end", "version", "bytes"}) {
+  for (const char* field : {"rank", "role", "kind", "t_start", "t_end", "version", "bytes", "count"}) {
     EXPECT_NE(output.find(std::string("\"") + field + "\""), std::string::npos)
         << "field " << field << " missing:\n"
         << output;

@@ -5,6 +5,10 @@
 //              one policy, or all rollout ranks
 //   pools[i]   dataflow rank (comm rank 0) + the rollout ranks of pool i; null on non-members
 //   trainer_links[p]  dataflow rank (comm rank 0) + the trainer ranks of policy p
+//   weight_links[p]   dataflow rank (comm rank 0) + the trainer ranks of policy p + every rollout
+//                     rank that serves p: the weight store of p lives here. (A pool spawned or
+//                     joined later gets a mirror of the published version on its own pool comm;
+//                     see the elastic and cross-site issues.)
 // Every RMA window a pool or trainer group uses is created on its pool / link comm, hosted by
 // the dataflow rank (rank 0 there).
 #include <vector>
@@ -19,6 +23,7 @@ struct RoleComms {
   Comm role;
   std::vector<Comm> pools;
   std::vector<Comm> trainer_links;
+  std::vector<Comm> weight_links;  // indexed like RoleMap::trainerGroups()
 
   // Collective over MPI_COMM_WORLD; same order on all ranks.
   static RoleComms split(const RoleMap& map);

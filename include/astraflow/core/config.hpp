@@ -20,6 +20,13 @@ struct RunSection {
   std::uint64_t seed = 1;
   std::string log_level = "info";  // trace|debug|info|warn|error
   int threads_per_rank = 0;        // LibTorch/OpenBLAS threads; 0 = cores on node / ranks on node
+  // The distributed run (`astraflow run`).
+  std::string mode = "async";      // async | sync (colocated-synchronous baseline, for comparisons)
+  int versions = 100;              // stop once every policy's trainer has published this version
+  double max_wall_seconds = 0;     // also stop after this long (0 = no limit); the run still ends cleanly
+  int checkpoint_every = 0;        // versions between checkpoints (0 = only the final one)
+  int progress_every = 5;          // versions between progress lines
+  std::string init_checkpoint;     // warm start for every policy; empty = <output_dir>/sft.h5 if it exists
 };
 
 struct PolicySection {
@@ -34,6 +41,7 @@ struct RolloutSection {
   double temperature = 1.0;
   double top_p = 1.0;
   int max_new_tokens = 8;     // per agent turn
+  int batch_tasks = 64;       // most tasks a RaaS rank generates together in one batch
 };
 
 struct LossSection {
@@ -106,6 +114,7 @@ struct DataflowSection {
 
 struct Config {
   std::string source;  // file name the config came from (for messages)
+  std::string text;    // the YAML it was parsed from, overrides applied (kept in checkpoints)
   RunSection run;
   std::vector<PolicySection> policies;
   std::vector<LayoutEntry> layout;
@@ -122,7 +131,10 @@ struct Config {
 };
 
 // Throws ConfigError naming file, line, key path, the value given and what is allowed.
-Config loadConfig(const std::string& path);
-Config parseConfig(const std::string& yaml_text, const std::string& source_name);
+// `overrides` are "key.path=value" settings (the command line's --set) applied to the YAML
+// before parsing, so an override is checked exactly like the same key in the file.
+Config loadConfig(const std::string& path, const std::vector<std::string>& overrides = {});
+Config parseConfig(const std::string& yaml_text, const std::string& source_name,
+                   const std::vector<std::string>& overrides = {});
 
 }  // namespace astraflow

@@ -289,6 +289,11 @@ class H5Dataset : public H5Object {
   void appendSequences(const Sequences& sequences) const;
   Sequences readSequences() const;
 
+  // Variable-length UTF-8 string datasets (names), 1-D and extendible. A string is stored up
+  // to its first NUL.
+  void appendStrings(const std::vector<std::string>& strings) const;
+  std::vector<std::string> readStrings() const;
+
  private:
   friend class H5Location;
   explicit H5Dataset(std::int64_t id) noexcept : H5Object(id, detail::H5Kind::Dataset) {}
@@ -336,6 +341,9 @@ class H5Location : public H5Object {
   // An empty extendible 1-D dataset of variable-length int32 arrays.
   H5Dataset createSequences(const std::string& path, std::uint64_t chunk_rows = 0) const;
   H5Dataset writeSequences(const std::string& path, const Sequences& sequences) const;
+
+  // An empty extendible 1-D dataset of variable-length UTF-8 strings.
+  H5Dataset createStrings(const std::string& path, std::uint64_t chunk_rows = 0) const;
 
  protected:
   H5Location() = default;

@@ -3,9 +3,10 @@
 // h5py/h5dump without astraflow.
 //
 // Layout of a trace file:
-//   attributes  format = "astraflow-trace", format_version = 1
+//   attributes  format = "astraflow-trace", format_version = 2
 //   /events     1-D, chunked, extendible; compound {rank int32, role string(16),
-//               kind string(24), t_start float64, t_end float64, version int64, bytes uint64}
+//               kind string(24), t_start float64, t_end float64, version int64, bytes uint64,
+//               count uint64}
 //
 // Times are seconds as doubles; the caller picks the clock. Runs record MPI_Wtime() minus the
 // run's start time, so events of different ranks share one axis up to clock skew.
@@ -26,13 +27,14 @@ struct TraceEvent {
   double t_end = 0;
   std::int64_t version = 0;
   std::uint64_t bytes = 0;
+  std::uint64_t count = 0;  // items the event handled: trajectories, tokens, … (docs/runtime-notes.md)
 
   bool operator==(const TraceEvent&) const = default;
 };
 
 inline constexpr std::size_t kTraceRoleBytes = 16;
 inline constexpr std::size_t kTraceKindBytes = 24;
-inline constexpr std::int64_t kTraceFormatVersion = 1;
+inline constexpr std::int64_t kTraceFormatVersion = 2;
 
 // Records the events of one rank (or of the rank that gathers them) into one file. Not
 // thread-safe; one writer per file (HDF5 allows no more outside collective I/O).

@@ -29,6 +29,9 @@ LocalRunResult runTrainLocal(const Config& config);
 
 // Builds the first policy's model (vocab from the tokenizer) with the run seed.
 PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer);
+// The rollout section's sampling settings (temperature, top_p, max_new_tokens).
+SamplingOptions samplingFrom(const Config& config);
+
 // Threads for LibTorch/OpenBLAS from run.threads_per_rank (0: cores / ranks_on_node).
 void configureThreads(const Config& config, int ranks_on_node);
 

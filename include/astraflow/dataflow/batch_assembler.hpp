@@ -1,0 +1,88 @@
+#pragma once
+// BatchAssembler — the trajectory side of the dataflow layer for one policy (ARCHITECTURE §4):
+// groups arriving trajectories by GRPO group, filters them, holds complete groups in a FIFO
+// ready pool and serves trainer batches that respect the staleness bound η. Pure logic (no MPI,
+// no tensors), so every rule here is unit-tested on its own; the dataflow rank's loop drives it.
+//
+// Counting (docs/runtime-notes.md, "Counters"):
+//   produced       trajectories received (evaluation excluded)
+//   filtered       refused by a filter: non-finite reward, error status (and later plug-ins)
+//   stale_dropped  groups whose oldest member is older than η for the batch being served
+//   consumed       trajectories served in batches
+//   buffered       trajectories held now: incomplete groups + the ready pool
+//   accepted       produced − filtered − stale_dropped
+// Conservation, checked by the end-to-end test: accepted == consumed + buffered.
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "astraflow/core/records.hpp"
+
+namespace astraflow {
+
+struct AssemblerCounters {
+  std::uint64_t produced = 0;
+  std::uint64_t filtered = 0;
+  std::uint64_t filtered_nonfinite = 0;  // of filtered: NaN/inf reward or non-finite generation
+  std::uint64_t filtered_error = 0;      // of filtered: error status (e.g. a record too large for the ring)
+  std::uint64_t stale_dropped = 0;
+  std::uint64_t consumed = 0;
+  std::uint64_t batches = 0;
+  std::uint64_t accepted() const { return produced - filtered - stale_dropped; }
+};
+
+class BatchAssembler {
+ public:
+  BatchAssembler(std::string policy, int group_size, int groups_per_step, int max_staleness);
+
+  // One arriving trajectory. The group becomes ready once all group_size members arrived.
+  void ingest(Trajectory trajectory);
+
+  // A batch for trainer version `version` when enough fresh complete groups are ready, oldest
+  // first; groups too stale for `version` are dropped (counted) on the way. staleness_of_batch
+  // receives, per served trajectory, version − weight_version_min.
+  std::optional<Batch> serve(std::int64_t version, std::uint64_t batch_id);
+
+  // The admission capacity rule (ARCHITECTURE §4): trajectories that may be admitted now,
+  // given `in_flight` admitted but not yet received, when the trainer is at `version`:
+  //   (η + V + 1)·B − consumed − in_flight − buffered, floored at 0.
+  std::int64_t admissionRoom(std::int64_t version, std::int64_t in_flight) const;
+
+  // Resume: counters and held trajectories from a checkpoint. Every restored group goes to the
+  // ready pool, complete or not (its missing members were in flight when the run stopped and
+  // will not come back; a smaller group is still a valid GRPO group).
+  void restore(const AssemblerCounters& counters, std::vector<Trajectory> held);
+
+  std::uint64_t buffered() const;
+  std::size_t readyGroups() const { return ready_.size(); }
+  const AssemblerCounters& counters() const { return counters_; }
+  AssemblerCounters& counters() { return counters_; }
+  const std::string& policy() const { return policy_; }
+  int batchTrajectories() const { return group_size_ * groups_per_step_; }
+  int maxStaleness() const { return max_staleness_; }
+
+  // Every held trajectory (incomplete groups, then the ready pool): what a checkpoint stores.
+  std::vector<Trajectory> heldTrajectories() const;
+
+ private:
+  struct Group {
+    std::vector<Trajectory> members;
+    std::int64_t oldest_version = 0;  // min weight_version_min of the members
+  };
+  void completeGroup(std::uint64_t group_id, std::vector<Trajectory> members, std::uint32_t arrived);
+
+  std::string policy_;
+  int group_size_;
+  int groups_per_step_;
+  int max_staleness_;
+  std::map<std::uint64_t, std::vector<Trajectory>> incomplete_;
+  std::map<std::uint64_t, std::uint32_t> arrived_;  // members arrived per incomplete group (incl. filtered)
+  std::deque<Group> ready_;
+  std::uint64_t incomplete_count_ = 0;  // trajectories held in incomplete_
+  std::uint64_t ready_count_ = 0;
+  AssemblerCounters counters_;
+};
+
+}  // namespace astraflow

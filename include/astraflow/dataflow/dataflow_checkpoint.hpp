@@ -1,0 +1,47 @@
+#pragma once
+// The dataflow rank's part of a checkpoint (ARCHITECTURE §10): counters, prompt-source cursor,
+// evaluation so far, the config used, and the trajectories it holds. Written by the dataflow
+// rank alone (one writer per HDF5 file); the trainers write their own files next to it.
+//
+//   checkpoints/step_<V>.h5
+//     attributes  format = "astraflow-checkpoint", part = "dataflow", version = V, config (YAML text),
+//                 trainer_files (names of the policies' files), buffer_file
+//     /dataflow   attributes next_problem, next_task_id, next_group_id, eval_rounds,
+//                 eval_accuracy_start, wall_seconds
+//     /dataflow/counters/<policy>  attributes produced, filtered, filtered_nonfinite,
+//                 filtered_error, stale_dropped, consumed, batches
+//   checkpoints/step_<V>.buffer.h5   the held trajectories, in the trajectories.h5 layout
+// Each file is written under a temporary name and renamed, so a file that exists is complete.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "astraflow/core/records.hpp"
+#include "astraflow/dataflow/batch_assembler.hpp"
+
+namespace astraflow {
+
+struct DataflowSnapshot {
+  std::int64_t version = 0;
+  std::uint64_t next_problem = 0;
+  std::uint64_t next_task_id = 0;
+  std::uint64_t next_group_id = 0;
+  std::int64_t eval_rounds = 0;
+  double eval_accuracy_start = -1;  // −1: not measured
+  double wall_seconds = 0;          // run time before this checkpoint (all segments)
+  std::vector<std::pair<std::string, AssemblerCounters>> counters;  // per policy
+  std::vector<Trajectory> held;
+  std::string config_text;
+};
+
+// Writes step_<V>.h5 and step_<V>.buffer.h5; returns the bytes written.
+std::uint64_t writeDataflowCheckpoint(const std::filesystem::path& run_dir, const DataflowSnapshot& snapshot,
+                                      const std::vector<std::string>& policies);
+
+// Reads them back. A missing, truncated or foreign file is refused with an Error naming the
+// file and the dataset or attribute that failed.
+DataflowSnapshot readDataflowCheckpoint(const std::filesystem::path& run_dir, std::int64_t version);
+
+}  // namespace astraflow

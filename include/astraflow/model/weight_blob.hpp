@@ -1,0 +1,31 @@
+#pragma once
+// A full bf16 weight version as one byte string: what the weight store moves (ARCHITECTURE §8).
+//
+// Layout (little-endian):
+//   0   4  magic "AWGT"
+//   4   4  format version 1
+//   8   4  tensor count n
+//   12  4  reserved 0
+//   then per tensor: u32 name bytes, name, u32 ndims, i64 dims[ndims], padded with zeros to a
+//   multiple of 8; then the bf16 data of every tensor in the same order, each padded to 8 bytes.
+// The store checks its own checksum on every pull; this layer checks structure, names and shapes
+// against the model built from the config, so a blob from another model is refused by name.
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace astraflow {
+
+class PolicyModelImpl;
+
+// Exact size of packWeights(model) for this model's parameters.
+std::size_t packedWeightBytes(const PolicyModelImpl& model);
+
+// Writes the model's parameters as bf16 into `out` (resized); one conversion copy per tensor.
+void packWeights(const PolicyModelImpl& model, std::vector<std::byte>& out);
+
+// Loads a packed blob into the model (validated: structure, every name and shape, finite
+// values; nothing changes unless all pass). Throws Error naming the problem.
+void unpackWeights(std::span<const std::byte> blob, PolicyModelImpl& model);
+
+}  // namespace astraflow

@@ -1,0 +1,25 @@
+#pragma once
+// A trainer group's part of a checkpoint (ARCHITECTURE §10), written by the group's rank 0:
+//   checkpoints/step_<V>.<policy>.h5
+//     attributes  format = "astraflow-checkpoint", part = "trainer", policy, version = V
+//     /policies/<policy>/weights/<tensor>               fp32 (the master weights, not bf16)
+//     /policies/<policy>/optimizer/<tensor>/exp_avg     fp32, flattened like the weights
+//     /policies/<policy>/optimizer/<tensor>/exp_avg_sq  fp32; attribute step on the group
+// Written under a temporary name and renamed: a file that exists is complete.
+#include <cstdint>
+#include <string>
+
+namespace astraflow {
+
+class PolicyTrainer;
+
+// Returns the bytes written.
+std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& policy, PolicyTrainer& trainer,
+                                    std::int64_t version);
+
+// Loads weights and optimiser state; returns the version. A missing, truncated or foreign file,
+// or a tensor that does not match the config's model, is refused with an Error naming the file
+// and the dataset.
+std::int64_t loadTrainerCheckpoint(const std::string& path, const std::string& policy, PolicyTrainer& trainer);
+
+}  // namespace astraflow

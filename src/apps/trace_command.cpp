@@ -1,0 +1,177 @@
+// `astraflow trace`: the figures come from io::computeTraceReport; this file only lays them
+// out as aligned plain-text tables, one per role.
+#include "apps/trace_command.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/io/trace_report.hpp"
+
+namespace astraflow {
+namespace {
+
+// Columns sized to their widest cell; the first column (a rank or a name) is left-aligned,
+// the rest (figures) right-aligned so that digits line up.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+
+  void addRow(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+
+  void print(std::FILE* out) const {
+    std::vector<std::size_t> widths;
+    for (const auto& row : rows_) {
+      widths.resize(std::max(widths.size(), row.size()), 0);
+      for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+    }
+    for (const auto& row : rows_) {
+      std::string line = "  ";
+      for (std::size_t c = 0; c < row.size(); ++c) {
+        if (c > 0) line += "  ";
+        line += c == 0 ? fmt::format("{:<{}}", row[c], widths[c]) : fmt::format("{:>{}}", row[c], widths[c]);
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      std::fprintf(out, "%s\n", line.c_str());
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string seconds(double s) { return fmt::format("{:.3f}", s); }
+std::string rate(double r) { return fmt::format("{:.1f}", r); }
+
+// Binary units, as weight and record sizes are usually read.
+std::string bytesText(std::uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < std::size(kUnits)) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, kUnits[unit]);
+}
+
+std::string versionText(const std::optional<std::int64_t>& v) { return v ? std::to_string(*v) : "-"; }
+
+void printNone() { std::printf("  (no events)\n"); }
+
+void printTrainers(const io::TraceReport& report) {
+  std::printf("\ntrainer\n");
+  if (report.trainers.empty()) return printNone();
+  TextTable table({"rank", "steps", "mean step s", "max step s", "waits", "mean wait s", "wait frac", "versions",
+                   "trajectories", "tokens"});
+  for (const auto& t : report.trainers) {
+    table.addRow({std::to_string(t.rank), std::to_string(t.steps), seconds(t.mean_step_s), seconds(t.max_step_s),
+                  std::to_string(t.batch_waits), seconds(t.mean_wait_s), fmt::format("{:.3f}", t.wait_fraction),
+                  versionText(t.first_version) + ".." + versionText(t.last_version), std::to_string(t.trajectories),
+                  std::to_string(t.tokens)});
+  }
+  table.print(stdout);
+}
+
+void printRollouts(const io::TraceReport& report) {
+  std::printf("\nrollout (rates per second of active span / of generate time)\n");
+  if (report.rollouts.empty()) return printNone();
+  TextTable table({"rank", "batches", "trajectories", "tokens", "busy s", "span s", "traj/s span", "tok/s span",
+                   "traj/s busy", "tok/s busy", "pulls", "pulled", "mean pull s"});
+  for (const auto& r : report.rollouts) {
+    table.addRow({std::to_string(r.rank), std::to_string(r.batches), std::to_string(r.trajectories),
+                  std::to_string(r.tokens), seconds(r.busy_s), seconds(r.span_s), rate(r.trajectories_per_span_s),
+                  rate(r.tokens_per_span_s), rate(r.trajectories_per_busy_s), rate(r.tokens_per_busy_s),
+                  std::to_string(r.weight_pulls), bytesText(r.pull_bytes), seconds(r.mean_pull_s)});
+  }
+  table.print(stdout);
+}
+
+void printStaleness(const io::TraceReport& report) {
+  const auto& h = report.staleness;
+  std::printf("\nstaleness of consumed trajectories (trainer version - producing version)\n");
+  if (h.trajectories == 0) return printNone();
+  TextTable table({"staleness", "trajectories", "share"});
+  for (const auto& [s, n] : h.trajectories_by_staleness) {
+    const double share = 100.0 * static_cast<double>(n) / static_cast<double>(h.trajectories);
+    table.addRow({std::to_string(s), std::to_string(n), fmt::format("{:.1f}%", share)});
+  }
+  table.addRow({"total", std::to_string(h.trajectories), "100.0%"});
+  table.print(stdout);
+  std::printf("  mean %.3f, max %s\n", h.mean, versionText(h.max).c_str());
+}
+
+void printDataflow(const io::TraceReport& report) {
+  const auto& d = report.dataflow;
+  std::printf("\ndataflow\n");
+  TextTable table({"figure", "value"});
+  table.addRow({"versions published", std::to_string(d.versions_published)});
+  table.addRow({"last published version", versionText(d.last_published_version)});
+  table.addRow({"published", bytesText(d.publish_bytes)});
+  table.addRow({"batches served", std::to_string(d.batches_served)});
+  table.addRow({"trajectories served", std::to_string(d.trajectories_served)});
+  table.addRow({"served", bytesText(d.bytes_served)});
+  table.addRow({"stale dropped", std::to_string(d.stale_dropped)});
+  table.addRow({"checkpoints", std::to_string(d.checkpoints)});
+  table.print(stdout);
+}
+
+void printSummary(const std::string& path, const std::vector<std::pair<std::string, std::string>>& entries) {
+  std::printf("\nsummary (%s)\n", path.c_str());
+  TextTable table({"key", "value"});
+  for (const auto& [key, value] : entries) {
+    // Nested values (the per-rank reports) stay in the file: the tables above show them per role.
+    if (!value.empty() && (value.front() == '[' || value.front() == '{')) {
+      table.addRow({key, "(nested; see the file)"});
+    } else {
+      table.addRow({key, value});
+    }
+  }
+  table.print(stdout);
+}
+
+}  // namespace
+
+int traceCommand(const std::string& run_or_trace) {
+  const std::string trace_path = io::traceFileOf(run_or_trace);
+  io::TraceReport report;
+  try {
+    report = io::loadTraceReport(trace_path);
+  } catch (const std::exception& e) {  // astraflow::Error by contract; anything else alike
+    std::fprintf(stderr, "astraflow: %s\n", e.what());
+    return 2;
+  }
+
+  // A missing summary is normal (a run still going, or one that crashed); a broken one is
+  // reported but does not hide the trace's tables.
+  const std::string summary_path = (std::filesystem::path(trace_path).parent_path() / "summary.json").string();
+  std::optional<std::vector<std::pair<std::string, std::string>>> summary;
+  std::error_code ec;
+  if (std::filesystem::exists(summary_path, ec)) {
+    try {
+      summary = io::readRunSummary(summary_path);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "astraflow: warning: summary skipped: %s\n", e.what());
+    }
+  }
+
+  std::printf("trace %s: %zu events, wall %.3f s (%.3f .. %.3f)\n", trace_path.c_str(), report.events, report.wall_s,
+              report.t_first, report.t_last);
+  printTrainers(report);
+  printRollouts(report);
+  printStaleness(report);
+  printDataflow(report);
+  if (summary) printSummary(summary_path, *summary);
+  return 0;
+}
+
+}  // namespace astraflow

@@ -1,0 +1,110 @@
+#include "astraflow/dataflow/batch_assembler.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace astraflow {
+
+BatchAssembler::BatchAssembler(std::string policy, int group_size, int groups_per_step, int max_staleness)
+    : policy_(std::move(policy)),
+      group_size_(group_size),
+      groups_per_step_(groups_per_step),
+      max_staleness_(max_staleness) {}
+
+void BatchAssembler::ingest(Trajectory trajectory) {
+  ++counters_.produced;
+  const std::uint64_t group_id = trajectory.group_id;
+  const auto arrived = ++arrived_[group_id];
+  const bool nonfinite = trajectory.status == static_cast<std::uint8_t>(TrajectoryStatus::Nonfinite) ||
+                         trajectory.rewards.empty() || !std::isfinite(trajectory.rewards[0]);
+  const bool error = trajectory.status == static_cast<std::uint8_t>(TrajectoryStatus::Error);
+  auto& members = incomplete_[group_id];
+  if (error) {
+    ++counters_.filtered;
+    ++counters_.filtered_error;
+  } else if (nonfinite) {
+    ++counters_.filtered;
+    ++counters_.filtered_nonfinite;
+  } else {
+    members.push_back(std::move(trajectory));
+    ++incomplete_count_;
+  }
+  if (arrived >= static_cast<std::uint32_t>(group_size_)) {
+    auto held = std::move(members);
+    incomplete_.erase(group_id);
+    arrived_.erase(group_id);
+    incomplete_count_ -= held.size();
+    completeGroup(group_id, std::move(held), arrived);
+  }
+}
+
+void BatchAssembler::completeGroup(std::uint64_t, std::vector<Trajectory> members, std::uint32_t) {
+  if (members.empty()) return;  // every member was filtered
+  Group g;
+  g.oldest_version = members.front().weight_version_min;
+  for (const auto& t : members) g.oldest_version = std::min(g.oldest_version, t.weight_version_min);
+  ready_count_ += members.size();
+  g.members = std::move(members);
+  ready_.push_back(std::move(g));
+}
+
+std::optional<Batch> BatchAssembler::serve(std::int64_t version, std::uint64_t batch_id) {
+  // Staleness only grows with the version, so a group too old now never becomes usable: drop it.
+  for (auto it = ready_.begin(); it != ready_.end();) {
+    if (version - it->oldest_version > max_staleness_) {
+      counters_.stale_dropped += it->members.size();
+      ready_count_ -= it->members.size();
+      it = ready_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (ready_.size() < static_cast<std::size_t>(groups_per_step_)) return std::nullopt;
+  Batch batch;
+  batch.batch_id = batch_id;
+  batch.policy = policy_;
+  batch.trainer_version = version;
+  for (int i = 0; i < groups_per_step_; ++i) {
+    auto& g = ready_.front();
+    ready_count_ -= g.members.size();
+    for (auto& t : g.members) batch.trajectories.push_back(std::move(t));
+    ready_.pop_front();
+  }
+  counters_.consumed += batch.trajectories.size();
+  ++counters_.batches;
+  return batch;
+}
+
+void BatchAssembler::restore(const AssemblerCounters& counters, std::vector<Trajectory> held) {
+  incomplete_.clear();
+  arrived_.clear();
+  ready_.clear();
+  incomplete_count_ = ready_count_ = 0;
+  counters_ = counters;
+  std::map<std::uint64_t, std::vector<Trajectory>> groups;
+  std::vector<std::uint64_t> order;
+  for (auto& t : held) {
+    auto& members = groups[t.group_id];
+    if (members.empty()) order.push_back(t.group_id);
+    members.push_back(std::move(t));
+  }
+  for (auto id : order) completeGroup(id, std::move(groups[id]), 0);
+}
+
+std::int64_t BatchAssembler::admissionRoom(std::int64_t version, std::int64_t in_flight) const {
+  const std::int64_t b = batchTrajectories();
+  const std::int64_t room = (max_staleness_ + version + 1) * b - static_cast<std::int64_t>(counters_.consumed) -
+                            in_flight - static_cast<std::int64_t>(buffered());
+  return std::max<std::int64_t>(room, 0);
+}
+
+std::uint64_t BatchAssembler::buffered() const { return incomplete_count_ + ready_count_; }
+
+std::vector<Trajectory> BatchAssembler::heldTrajectories() const {
+  std::vector<Trajectory> out;
+  for (const auto& [id, members] : incomplete_) out.insert(out.end(), members.begin(), members.end());
+  for (const auto& g : ready_) out.insert(out.end(), g.members.begin(), g.members.end());
+  return out;
+}
+
+}  // namespace astraflow

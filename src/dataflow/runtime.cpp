@@ -1,0 +1,210 @@
+#include "astraflow/dataflow/runtime.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "astraflow/comm/mpi.hpp"
+#include "astraflow/dataflow/dataflow_checkpoint.hpp"
+#include "astraflow/dataflow/run_wiring.hpp"
+#include "astraflow/io/trace_writer.hpp"
+
+namespace astraflow {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+RingGeometry geometryOf(const RingSection& s) { return RingGeometry{s.slots, s.slot_bytes}; }
+
+int ranksOnNode(const Comm& world) {
+  MPI_Comm node = MPI_COMM_NULL;
+  ASTRA_MPI_CHECK(MPI_Comm_split_type(world.raw(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node));
+  Comm owned = Comm::adopt(node);
+  return owned.size();
+}
+
+// Collective over world: every rank's report, as JSON text, gathered on `root`.
+std::vector<nlohmann::json> gatherReports(const Comm& world, int root, const nlohmann::json& mine) {
+  const std::string text = mine.dump();
+  int size = static_cast<int>(text.size());
+  std::vector<int> sizes(world.rank() == root ? world.size() : 0);
+  ASTRA_MPI_CHECK(MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, world.raw()));
+  std::vector<int> offsets(sizes.size(), 0);
+  int total = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    offsets[i] = total;
+    total += sizes[i];
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  ASTRA_MPI_CHECK(MPI_Gatherv(text.data(), size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, root,
+                              world.raw()));
+  std::vector<nlohmann::json> out;
+  for (std::size_t i = 0; i < sizes.size(); ++i) out.push_back(nlohmann::json::parse(all.substr(offsets[i], sizes[i])));
+  return out;
+}
+
+nlohmann::json summarize(const Config& cfg, const std::vector<nlohmann::json>& ranks, std::int64_t resumed_from) {
+  nlohmann::json s;
+  const nlohmann::json* df = nullptr;
+  for (const auto& r : ranks) {
+    if (r["role"] == "dataflow") df = &r;
+  }
+  s["run"] = cfg.run.name;
+  s["mode"] = cfg.run.mode;
+  s["resumed_from"] = resumed_from >= 0 ? nlohmann::json(resumed_from) : nlohmann::json(nullptr);
+  for (const char* key : {"versions", "produced", "accepted", "filtered", "stale_dropped", "consumed", "buffered"}) {
+    s[key] = static_cast<std::int64_t>((*df)[key].get<double>());
+  }
+  auto accuracy = [&](const char* key) {
+    const double v = (*df)[key].get<double>();
+    return v < 0 ? nlohmann::json(nullptr) : nlohmann::json(v);
+  };
+  s["eval_accuracy_start"] = accuracy("eval_accuracy_start");
+  s["eval_accuracy_end"] = accuracy("eval_accuracy_end");
+  double wait = 0, tokens = 0, trajectories = 0;
+  int trainers = 0;
+  for (const auto& r : ranks) {
+    if (r["role"] == "trainer") {
+      wait += r["wait_fraction"].get<double>();
+      ++trainers;
+    } else if (r["role"] == "rollout") {
+      tokens += r["generated_tokens"].get<double>();
+      trajectories += r["pushed"].get<double>();
+    }
+  }
+  const double segment = std::max(1e-9, (*df)["segment_wall_seconds"].get<double>());
+  s["trainer_wait_fraction"] = trainers ? wait / trainers : 0.0;
+  s["rollout_tokens_per_s"] = tokens / segment;
+  s["rollout_trajectories_per_s"] = trajectories / segment;
+  s["wall_seconds"] = (*df)["wall_seconds"].get<double>();
+  for (const char* key : {"filtered_nonfinite", "filtered_error", "malformed", "unroutable", "tasks_unsent",
+                          "eval_rounds", "trajectories_written"}) {
+    s[key] = static_cast<std::int64_t>((*df)[key].get<double>());
+  }
+  s["segment_wall_seconds"] = (*df)["segment_wall_seconds"];
+  s["ranks"] = ranks;
+  return s;
+}
+
+}  // namespace
+
+RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& comms, const RuntimeOptions& options) {
+  const Comm& world = comms.world;
+  const int me = world.rank();
+  const int df_rank = map.dataflowRank();
+  const bool is_df = me == df_rank;
+  const bool resume = !options.resume_dir.empty();
+  const fs::path run_dir = resume ? fs::path(options.resume_dir) : fs::path(cfg.run.output_dir);
+
+  std::vector<std::string> policies;
+  for (const auto& g : map.trainerGroups()) policies.push_back(g.policy);
+  std::int64_t resume_version = -1;
+  if (resume) {
+    if (is_df) resume_version = newestCheckpoint(run_dir, policies);
+    ASTRA_MPI_CHECK(MPI_Bcast(&resume_version, 1, MPI_INT64_T, df_rank, world.raw()));
+    if (resume_version < 0) {
+      throw ConfigError(fmt::format("--resume {}: no complete checkpoint in {}", run_dir.string(),
+                                    (run_dir / "checkpoints").string()));
+    }
+  }
+  if (is_df) {
+    fs::create_directories(run_dir / "trace");
+    fs::create_directories(run_dir / "checkpoints");
+    if (!resume) std::ofstream(run_dir / "config.yaml") << cfg.text;
+  }
+  world.barrier();
+
+  RunWiring w{cfg, map, comms};
+  w.run_dir = run_dir;
+  w.resume = resume;
+  w.resume_version = resume_version;
+  w.ranks_on_node = ranksOnNode(world);
+  // Windows, in the same order on every rank (each constructor is collective over its comm).
+  for (std::size_t p = 0; p < map.pools().size(); ++p) {
+    if (!comms.pools[p].valid()) {
+      w.task_rings.emplace_back();
+      w.trajectory_rings.emplace_back();
+      continue;
+    }
+    const auto& name = map.pools()[p].name;
+    w.task_rings.push_back(std::make_unique<RmaRing>(comms.pools[p], 0, geometryOf(cfg.dataflow.task_ring),
+                                                     RmaRing::Consumer::Remote, "task_ring:" + name));
+    w.trajectory_rings.push_back(std::make_unique<RmaRing>(comms.pools[p], 0, geometryOf(cfg.dataflow.trajectory_ring),
+                                                           RmaRing::Consumer::Host, "trajectory_ring:" + name));
+  }
+  for (std::size_t g = 0; g < map.trainerGroups().size(); ++g) {
+    const auto& group = map.trainerGroups()[g];
+    if (comms.trainer_links[g].valid()) {
+      w.batch_rings.push_back(std::make_unique<RmaRing>(comms.trainer_links[g], 0, geometryOf(cfg.dataflow.batch_ring),
+                                                        RmaRing::Consumer::Remote, "batch_ring:" + group.policy));
+    } else {
+      w.batch_rings.emplace_back();
+    }
+    if (comms.weight_links[g].valid()) {
+      // The first trainer rank measures a version; everyone learns the store's size.
+      std::uint64_t bytes = me == group.world_ranks.front() ? weightVersionBytes(cfg) : 0;
+      ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_MAX, comms.weight_links[g].raw()));
+      w.weight_stores.push_back(std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy));
+    } else {
+      w.weight_stores.emplace_back();
+    }
+  }
+
+  if (resume) {
+    double offset = 0;
+    if (is_df) offset = readDataflowCheckpoint(run_dir, resume_version).wall_seconds;
+    ASTRA_MPI_CHECK(MPI_Bcast(&offset, 1, MPI_DOUBLE, df_rank, world.raw()));
+    w.clock_offset = offset;
+  }
+  world.barrier();
+  w.t0 = MPI_Wtime() - w.clock_offset;
+  const fs::path rank_trace = run_dir / "trace" / fmt::format("rank_{}.h5", me);
+  RankReport report;
+  {
+    io::TraceWriter trace(rank_trace.string());
+    w.trace = &trace;
+    w.event("startup", 0.0, resume_version);
+    switch (w.role().role) {
+      case Role::Dataflow: report = runDataflowRole(w); break;
+      case Role::Rollout: report = runRolloutRole(w); break;
+      case Role::Trainer: report = runTrainerRole(w); break;
+    }
+    w.trace = nullptr;
+  }
+
+  nlohmann::json mine(report);
+  mine["rank"] = me;
+  mine["role"] = roleName(w.role().role);
+  mine["label"] = w.role().label();
+  const auto reports = gatherReports(world, df_rank, mine);
+  RunOutcome outcome;
+  if (is_df) {
+    const auto summary = summarize(cfg, reports, resume_version);
+    outcome.reporting_rank = true;
+    outcome.summary_json = summary.dump();
+    std::ofstream(run_dir / "summary.json") << summary.dump(2) << "\n";
+  }
+  world.barrier();  // every per-rank trace file is closed
+  if (is_df) {
+    std::vector<std::string> inputs;
+    const fs::path merged = run_dir / "trace.h5";
+    if (resume && fs::exists(merged)) {
+      const fs::path before = run_dir / "trace" / fmt::format("before_resume_v{}.h5", resume_version);
+      fs::rename(merged, before);
+      inputs.push_back(before.string());
+    }
+    for (int r = 0; r < world.size(); ++r) inputs.push_back((run_dir / "trace" / fmt::format("rank_{}.h5", r)).string());
+    io::mergeTraceFiles(inputs, merged.string());
+  }
+  world.barrier();
+  return outcome;
+}
+
+}  // namespace astraflow

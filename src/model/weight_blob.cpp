@@ -1,0 +1,146 @@
+#include "astraflow/model/weight_blob.hpp"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <cstring>
+#include <string>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/model/policy_model.hpp"
+
+namespace astraflow {
+
+namespace {
+
+constexpr std::uint32_t kMagic = 0x54474741;  // "AWGT" read as little-endian u32
+constexpr std::uint32_t kFormatVersion = 1;
+
+std::size_t pad8(std::size_t n) { return (n + 7) & ~std::size_t{7}; }
+
+std::size_t descriptorBytes(const NamedTensor& t) {
+  return pad8(4 + t.name.size() + 4 + 8 * static_cast<std::size_t>(t.tensor.dim()));
+}
+
+std::size_t dataBytes(const torch::Tensor& t) { return pad8(2 * static_cast<std::size_t>(t.numel())); }
+
+// Bounds-checked cursor over an untrusted blob.
+class Cursor {
+ public:
+  explicit Cursor(std::span<const std::byte> b) : b_(b) {}
+  template <class T>
+  T get(const char* field) {
+    T v;
+    std::memcpy(&v, need(sizeof v, field), sizeof v);
+    return v;
+  }
+  const std::byte* need(std::size_t n, const char* field) {
+    if (n > b_.size() - at_) {
+      throw Error(fmt::format("weights blob: truncated at byte {} reading {} ({} bytes left, {} needed)", at_, field,
+                              b_.size() - at_, n));
+    }
+    const std::byte* p = b_.data() + at_;
+    at_ += n;
+    return p;
+  }
+  void alignTo8() { need(pad8(at_) - at_, "padding"); }
+  std::size_t at() const { return at_; }
+
+ private:
+  std::span<const std::byte> b_;
+  std::size_t at_ = 0;
+};
+
+}  // namespace
+
+std::size_t packedWeightBytes(const PolicyModelImpl& model) {
+  std::size_t n = 16;
+  for (const auto& p : model.orderedParameters()) n += descriptorBytes(p) + dataBytes(p.tensor);
+  return n;
+}
+
+void packWeights(const PolicyModelImpl& model, std::vector<std::byte>& out) {
+  torch::NoGradGuard no_grad;
+  const auto params = model.orderedParameters();
+  out.assign(packedWeightBytes(model), std::byte{0});
+  std::byte* p = out.data();
+  auto put = [&](const void* src, std::size_t n) {
+    std::memcpy(p, src, n);
+    p += n;
+  };
+  const std::uint32_t header[4] = {kMagic, kFormatVersion, static_cast<std::uint32_t>(params.size()), 0};
+  put(header, sizeof header);
+  for (const auto& t : params) {
+    std::byte* start = p;
+    const auto name_len = static_cast<std::uint32_t>(t.name.size());
+    put(&name_len, 4);
+    put(t.name.data(), t.name.size());
+    const auto ndims = static_cast<std::uint32_t>(t.tensor.dim());
+    put(&ndims, 4);
+    for (auto d : t.tensor.sizes()) {
+      const std::int64_t dim = d;
+      put(&dim, 8);
+    }
+    p = start + descriptorBytes(t);
+  }
+  for (const auto& t : params) {
+    // The conversion writes straight into the blob: the only copy on the trainer's side.
+    torch::from_blob(p, t.tensor.sizes(), torch::kBFloat16).copy_(t.tensor.detach());
+    p += dataBytes(t.tensor);
+  }
+}
+
+void unpackWeights(std::span<const std::byte> blob, PolicyModelImpl& model) {
+  Cursor c(blob);
+  if (c.get<std::uint32_t>("magic") != kMagic) throw Error("weights blob: bad magic (not an astraflow weight version)");
+  const auto version = c.get<std::uint32_t>("format version");
+  if (version != kFormatVersion) {
+    throw Error(fmt::format("weights blob: format version {}, this build reads {}", version, kFormatVersion));
+  }
+  const auto count = c.get<std::uint32_t>("tensor count");
+  c.get<std::uint32_t>("reserved");
+  if (count != model.orderedParameters().size()) {
+    throw Error(fmt::format("weights blob: {} tensors, the model (from the config) has {}", count,
+                            model.orderedParameters().size()));
+  }
+  struct Descriptor {
+    std::string name;
+    std::vector<std::int64_t> dims;
+  };
+  std::vector<Descriptor> descriptors(count);
+  for (auto& d : descriptors) {
+    const auto name_len = c.get<std::uint32_t>("name length");
+    const std::byte* name = c.need(name_len, "name");
+    d.name.assign(reinterpret_cast<const char*>(name), name_len);
+    const auto ndims = c.get<std::uint32_t>("ndims");
+    if (ndims > 8) throw Error(fmt::format("weights blob: tensor '{}' claims {} dimensions", d.name, ndims));
+    for (std::uint32_t i = 0; i < ndims; ++i) {
+      const auto dim = c.get<std::int64_t>("dim");
+      if (dim < 0 || dim > (std::int64_t{1} << 40)) {
+        throw Error(fmt::format("weights blob: tensor '{}' has dimension {}", d.name, dim));
+      }
+      d.dims.push_back(dim);
+    }
+    c.alignTo8();
+  }
+  std::vector<NamedTensor> tensors;
+  tensors.reserve(count);
+  for (const auto& d : descriptors) {
+    std::int64_t numel = 1;
+    for (auto dim : d.dims) {
+      if (dim != 0 && numel > static_cast<std::int64_t>(blob.size()) / dim) {
+        throw Error(fmt::format("weights blob: tensor '{}' is larger than the blob", d.name));
+      }
+      numel *= dim;
+    }
+    const std::byte* data = c.need(pad8(2 * static_cast<std::size_t>(numel)), d.name.c_str());
+    // A view, not a copy: importTensors converts into the parameters (validated first).
+    tensors.push_back({d.name, torch::from_blob(const_cast<std::byte*>(data), d.dims, torch::kBFloat16)});
+  }
+  if (c.at() != blob.size()) {
+    throw Error(fmt::format("weights blob: {} trailing bytes after the last tensor", blob.size() - c.at()));
+  }
+  model.importTensors(tensors);
+}
+
+}  // namespace astraflow

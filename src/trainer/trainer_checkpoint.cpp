@@ -1,0 +1,95 @@
+#include "astraflow/trainer/trainer_checkpoint.hpp"
+
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <span>
+#include <system_error>
+
+#include "astraflow/io/h5.hpp"
+#include "astraflow/model/checkpoint.hpp"
+#include "astraflow/trainer/policy_trainer.hpp"
+
+namespace astraflow {
+
+namespace {
+
+std::string stateKey(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+
+void writeTensor(const io::H5Location& group, const std::string& name, const torch::Tensor& t) {
+  const auto flat = t.detach().to(torch::kFloat32).contiguous().view(-1);
+  group.writeVector(name, std::span<const float>(flat.data_ptr<float>(), static_cast<std::size_t>(flat.numel())));
+}
+
+torch::Tensor readTensor(const io::H5Location& group, const std::string& name, const torch::Tensor& like) {
+  const auto values = group.readVector<float>(name);
+  if (static_cast<std::int64_t>(values.size()) != like.numel()) {
+    throw Error(fmt::format("dataset {}/{} holds {} values, the parameter has {}", group.name(), name, values.size(),
+                            like.numel()));
+  }
+  return torch::from_blob(const_cast<float*>(values.data()), like.sizes(), torch::kFloat32).clone();
+}
+
+}  // namespace
+
+std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& policy, PolicyTrainer& trainer,
+                                    std::int64_t version) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  const std::string tmp = path + ".tmp";
+  {
+    auto file = io::H5File::create(tmp);
+    file.writeAttribute("format", "astraflow-checkpoint");
+    file.writeAttribute("part", "trainer");
+    file.writeAttribute("policy", policy);
+    file.writeAttribute("version", version);
+    auto group = file.createGroup("policies/" + policy);
+    saveModelWeights(group, *trainer.model());
+    auto opt = group.createGroup("optimizer");
+    auto& state = trainer.optimizer().state();
+    for (const auto& [name, param] : trainer.model()->orderedParameters()) {
+      auto it = state.find(stateKey(param));
+      if (it == state.end()) continue;  // no step taken yet for this parameter
+      auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+      auto g = opt.createGroup(name);
+      g.writeAttribute("step", static_cast<std::int64_t>(s.step()));
+      writeTensor(g, "exp_avg", s.exp_avg());
+      writeTensor(g, "exp_avg_sq", s.exp_avg_sq());
+    }
+    file.flush();
+  }
+  std::filesystem::rename(tmp, path);
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  return ec ? 0 : bytes;
+}
+
+std::int64_t loadTrainerCheckpoint(const std::string& path, const std::string& policy, PolicyTrainer& trainer) {
+  try {
+    auto file = io::H5File::openReadOnly(path);
+    if (!file.hasAttribute("part") || file.readStringAttribute("part") != "trainer") {
+      throw Error("attribute part: not a trainer checkpoint");
+    }
+    const std::int64_t version = file.readInt64Attribute("version");
+    if (!file.exists("policies/" + policy)) throw Error(fmt::format("group policies/{} is missing", policy));
+    auto group = file.openGroup("policies/" + policy);
+    loadModelWeights(group, *trainer.model());
+    auto opt = group.openGroup("optimizer");
+    auto& state = trainer.optimizer().state();
+    torch::NoGradGuard no_grad;
+    for (const auto& [name, param] : trainer.model()->orderedParameters()) {
+      if (!opt.exists(name)) continue;
+      auto g = opt.openGroup(name);
+      auto s = std::make_unique<torch::optim::AdamWParamState>();
+      s->step(g.readInt64Attribute("step"));
+      s->exp_avg(readTensor(g, "exp_avg", param));
+      s->exp_avg_sq(readTensor(g, "exp_avg_sq", param));
+      state[stateKey(param)] = std::move(s);
+    }
+    return version;
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("cannot resume from trainer checkpoint {}: {}", path, e.what()));
+  }
+}
+
+}  // namespace astraflow

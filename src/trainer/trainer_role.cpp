@@ -1,0 +1,210 @@
+// A trainer group's loop (ARCHITECTURE §7): pull a batch, optimise, publish the new version.
+// From here the dataflow layer is a stream of batches and the weight store a publication
+// target; the trainer never waits for rollouts to take a version.
+//
+// Data parallelism: rank 0 of the group pulls each batch and broadcasts it over the group's
+// comm; every rank trains on its share of the groups (group k goes to rank k mod D) and the
+// gradients are averaged before each optimiser step, so all ranks keep bit-identical weights.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "astraflow/comm/backoff.hpp"
+#include "astraflow/comm/mpi.hpp"
+#include "astraflow/dataflow/run_wiring.hpp"
+#include "astraflow/model/checkpoint.hpp"
+#include "astraflow/model/weight_blob.hpp"
+#include "astraflow/rollout/episode.hpp"
+#include "astraflow/rollout/tokenizer.hpp"
+#include "astraflow/trainer/local_loop.hpp"
+#include "astraflow/trainer/policy_trainer.hpp"
+#include "astraflow/trainer/trainer_checkpoint.hpp"
+
+namespace astraflow {
+
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+class TrainerRank {
+ public:
+  explicit TrainerRank(RunWiring& w)
+      : w_(w),
+        policy_(w.role().policy),
+        group_(w.policyIndex(policy_)),
+        comm_(w.comms.role),
+        tokenizer_(makeTaskTokenizer()),
+        trainer_(buildPolicyModel(w.cfg, *tokenizer_), w.cfg.trainer, w.cfg.rollout.temperature) {
+    if (comm_.size() > 1) trainer_.setDataParallel(&comm_);
+  }
+
+  RankReport run();
+
+ private:
+  void warmStart();
+  bool nextBatch(Batch& batch);
+  void stage();
+  void checkpoint();
+
+  RunWiring& w_;
+  std::string policy_;
+  int group_;
+  const Comm& comm_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  PolicyTrainer trainer_;
+  std::int64_t version_ = 0;
+  std::int64_t last_checkpoint_ = -1;
+  std::vector<std::byte> record_, blob_;
+  // Report.
+  std::uint64_t steps_ = 0, trajectories_ = 0, tokens_ = 0, version_mismatches_ = 0, stale_violations_ = 0;
+  std::int64_t max_staleness_ = 0;
+  double wait_seconds_ = 0, step_seconds_ = 0, reward_sum_ = 0;
+};
+
+void TrainerRank::warmStart() {
+  const auto& cfg = w_.cfg;
+  if (w_.resume) {
+    const auto path = trainerCheckpointPath(w_.run_dir, w_.resume_version, policy_).string();
+    version_ = loadTrainerCheckpoint(path, policy_, trainer_);
+    last_checkpoint_ = version_;
+    if (comm_.rank() == 0) spdlog::info("resumed {} at version {} from {}", policy_, version_, path);
+    return;
+  }
+  const std::string init = cfg.run.init_checkpoint.empty() ? cfg.sft.checkpoint : cfg.run.init_checkpoint;
+  if (fs::exists(init)) {
+    loadCheckpointFile(init, policy_, *trainer_.model());
+    trainer_.freezeReference();
+    if (comm_.rank() == 0) spdlog::info("warm start of {} from {}", policy_, init);
+  } else if (!cfg.run.init_checkpoint.empty()) {
+    throw Error(fmt::format("run.init_checkpoint: '{}' does not exist (run `astraflow sft` first)", init));
+  } else if (comm_.rank() == 0) {
+    spdlog::warn("no warm start at {}; {} starts from random weights", init, policy_);
+  }
+}
+
+// Rank 0 pulls; the group receives the same bytes. False at the end of the stream.
+bool TrainerRank::nextBatch(Batch& batch) {
+  const double t = w_.now();
+  std::uint64_t size = 0;
+  if (comm_.rank() == 0) {
+    auto& ring = *w_.batch_rings[group_];
+    Backoff backoff(2000us);
+    while (!ring.tryPop(record_)) backoff.wait();
+    size = record_.size();
+  }
+  ASTRA_MPI_CHECK(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, comm_.raw()));
+  record_.resize(size);
+  ASTRA_MPI_CHECK(MPI_Bcast(record_.data(), static_cast<int>(size), MPI_BYTE, 0, comm_.raw()));
+  const double waited = w_.now() - t;
+  auto decoded = decodeBatch(record_);
+  if (!decoded) throw Error("malformed batch record from the dataflow rank: " + decoded.error());
+  batch = std::move(decoded).value();
+  if (isEndOfStream(batch)) return false;
+  wait_seconds_ += waited;
+  w_.event("batch_wait", t, version_);
+  return true;
+}
+
+void TrainerRank::stage() {
+  if (comm_.rank() != 0) return;
+  packWeights(*trainer_.model(), blob_);
+  const double t = w_.now();
+  w_.weight_stores[group_]->stage(version_, blob_);
+  w_.event("weight_stage", t, version_, blob_.size(), 1);
+}
+
+void TrainerRank::checkpoint() {
+  if (comm_.rank() == 0) {
+    const double t = w_.now();
+    const auto path = trainerCheckpointPath(w_.run_dir, version_, policy_).string();
+    const auto bytes = saveTrainerCheckpoint(path, policy_, trainer_, version_);
+    w_.event("checkpoint", t, version_, bytes, 1);
+  }
+  last_checkpoint_ = version_;
+}
+
+RankReport TrainerRank::run() {
+  const auto& cfg = w_.cfg;
+  warmStart();
+  stage();
+  const int eta = cfg.run.mode == "sync" ? 0 : cfg.dataflow.max_staleness;
+  const int ranks = comm_.size();
+  Batch batch;
+  while (nextBatch(batch)) {
+    const double t = w_.now();
+    if (batch.trainer_version != version_) ++version_mismatches_;
+    // Split by whole groups (advantages are per group); every rank steps, even with no share.
+    std::vector<Episode> episodes;
+    std::vector<std::int64_t> groups;
+    std::int64_t group_index = -1;
+    std::uint64_t last_group = ~std::uint64_t{0};
+    for (auto& traj : batch.trajectories) {
+      const std::int64_t staleness = version_ - traj.weight_version_min;
+      max_staleness_ = std::max(max_staleness_, staleness);
+      if (staleness > eta) ++stale_violations_;
+      if (traj.group_id != last_group) {
+        ++group_index;
+        last_group = traj.group_id;
+      }
+      reward_sum_ += traj.rewards.empty() ? 0.0 : traj.rewards[0];
+      if (group_index % ranks != comm_.rank()) continue;
+      Episode e;
+      e.problem_id = traj.problem_id;
+      e.tokens = std::move(traj.tokens);
+      e.behav_logprobs = std::move(traj.behav_logprobs);
+      e.policy_mask = std::move(traj.policy_mask);
+      e.reward = traj.rewards.empty() ? 0.0 : traj.rewards[0];
+      e.turns = static_cast<int>(traj.turns);
+      e.truncated = traj.status == static_cast<std::uint8_t>(TrajectoryStatus::Truncated);
+      for (auto m : e.policy_mask) tokens_ += m;
+      episodes.push_back(std::move(e));
+      groups.push_back(group_index);
+    }
+    const auto stats = trainer_.rlStep(collate(episodes, groups, tokenizer_->padId()));
+    trajectories_ += batch.trajectories.size();
+    ++steps_;
+    ++version_;
+    step_seconds_ += w_.now() - t;
+    w_.event("train_step", t, version_, static_cast<std::uint64_t>(stats.tokens), batch.trajectories.size());
+    stage();
+    if (cfg.run.checkpoint_every > 0 && version_ % cfg.run.checkpoint_every == 0) checkpoint();
+  }
+  if (last_checkpoint_ != version_) checkpoint();
+
+  packWeights(*trainer_.model(), blob_);
+  RankReport r;
+  r["steps"] = static_cast<double>(steps_);
+  r["final_version"] = static_cast<double>(version_);
+  r["trajectories_trained"] = static_cast<double>(trajectories_);
+  r["tokens_trained"] = static_cast<double>(tokens_);
+  r["batch_wait_seconds"] = wait_seconds_;
+  r["step_seconds"] = step_seconds_;
+  r["wait_fraction"] = wait_seconds_ + step_seconds_ > 0 ? wait_seconds_ / (wait_seconds_ + step_seconds_) : 0.0;
+  r["max_staleness"] = static_cast<double>(max_staleness_);
+  r["staleness_violations"] = static_cast<double>(stale_violations_);
+  r["version_mismatches"] = static_cast<double>(version_mismatches_);
+  r["skipped_steps"] = static_cast<double>(trainer_.skippedSteps());
+  r["mean_reward"] = trajectories_ ? reward_sum_ / static_cast<double>(trajectories_) : 0.0;
+  // Low 52 bits of the weights' hash: exact in a double, compared across data-parallel ranks.
+  r["weights_hash"] = static_cast<double>(XXH3_64bits(blob_.data(), blob_.size()) & ((std::uint64_t{1} << 52) - 1));
+  return r;
+}
+
+}  // namespace
+
+RankReport runTrainerRole(RunWiring& w) {
+  configureThreads(w.cfg, w.ranks_on_node);
+  return TrainerRank(w).run();
+}
+
+std::uint64_t weightVersionBytes(const Config& cfg) {
+  auto tokenizer = makeTaskTokenizer();
+  return packedWeightBytes(*buildPolicyModel(cfg, *tokenizer));
+}
+
+}  // namespace astraflow
