@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# The main job on its embedded default: set-up (packages + build), then
+# The main job on its embedded default: set-up (packages + build), the warm start when its
+# checkpoint is absent, then the distributed run:
+#   build/bin/astraflow sft configs/quickstart.yaml          (only if runs/quickstart/sft.h5 is missing)
 #   mpirun -np 4 build/bin/astraflow run configs/quickstart.yaml
+# Extra arguments go to `astraflow run` (e.g. --set run.max_wall_seconds=60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 source scripts/env.sh
-config=${1:-configs/quickstart.yaml}
+config=configs/quickstart.yaml
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then config=$1; shift; fi
+# The warm start's path is the config's sft.checkpoint (default <output_dir>/sft.h5).
+warm=$(build/bin/astraflow warm-start-path "$config")
+if [ ! -f "$warm" ]; then
+  echo "quickstart: no warm start at $warm; making it with astraflow sft (a few minutes)" >&2
+  build/bin/astraflow sft "$config" >/dev/null
+fi
 np=$(build/bin/astraflow layout-size "$config")
-exec mpirun -np "$np" build/bin/astraflow run "$config"
+exec mpirun -np "$np" build/bin/astraflow run "$config" "$@"

@@ -84,6 +84,8 @@ int main(int argc, char** argv) {
 
   auto* layout_size = app.add_subcommand("layout-size", "print the number of ranks a config's layout needs");
   layout_size->add_option("config", config_path, "YAML config")->required();
+  auto* warm_start = app.add_subcommand("warm-start-path", "print the warm-start checkpoint a run of this config loads");
+  warm_start->add_option("config", config_path, "YAML config")->required();
 
   std::string trace_path;
   auto* trace = app.add_subcommand("trace", "print per-role tables of a run's trace.h5 (and summary.json)");
@@ -103,6 +105,16 @@ int main(int argc, char** argv) {
 
   if (*validate) return validateCommand(config_path);
   if (*layout_size) return layoutSizeCommand(config_path);
+  if (*warm_start) {
+    try {
+      const auto cfg = astraflow::loadConfig(config_path);
+      std::printf("%s\n", (cfg.run.init_checkpoint.empty() ? cfg.sft.checkpoint : cfg.run.init_checkpoint).c_str());
+      return 0;
+    } catch (const astraflow::Error& e) {
+      std::fprintf(stderr, "astraflow: %s\n", e.what());
+      return 2;
+    }
+  }
   if (*trace) return astraflow::traceCommand(trace_path);
 
   // run: the config is checked before any MPI work, on every rank alike.

@@ -1,5 +1,7 @@
 #include "apps/run_job.hpp"
 
+#include "apps/death_report.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -97,6 +99,7 @@ int runJob(int argc, char** argv, const Config& cfg, const RuntimeOptions& optio
     RoleComms comms = RoleComms::split(*map);
     if (!windowsFit(cfg, *map, comms.world)) return rank == map->dataflowRank() ? 1 : 0;
     printRoleMap(comms.world, *map);
+    installDeathReport(comms.world, *map);
     RunOutcome outcome;
     try {
       outcome = runRuntime(cfg, *map, comms, options);

@@ -150,7 +150,7 @@ void parseSft(YamlReader r, SftSection& s) {
 }
 
 void parseEval(YamlReader r, EvalSection& e) {
-  e.problems = static_cast<int>(r.getInt("problems", e.problems, 1, 1 << 20, "problems"));
+  e.problems = static_cast<int>(r.getInt("problems", e.problems, 0, 1 << 20, "problems"));
   e.every = static_cast<int>(r.getInt("every", e.every, 1, 1 << 24, "steps"));
   r.finish();
 }

@@ -70,6 +70,7 @@ PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer) {
 }
 
 double evaluateGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config, int problems) {
+  if (problems <= 0) return 0.0;  // eval.problems: 0 turns evaluation off
   engine.model()->eval();
   auto env = makeEnvironment(config.environment);
   std::vector<std::uint64_t> ids;

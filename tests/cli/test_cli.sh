@@ -140,6 +140,34 @@ case "$(tail -n 1 "$work/small_ring.out")" in
   *) fail "small_ring: no summary line" ;;
 esac
 
+# A rank that dies: the job stops, and the message names the rank and its role.
+sed -e "s|output_dir: $work/job|output_dir: $work/dies|" -e 's|versions: 4|versions: 100000|' "$work/job.yaml" >"$work/dies.yaml"
+"$mpiexec" -n 4 --oversubscribe "$bin" run "$work/dies.yaml" >"$work/dies.out" 2>"$work/dies.err" &
+job=$!
+victim=""
+for _ in $(seq 1 300); do
+  # The rank-3 process, once the run has started (its per-rank trace exists).
+  if [ -f "$work/dies/trace/rank_3.h5" ]; then
+    for p in $(pgrep -f "$bin run $work/dies.yaml" || true); do
+      if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=3'; then victim=$p; fi
+    done
+  fi
+  [ -n "$victim" ] && break
+  sleep 0.2
+done
+if [ -z "$victim" ]; then
+  fail "dies: could not find rank 3"
+  kill "$job" 2>/dev/null || true
+else
+  sleep 1
+  kill -9 "$victim"
+  rc=0
+  timeout 60 tail --pid="$job" -f /dev/null || fail "dies: the job did not stop within 60 s of losing a rank"
+  wait "$job" || rc=$?
+  [ "$rc" -ne 0 ] || fail "dies: exit 0 after a rank was killed"
+  expect_text dies err "rank 3 (rollout:pool2"
+fi
+
 # sft and train-local end with exactly one JSON line on stdout (tiny sizes: seconds).
 cat >"$work/tiny.yaml" <<YAML
 run: {name: tiny, output_dir: $work/tiny, threads_per_rank: 1}

@@ -13,6 +13,7 @@
 
 #include "astraflow/io/h5.hpp"
 #include "astraflow/io/trace_writer.hpp"
+#include "io/h5dump.hpp"
 #include "io/temp_dir.hpp"
 
 namespace astraflow::io {
@@ -128,20 +129,6 @@ TEST(TraceWriter, CrashKeepsEventsUpToLastFlush) {
   EXPECT_EQ(events.back(), makeEvent(199));
 }
 
-std::string runCommand(const std::string& command, int* exit_status) {
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    *exit_status = -1;
-    return output;
-  }
-  char buffer[4096];
-  std::size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  *exit_status = pclose(pipe);
-  return output;
-}
-
 TEST(TraceWriter, ReadableByRealH5dump) {
   TempDir dir;
   const auto path = dir.file("dump.h5");
@@ -151,10 +138,8 @@ TEST(TraceWriter, ReadableByRealH5dump) {
     writer.record({0, "dataflow", "curate", 14.0, 14.5, 3, 64});
     writer.record({1, "trainer", "train_step", 15.0, 16.0, 4, 0});
   }
-  const char* env = std::getenv("ASTRAFLOW_H5DUMP");
-  const std::string h5dump = env != nullptr && *env != '\0' ? env : "h5dump";
   int status = 0;
-  const auto output = runCommand("'" + h5dump + "' '" + path + "' 2>&1", &status);
+  const auto output = test::runH5dump(path, &status);
   ASSERT_EQ(status, 0) << "h5dump failed:\n" << output;
   EXPECT_NE(output.find("DATASET \"events\""), std::string::npos) << output;
   for (const char* field : {"rank", "role", "kind", "t_start", "t_end", "version", "bytes", "count"}) {

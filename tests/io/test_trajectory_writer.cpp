@@ -12,6 +12,7 @@
 #include "astraflow/core/records.hpp"
 #include "astraflow/io/h5.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
+#include "io/h5dump.hpp"
 #include "io/temp_dir.hpp"
 
 namespace astraflow::io {
@@ -211,20 +212,6 @@ constexpr const char* kDatasetNames[] = {"tokens",
                                          "turns",
                                          "status"};
 
-std::string runCommand(const std::string& command, int* exit_status) {
-  std::string output;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    *exit_status = -1;
-    return output;
-  }
-  char buffer[4096];
-  std::size_t n = 0;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  *exit_status = pclose(pipe);
-  return output;
-}
-
 TEST(TrajectoryWriter, ReadableByRealH5dump) {
   TempDir dir;
   const auto path = dir.file("dump.h5");
@@ -232,10 +219,8 @@ TEST(TrajectoryWriter, ReadableByRealH5dump) {
     TrajectoryWriter writer(path, 2);
     for (int i = 0; i < 5; ++i) writer.append(makeTrajectory(i));
   }
-  const char* env = std::getenv("ASTRAFLOW_H5DUMP");
-  const std::string h5dump = env != nullptr && *env != '\0' ? env : "h5dump";
   int status = 0;
-  const auto output = runCommand("'" + h5dump + "' '" + path + "' 2>&1", &status);
+  const auto output = test::runH5dump(path, &status);
   ASSERT_EQ(status, 0) << "h5dump failed:\n" << output;
   for (const char* name : kDatasetNames) {
     EXPECT_NE(output.find(std::string("DATASET \"") + name + "\""), std::string::npos)

@@ -1,0 +1,81 @@
+#include "apps/death_report.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "astraflow/comm/mpi.hpp"
+
+namespace astraflow {
+
+namespace {
+
+struct Peer {
+  pid_t pid = 0;
+  std::string line;  // printed when this peer is found dead
+};
+
+// Read by the signal handler only; written once before the handler is installed.
+std::vector<Peer>* g_peers_on_node = nullptr;
+int g_my_index = -1;  // my position in g_peers_on_node
+std::string* g_tail = nullptr;
+std::vector<char>* g_dead = nullptr;  // scratch, sized at install (no allocation in the handler)
+
+void onTerminate(int) {
+  const int saved = errno;
+  const auto& peers = *g_peers_on_node;
+  bool any = false;
+  int lowest_alive = -1;
+  auto& dead = *g_dead;
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    const bool gone = ::kill(peers[i].pid, 0) != 0 && errno == ESRCH;
+    dead[i] = gone;
+    any = any || gone;
+    if (!gone && lowest_alive < 0) lowest_alive = static_cast<int>(i);
+  }
+  if (any && lowest_alive == g_my_index) {
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      if (dead[i]) (void)!::write(STDERR_FILENO, peers[i].line.data(), peers[i].line.size());
+    }
+    (void)!::write(STDERR_FILENO, g_tail->data(), g_tail->size());
+  }
+  errno = saved;
+  _exit(128 + SIGTERM);
+}
+
+}  // namespace
+
+void installDeathReport(const Comm& world, const RoleMap& map) {
+  char host[64] = {0};
+  gethostname(host, sizeof host - 1);
+  std::vector<char> hosts(64 * world.size());
+  ASTRA_MPI_CHECK(MPI_Allgather(host, 64, MPI_CHAR, hosts.data(), 64, MPI_CHAR, world.raw()));
+  const long mine = static_cast<long>(getpid());
+  std::vector<long> pids(world.size());
+  ASTRA_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_LONG, pids.data(), 1, MPI_LONG, world.raw()));
+
+  auto* peers = new std::vector<Peer>();  // lives until exit: the handler may run any time
+  for (int r = 0; r < world.size(); ++r) {
+    if (std::strncmp(&hosts[64 * r], host, 64) != 0) continue;
+    if (r == world.rank()) g_my_index = static_cast<int>(peers->size());
+    peers->push_back({static_cast<pid_t>(pids[r]),
+                      fmt::format("astraflow: rank {} ({}, pid {} on {}) died; the job stops\n", r,
+                                  map.of(r).label(), pids[r], &hosts[64 * r])});
+  }
+  g_peers_on_node = peers;
+  g_dead = new std::vector<char>(peers->size(), 0);
+  g_tail = new std::string(
+      "astraflow: a lost rank is not survivable in this version (elastic rollout pools will make rollout "
+      "loss survivable); restart with `astraflow run --resume <run>` from the newest checkpoint\n");
+  struct sigaction action {};
+  action.sa_handler = onTerminate;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+}  // namespace astraflow
