@@ -76,7 +76,7 @@ class DataflowRank {
   void drainUntilRolloutEnds();
   void checkpoint(std::int64_t version);
   void restore();
-  void progressLine(const PolicyState& p);
+  void progressLine(PolicyState& p);
   double evalStart() const;
   Task makeTask(const std::string& policy, std::uint64_t problem, std::uint64_t group, std::uint32_t index);
 
@@ -357,7 +357,7 @@ bool DataflowRank::flushOutbox() {
 
 bool DataflowRank::finished(PolicyState& p) const { return p.next_batch >= p.target && p.published >= p.target; }
 
-void DataflowRank::progressLine(const PolicyState& p) {
+void DataflowRank::progressLine(PolicyState& p) {
   double wait = 0, busy = 0;
   const std::int64_t last = p.published;
   const std::int64_t first = std::max<std::int64_t>(last - cfg_.run.progress_every, w_.resume ? w_.resume_version : 0);
@@ -383,9 +383,8 @@ void DataflowRank::progressLine(const PolicyState& p) {
                p.name, p.published, p.reward_count ? p.reward_sum / static_cast<double>(p.reward_count) : 0.0, eval,
                wait + busy > 0 ? 100.0 * wait / (wait + busy) : 0.0, static_cast<double>(c.produced) / elapsed,
                c.produced, c.consumed, p.assembler->buffered(), c.stale_dropped, c.filtered);
-  auto& mutable_p = const_cast<PolicyState&>(p);
-  mutable_p.reward_sum = 0;
-  mutable_p.reward_count = 0;
+  p.reward_sum = 0;
+  p.reward_count = 0;
 }
 
 void DataflowRank::checkpoint(std::int64_t version) {
@@ -476,13 +475,19 @@ RankReport DataflowRank::run() {
     }
   }
   stop_admitting_ = true;
+  // Training tasks not yet handed out are dropped (reported); evaluation tasks stay queued.
   std::uint64_t unsent = 0;
   for (auto& p : policies_) {
-    unsent += p.outbox.size();
-    for (const auto& t : p.outbox) {
-      if (!eval_tasks_.count(t.task_id)) p.in_flight -= 1;
+    std::deque<Task> keep;
+    for (auto& t : p.outbox) {
+      if (eval_tasks_.count(t.task_id)) {
+        keep.push_back(std::move(t));
+      } else {
+        ++unsent;
+        --p.in_flight;
+      }
     }
-    p.outbox.clear();
+    p.outbox = std::move(keep);
   }
   // Phase 2: the final evaluation, at the final weights.
   std::int64_t final_version = policies_.empty() ? 0 : policies_.front().published;
