@@ -36,10 +36,14 @@ class YamlReader {
   YamlReader child(const std::string& key);
   std::vector<YAML::Node> requireSequence(const std::string& key);
 
+  // The raw node of an optional key (marked known); nullopt when absent or null.
+  std::optional<YAML::Node> raw(const std::string& key) { return valueOf(key); }
+
   // Errors on every key that no get*/require*/child call asked for.
   void finish();
 
   const std::string& path() const { return path_; }
+  const std::string& source() const { return source_; }
   std::string keyPath(const std::string& key) const;
   int line() const;
   int lineOf(const std::string& key) const;

@@ -5,11 +5,16 @@
 
 namespace astraflow {
 
-BatchAssembler::BatchAssembler(std::string policy, int group_size, int groups_per_step, int max_staleness)
+BatchAssembler::BatchAssembler(std::string policy, int group_size, int groups_per_step, int max_staleness,
+                               std::vector<std::unique_ptr<Filter>> filters, std::unique_ptr<Sampler> sampler,
+                               std::uint64_t seed)
     : policy_(std::move(policy)),
       group_size_(group_size),
       groups_per_step_(groups_per_step),
-      max_staleness_(max_staleness) {}
+      max_staleness_(max_staleness),
+      filters_(std::move(filters)),
+      sampler_(sampler ? std::move(sampler) : makeSampler(PluginSpec{"fresh", {}, "dataflow.sampler"})),
+      rng_(seed) {}
 
 void BatchAssembler::ingest(Trajectory trajectory) {
   ++counters_.produced;
@@ -38,13 +43,35 @@ void BatchAssembler::ingest(Trajectory trajectory) {
   }
 }
 
-void BatchAssembler::completeGroup(std::uint64_t, std::vector<Trajectory> members, std::uint32_t) {
+void BatchAssembler::completeGroup(std::uint64_t, std::vector<Trajectory> members, std::uint32_t arrived) {
   if (members.empty()) return;  // every member was filtered
   Group g;
   g.oldest_version = members.front().weight_version_min;
   for (const auto& t : members) g.oldest_version = std::min(g.oldest_version, t.weight_version_min);
-  ready_count_ += members.size();
   g.members = std::move(members);
+  if (arrived > 0 && observer_) {  // a restored group (arrived = 0) was observed before
+    std::vector<double> rewards;
+    for (const auto& t : g.members) rewards.push_back(t.rewards[0]);
+    observer_(g.members.front().problem_id, rewards);
+  }
+  if (arrived > 0) {
+    for (auto& f : filters_) {
+      bool keep = true;
+      try {
+        keep = f->keep(g);
+      } catch (const std::exception&) {
+        // A failing plug-in never costs data: the group is kept and the error counted.
+        ++f->counters().errors;
+      }
+      if (!keep) {
+        ++f->counters().dropped;
+        counters_.filtered += g.members.size();
+        return;
+      }
+      ++f->counters().kept;
+    }
+  }
+  ready_count_ += g.members.size();
   ready_.push_back(std::move(g));
 }
 
@@ -59,18 +86,36 @@ std::optional<Batch> BatchAssembler::serve(std::int64_t version, std::uint64_t b
       ++it;
     }
   }
-  if (ready_.size() < static_cast<std::size_t>(groups_per_step_)) return std::nullopt;
+  const std::uint64_t replayed_before = sampler_->counters().replayed;
+  const std::uint64_t ready_before = ready_count_;
+  std::vector<Group> groups;
+  bool filled = false;
+  try {
+    filled = sampler_->take(ready_, static_cast<std::size_t>(groups_per_step_), version, rng_, groups);
+  } catch (const std::exception&) {
+    ++sampler_->counters().errors;  // the ready pool is left as the sampler left it
+    filled = false;
+  }
+  // Recount what is left: a sampler only moves groups out of the pool.
+  std::uint64_t left = 0;
+  for (const auto& g : ready_) left += g.members.size();
+  ready_count_ = left;
+  if (!filled) {
+    for (auto& g : groups) {  // a throwing sampler may have taken some: put them back
+      ready_count_ += g.members.size();
+      ready_.push_front(std::move(g));
+    }
+    return std::nullopt;
+  }
   Batch batch;
   batch.batch_id = batch_id;
   batch.policy = policy_;
   batch.trainer_version = version;
-  for (int i = 0; i < groups_per_step_; ++i) {
-    auto& g = ready_.front();
-    ready_count_ -= g.members.size();
+  for (auto& g : groups) {
     for (auto& t : g.members) batch.trajectories.push_back(std::move(t));
-    ready_.pop_front();
   }
-  counters_.consumed += batch.trajectories.size();
+  counters_.consumed += ready_before - ready_count_;
+  counters_.replayed += sampler_->counters().replayed - replayed_before;
   ++counters_.batches;
   return batch;
 }

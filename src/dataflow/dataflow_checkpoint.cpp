@@ -16,12 +16,21 @@ namespace {
 
 constexpr const char* kFormat = "astraflow-checkpoint";
 
-const char* const kCounterNames[] = {"produced",      "filtered", "filtered_nonfinite", "filtered_error",
-                                     "stale_dropped", "consumed", "batches"};
+constexpr int kCounters = 8;
+const char* const kCounterNames[kCounters] = {"produced",      "filtered", "filtered_nonfinite", "filtered_error",
+                                              "stale_dropped", "consumed", "replayed",           "batches"};
 
 std::uint64_t* counterField(AssemblerCounters& c, int i) {
-  std::uint64_t* fields[] = {&c.produced,      &c.filtered, &c.filtered_nonfinite, &c.filtered_error,
-                             &c.stale_dropped, &c.consumed, &c.batches};
+  std::uint64_t* fields[kCounters] = {&c.produced,      &c.filtered, &c.filtered_nonfinite, &c.filtered_error,
+                                      &c.stale_dropped, &c.consumed, &c.replayed,           &c.batches};
+  return fields[i];
+}
+
+constexpr int kPluginCounters = 6;
+const char* const kPluginCounterNames[kPluginCounters] = {"admitted", "skipped", "kept", "dropped", "replayed", "errors"};
+
+std::uint64_t* pluginCounterField(PluginCounters& c, int i) {
+  std::uint64_t* fields[kPluginCounters] = {&c.admitted, &c.skipped, &c.kept, &c.dropped, &c.replayed, &c.errors};
   return fields[i];
 }
 
@@ -76,7 +85,16 @@ std::uint64_t writeDataflowCheckpoint(const fs::path& run_dir, const DataflowSna
     for (const auto& [policy, c] : snap.counters) {
       auto g = counters.createGroup(policy);
       AssemblerCounters copy = c;
-      for (int i = 0; i < 7; ++i) g.writeAttribute(kCounterNames[i], static_cast<std::int64_t>(*counterField(copy, i)));
+      for (int i = 0; i < kCounters; ++i) g.writeAttribute(kCounterNames[i], static_cast<std::int64_t>(*counterField(copy, i)));
+    }
+    auto plugins = df.createGroup("plugins");
+    for (const auto& p : snap.plugins) {
+      auto ds = plugins.createStrings(p.key);
+      ds.appendStrings({p.state});
+      PluginCounters c = p.counters;
+      for (int i = 0; i < kPluginCounters; ++i) {
+        ds.writeAttribute(kPluginCounterNames[i], static_cast<std::int64_t>(*pluginCounterField(c, i)));
+      }
     }
     file.flush();
   });
@@ -118,10 +136,25 @@ DataflowSnapshot readDataflowCheckpoint(const fs::path& run_dir, std::int64_t ve
         const std::string policy = name.substr(prefix.size(), name.size() - prefix.size() - 3);
         auto g = counters.openGroup(policy);
         AssemblerCounters c;
-        for (int i = 0; i < 7; ++i) *counterField(c, i) = static_cast<std::uint64_t>(g.readInt64Attribute(kCounterNames[i]));
+        for (int i = 0; i < kCounters; ++i) {
+          *counterField(c, i) = static_cast<std::uint64_t>(g.readInt64Attribute(kCounterNames[i]));
+        }
         snap.counters.emplace_back(policy, c);
       }
       start = end + 1;
+    }
+    if (df.exists("plugins")) {
+      auto plugins = df.openGroup("plugins");
+      for (const auto& name : plugins.childNames()) {
+        auto ds = plugins.openDataset(name);
+        const auto states = ds.readStrings();
+        if (states.size() != 1) throw Error(fmt::format("dataset dataflow/plugins/{}: {} rows, expected 1", name, states.size()));
+        PluginSnapshot p{name, states.front(), {}};
+        for (int i = 0; i < kPluginCounters; ++i) {
+          *pluginCounterField(p.counters, i) = static_cast<std::uint64_t>(ds.readInt64Attribute(kPluginCounterNames[i]));
+        }
+        snap.plugins.push_back(std::move(p));
+      }
     }
     try {
       snap.held = io::readTrajectories(buffer.string());

@@ -12,10 +12,12 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/dataflow/batch_assembler.hpp"
 #include "astraflow/dataflow/dataflow_checkpoint.hpp"
+#include "astraflow/dataflow/plugins.hpp"
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
 #include "astraflow/rollout/environment.hpp"
@@ -78,7 +80,12 @@ class DataflowRank {
   void restore();
   void progressLine(PolicyState& p);
   double evalStart() const;
+  // Every plug-in instance with a stable key ("filter.0.zero_advantage@solver", …).
+  std::vector<std::pair<std::string, Plugin*>> plugins();
+  std::vector<std::pair<std::string, double>> pluginCounters();
   Task makeTask(const std::string& policy, std::uint64_t problem, std::uint64_t group, std::uint32_t index);
+  std::uint64_t nextProblem();
+  bool nextAdmittedProblem(std::int64_t version, std::uint64_t& problem);
 
   RunWiring& w_;
   const Config& cfg_;
@@ -94,17 +101,40 @@ class DataflowRank {
   double eval_start_ = -1;
   std::int64_t last_checkpoint_ = -1;
   std::vector<std::byte> record_;
+  std::vector<std::unique_ptr<Curator>> curators_;
+  std::unique_ptr<Router> router_;
+  std::vector<std::string> policy_names_;
+  std::vector<std::uint64_t> prompt_order_;  // this epoch's order of the prompt pool
+  std::uint64_t prompt_epoch_ = ~std::uint64_t{0};
+  std::mt19937_64 curator_rng_;
 };
 
-DataflowRank::DataflowRank(RunWiring& w) : w_(w), cfg_(w.cfg), env_(makeEnvironment(w.cfg.environment)) {
+DataflowRank::DataflowRank(RunWiring& w)
+    : w_(w), cfg_(w.cfg), env_(makeEnvironment(w.cfg.environment)), curator_rng_(w.cfg.run.seed * 31 + 7) {
+  for (const auto& spec : cfg_.dataflow.curators) curators_.push_back(makeCurator(spec));
+  router_ = makeRouter(cfg_.dataflow.router);
   const auto& groups = w.map.trainerGroups();
+  for (const auto& g : groups) policy_names_.push_back(g.policy);
   for (std::size_t g = 0; g < groups.size(); ++g) {
     PolicyState p;
     p.name = groups[g].policy;
     p.group = static_cast<int>(g);
     p.target = w.cfg.run.versions;
+    std::vector<std::unique_ptr<Filter>> filters;
+    for (const auto& spec : cfg_.dataflow.filters) filters.push_back(makeFilter(spec));
     p.assembler = std::make_unique<BatchAssembler>(p.name, cfg_.rollout.group_size, cfg_.trainer.groups_per_step,
-                                                   cfg_.run.mode == "sync" ? 0 : cfg_.dataflow.max_staleness);
+                                                   cfg_.run.mode == "sync" ? 0 : cfg_.dataflow.max_staleness,
+                                                   std::move(filters), makeSampler(cfg_.dataflow.sampler),
+                                                   cfg_.run.seed * 1009 + g);
+    p.assembler->setGroupObserver([this](std::uint64_t problem, const std::vector<double>& rewards) {
+      for (auto& c : curators_) {
+        try {
+          c->observe(problem, rewards);
+        } catch (const std::exception& e) {
+          if (c->counters().errors++ < 3) spdlog::warn("curator {}: observe failed: {}", c->name(), e.what());
+        }
+      }
+    });
     for (std::size_t i = 0; i < w.map.pools().size(); ++i) {
       const auto& served = w.map.pools()[i].policies;
       if (std::find(served.begin(), served.end(), p.name) != served.end()) p.pools.push_back(static_cast<int>(i));
@@ -135,6 +165,13 @@ void DataflowRank::restore() {
     p.assembler->restore(c, std::move(held));
     p.next_batch = snap.version;
   }
+  for (const auto& [key, plugin] : plugins()) {
+    for (const auto& saved : snap.plugins) {
+      if (saved.key != key) continue;
+      plugin->loadState(saved.state);
+      plugin->counters() = saved.counters;
+    }
+  }
   spdlog::info("resumed at version {}: {} trajectories buffered, prompt cursor {}", snap.version, snap.held.size(),
                next_problem_);
 }
@@ -149,6 +186,44 @@ Task DataflowRank::makeTask(const std::string& policy, std::uint64_t problem, st
   t.policy = policy;
   t.kind = cfg_.environment.name;
   return t;
+}
+
+// The prompt source: endless new training problems, or (dataflow.prompt_pool = N) epochs over
+// the first N training problems, each epoch in its own shuffled order. A function of the cursor
+// alone, so a resumed run continues the same sequence.
+std::uint64_t DataflowRank::nextProblem() {
+  const std::uint64_t k = next_problem_++;
+  const std::uint64_t n = cfg_.dataflow.prompt_pool;
+  if (n == 0) return env_->trainingId(k);
+  const std::uint64_t epoch = k / n;
+  if (epoch != prompt_epoch_) {
+    prompt_order_.resize(n);
+    for (std::uint64_t i = 0; i < n; ++i) prompt_order_[i] = i;
+    std::mt19937_64 shuffle_rng(cfg_.run.seed * 7919 + epoch);
+    std::shuffle(prompt_order_.begin(), prompt_order_.end(), shuffle_rng);
+    prompt_epoch_ = epoch;
+  }
+  return env_->trainingId(prompt_order_[k % n]);
+}
+
+// The next prompt every curator admits. Gives up after a bounded number of skips (admission
+// tries again on a later iteration) so a curator that skips everything cannot stall the loop.
+bool DataflowRank::nextAdmittedProblem(std::int64_t version, std::uint64_t& problem) {
+  for (int attempt = 0; attempt < 4096; ++attempt) {
+    problem = nextProblem();
+    bool admitted = true;
+    for (auto& c : curators_) {
+      try {
+        admitted = c->admit(PromptInfo{problem, version}, curator_rng_);
+      } catch (const std::exception& e) {
+        if (c->counters().errors++ < 3) spdlog::warn("curator {}: admit failed (prompt admitted): {}", c->name(), e.what());
+        admitted = true;
+      }
+      if (!admitted) break;
+    }
+    if (admitted) return true;
+  }
+  return false;
 }
 
 bool DataflowRank::progressAndPublish() {
@@ -222,13 +297,26 @@ void DataflowRank::route(Trajectory t) {
     return;
   }
   trajectories_->append(t);
-  for (auto& p : policies_) {
-    if (p.name != t.policy) continue;
-    --p.in_flight;
-    p.assembler->ingest(std::move(t));
-    return;
+  int target = -1;
+  try {
+    target = router_->route(t, policy_names_);
+  } catch (const std::exception& e) {
+    if (router_->counters().errors++ < 3) spdlog::warn("router {}: {}", router_->name(), e.what());
   }
-  if (unroutable_++ < 5) spdlog::warn("trajectory of task {} names policy '{}', which has no trainer", t.task_id, t.policy);
+  if (target < 0 || target >= static_cast<int>(policies_.size())) {
+    // Unroutable: counted, and still kept by the policy that asked for it, so nothing is lost.
+    if (unroutable_++ < 5) spdlog::warn("router {}: no trainer for the trajectory of task {} (policy '{}')",
+                                        router_->name(), t.task_id, t.policy);
+    target = -1;
+    for (std::size_t i = 0; i < policies_.size(); ++i) {
+      if (policies_[i].name == t.policy) target = static_cast<int>(i);
+    }
+    if (target < 0) return;
+  }
+  for (auto& p : policies_) {
+    if (p.name == t.policy) --p.in_flight;  // in flight for the policy that admitted it
+  }
+  policies_[target].assembler->ingest(std::move(t));
 }
 
 bool DataflowRank::serve() {
@@ -302,7 +390,8 @@ bool DataflowRank::admit() {
                                                                            static_cast<std::int64_t>(p.outbox.size()) /
                                                                                group_size));
     for (std::int64_t g = 0; g < groups; ++g) {
-      const std::uint64_t problem = env_->trainingId(next_problem_++);
+      std::uint64_t problem = 0;
+      if (!nextAdmittedProblem(std::max<std::int64_t>(p.published, 0), problem)) break;
       const std::uint64_t group = next_group_id_++;
       for (int i = 0; i < group_size; ++i) {
         Task t = makeTask(p.name, problem, group, static_cast<std::uint32_t>(i));
@@ -385,6 +474,17 @@ void DataflowRank::progressLine(PolicyState& p) {
                c.produced, c.consumed, p.assembler->buffered(), c.stale_dropped, c.filtered);
   p.reward_sum = 0;
   p.reward_count = 0;
+  const double now = w_.now();
+  for (const auto& [key, value] : pluginCounters()) {
+    // "plugin.filter.0.zero_advantage@solver.dropped" → kind "dropped:zero_advantage"
+    const auto last_dot = key.rfind('.');
+    const std::string counter = key.substr(last_dot + 1);
+    if (counter == "errors" || counter == "kept" || counter == "admitted") continue;
+    std::string plugin = key.substr(0, last_dot);
+    plugin = plugin.substr(plugin.rfind('.') + 1);
+    plugin = plugin.substr(0, plugin.find('@'));
+    w_.event((counter + ":" + plugin).c_str(), now, p.published, 0, static_cast<std::uint64_t>(value));
+  }
 }
 
 void DataflowRank::checkpoint(std::int64_t version) {
@@ -413,11 +513,50 @@ void DataflowRank::checkpoint(std::int64_t version) {
     snap.held.insert(snap.held.end(), held.begin(), held.end());
     snap.counters.emplace_back(p.name, c);
   }
+  for (const auto& [key, plugin] : plugins()) {
+    snap.plugins.push_back({key, plugin->saveState(), plugin->counters()});
+  }
   const auto bytes = writeDataflowCheckpoint(w_.run_dir, snap, names);
   w_.event("checkpoint", t, version, bytes, snap.held.size());
   spdlog::info("checkpoint v{}: {} ({} trajectories buffered)", version, checkpointPath(w_.run_dir, version).string(),
                snap.held.size());
   last_checkpoint_ = version;
+}
+
+std::vector<std::pair<std::string, Plugin*>> DataflowRank::plugins() {
+  std::vector<std::pair<std::string, Plugin*>> out;
+  for (std::size_t i = 0; i < curators_.size(); ++i) {
+    out.emplace_back(fmt::format("curator.{}.{}", i, curators_[i]->name()), curators_[i].get());
+  }
+  for (auto& p : policies_) {
+    const auto& filters = p.assembler->filters();
+    for (std::size_t i = 0; i < filters.size(); ++i) {
+      out.emplace_back(fmt::format("filter.{}.{}@{}", i, filters[i]->name(), p.name), filters[i].get());
+    }
+    out.emplace_back(fmt::format("sampler.{}@{}", p.assembler->sampler().name(), p.name), &p.assembler->sampler());
+  }
+  out.emplace_back(fmt::format("router.{}", router_->name()), router_.get());
+  return out;
+}
+
+// Per plug-in counters for the summary: "plugin.<key>.<counter>", only the counters that apply.
+std::vector<std::pair<std::string, double>> DataflowRank::pluginCounters() {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [key, plugin] : plugins()) {
+    const auto& c = plugin->counters();
+    const std::string base = "plugin." + key + ".";
+    if (key.rfind("curator.", 0) == 0) {
+      out.emplace_back(base + "admitted", static_cast<double>(c.admitted));
+      out.emplace_back(base + "skipped", static_cast<double>(c.skipped));
+    } else if (key.rfind("filter.", 0) == 0) {
+      out.emplace_back(base + "kept", static_cast<double>(c.kept));
+      out.emplace_back(base + "dropped", static_cast<double>(c.dropped));
+    } else if (key.rfind("sampler.", 0) == 0) {
+      out.emplace_back(base + "replayed", static_cast<double>(c.replayed));
+    }
+    out.emplace_back(base + "errors", static_cast<double>(c.errors));
+  }
+  return out;
 }
 
 double DataflowRank::evalStart() const {
@@ -525,6 +664,7 @@ RankReport DataflowRank::run() {
     total.filtered_error += c.filtered_error;
     total.stale_dropped += c.stale_dropped;
     total.consumed += c.consumed;
+    total.replayed += c.replayed;
     total.batches += c.batches;
     buffered += p.assembler->buffered();
   }
@@ -548,6 +688,8 @@ RankReport DataflowRank::run() {
   r["wall_seconds"] = w_.now();
   r["segment_wall_seconds"] = w_.segmentSeconds();
   r["trajectories_written"] = static_cast<double>(trajectories_->rowsWritten());
+  r["replayed"] = static_cast<double>(total.replayed);
+  for (const auto& [key, value] : pluginCounters()) r[key] = value;
   return r;
 }
 

@@ -89,6 +89,16 @@ nlohmann::json summarize(const Config& cfg, const std::vector<nlohmann::json>& r
     s[key] = static_cast<std::int64_t>((*df)[key].get<double>());
   }
   s["segment_wall_seconds"] = (*df)["segment_wall_seconds"];
+  s["replayed"] = static_cast<std::int64_t>((*df)["replayed"].get<double>());
+  s["rollouts_generated"] = s["produced"];  // every training rollout the run paid for
+  nlohmann::json plugins = nlohmann::json::object();
+  for (const auto& [key, value] : df->items()) {
+    if (key.rfind("plugin.", 0) != 0) continue;
+    // "plugin.filter.0.zero_advantage@solver.dropped" → plugins["filter.0.zero_advantage@solver"]["dropped"]
+    const auto last_dot = key.rfind('.');
+    plugins[key.substr(7, last_dot - 7)][key.substr(last_dot + 1)] = static_cast<std::int64_t>(value.get<double>());
+  }
+  s["plugins"] = plugins;
   s["ranks"] = ranks;
   return s;
 }

@@ -31,6 +31,23 @@ H5Group H5Location::openGroup(const std::string& path) const {
                      fmt::format("opening group '{}' in '{}' of '{}'", path, name(), fileName())));
 }
 
+namespace {
+
+herr_t collectName(hid_t, const char* name, const H5L_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->emplace_back(name);
+  return 0;
+}
+
+}  // namespace
+
+std::vector<std::string> H5Location::childNames() const {
+  std::vector<std::string> names;
+  hsize_t index = 0;
+  ASTRA_H5_CHECK(H5Literate(id(), H5_INDEX_NAME, H5_ITER_INC, &index, collectName, &names),
+                 fmt::format("listing '{}'", name()));
+  return names;
+}
+
 bool H5Location::exists(const std::string& path) const {
   // H5Lexists fails rather than answering false when an intermediate group is missing, so
   // walk the path one component at a time.

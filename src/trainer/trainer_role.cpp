@@ -15,6 +15,7 @@
 
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/mpi.hpp"
+#include "astraflow/dataflow/plugins.hpp"
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "astraflow/model/checkpoint.hpp"
 #include "astraflow/model/weight_blob.hpp"
@@ -132,7 +133,7 @@ RankReport TrainerRank::run() {
   const auto& cfg = w_.cfg;
   warmStart();
   stage();
-  const int eta = cfg.run.mode == "sync" ? 0 : cfg.dataflow.max_staleness;
+  const std::int64_t eta = servedStalenessBound(cfg);
   const int ranks = comm_.size();
   Batch batch;
   while (nextBatch(batch)) {

@@ -14,6 +14,7 @@
 #include "astraflow/comm/role_comms.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/layout.hpp"
+#include "astraflow/dataflow/plugins.hpp"
 #include "astraflow/dataflow/runtime.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
@@ -103,7 +104,7 @@ TEST(Runtime, AsyncRunKeepsItsBooksAndTheStalenessBound) {
   const auto trainers = ranksOf(s, "trainer");
   ASSERT_EQ(trainers.size(), static_cast<std::size_t>(worldSize() - 3));
   for (const auto& t : trainers) {
-    EXPECT_EQ(num(t, "trajectories_trained"), s["consumed"].get<std::int64_t>());
+    EXPECT_EQ(num(t, "trajectories_trained"), s["consumed"].get<std::int64_t>() + s["replayed"].get<std::int64_t>());
     EXPECT_EQ(num(t, "final_version"), 6);
     EXPECT_EQ(num(t, "version_mismatches"), 0);
     EXPECT_EQ(num(t, "staleness_violations"), 0);
@@ -180,6 +181,60 @@ TEST(Runtime, SyncModeTrainsOnlyOnDataFromTheCurrentVersion) {
   for (const auto& t : ranksOf(s, "trainer")) {
     EXPECT_EQ(num(t, "max_staleness"), 0);
     EXPECT_EQ(num(t, "final_version"), 3);
+  }
+  fs::remove_all(dir);
+}
+
+// A filter defined only here: the dataflow layer runs it from the config by name, with no core
+// file changed.
+class DropOddGroups : public Filter {
+ public:
+  std::string name() const override { return "drop_odd_groups"; }
+  bool keep(const ReadyGroup& g) override { return g.group_id() % 2 == 0; }
+};
+
+TEST(Runtime, AFilterDefinedInTheTestRunsThroughTheDataflowLayer) {
+  registerFilter("drop_odd_groups", [](const PluginSpec& spec) -> std::unique_ptr<Filter> {
+    spec.allowOnly({});
+    return std::make_unique<DropOddGroups>();
+  });
+  const auto dir = sharedRunDir("plugin");
+  const json s = runJob(tinyConfig(dir, ", versions: 3", "dataflow: {filters: [drop_odd_groups]}\n"));
+  if (worldRank() != 0) return;
+  expectBooksBalance(s);
+  const auto& counters = s["plugins"]["filter.0.drop_odd_groups@solver"];
+  const std::int64_t dropped = counters["dropped"], kept = counters["kept"];
+  EXPECT_GT(dropped, 0);
+  EXPECT_GT(kept, 0);
+  EXPECT_EQ(s["filtered"].get<std::int64_t>(), dropped * 4);  // group_size 4
+  EXPECT_EQ(s["consumed"].get<std::int64_t>(), 3 * 8);
+  EXPECT_EQ(s["rollouts_generated"], s["produced"]);
+  fs::remove_all(dir);
+}
+
+TEST(Runtime, PluginStateAndCountersComeBackOnResume) {
+  const auto dir = sharedRunDir("plugin_resume");
+  const std::string plugins =
+      "dataflow: {prompt_pool: 12, curators: [greso], filters: [zero_advantage], "
+      "sampler: {kind: replay, ratio: 0.5, size: 64, max_staleness: 8}}\n";
+  const json first = runJob(tinyConfig(dir, ", versions: 3", plugins));
+  const json second = runJob(tinyConfig(dir, ", versions: 5", plugins), dir);
+  if (worldRank() != 0) return;
+  expectBooksBalance(first);
+  expectBooksBalance(second);
+  EXPECT_EQ(second["resumed_from"], 3);
+  for (const char* key : {"curator.0.greso", "filter.0.zero_advantage@solver", "sampler.replay@solver"}) {
+    ASSERT_TRUE(first["plugins"].contains(key)) << key;
+    for (const auto& [counter, value] : first["plugins"][key].items()) {
+      // Counters carry over: never below what the first segment ended with.
+      EXPECT_GE(second["plugins"][key][counter].get<std::int64_t>(), value.get<std::int64_t>()) << key << "." << counter;
+    }
+  }
+  EXPECT_GT(second["plugins"]["curator.0.greso"]["admitted"].get<std::int64_t>(),
+            first["plugins"]["curator.0.greso"]["admitted"].get<std::int64_t>());
+  for (const auto& t : ranksOf(second, "trainer")) {
+    EXPECT_EQ(num(t, "staleness_violations"), 0);
+    EXPECT_EQ(num(t, "final_version"), 5);
   }
   fs::remove_all(dir);
 }

@@ -3,6 +3,7 @@
 // Parsing never touches MPI: `astraflow validate` and the first step of `astraflow run`
 // use it before any rank talks to another.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -105,11 +106,31 @@ struct RingSection {
   std::uint64_t slot_bytes = 1024;
 };
 
+// How one data-algorithm plug-in is asked for (include/astraflow/dataflow/plugins.hpp): `kind`
+// plus its parameters (YAML scalars as text). `key` is its config path for messages.
+struct PluginSpec {
+  std::string kind;
+  std::map<std::string, std::string> params;
+  std::string key;
+
+  // Typed parameter access; a missing parameter gives `fallback`. A value that does not parse
+  // or lies outside [low, high] throws ConfigError naming `key.param`, the value and the range.
+  double number(const std::string& param, double fallback, double low, double high) const;
+  std::int64_t integer(const std::string& param, std::int64_t fallback, std::int64_t low, std::int64_t high) const;
+  // Throws ConfigError for a parameter not in `known`.
+  void allowOnly(const std::vector<std::string>& known) const;
+};
+
 struct DataflowSection {
   RingSection task_ring{256, 512};
   RingSection trajectory_ring{1024, 4096};
   RingSection batch_ring{8, 1u << 20};
   int max_staleness = 4;  // η, in weight versions
+  std::uint64_t prompt_pool = 0;  // prompts recur: cycle over this many training problems (0 = endless new ones)
+  std::vector<PluginSpec> curators;                       // pre-rollout, in order
+  std::vector<PluginSpec> filters{{"keep_all", {}, "dataflow.filters[0]"}};  // post-rollout, in order
+  PluginSpec sampler{"fresh", {}, "dataflow.sampler"};
+  PluginSpec router{"by_policy", {}, "dataflow.router"};
 };
 
 struct Config {

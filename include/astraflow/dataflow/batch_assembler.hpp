@@ -6,7 +6,8 @@
 //
 // Counting (docs/runtime-notes.md, "Counters"):
 //   produced       trajectories received (evaluation excluded)
-//   filtered       refused by a filter: non-finite reward, error status (and later plug-ins)
+//   filtered       refused: non-finite reward or error status (per member), or a filter plug-in
+//                  dropped the group (all its members)
 //   stale_dropped  groups whose oldest member is older than η for the batch being served
 //   consumed       trajectories served in batches
 //   buffered       trajectories held now: incomplete groups + the ready pool
@@ -18,7 +19,12 @@
 #include <optional>
 #include <vector>
 
+#include <functional>
+#include <memory>
+#include <random>
+
 #include "astraflow/core/records.hpp"
+#include "astraflow/dataflow/plugins.hpp"
 
 namespace astraflow {
 
@@ -28,14 +34,23 @@ struct AssemblerCounters {
   std::uint64_t filtered_nonfinite = 0;  // of filtered: NaN/inf reward or non-finite generation
   std::uint64_t filtered_error = 0;      // of filtered: error status (e.g. a record too large for the ring)
   std::uint64_t stale_dropped = 0;
-  std::uint64_t consumed = 0;
+  std::uint64_t consumed = 0;      // fresh trajectories served (each at most once)
+  std::uint64_t replayed = 0;      // trajectories served again by a replay sampler (not in consumed)
   std::uint64_t batches = 0;
   std::uint64_t accepted() const { return produced - filtered - stale_dropped; }
 };
 
 class BatchAssembler {
  public:
-  BatchAssembler(std::string policy, int group_size, int groups_per_step, int max_staleness);
+  // Without filters every complete group is kept; without a sampler batches are oldest-first.
+  BatchAssembler(std::string policy, int group_size, int groups_per_step, int max_staleness,
+                 std::vector<std::unique_ptr<Filter>> filters = {}, std::unique_ptr<Sampler> sampler = nullptr,
+                 std::uint64_t seed = 1);
+
+  // Called with every complete group's problem and member rewards (curators learn from it).
+  void setGroupObserver(std::function<void(std::uint64_t, const std::vector<double>&)> observer) {
+    observer_ = std::move(observer);
+  }
 
   // One arriving trajectory. The group becomes ready once all group_size members arrived.
   void ingest(Trajectory trajectory);
@@ -62,15 +77,14 @@ class BatchAssembler {
   const std::string& policy() const { return policy_; }
   int batchTrajectories() const { return group_size_ * groups_per_step_; }
   int maxStaleness() const { return max_staleness_; }
+  const std::vector<std::unique_ptr<Filter>>& filters() const { return filters_; }
+  Sampler& sampler() { return *sampler_; }
 
   // Every held trajectory (incomplete groups, then the ready pool): what a checkpoint stores.
   std::vector<Trajectory> heldTrajectories() const;
 
  private:
-  struct Group {
-    std::vector<Trajectory> members;
-    std::int64_t oldest_version = 0;  // min weight_version_min of the members
-  };
+  using Group = ReadyGroup;
   void completeGroup(std::uint64_t group_id, std::vector<Trajectory> members, std::uint32_t arrived);
 
   std::string policy_;
@@ -83,6 +97,10 @@ class BatchAssembler {
   std::uint64_t incomplete_count_ = 0;  // trajectories held in incomplete_
   std::uint64_t ready_count_ = 0;
   AssemblerCounters counters_;
+  std::vector<std::unique_ptr<Filter>> filters_;
+  std::unique_ptr<Sampler> sampler_;
+  std::mt19937_64 rng_;
+  std::function<void(std::uint64_t, const std::vector<double>&)> observer_;
 };
 
 }  // namespace astraflow

@@ -9,7 +9,9 @@
 //     /dataflow   attributes next_problem, next_task_id, next_group_id, eval_rounds,
 //                 eval_accuracy_start, wall_seconds
 //     /dataflow/counters/<policy>  attributes produced, filtered, filtered_nonfinite,
-//                 filtered_error, stale_dropped, consumed, batches
+//                 filtered_error, stale_dropped, consumed, replayed, batches
+//     /dataflow/plugins/<key>  one-row string dataset: the plug-in's state; its counters as
+//                 attributes (admitted, skipped, kept, dropped, replayed, errors)
 //   checkpoints/step_<V>.buffer.h5   the held trajectories, in the trajectories.h5 layout
 // Each file is written under a temporary name and renamed, so a file that exists is complete.
 #include <cstdint>
@@ -20,8 +22,16 @@
 
 #include "astraflow/core/records.hpp"
 #include "astraflow/dataflow/batch_assembler.hpp"
+#include "astraflow/dataflow/plugins.hpp"
 
 namespace astraflow {
+
+// A plug-in's checkpointed state: its key, its opaque state text and its counters.
+struct PluginSnapshot {
+  std::string key;
+  std::string state;
+  PluginCounters counters;
+};
 
 struct DataflowSnapshot {
   std::int64_t version = 0;
@@ -34,6 +44,7 @@ struct DataflowSnapshot {
   std::vector<std::pair<std::string, AssemblerCounters>> counters;  // per policy
   std::vector<Trajectory> held;
   std::string config_text;
+  std::vector<PluginSnapshot> plugins;
 };
 
 // Writes step_<V>.h5 and step_<V>.buffer.h5; returns the bytes written.

@@ -311,6 +311,7 @@ class H5Location : public H5Object {
   H5Group openGroup(const std::string& path) const;
   // Whether every link along `path` exists (no error for a missing intermediate group).
   bool exists(const std::string& path) const;
+  std::vector<std::string> childNames() const;  // links directly below, in name order
 
   H5Dataset createDataset(const std::string& path, const H5Datatype& file_type,
                           const H5Dataspace& space, const H5PropertyList& dcpl = {}) const;
