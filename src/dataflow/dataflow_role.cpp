@@ -86,6 +86,7 @@ class DataflowRank {
   Task makeTask(const std::string& policy, std::uint64_t problem, std::uint64_t group, std::uint32_t index);
   std::uint64_t nextProblem();
   bool nextAdmittedProblem(std::int64_t version, std::uint64_t& problem);
+  PromptInfo promptInfo(std::uint64_t problem, std::int64_t version);
 
   RunWiring& w_;
   const Config& cfg_;
@@ -127,9 +128,11 @@ DataflowRank::DataflowRank(RunWiring& w)
                                                    std::move(filters), makeSampler(cfg_.dataflow.sampler),
                                                    cfg_.run.seed * 1009 + g);
     p.assembler->setGroupObserver([this](std::uint64_t problem, const std::vector<double>& rewards) {
+      if (curators_.empty()) return;
+      const PromptInfo prompt = promptInfo(problem, 0);
       for (auto& c : curators_) {
         try {
-          c->observe(problem, rewards);
+          c->observe(prompt, rewards);
         } catch (const std::exception& e) {
           if (c->counters().errors++ < 3) spdlog::warn("curator {}: observe failed: {}", c->name(), e.what());
         }
@@ -206,15 +209,22 @@ std::uint64_t DataflowRank::nextProblem() {
   return env_->trainingId(prompt_order_[k % n]);
 }
 
+PromptInfo DataflowRank::promptInfo(std::uint64_t problem, std::int64_t version) {
+  env_->reset(problem);  // deterministic and cheap for the built-in environments
+  return PromptInfo{problem, version, env_->metadata()};
+}
+
 // The next prompt every curator admits. Gives up after a bounded number of skips (admission
 // tries again on a later iteration) so a curator that skips everything cannot stall the loop.
 bool DataflowRank::nextAdmittedProblem(std::int64_t version, std::uint64_t& problem) {
   for (int attempt = 0; attempt < 4096; ++attempt) {
     problem = nextProblem();
+    if (curators_.empty()) return true;
+    const PromptInfo prompt = promptInfo(problem, version);
     bool admitted = true;
     for (auto& c : curators_) {
       try {
-        admitted = c->admit(PromptInfo{problem, version}, curator_rng_);
+        admitted = c->admit(prompt, curator_rng_);
       } catch (const std::exception& e) {
         if (c->counters().errors++ < 3) spdlog::warn("curator {}: admit failed (prompt admitted): {}", c->name(), e.what());
         admitted = true;

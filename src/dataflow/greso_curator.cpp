@@ -37,7 +37,8 @@ class GresoCurator : public Curator {
     return take;
   }
 
-  void observe(std::uint64_t problem_id, const std::vector<double>& rewards) override {
+  void observe(const PromptInfo& prompt, const std::vector<double>& rewards) override {
+    const std::uint64_t problem_id = prompt.problem_id;
     if (rewards.empty()) return;
     double mean = 0;
     bool zero_variance = true;

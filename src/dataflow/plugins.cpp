@@ -168,6 +168,8 @@ void ensureBuiltins() {
       return std::make_unique<ByPolicyRouter>();
     });
     registry<Curator>().factories.emplace("greso", makeGresoCurator);
+    registry<Curator>().factories.emplace("curriculum", makeCurriculumCurator);
+
   });
 }
 

@@ -115,16 +115,16 @@ TEST(Greso, ProbabilitiesFollowTheHandComputedTrajectory) {
     return std::make_pair(j["p_easy"].get<double>(), j["p_hard"].get<double>());
   };
   EXPECT_EQ(p(), std::make_pair(0.5, 0.5));
-  greso->observe(1, {1, 1});  // easy, zero variance (z = 1)
-  greso->observe(2, {0, 1});  // easy (mean 0.5), varied → window: easy 1/2 zero-variance > 0.083
+  greso->observe(PromptInfo{1, 0, {}}, {1, 1});  // easy, zero variance (z = 1)
+  greso->observe(PromptInfo{2, 0, {}}, {0, 1});  // easy (mean 0.5), varied → window: easy 1/2 zero-variance > 0.083
   EXPECT_NEAR(p().first, 0.49, 1e-12);
   EXPECT_NEAR(p().second, 0.50, 1e-12);  // no hard group in the window: unchanged
-  greso->observe(3, {0, 0});        // hard, zero variance (z = 1)
-  greso->observe(4, {0, 1, 0, 0});  // hard, varied → hard 1/2 > 0.167
+  greso->observe(PromptInfo{3, 0, {}}, {0, 0});        // hard, zero variance (z = 1)
+  greso->observe(PromptInfo{4, 0, {}}, {0, 1, 0, 0});  // hard, varied → hard 1/2 > 0.167
   EXPECT_NEAR(p().first, 0.49, 1e-12);
   EXPECT_NEAR(p().second, 0.49, 1e-12);
-  greso->observe(5, {1, 0});
-  greso->observe(6, {0, 1});  // easy 0/2 ≤ 0.083 → up
+  greso->observe(PromptInfo{5, 0, {}}, {1, 0});
+  greso->observe(PromptInfo{6, 0, {}}, {0, 1});  // easy 0/2 ≤ 0.083 → up
   EXPECT_NEAR(p().first, 0.50, 1e-12);
   EXPECT_NEAR(p().second, 0.49, 1e-12);
 
@@ -134,7 +134,7 @@ TEST(Greso, ProbabilitiesFollowTheHandComputedTrajectory) {
   const int draws = 20000;
   auto rate = [&](std::uint64_t problem) {
     int admitted = 0;
-    for (int i = 0; i < draws; ++i) admitted += greso->admit(PromptInfo{problem, 0}, rng) ? 1 : 0;
+    for (int i = 0; i < draws; ++i) admitted += greso->admit(PromptInfo{problem, 0, {}}, rng) ? 1 : 0;
     return admitted / static_cast<double>(draws);
   };
   EXPECT_EQ(rate(2), 1.0);
@@ -146,14 +146,14 @@ TEST(Greso, ProbabilitiesFollowTheHandComputedTrajectory) {
 
 TEST(Greso, FloorsBoundTheSkipping) {
   auto greso = makeCurator(spec("greso", {{"update_every", "1000000"}}));
-  for (int i = 0; i < 10; ++i) greso->observe(1, {1, 1});  // easy, z = 10: 0.5^10 < floor 0.05
-  for (int i = 0; i < 10; ++i) greso->observe(2, {0, 0});  // hard, z = 10: floor 0.30
+  for (int i = 0; i < 10; ++i) greso->observe(PromptInfo{1, 0, {}}, {1, 1});  // easy, z = 10: 0.5^10 < floor 0.05
+  for (int i = 0; i < 10; ++i) greso->observe(PromptInfo{2, 0, {}}, {0, 0});  // hard, z = 10: floor 0.30
   std::mt19937_64 rng(3);
   int easy = 0, hard = 0;
   const int draws = 20000;
   for (int i = 0; i < draws; ++i) {
-    easy += greso->admit(PromptInfo{1, 0}, rng) ? 1 : 0;
-    hard += greso->admit(PromptInfo{2, 0}, rng) ? 1 : 0;
+    easy += greso->admit(PromptInfo{1, 0, {}}, rng) ? 1 : 0;
+    hard += greso->admit(PromptInfo{2, 0, {}}, rng) ? 1 : 0;
   }
   EXPECT_NEAR(easy / double(draws), 0.05, 4 * std::sqrt(0.05 * 0.95 / draws));
   EXPECT_NEAR(hard / double(draws), 0.30, 4 * std::sqrt(0.3 * 0.7 / draws));
@@ -161,6 +161,28 @@ TEST(Greso, FloorsBoundTheSkipping) {
   auto copy = makeCurator(spec("greso"));
   copy->loadState(greso->saveState());
   EXPECT_EQ(copy->saveState(), greso->saveState());
+}
+
+PromptInfo atDifficulty(std::uint64_t problem, int difficulty) {
+  return PromptInfo{problem, 0, {{"difficulty", std::to_string(difficulty)}}};
+}
+
+TEST(Curriculum, OpensTheNextLevelOnceRecentAccuracyPassesTheThreshold) {
+  auto c = makeCurator(spec("curriculum", {{"start", "1"}, {"threshold", "0.75"}, {"window", "2"}}));
+  std::mt19937_64 rng(1);
+  EXPECT_TRUE(c->admit(atDifficulty(1, 1), rng));
+  EXPECT_FALSE(c->admit(atDifficulty(2, 2), rng));
+  EXPECT_TRUE(c->admit(PromptInfo{3, 0, {}}, rng));  // no difficulty: always admitted
+  c->observe(atDifficulty(1, 1), {1, 1});
+  c->observe(atDifficulty(2, 2), {1, 1});  // not the current level: ignored
+  EXPECT_FALSE(c->admit(atDifficulty(2, 2), rng));
+  c->observe(atDifficulty(4, 1), {0, 1});  // window [1.0, 0.5]: mean 0.75 ≥ 0.75 → level 2
+  EXPECT_TRUE(c->admit(atDifficulty(2, 2), rng));
+  EXPECT_FALSE(c->admit(atDifficulty(5, 3), rng));
+  EXPECT_EQ(c->counters().skipped, 3u);
+  auto copy = makeCurator(spec("curriculum"));
+  copy->loadState(c->saveState());
+  EXPECT_TRUE(copy->admit(atDifficulty(2, 2), rng));
 }
 
 class ThrowingFilter : public Filter {

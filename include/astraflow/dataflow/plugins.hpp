@@ -59,14 +59,16 @@ class Plugin {
 
 struct PromptInfo {
   std::uint64_t problem_id = 0;
-  std::int64_t version = 0;  // trainer version at admission
+  std::int64_t version = 0;                     // trainer version at admission
+  std::map<std::string, std::string> metadata;  // the environment's metadata of the problem
 };
 
 class Curator : public Plugin {
  public:
   virtual bool admit(const PromptInfo& prompt, std::mt19937_64& rng) = 0;
-  // Every finished group (all members, filtered ones included): its rewards by member.
-  virtual void observe(std::uint64_t problem_id, const std::vector<double>& rewards) { (void)problem_id, (void)rewards; }
+  // Every complete group: its prompt and its members' rewards (members dropped for non-finite
+  // values excluded).
+  virtual void observe(const PromptInfo& prompt, const std::vector<double>& rewards) { (void)prompt, (void)rewards; }
 };
 
 class Filter : public Plugin {
