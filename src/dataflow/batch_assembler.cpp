@@ -138,8 +138,10 @@ void BatchAssembler::restore(const AssemblerCounters& counters, std::vector<Traj
 
 std::int64_t BatchAssembler::admissionRoom(std::int64_t version, std::int64_t in_flight) const {
   const std::int64_t b = batchTrajectories();
-  const std::int64_t room = (max_staleness_ + version + 1) * b - static_cast<std::int64_t>(counters_.consumed) -
-                            in_flight - static_cast<std::int64_t>(buffered());
+  // Batch slots filled so far: a replayed trajectory takes a slot just as a fresh one does, so
+  // producers are held to what batches can take (else a replay sampler lets them run ahead).
+  const auto served = static_cast<std::int64_t>(counters_.consumed + counters_.replayed);
+  const std::int64_t room = (max_staleness_ + version + 1) * b - served - in_flight - static_cast<std::int64_t>(buffered());
   return std::max<std::int64_t>(room, 0);
 }
 

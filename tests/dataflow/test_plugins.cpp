@@ -97,6 +97,21 @@ TEST(Replay, ServesTheRatioWithinBinomialToleranceAndHonoursSizeAndStaleness) {
   EXPECT_EQ(a.counters().consumed + a.counters().replayed, slots * group_size);
 }
 
+TEST(Replay, AdmissionCountsReplayedSlotsSoProducersCannotRunAhead) {
+  // η = 1, B = 4: however much is replayed, room never exceeds (η + 1)·B.
+  BatchAssembler a("solver", 1, 4, 1, {}, makeSampler(spec("replay", {{"ratio", "0.5"}, {"max_staleness", "50"}})), 9);
+  std::uint64_t next = 0;
+  for (int v = 0; v < 50; ++v) {
+    int added = 0;
+    while (!a.serve(v, static_cast<std::uint64_t>(v))) {
+      a.ingest(member(next++, 0, v, 1));
+      ASSERT_LT(++added, 100);
+    }
+    EXPECT_LE(a.admissionRoom(v + 1, 0), 8) << "version " << v;
+  }
+  EXPECT_GT(a.counters().replayed, 0u);
+}
+
 TEST(Replay, RatioZeroIsPlainFreshSampling) {
   BatchAssembler a("solver", 1, 2, 10, {}, makeSampler(spec("replay", {{"ratio", "0"}})), 1);
   for (std::uint64_t g = 0; g < 6; ++g) a.ingest(member(g, 0, 0, 1));
