@@ -138,10 +138,11 @@ void BatchAssembler::restore(const AssemblerCounters& counters, std::vector<Traj
 
 std::int64_t BatchAssembler::admissionRoom(std::int64_t version, std::int64_t in_flight) const {
   const std::int64_t b = batchTrajectories();
-  // Batch slots filled so far: a replayed trajectory takes a slot just as a fresh one does, so
-  // producers are held to what batches can take (else a replay sampler lets them run ahead).
-  const auto served = static_cast<std::int64_t>(counters_.consumed + counters_.replayed);
-  const std::int64_t room = (max_staleness_ + version + 1) * b - served - in_flight - static_cast<std::int64_t>(buffered());
+  // Only the fresh share f of each batch consumes new data (a replay sampler fills the rest), so
+  // the rule runs on f·B: with plain B, producers would run ahead and their data age past η.
+  const double fresh_batch = sampler_->freshFraction() * static_cast<double>(b);
+  const auto room = static_cast<std::int64_t>(std::floor(static_cast<double>(max_staleness_ + version + 1) * fresh_batch)) -
+                    static_cast<std::int64_t>(counters_.consumed) - in_flight - static_cast<std::int64_t>(buffered());
   return std::max<std::int64_t>(room, 0);
 }
 

@@ -1,10 +1,12 @@
-// The replay sampler: each slot of a batch is filled from a replay pool with probability
-// `ratio` (so the replayed fraction is binomial around ratio), else with the oldest fresh group.
+// The replay sampler: a share `ratio` of each batch's slots is filled from a replay pool (the
+// fraction carried over between batches), the rest with the oldest fresh groups.
 // Every fresh group served is copied into the pool; the pool holds at most `size` trajectories
 // (oldest evicted first) and nothing older than `max_staleness` versions. ratio = 0 is plain
 // fresh sampling.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -44,6 +46,7 @@ class ReplaySampler : public Sampler {
 
   std::string name() const override { return "replay"; }
   std::int64_t maxStaleness() const override { return ratio_ > 0 ? max_staleness_ : 0; }
+  double freshFraction() const override { return size_ == 0 ? 1.0 : 1.0 - ratio_; }
 
   bool take(std::deque<ReadyGroup>& ready, std::size_t count, std::int64_t version, std::mt19937_64& rng,
             std::vector<ReadyGroup>& out) override {
@@ -55,13 +58,21 @@ class ReplaySampler : public Sampler {
         ++it;
       }
     }
-    std::bernoulli_distribution from_pool(ratio_);
-    std::vector<bool> replay_slot(count);
-    std::size_t fresh = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-      replay_slot[i] = !pool_.empty() && from_pool(rng);
-      if (!replay_slot[i]) ++fresh;
+    // ratio·count replay slots per batch, the fractional part carried to the next batch (error
+    // diffusion): the long-run share is exactly `ratio`, and the fresh share of every batch is
+    // steady, which keeps admitted data within its staleness bound (a per-slot coin flip made
+    // fresh consumption jitter and data age past η). Slots are placed at random.
+    std::size_t replays = 0;
+    double carry = carry_;
+    if (!pool_.empty()) {
+      carry += ratio_ * static_cast<double>(count);
+      replays = std::min(count, static_cast<std::size_t>(std::floor(carry)));
+      carry -= static_cast<double>(replays);
     }
+    std::vector<bool> replay_slot(count, false);
+    std::fill(replay_slot.begin(), replay_slot.begin() + static_cast<std::ptrdiff_t>(replays), true);
+    std::shuffle(replay_slot.begin(), replay_slot.end(), rng);
+    const std::size_t fresh = count - replays;
     if (ready.size() < fresh) return false;
     std::vector<ReadyGroup> taken;
     for (std::size_t i = 0; i < fresh; ++i) {
@@ -80,24 +91,27 @@ class ReplaySampler : public Sampler {
       }
     }
     for (auto& g : taken) remember(std::move(g));
+    carry_ = carry;
     return true;
   }
 
   std::string saveState() const override {
-    nlohmann::json j = nlohmann::json::array();
+    nlohmann::json pool = nlohmann::json::array();
     for (const auto& g : pool_) {
       nlohmann::json records = nlohmann::json::array();
       for (const auto& t : g.members) records.push_back(toHex(encode(t)));
-      j.push_back({{"oldest_version", g.oldest_version}, {"records", records}});
+      pool.push_back({{"oldest_version", g.oldest_version}, {"records", records}});
     }
-    return j.dump();
+    return nlohmann::json{{"carry", carry_}, {"pool", pool}}.dump();
   }
 
   void loadState(const std::string& state) override {
     pool_.clear();
     pool_trajectories_ = 0;
     if (state.empty()) return;
-    for (const auto& g : nlohmann::json::parse(state)) {
+    const auto j = nlohmann::json::parse(state);
+    carry_ = j.at("carry").get<double>();
+    for (const auto& g : j.at("pool")) {
       ReadyGroup group;
       group.oldest_version = g.at("oldest_version").get<std::int64_t>();
       for (const auto& hex : g.at("records")) {
@@ -128,6 +142,7 @@ class ReplaySampler : public Sampler {
   std::int64_t max_staleness_;
   std::deque<ReadyGroup> pool_;  // oldest first
   std::uint64_t pool_trajectories_ = 0;
+  double carry_ = 0;  // fractional replay slots owed to the next batch
 };
 
 }  // namespace

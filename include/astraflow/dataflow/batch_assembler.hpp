@@ -62,8 +62,8 @@ class BatchAssembler {
 
   // The admission capacity rule (ARCHITECTURE §4): trajectories that may be admitted now,
   // given `in_flight` admitted but not yet received, when the trainer is at `version`:
-  //   (η + V + 1)·B − served − in_flight − buffered, floored at 0, where served = consumed +
-  //   replayed (batch slots filled so far).
+  //   (η + V + 1)·f·B − consumed − in_flight − buffered, floored at 0, where f is the sampler's
+  //   fresh fraction (1, or 1 − ratio for replay).
   std::int64_t admissionRoom(std::int64_t version, std::int64_t in_flight) const;
 
   // Resume: counters and held trajectories from a checkpoint. Every restored group goes to the

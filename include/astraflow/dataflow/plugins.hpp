@@ -86,6 +86,9 @@ class Sampler : public Plugin {
   // The staleness bound of data this sampler serves (a replay pool may serve older data than
   // η); the trainer checks against max(η, this).
   virtual std::int64_t maxStaleness() const { return 0; }
+  // Expected share of batch slots filled with fresh groups. The admission rule scales the
+  // batch by it, so producers make only what batches will take while it is fresh.
+  virtual double freshFraction() const { return 1.0; }
 };
 
 class Router : public Plugin {
