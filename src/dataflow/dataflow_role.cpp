@@ -5,110 +5,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
-#include <cmath>
-#include <deque>
-#include <limits>
-#include <map>
-#include <memory>
-#include <optional>
-#include <random>
-
-#include "astraflow/comm/backoff.hpp"
-#include "astraflow/dataflow/batch_assembler.hpp"
-#include "astraflow/dataflow/dataflow_checkpoint.hpp"
-#include "astraflow/dataflow/plugins.hpp"
-#include "astraflow/dataflow/run_wiring.hpp"
-#include "astraflow/io/trajectory_writer.hpp"
-#include "astraflow/rollout/environment.hpp"
+#include "dataflow/dataflow_rank.hpp"
 
 namespace astraflow {
 
-namespace {
+namespace dataflow_detail {
 
 using namespace std::chrono_literals;
-
-// One evaluation round: greedy episodes on the first eval.problems held-out problems.
-struct EvalRound {
-  std::int64_t min_version = 0;
-  std::size_t expected = 0;
-  std::size_t received = 0;
-  double correct = 0;
-  std::int64_t version_low = std::numeric_limits<std::int64_t>::max();
-  std::int64_t version_high = -1;
-  double t_start = 0;
-  bool done() const { return received == expected; }
-  double accuracy() const { return expected ? correct / static_cast<double>(expected) : 0.0; }
-};
-
-struct PolicyState {
-  std::string name;
-  int group = 0;  // index in trainerGroups()
-  std::unique_ptr<BatchAssembler> assembler;
-  std::vector<int> pools;  // pools serving the policy
-  std::size_t next_pool = 0;
-  std::int64_t published = -1;  // newest published version
-  std::int64_t next_batch = 0;  // batch i is built for trainer version i
-  std::int64_t target = 0;      // last version of the run (run.versions, or where a wall-time stop fell)
-  std::deque<Batch> unconfirmed;  // served, not yet trained (id >= published)
-  std::optional<std::vector<std::byte>> pending_batch;  // encoded, waiting for ring space
-  std::int64_t in_flight = 0;   // training tasks admitted, trajectories not yet received
-  std::deque<Task> outbox;      // admitted tasks waiting for task-ring space
-  // Progress between two progress lines.
-  double reward_sum = 0;
-  std::uint64_t reward_count = 0;
-  std::vector<double> served_at, published_at;  // per version (dataflow-side wait estimate)
-};
-
-class DataflowRank {
- public:
-  explicit DataflowRank(RunWiring& w);
-  RankReport run();
-
- private:
-  bool progressAndPublish();
-  bool ingest();
-  void route(Trajectory t);
-  bool serve();
-  bool admit();
-  bool flushOutbox();
-  void startEval(std::int64_t min_version);
-  bool finished(PolicyState& p) const;
-  void endStreams();
-  void drainUntilRolloutEnds();
-  void checkpoint(std::int64_t version);
-  void restore();
-  void progressLine(PolicyState& p);
-  double evalStart() const;
-  // Every plug-in instance with a stable key ("filter.0.zero_advantage@solver", …).
-  std::vector<std::pair<std::string, Plugin*>> plugins();
-  std::vector<std::pair<std::string, double>> pluginCounters();
-  Task makeTask(const std::string& policy, std::uint64_t problem, std::uint64_t group, std::uint32_t index);
-  std::uint64_t nextProblem();
-  bool nextAdmittedProblem(std::int64_t version, std::uint64_t& problem);
-  PromptInfo promptInfo(std::uint64_t problem, std::int64_t version);
-
-  RunWiring& w_;
-  const Config& cfg_;
-  std::unique_ptr<Environment> env_;
-  std::vector<PolicyState> policies_;
-  std::unique_ptr<io::TrajectoryWriter> trajectories_;
-  std::map<std::uint64_t, std::size_t> eval_tasks_;  // task id → round
-  std::vector<EvalRound> eval_rounds_;
-  std::uint64_t next_problem_ = 0, next_task_id_ = 0, next_group_id_ = 0;
-  std::uint64_t malformed_ = 0, unroutable_ = 0, rollout_ended_ = 0;
-  std::uint64_t eval_received_ = 0;
-  bool stop_admitting_ = false;
-  double eval_start_ = -1;
-  std::int64_t last_checkpoint_ = -1;
-  std::vector<std::byte> record_;
-  std::vector<std::unique_ptr<Curator>> curators_;
-  std::unique_ptr<Router> router_;
-  std::vector<std::string> policy_names_;
-  std::vector<std::uint64_t> prompt_order_;  // this epoch's order of the prompt pool
-  std::uint64_t prompt_epoch_ = ~std::uint64_t{0};
-  std::mt19937_64 curator_rng_;
-};
 
 DataflowRank::DataflowRank(RunWiring& w)
     : w_(w), cfg_(w.cfg), env_(makeEnvironment(w.cfg.environment)), curator_rng_(w.cfg.run.seed * 31 + 7) {
@@ -148,92 +51,6 @@ DataflowRank::DataflowRank(RunWiring& w)
   trajectories_ = w.resume ? std::make_unique<io::TrajectoryWriter>(io::TrajectoryWriter::openForAppend(path))
                            : std::make_unique<io::TrajectoryWriter>(path);
   if (w.resume) restore();
-}
-
-void DataflowRank::restore() {
-  const auto snap = readDataflowCheckpoint(w_.run_dir, w_.resume_version);
-  next_problem_ = snap.next_problem;
-  next_task_id_ = snap.next_task_id;
-  next_group_id_ = snap.next_group_id;
-  eval_start_ = snap.eval_accuracy_start;
-  for (auto& p : policies_) {
-    AssemblerCounters c;
-    for (const auto& [name, counters] : snap.counters) {
-      if (name == p.name) c = counters;
-    }
-    std::vector<Trajectory> held;
-    for (const auto& t : snap.held) {
-      if (t.policy == p.name) held.push_back(t);
-    }
-    p.assembler->restore(c, std::move(held));
-    p.next_batch = snap.version;
-  }
-  for (const auto& [key, plugin] : plugins()) {
-    for (const auto& saved : snap.plugins) {
-      if (saved.key != key) continue;
-      plugin->loadState(saved.state);
-      plugin->counters() = saved.counters;
-    }
-  }
-  spdlog::info("resumed at version {}: {} trajectories buffered, prompt cursor {}", snap.version, snap.held.size(),
-               next_problem_);
-}
-
-Task DataflowRank::makeTask(const std::string& policy, std::uint64_t problem, std::uint64_t group,
-                            std::uint32_t index) {
-  Task t;
-  t.task_id = next_task_id_++;
-  t.problem_id = problem;
-  t.group_id = group;
-  t.group_index = index;
-  t.policy = policy;
-  t.kind = cfg_.environment.name;
-  return t;
-}
-
-// The prompt source: endless new training problems, or (dataflow.prompt_pool = N) epochs over
-// the first N training problems, each epoch in its own shuffled order. A function of the cursor
-// alone, so a resumed run continues the same sequence.
-std::uint64_t DataflowRank::nextProblem() {
-  const std::uint64_t k = next_problem_++;
-  const std::uint64_t n = cfg_.dataflow.prompt_pool;
-  if (n == 0) return env_->trainingId(k);
-  const std::uint64_t epoch = k / n;
-  if (epoch != prompt_epoch_) {
-    prompt_order_.resize(n);
-    for (std::uint64_t i = 0; i < n; ++i) prompt_order_[i] = i;
-    std::mt19937_64 shuffle_rng(cfg_.run.seed * 7919 + epoch);
-    std::shuffle(prompt_order_.begin(), prompt_order_.end(), shuffle_rng);
-    prompt_epoch_ = epoch;
-  }
-  return env_->trainingId(prompt_order_[k % n]);
-}
-
-PromptInfo DataflowRank::promptInfo(std::uint64_t problem, std::int64_t version) {
-  env_->reset(problem);  // deterministic and cheap for the built-in environments
-  return PromptInfo{problem, version, env_->metadata()};
-}
-
-// The next prompt every curator admits. Gives up after a bounded number of skips (admission
-// tries again on a later iteration) so a curator that skips everything cannot stall the loop.
-bool DataflowRank::nextAdmittedProblem(std::int64_t version, std::uint64_t& problem) {
-  for (int attempt = 0; attempt < 4096; ++attempt) {
-    problem = nextProblem();
-    if (curators_.empty()) return true;
-    const PromptInfo prompt = promptInfo(problem, version);
-    bool admitted = true;
-    for (auto& c : curators_) {
-      try {
-        admitted = c->admit(prompt, curator_rng_);
-      } catch (const std::exception& e) {
-        if (c->counters().errors++ < 3) spdlog::warn("curator {}: admit failed (prompt admitted): {}", c->name(), e.what());
-        admitted = true;
-      }
-      if (!admitted) break;
-    }
-    if (admitted) return true;
-  }
-  return false;
 }
 
 bool DataflowRank::progressAndPublish() {
@@ -456,124 +273,6 @@ bool DataflowRank::flushOutbox() {
 
 bool DataflowRank::finished(PolicyState& p) const { return p.next_batch >= p.target && p.published >= p.target; }
 
-void DataflowRank::progressLine(PolicyState& p) {
-  double wait = 0, busy = 0;
-  const std::int64_t last = p.published;
-  const std::int64_t first = std::max<std::int64_t>(last - cfg_.run.progress_every, w_.resume ? w_.resume_version : 0);
-  for (std::int64_t i = first; i < last; ++i) {
-    if (i + 1 >= static_cast<std::int64_t>(p.published_at.size()) || i >= static_cast<std::int64_t>(p.served_at.size()))
-      continue;
-    if (p.published_at[i] < 0 || p.served_at[i] < 0 || p.published_at[i + 1] < 0) continue;
-    const double ready = std::max(p.published_at[i], p.served_at[i]);
-    wait += ready - p.published_at[i];
-    busy += p.published_at[i + 1] - ready;
-  }
-  const auto& c = p.assembler->counters();
-  const double elapsed = std::max(1e-9, w_.segmentSeconds());
-  std::string eval = "n/a";
-  for (auto it = eval_rounds_.rbegin(); it != eval_rounds_.rend(); ++it) {
-    if (it->done()) {
-      eval = fmt::format("{:.3f} (v{})", it->accuracy(), it->version_high);
-      break;
-    }
-  }
-  spdlog::info("{} v{:<4} reward {:.3f} | eval {} | trainer wait {:.0f}% | {:.1f} traj/s | produced {} consumed {} "
-               "buffered {} stale {} filtered {}",
-               p.name, p.published, p.reward_count ? p.reward_sum / static_cast<double>(p.reward_count) : 0.0, eval,
-               wait + busy > 0 ? 100.0 * wait / (wait + busy) : 0.0, static_cast<double>(c.produced) / elapsed,
-               c.produced, c.consumed, p.assembler->buffered(), c.stale_dropped, c.filtered);
-  p.reward_sum = 0;
-  p.reward_count = 0;
-  const double now = w_.now();
-  for (const auto& [key, value] : pluginCounters()) {
-    // "plugin.filter.0.zero_advantage@solver.dropped" → kind "dropped:zero_advantage"
-    const auto last_dot = key.rfind('.');
-    const std::string counter = key.substr(last_dot + 1);
-    if (counter == "errors" || counter == "kept" || counter == "admitted") continue;
-    std::string plugin = key.substr(0, last_dot);
-    plugin = plugin.substr(plugin.rfind('.') + 1);
-    plugin = plugin.substr(0, plugin.find('@'));
-    w_.event((counter + ":" + plugin).c_str(), now, p.published, 0, static_cast<std::uint64_t>(value));
-  }
-}
-
-void DataflowRank::checkpoint(std::int64_t version) {
-  const double t = w_.now();
-  DataflowSnapshot snap;
-  snap.version = version;
-  snap.next_problem = next_problem_;
-  snap.next_task_id = next_task_id_;
-  snap.next_group_id = next_group_id_;
-  snap.eval_rounds = static_cast<std::int64_t>(eval_rounds_.size());
-  snap.eval_accuracy_start = evalStart();
-  snap.wall_seconds = w_.now();
-  snap.config_text = cfg_.text;
-  std::vector<std::string> names;
-  for (const auto& p : policies_) {
-    names.push_back(p.name);
-    AssemblerCounters c = p.assembler->counters();
-    // Batches served but not yet trained on at `version` go back to the buffer: a resumed run
-    // serves them again.
-    for (const auto& b : p.unconfirmed) {
-      c.consumed -= b.trajectories.size();
-      --c.batches;
-      snap.held.insert(snap.held.end(), b.trajectories.begin(), b.trajectories.end());
-    }
-    const auto held = p.assembler->heldTrajectories();
-    snap.held.insert(snap.held.end(), held.begin(), held.end());
-    snap.counters.emplace_back(p.name, c);
-  }
-  for (const auto& [key, plugin] : plugins()) {
-    snap.plugins.push_back({key, plugin->saveState(), plugin->counters()});
-  }
-  const auto bytes = writeDataflowCheckpoint(w_.run_dir, snap, names);
-  w_.event("checkpoint", t, version, bytes, snap.held.size());
-  spdlog::info("checkpoint v{}: {} ({} trajectories buffered)", version, checkpointPath(w_.run_dir, version).string(),
-               snap.held.size());
-  last_checkpoint_ = version;
-}
-
-std::vector<std::pair<std::string, Plugin*>> DataflowRank::plugins() {
-  std::vector<std::pair<std::string, Plugin*>> out;
-  for (std::size_t i = 0; i < curators_.size(); ++i) {
-    out.emplace_back(fmt::format("curator.{}.{}", i, curators_[i]->name()), curators_[i].get());
-  }
-  for (auto& p : policies_) {
-    const auto& filters = p.assembler->filters();
-    for (std::size_t i = 0; i < filters.size(); ++i) {
-      out.emplace_back(fmt::format("filter.{}.{}@{}", i, filters[i]->name(), p.name), filters[i].get());
-    }
-    out.emplace_back(fmt::format("sampler.{}@{}", p.assembler->sampler().name(), p.name), &p.assembler->sampler());
-  }
-  out.emplace_back(fmt::format("router.{}", router_->name()), router_.get());
-  return out;
-}
-
-// Per plug-in counters for the summary: "plugin.<key>.<counter>", only the counters that apply.
-std::vector<std::pair<std::string, double>> DataflowRank::pluginCounters() {
-  std::vector<std::pair<std::string, double>> out;
-  for (const auto& [key, plugin] : plugins()) {
-    const auto& c = plugin->counters();
-    const std::string base = "plugin." + key + ".";
-    if (key.rfind("curator.", 0) == 0) {
-      out.emplace_back(base + "admitted", static_cast<double>(c.admitted));
-      out.emplace_back(base + "skipped", static_cast<double>(c.skipped));
-    } else if (key.rfind("filter.", 0) == 0) {
-      out.emplace_back(base + "kept", static_cast<double>(c.kept));
-      out.emplace_back(base + "dropped", static_cast<double>(c.dropped));
-    } else if (key.rfind("sampler.", 0) == 0) {
-      out.emplace_back(base + "replayed", static_cast<double>(c.replayed));
-    }
-    out.emplace_back(base + "errors", static_cast<double>(c.errors));
-  }
-  return out;
-}
-
-double DataflowRank::evalStart() const {
-  if (eval_start_ >= 0) return eval_start_;
-  return !eval_rounds_.empty() && eval_rounds_.front().done() ? eval_rounds_.front().accuracy() : -1.0;
-}
-
 void DataflowRank::endStreams() {
   for (auto& p : policies_) {
     Batch end;
@@ -703,8 +402,8 @@ RankReport DataflowRank::run() {
   return r;
 }
 
-}  // namespace
+}  // namespace dataflow_detail
 
-RankReport runDataflowRole(RunWiring& w) { return DataflowRank(w).run(); }
+RankReport runDataflowRole(RunWiring& w) { return dataflow_detail::DataflowRank(w).run(); }
 
 }  // namespace astraflow

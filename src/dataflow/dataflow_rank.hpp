@@ -1,0 +1,109 @@
+#pragma once
+// The dataflow rank's state and loop steps, shared by dataflow_role.cpp (the loop: publish,
+// ingest, serve, admit, end the streams) and dataflow_rank_state.cpp (prompt source, progress
+// lines, checkpoints and plug-in bookkeeping). Private to src/dataflow.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <limits>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+
+#include "astraflow/comm/backoff.hpp"
+#include "astraflow/dataflow/batch_assembler.hpp"
+#include "astraflow/dataflow/dataflow_checkpoint.hpp"
+#include "astraflow/dataflow/plugins.hpp"
+#include "astraflow/dataflow/run_wiring.hpp"
+#include "astraflow/io/trajectory_writer.hpp"
+#include "astraflow/rollout/environment.hpp"
+
+namespace astraflow::dataflow_detail {
+
+// One evaluation round: greedy episodes on the first eval.problems held-out problems.
+struct EvalRound {
+  std::int64_t min_version = 0;
+  std::size_t expected = 0;
+  std::size_t received = 0;
+  double correct = 0;
+  std::int64_t version_low = std::numeric_limits<std::int64_t>::max();
+  std::int64_t version_high = -1;
+  double t_start = 0;
+  bool done() const { return received == expected; }
+  double accuracy() const { return expected ? correct / static_cast<double>(expected) : 0.0; }
+};
+
+struct PolicyState {
+  std::string name;
+  int group = 0;  // index in trainerGroups()
+  std::unique_ptr<BatchAssembler> assembler;
+  std::vector<int> pools;  // pools serving the policy
+  std::size_t next_pool = 0;
+  std::int64_t published = -1;  // newest published version
+  std::int64_t next_batch = 0;  // batch i is built for trainer version i
+  std::int64_t target = 0;      // last version of the run (run.versions, or where a wall-time stop fell)
+  std::deque<Batch> unconfirmed;  // served, not yet trained (id >= published)
+  std::optional<std::vector<std::byte>> pending_batch;  // encoded, waiting for ring space
+  std::int64_t in_flight = 0;   // training tasks admitted, trajectories not yet received
+  std::deque<Task> outbox;      // admitted tasks waiting for task-ring space
+  // Progress between two progress lines.
+  double reward_sum = 0;
+  std::uint64_t reward_count = 0;
+  std::vector<double> served_at, published_at;  // per version (dataflow-side wait estimate)
+};
+
+class DataflowRank {
+ public:
+  explicit DataflowRank(RunWiring& w);
+  RankReport run();
+
+ private:
+  bool progressAndPublish();
+  bool ingest();
+  void route(Trajectory t);
+  bool serve();
+  bool admit();
+  bool flushOutbox();
+  void startEval(std::int64_t min_version);
+  bool finished(PolicyState& p) const;
+  void endStreams();
+  void drainUntilRolloutEnds();
+  void checkpoint(std::int64_t version);
+  void restore();
+  void progressLine(PolicyState& p);
+  double evalStart() const;
+  // Every plug-in instance with a stable key ("filter.0.zero_advantage@solver", …).
+  std::vector<std::pair<std::string, Plugin*>> plugins();
+  std::vector<std::pair<std::string, double>> pluginCounters();
+  Task makeTask(const std::string& policy, std::uint64_t problem, std::uint64_t group, std::uint32_t index);
+  std::uint64_t nextProblem();
+  bool nextAdmittedProblem(std::int64_t version, std::uint64_t& problem);
+  PromptInfo promptInfo(std::uint64_t problem, std::int64_t version);
+
+  RunWiring& w_;
+  const Config& cfg_;
+  std::unique_ptr<Environment> env_;
+  std::vector<PolicyState> policies_;
+  std::unique_ptr<io::TrajectoryWriter> trajectories_;
+  std::map<std::uint64_t, std::size_t> eval_tasks_;  // task id → round
+  std::vector<EvalRound> eval_rounds_;
+  std::uint64_t next_problem_ = 0, next_task_id_ = 0, next_group_id_ = 0;
+  std::uint64_t malformed_ = 0, unroutable_ = 0, rollout_ended_ = 0;
+  std::uint64_t eval_received_ = 0;
+  bool stop_admitting_ = false;
+  double eval_start_ = -1;
+  std::int64_t last_checkpoint_ = -1;
+  std::vector<std::byte> record_;
+  std::vector<std::unique_ptr<Curator>> curators_;
+  std::unique_ptr<Router> router_;
+  std::vector<std::string> policy_names_;
+  std::vector<std::uint64_t> prompt_order_;  // this epoch's order of the prompt pool
+  std::uint64_t prompt_epoch_ = ~std::uint64_t{0};
+  std::mt19937_64 curator_rng_;
+};
+
+}  // namespace astraflow::dataflow_detail

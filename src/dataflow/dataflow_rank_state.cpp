@@ -1,0 +1,214 @@
+// The dataflow rank's bookkeeping: restore from a checkpoint, the prompt source and curator
+// admission, progress lines, checkpoints and the plug-in inventory (counters, state).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "dataflow/dataflow_rank.hpp"
+
+namespace astraflow::dataflow_detail {
+
+void DataflowRank::restore() {
+  const auto snap = readDataflowCheckpoint(w_.run_dir, w_.resume_version);
+  next_problem_ = snap.next_problem;
+  next_task_id_ = snap.next_task_id;
+  next_group_id_ = snap.next_group_id;
+  eval_start_ = snap.eval_accuracy_start;
+  for (auto& p : policies_) {
+    AssemblerCounters c;
+    for (const auto& [name, counters] : snap.counters) {
+      if (name == p.name) c = counters;
+    }
+    std::vector<Trajectory> held;
+    for (const auto& t : snap.held) {
+      if (t.policy == p.name) held.push_back(t);
+    }
+    p.assembler->restore(c, std::move(held));
+    p.next_batch = snap.version;
+  }
+  for (const auto& [key, plugin] : plugins()) {
+    for (const auto& saved : snap.plugins) {
+      if (saved.key != key) continue;
+      plugin->loadState(saved.state);
+      plugin->counters() = saved.counters;
+    }
+  }
+  spdlog::info("resumed at version {}: {} trajectories buffered, prompt cursor {}", snap.version, snap.held.size(),
+               next_problem_);
+}
+
+Task DataflowRank::makeTask(const std::string& policy, std::uint64_t problem, std::uint64_t group,
+                            std::uint32_t index) {
+  Task t;
+  t.task_id = next_task_id_++;
+  t.problem_id = problem;
+  t.group_id = group;
+  t.group_index = index;
+  t.policy = policy;
+  t.kind = cfg_.environment.name;
+  return t;
+}
+
+// The prompt source: endless new training problems, or (dataflow.prompt_pool = N) epochs over
+// the first N training problems, each epoch in its own shuffled order. A function of the cursor
+// alone, so a resumed run continues the same sequence.
+std::uint64_t DataflowRank::nextProblem() {
+  const std::uint64_t k = next_problem_++;
+  const std::uint64_t n = cfg_.dataflow.prompt_pool;
+  if (n == 0) return env_->trainingId(k);
+  const std::uint64_t epoch = k / n;
+  if (epoch != prompt_epoch_) {
+    prompt_order_.resize(n);
+    for (std::uint64_t i = 0; i < n; ++i) prompt_order_[i] = i;
+    std::mt19937_64 shuffle_rng(cfg_.run.seed * 7919 + epoch);
+    std::shuffle(prompt_order_.begin(), prompt_order_.end(), shuffle_rng);
+    prompt_epoch_ = epoch;
+  }
+  return env_->trainingId(prompt_order_[k % n]);
+}
+
+PromptInfo DataflowRank::promptInfo(std::uint64_t problem, std::int64_t version) {
+  env_->reset(problem);  // deterministic and cheap for the built-in environments
+  return PromptInfo{problem, version, env_->metadata()};
+}
+
+// The next prompt every curator admits. Gives up after a bounded number of skips (admission
+// tries again on a later iteration) so a curator that skips everything cannot stall the loop.
+bool DataflowRank::nextAdmittedProblem(std::int64_t version, std::uint64_t& problem) {
+  for (int attempt = 0; attempt < 4096; ++attempt) {
+    problem = nextProblem();
+    if (curators_.empty()) return true;
+    const PromptInfo prompt = promptInfo(problem, version);
+    bool admitted = true;
+    for (auto& c : curators_) {
+      try {
+        admitted = c->admit(prompt, curator_rng_);
+      } catch (const std::exception& e) {
+        if (c->counters().errors++ < 3) spdlog::warn("curator {}: admit failed (prompt admitted): {}", c->name(), e.what());
+        admitted = true;
+      }
+      if (!admitted) break;
+    }
+    if (admitted) return true;
+  }
+  return false;
+}
+
+void DataflowRank::progressLine(PolicyState& p) {
+  double wait = 0, busy = 0;
+  const std::int64_t last = p.published;
+  const std::int64_t first = std::max<std::int64_t>(last - cfg_.run.progress_every, w_.resume ? w_.resume_version : 0);
+  for (std::int64_t i = first; i < last; ++i) {
+    if (i + 1 >= static_cast<std::int64_t>(p.published_at.size()) || i >= static_cast<std::int64_t>(p.served_at.size()))
+      continue;
+    if (p.published_at[i] < 0 || p.served_at[i] < 0 || p.published_at[i + 1] < 0) continue;
+    const double ready = std::max(p.published_at[i], p.served_at[i]);
+    wait += ready - p.published_at[i];
+    busy += p.published_at[i + 1] - ready;
+  }
+  const auto& c = p.assembler->counters();
+  const double elapsed = std::max(1e-9, w_.segmentSeconds());
+  std::string eval = "n/a";
+  for (auto it = eval_rounds_.rbegin(); it != eval_rounds_.rend(); ++it) {
+    if (it->done()) {
+      eval = fmt::format("{:.3f} (v{})", it->accuracy(), it->version_high);
+      break;
+    }
+  }
+  spdlog::info("{} v{:<4} reward {:.3f} | eval {} | trainer wait {:.0f}% | {:.1f} traj/s | produced {} consumed {} "
+               "buffered {} stale {} filtered {}",
+               p.name, p.published, p.reward_count ? p.reward_sum / static_cast<double>(p.reward_count) : 0.0, eval,
+               wait + busy > 0 ? 100.0 * wait / (wait + busy) : 0.0, static_cast<double>(c.produced) / elapsed,
+               c.produced, c.consumed, p.assembler->buffered(), c.stale_dropped, c.filtered);
+  p.reward_sum = 0;
+  p.reward_count = 0;
+  const double now = w_.now();
+  for (const auto& [key, value] : pluginCounters()) {
+    // "plugin.filter.0.zero_advantage@solver.dropped" → kind "dropped:zero_advantage"
+    const auto last_dot = key.rfind('.');
+    const std::string counter = key.substr(last_dot + 1);
+    if (counter == "errors" || counter == "kept" || counter == "admitted") continue;
+    std::string plugin = key.substr(0, last_dot);
+    plugin = plugin.substr(plugin.rfind('.') + 1);
+    plugin = plugin.substr(0, plugin.find('@'));
+    w_.event((counter + ":" + plugin).c_str(), now, p.published, 0, static_cast<std::uint64_t>(value));
+  }
+}
+
+void DataflowRank::checkpoint(std::int64_t version) {
+  const double t = w_.now();
+  DataflowSnapshot snap;
+  snap.version = version;
+  snap.next_problem = next_problem_;
+  snap.next_task_id = next_task_id_;
+  snap.next_group_id = next_group_id_;
+  snap.eval_rounds = static_cast<std::int64_t>(eval_rounds_.size());
+  snap.eval_accuracy_start = evalStart();
+  snap.wall_seconds = w_.now();
+  snap.config_text = cfg_.text;
+  std::vector<std::string> names;
+  for (const auto& p : policies_) {
+    names.push_back(p.name);
+    AssemblerCounters c = p.assembler->counters();
+    // Batches served but not yet trained on at `version` go back to the buffer: a resumed run
+    // serves them again.
+    for (const auto& b : p.unconfirmed) {
+      c.consumed -= b.trajectories.size();
+      --c.batches;
+      snap.held.insert(snap.held.end(), b.trajectories.begin(), b.trajectories.end());
+    }
+    const auto held = p.assembler->heldTrajectories();
+    snap.held.insert(snap.held.end(), held.begin(), held.end());
+    snap.counters.emplace_back(p.name, c);
+  }
+  for (const auto& [key, plugin] : plugins()) {
+    snap.plugins.push_back({key, plugin->saveState(), plugin->counters()});
+  }
+  const auto bytes = writeDataflowCheckpoint(w_.run_dir, snap, names);
+  w_.event("checkpoint", t, version, bytes, snap.held.size());
+  spdlog::info("checkpoint v{}: {} ({} trajectories buffered)", version, checkpointPath(w_.run_dir, version).string(),
+               snap.held.size());
+  last_checkpoint_ = version;
+}
+
+std::vector<std::pair<std::string, Plugin*>> DataflowRank::plugins() {
+  std::vector<std::pair<std::string, Plugin*>> out;
+  for (std::size_t i = 0; i < curators_.size(); ++i) {
+    out.emplace_back(fmt::format("curator.{}.{}", i, curators_[i]->name()), curators_[i].get());
+  }
+  for (auto& p : policies_) {
+    const auto& filters = p.assembler->filters();
+    for (std::size_t i = 0; i < filters.size(); ++i) {
+      out.emplace_back(fmt::format("filter.{}.{}@{}", i, filters[i]->name(), p.name), filters[i].get());
+    }
+    out.emplace_back(fmt::format("sampler.{}@{}", p.assembler->sampler().name(), p.name), &p.assembler->sampler());
+  }
+  out.emplace_back(fmt::format("router.{}", router_->name()), router_.get());
+  return out;
+}
+
+// Per plug-in counters for the summary: "plugin.<key>.<counter>", only the counters that apply.
+std::vector<std::pair<std::string, double>> DataflowRank::pluginCounters() {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& [key, plugin] : plugins()) {
+    const auto& c = plugin->counters();
+    const std::string base = "plugin." + key + ".";
+    if (key.rfind("curator.", 0) == 0) {
+      out.emplace_back(base + "admitted", static_cast<double>(c.admitted));
+      out.emplace_back(base + "skipped", static_cast<double>(c.skipped));
+    } else if (key.rfind("filter.", 0) == 0) {
+      out.emplace_back(base + "kept", static_cast<double>(c.kept));
+      out.emplace_back(base + "dropped", static_cast<double>(c.dropped));
+    } else if (key.rfind("sampler.", 0) == 0) {
+      out.emplace_back(base + "replayed", static_cast<double>(c.replayed));
+    }
+    out.emplace_back(base + "errors", static_cast<double>(c.errors));
+  }
+  return out;
+}
+
+double DataflowRank::evalStart() const {
+  if (eval_start_ >= 0) return eval_start_;
+  return !eval_rounds_.empty() && eval_rounds_.front().done() ? eval_rounds_.front().accuracy() : -1.0;
+}
+
+}  // namespace astraflow::dataflow_detail
