@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "astraflow/dataflow/plugins.hpp"
+#include "core/workflow_config.hpp"
 #include "core/yaml_reader.hpp"
 
 namespace astraflow {
@@ -180,6 +181,7 @@ std::vector<PolicySection> parsePolicies(YamlReader& top, const std::string& sou
       }
     }
     parseModel(r.child("model"), p.model);
+    p.sft_target_accuracy = r.getDouble("sft_target_accuracy", -1.0, 0.0, 1.0);
     r.finish();
     out.push_back(std::move(p));
   }
@@ -240,7 +242,10 @@ void parseDataflow(YamlReader r, DataflowSection& df) {
     }
   }
   if (auto node = r.raw("sampler")) df.sampler = parsePluginSpec(r, *node, r.keyPath("sampler"));
-  if (auto node = r.raw("router")) df.router = parsePluginSpec(r, *node, r.keyPath("router"));
+  if (auto node = r.raw("router")) {
+    df.router = parsePluginSpec(r, *node, r.keyPath("router"));
+    df.router_given = true;
+  }
   r.finish();
   // Each factory checks its kind and parameters (ConfigError naming the key).
   try {
@@ -390,6 +395,7 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   cfg.layout = parseLayout(top, cfg.policies, cfg.source);
   parseDataflow(top.child("dataflow"), cfg.dataflow);
   parseEnvironment(top.child("environment"), cfg.environment);
+  parseWorkflow(top.child("workflow"), cfg);
   parseRollout(top.child("rollout"), cfg.rollout);
   parseTrainer(top.child("trainer"), cfg.trainer);
   parseSft(top.child("sft"), cfg.sft);

@@ -33,6 +33,7 @@ struct EvalRound {
   std::int64_t version_low = std::numeric_limits<std::int64_t>::max();
   std::int64_t version_high = -1;
   double t_start = 0;
+  std::map<std::string, double> role_reward;  // sum of each role's own reward (multi-agent workflows)
   bool done() const { return received == expected; }
   double accuracy() const { return expected ? correct / static_cast<double>(expected) : 0.0; }
 };
@@ -67,6 +68,7 @@ class DataflowRank {
   void route(Trajectory t);
   bool serve();
   bool admit();
+  bool admitTeam();
   bool flushOutbox();
   void startEval(std::int64_t min_version);
   bool finished(PolicyState& p) const;
@@ -89,7 +91,9 @@ class DataflowRank {
   std::unique_ptr<Environment> env_;
   std::vector<PolicyState> policies_;
   std::unique_ptr<io::TrajectoryWriter> trajectories_;
-  std::map<std::uint64_t, std::size_t> eval_tasks_;  // task id → round
+  // Evaluation task id → (round, trajectories still expected: one per workflow role).
+  std::map<std::uint64_t, std::pair<std::size_t, std::size_t>> eval_tasks_;
+  std::size_t lead_ = 0;  // the policy whose outbox and pools carry tasks of a multi-agent team
   std::vector<EvalRound> eval_rounds_;
   std::uint64_t next_problem_ = 0, next_task_id_ = 0, next_group_id_ = 0;
   std::uint64_t malformed_ = 0, unroutable_ = 0, rollout_ended_ = 0;

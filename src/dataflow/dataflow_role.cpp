@@ -47,6 +47,24 @@ DataflowRank::DataflowRank(RunWiring& w)
     }
     policies_.push_back(std::move(p));
   }
+  if (cfg_.workflow.multiAgent()) {
+    // Team tasks go to the pools that serve every policy of the team, through the outbox of the
+    // policy of the first role.
+    const auto team = cfg_.workflow.policies();
+    for (std::size_t i = 0; i < policies_.size(); ++i) {
+      if (policies_[i].name == cfg_.workflow.roles.front().policy) lead_ = i;
+    }
+    auto& lead = policies_[lead_];
+    lead.pools.clear();
+    for (std::size_t i = 0; i < w.map.pools().size(); ++i) {
+      const auto& served = w.map.pools()[i].policies;
+      if (std::all_of(team.begin(), team.end(), [&](const std::string& p) {
+            return std::find(served.begin(), served.end(), p) != served.end();
+          })) {
+        lead.pools.push_back(static_cast<int>(i));
+      }
+    }
+  }
   const auto path = (w.run_dir / "trajectories.h5").string();
   trajectories_ = w.resume ? std::make_unique<io::TrajectoryWriter>(io::TrajectoryWriter::openForAppend(path))
                            : std::make_unique<io::TrajectoryWriter>(path);
@@ -66,7 +84,7 @@ bool DataflowRank::progressAndPublish() {
     if (v < 0) continue;
     did = true;
     p.published = v;
-    w_.event("publish", t, v, 0, 0);
+    w_.event("publish", t, v, 0, static_cast<std::uint64_t>(p.group));  // count: the policy (trainer group index)
     while (!p.unconfirmed.empty() && static_cast<std::int64_t>(p.unconfirmed.front().batch_id) < v) {
       p.unconfirmed.pop_front();
     }
@@ -75,10 +93,12 @@ bool DataflowRank::progressAndPublish() {
     const bool resumed_start = w_.resume && v == w_.resume_version;
     if (!resumed_start && v > 0) {
       if (v % cfg_.run.progress_every == 0 || v == cfg_.run.versions) progressLine(p);
-      if (cfg_.eval.problems > 0 && cfg_.eval.every > 0 && v % cfg_.eval.every == 0 && v < cfg_.run.versions) {
+      // Evaluations and checkpoints follow the first (lead) policy's versions.
+      const bool lead = &p == &policies_[lead_];
+      if (lead && cfg_.eval.problems > 0 && cfg_.eval.every > 0 && v % cfg_.eval.every == 0 && v < cfg_.run.versions) {
         startEval(v);
       }
-      if (cfg_.run.checkpoint_every > 0 && v % cfg_.run.checkpoint_every == 0) checkpoint(v);
+      if (lead && cfg_.run.checkpoint_every > 0 && v % cfg_.run.checkpoint_every == 0) checkpoint(v);
     }
   }
   return did;
@@ -108,11 +128,15 @@ void DataflowRank::route(Trajectory t) {
     return;
   }
   if (auto it = eval_tasks_.find(t.task_id); it != eval_tasks_.end()) {
-    auto& round = eval_rounds_[it->second];
-    eval_tasks_.erase(it);
+    auto& round = eval_rounds_[it->second.first];
+    auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
+    if (!t.role.empty() && !t.rewards.empty()) round.role_reward[t.role] += finite(t.rewards[0]);
     ++eval_received_;
+    if (--it->second.second > 0) return;  // the team's other roles are still to come
+    eval_tasks_.erase(it);
     ++round.received;
-    round.correct += (!t.rewards.empty() && std::isfinite(t.rewards[0])) ? t.rewards[0] : 0.0;
+    // A team trajectory carries {role reward, team reward}; a single-agent one {reward}.
+    round.correct += t.rewards.empty() ? 0.0 : finite(t.rewards.back());
     round.version_low = std::min(round.version_low, t.weight_version_min);
     round.version_high = std::max(round.version_high, t.weight_version_max);
     if (round.done()) {
@@ -190,6 +214,7 @@ bool DataflowRank::serve() {
 
 bool DataflowRank::admit() {
   if (stop_admitting_) return false;
+  if (cfg_.workflow.multiAgent()) return admitTeam();
   bool did = false;
   const int group_size = cfg_.rollout.group_size;
   for (auto& p : policies_) {
@@ -232,6 +257,59 @@ bool DataflowRank::admit() {
   return did;
 }
 
+// A multi-agent team: every admitted group yields one group of trajectories for each policy,
+// so admission takes the tightest room of all policies and counts the tasks in flight for each.
+bool DataflowRank::admitTeam() {
+  const int group_size = cfg_.rollout.group_size;
+  for (const auto& p : policies_) {
+    if (p.published < 0) return false;  // a role without weights could not answer
+  }
+  auto& lead = policies_[lead_];
+  std::int64_t groups = 0;
+  std::map<std::string, std::string> meta;
+  if (cfg_.run.mode == "sync") {
+    const bool idle = std::all_of(policies_.begin(), policies_.end(), [](const PolicyState& p) {
+      return p.published == p.next_batch && p.in_flight == 0 && !p.pending_batch;
+    });
+    const bool wanted = std::any_of(policies_.begin(), policies_.end(),
+                                    [](const PolicyState& p) { return p.next_batch < p.target; });
+    if (idle && wanted) {
+      std::int64_t ready = std::numeric_limits<std::int64_t>::max();
+      for (const auto& p : policies_) ready = std::min(ready, static_cast<std::int64_t>(p.assembler->readyGroups()));
+      groups = cfg_.trainer.groups_per_step - ready;
+      for (const auto& p : policies_) {
+        meta[&p == &lead ? std::string(kTaskMinVersionKey) : std::string(kTaskMinVersionKey) + "." + p.name] =
+            std::to_string(p.published);
+      }
+    }
+  } else {
+    std::int64_t room = std::numeric_limits<std::int64_t>::max(), needed = 0;
+    for (const auto& p : policies_) {
+      room = std::min(room, p.assembler->admissionRoom(p.published, p.in_flight));
+      needed = std::max(needed, (p.target - p.next_batch) * p.assembler->batchTrajectories() - p.in_flight -
+                                    static_cast<std::int64_t>(p.assembler->buffered()));
+    }
+    groups = std::min(room / group_size, needed / group_size + (needed > 0 ? 1 : 0));
+  }
+  groups = std::min<std::int64_t>(groups, std::max<std::int64_t>(0, 2 * cfg_.trainer.groups_per_step -
+                                                                         static_cast<std::int64_t>(lead.outbox.size()) /
+                                                                             group_size));
+  bool did = false;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    std::uint64_t problem = 0;
+    if (!nextAdmittedProblem(lead.published, problem)) break;
+    const std::uint64_t group = next_group_id_++;
+    for (int i = 0; i < group_size; ++i) {
+      Task t = makeTask(lead.name, problem, group, static_cast<std::uint32_t>(i));
+      t.metadata = meta;
+      lead.outbox.push_back(std::move(t));
+    }
+    for (auto& p : policies_) p.in_flight += group_size;
+    did = true;
+  }
+  return did;
+}
+
 void DataflowRank::startEval(std::int64_t min_version) {
   EvalRound round;
   round.min_version = min_version;
@@ -239,16 +317,22 @@ void DataflowRank::startEval(std::int64_t min_version) {
   round.t_start = w_.now();
   const std::size_t index = eval_rounds_.size();
   eval_rounds_.push_back(round);
-  for (auto& p : policies_) {
+  // The first policy answers the held-out problems (of a team: the team does, through the
+  // first role's policy, each role at the version its policy has published by now).
+  auto& p = policies_[lead_];
+  const std::size_t per_task = cfg_.workflow.multiAgent() ? cfg_.workflow.roles.size() : 1;
+  for (int k = cfg_.eval.problems - 1; k >= 0; --k) {
     // Evaluation goes ahead of queued training tasks.
-    for (int k = cfg_.eval.problems - 1; k >= 0; --k) {
-      Task t = makeTask(p.name, env_->heldOutId(static_cast<std::uint64_t>(k)), 0, 0);
-      t.metadata[kTaskEvalKey] = std::to_string(index);
-      t.metadata[kTaskMinVersionKey] = std::to_string(min_version);
-      eval_tasks_[t.task_id] = index;
-      p.outbox.push_front(std::move(t));
+    Task t = makeTask(p.name, env_->heldOutId(static_cast<std::uint64_t>(k)), 0, 0);
+    t.metadata[kTaskEvalKey] = std::to_string(index);
+    t.metadata[kTaskMinVersionKey] = std::to_string(min_version);
+    if (cfg_.workflow.multiAgent()) {
+      for (const auto& q : policies_) {
+        if (&q != &p) t.metadata[std::string(kTaskMinVersionKey) + "." + q.name] = std::to_string(std::max<std::int64_t>(q.published, 0));
+      }
     }
-    break;  // the team's first policy answers the held-out problems
+    eval_tasks_[t.task_id] = {index, per_task};
+    p.outbox.push_front(std::move(t));
   }
 }
 
@@ -332,13 +416,17 @@ RankReport DataflowRank::run() {
         keep.push_back(std::move(t));
       } else {
         ++unsent;
-        --p.in_flight;
+        if (cfg_.workflow.multiAgent()) {
+          for (auto& q : policies_) --q.in_flight;  // a team task was in flight for every policy
+        } else {
+          --p.in_flight;
+        }
       }
     }
     p.outbox = std::move(keep);
   }
   // Phase 2: the final evaluation, at the final weights.
-  std::int64_t final_version = policies_.empty() ? 0 : policies_.front().published;
+  std::int64_t final_version = policies_.empty() ? 0 : policies_[lead_].published;
   if (cfg_.eval.problems > 0) startEval(final_version);
   while (!eval_tasks_.empty()) {
     bool did = progressAndPublish();
@@ -398,6 +486,26 @@ RankReport DataflowRank::run() {
   r["segment_wall_seconds"] = w_.segmentSeconds();
   r["trajectories_written"] = static_cast<double>(trajectories_->rowsWritten());
   r["replayed"] = static_cast<double>(total.replayed);
+  for (const auto& p : policies_) {
+    const auto& c = p.assembler->counters();
+    const std::string k = "policy." + p.name + ".";
+    r[k + "versions"] = static_cast<double>(p.published);
+    r[k + "produced"] = static_cast<double>(c.produced);
+    r[k + "accepted"] = static_cast<double>(c.accepted());
+    r[k + "filtered"] = static_cast<double>(c.filtered);
+    r[k + "stale_dropped"] = static_cast<double>(c.stale_dropped);
+    r[k + "consumed"] = static_cast<double>(c.consumed);
+    r[k + "replayed"] = static_cast<double>(c.replayed);
+    r[k + "buffered"] = static_cast<double>(p.assembler->buffered());
+  }
+  for (const auto& role : cfg_.workflow.roles) {
+    for (const auto& [key, round] : {std::pair{"start", eval_rounds_.empty() ? nullptr : &eval_rounds_.front()},
+                                     std::pair{"end", eval_rounds_.empty() ? nullptr : &eval_rounds_.back()}}) {
+      const bool ok = round && round->done() && round->expected > 0 && !(w_.resume && key == std::string("start"));
+      r[fmt::format("role.{}.eval_reward_{}", role.name, key)] =
+          ok ? round->role_reward.count(role.name) ? round->role_reward.at(role.name) / round->expected : 0.0 : -1.0;
+    }
+  }
   for (const auto& [key, value] : pluginCounters()) r[key] = value;
   return r;
 }

@@ -1,6 +1,6 @@
 // Registries of the data-algorithm plug-ins and the built-in ones that need no more than a few
 // lines: keep_all, zero_advantage, the fresh / freshest_first / staleness_weighted samplers and
-// the by_policy router. The replay sampler and the GRESO curator have files of their own.
+// the by_policy and by_role routers. The replay sampler and the GRESO curator have files of their own.
 #include "astraflow/dataflow/plugins.hpp"
 
 #include <fmt/format.h>
@@ -138,6 +138,28 @@ class ByPolicyRouter : public Router {
   }
 };
 
+// Role → policy from its parameters ({kind: by_role, solver: solver, verifier: verifier}; a
+// multi-agent workflow fills them from workflow.roles). A trajectory without a role (a
+// single-agent episode) goes to its own policy.
+class ByRoleRouter : public Router {
+ public:
+  explicit ByRoleRouter(std::map<std::string, std::string> role_policy) : role_policy_(std::move(role_policy)) {}
+  std::string name() const override { return "by_role"; }
+  int route(const Trajectory& t, const std::vector<std::string>& policies) override {
+    const std::string* target = &t.policy;
+    if (!t.role.empty()) {
+      auto it = role_policy_.find(t.role);
+      if (it == role_policy_.end()) return -1;
+      target = &it->second;
+    }
+    auto it = std::find(policies.begin(), policies.end(), *target);
+    return it == policies.end() ? -1 : static_cast<int>(it - policies.begin());
+  }
+
+ private:
+  std::map<std::string, std::string> role_policy_;
+};
+
 template <class T>
 PluginFactory<Filter> filterWithoutParameters() {
   return [](const PluginSpec& spec) -> std::unique_ptr<Filter> {
@@ -166,6 +188,9 @@ void ensureBuiltins() {
     registry<Router>().factories.emplace("by_policy", [](const PluginSpec& spec) -> std::unique_ptr<Router> {
       spec.allowOnly({});
       return std::make_unique<ByPolicyRouter>();
+    });
+    registry<Router>().factories.emplace("by_role", [](const PluginSpec& spec) -> std::unique_ptr<Router> {
+      return std::make_unique<ByRoleRouter>(spec.params);
     });
     registry<Curator>().factories.emplace("greso", makeGresoCurator);
     registry<Curator>().factories.emplace("curriculum", makeCurriculumCurator);

@@ -99,6 +99,41 @@ nlohmann::json summarize(const Config& cfg, const std::vector<nlohmann::json>& r
     plugins[key.substr(7, last_dot - 7)][key.substr(last_dot + 1)] = static_cast<std::int64_t>(value.get<double>());
   }
   s["plugins"] = plugins;
+  // Per policy: the dataflow rank's counters ("policy.<name>.<counter>") and its trainer group's
+  // figures (the first rank of the group).
+  nlohmann::json policies = nlohmann::json::object();
+  for (const auto& p : cfg.policies) {
+    nlohmann::json entry = nlohmann::json::object();
+    const std::string prefix = "policy." + p.name + ".";
+    for (const auto& [key, value] : df->items()) {
+      if (key.rfind(prefix, 0) == 0) entry[key.substr(prefix.size())] = static_cast<std::int64_t>(value.get<double>());
+    }
+    for (const auto& r : ranks) {
+      if (r["label"] != "trainer:" + p.name) continue;
+      entry["trained"] = static_cast<std::int64_t>(r["trajectories_trained"].get<double>());
+      entry["foreign_trajectories"] = static_cast<std::int64_t>(r["foreign_trajectories"].get<double>());
+      entry["mean_reward"] = r["mean_reward"];
+      entry["trainer_wait_fraction"] = r["wait_fraction"];
+      break;
+    }
+    policies[p.name] = entry;
+  }
+  s["policies"] = policies;
+  s["workflow"] = cfg.workflow.kind;
+  if (cfg.workflow.multiAgent()) {
+    // The team's held-out accuracy is the evaluation's; each role's own eval reward beside it.
+    s["team_accuracy_start"] = s["eval_accuracy_start"];
+    s["team_accuracy_end"] = s["eval_accuracy_end"];
+    nlohmann::json roles = nlohmann::json::object();
+    for (const auto& role : cfg.workflow.roles) {
+      const std::string k = "role." + role.name + ".eval_reward_";
+      roles[role.name] = {{"policy", role.policy},
+                          {"reward", role.reward},
+                          {"eval_reward_start", accuracy((k + "start").c_str())},
+                          {"eval_reward_end", accuracy((k + "end").c_str())}};
+    }
+    s["roles"] = roles;
+  }
   s["ranks"] = ranks;
   return s;
 }
@@ -159,7 +194,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
     }
     if (comms.weight_links[g].valid()) {
       // The first trainer rank measures a version; everyone learns the store's size.
-      std::uint64_t bytes = me == group.world_ranks.front() ? weightVersionBytes(cfg) : 0;
+      std::uint64_t bytes = me == group.world_ranks.front() ? weightVersionBytes(cfg, group.policy) : 0;
       ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_MAX, comms.weight_links[g].raw()));
       w.weight_stores.push_back(std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy));
     } else {

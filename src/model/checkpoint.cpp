@@ -104,6 +104,12 @@ void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model
 
 void saveCheckpointFile(const std::string& path, const std::string& policy, const PolicyModelImpl& model,
                         std::int64_t version) {
+  saveCheckpointFile(path, {{policy, &model}}, version);
+}
+
+void saveCheckpointFile(const std::string& path,
+                        const std::vector<std::pair<std::string, const PolicyModelImpl*>>& models,
+                        std::int64_t version) {
   const auto parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent);
   // Write to a temporary name and rename, so a crash never leaves a truncated checkpoint
@@ -113,8 +119,10 @@ void saveCheckpointFile(const std::string& path, const std::string& policy, cons
     auto file = io::H5File::create(tmp);
     file.writeAttribute("format", "astraflow-checkpoint");
     file.writeAttribute("version", version);
-    auto group = file.createGroup("policies/" + policy);
-    saveModelWeights(group, model);
+    for (const auto& [policy, model] : models) {
+      auto group = file.createGroup("policies/" + policy);
+      saveModelWeights(group, *model);
+    }
     file.flush();
   }
   std::filesystem::rename(tmp, path);

@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "astraflow/model/weight_blob.hpp"
 #include "astraflow/rollout/episode.hpp"
 #include "astraflow/rollout/tokenizer.hpp"
+#include "astraflow/rollout/workflow.hpp"
 #include "astraflow/trainer/local_loop.hpp"
 
 namespace astraflow {
@@ -21,59 +23,104 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// One policy this rank serves: its model, engine and the version it holds.
+struct ServedPolicy {
+  std::string name;
+  WeightStore* store = nullptr;
+  PolicyModel model{nullptr};
+  std::unique_ptr<GenerationEngine> engine;
+  std::int64_t version = -1;
+  std::uint64_t pulls = 0;
+};
+
 class RolloutRank {
  public:
   explicit RolloutRank(RunWiring& w)
       : w_(w),
         pool_(w.role().pool),
-        policy_(w.role().policies.front()),
-        store_(*w.weight_stores.at(w.policyIndex(policy_))),
         tokenizer_(makeTaskTokenizer()),
-        model_(buildPolicyModel(w.cfg, *tokenizer_)),
-        engine_(model_, tokenizer_->padId()),
         generator_(at::detail::createCPUGenerator(w.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(w.rank()))) {
-    model_->eval();
+    for (const auto& name : w.role().policies) {
+      ServedPolicy p;
+      p.name = name;
+      p.store = w.weight_stores.at(w.policyIndex(name)).get();
+      p.model = buildPolicyModel(w.cfg, *tokenizer_, name);
+      p.model->eval();
+      p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId());
+      served_.push_back(std::move(p));
+    }
   }
 
   RankReport run();
 
  private:
+  ServedPolicy& served(const std::string& policy);
   bool refreshWeights();
-  void waitForVersion(std::int64_t version);
+  void waitForVersions(const std::vector<Task>& tasks);
   void runTasks(const std::vector<Task>& tasks, bool eval);
+  void runSingle(const std::vector<Task>& tasks, ServedPolicy& p, bool eval);
+  void runTeam(const std::vector<Task>& tasks, bool eval);
+  Trajectory trajectoryOf(const Task& task, const Episode& e, const ServedPolicy& p, double t_start, double t_end);
   void pushTrajectory(const Trajectory& t);
 
   RunWiring& w_;
   int pool_;
-  std::string policy_;
-  WeightStore& store_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  PolicyModel model_;
-  GenerationEngine engine_;
+  std::vector<ServedPolicy> served_;
   at::Generator generator_;
-  std::int64_t version_ = -1;
   std::vector<std::byte> blob_, record_;
   // Report.
-  std::uint64_t pushed_ = 0, eval_pushed_ = 0, oversize_ = 0, malformed_ = 0, tokens_ = 0, pulls_ = 0;
+  std::uint64_t pushed_ = 0, eval_pushed_ = 0, oversize_ = 0, malformed_ = 0, tokens_ = 0;
   double generate_seconds_ = 0, wait_seconds_ = 0, pull_seconds_ = 0;
 };
 
-bool RolloutRank::refreshWeights() {
-  if (store_.publishedVersion() <= version_) return false;
-  const double t = w_.now();
-  const std::int64_t v = store_.pull(blob_);
-  if (v <= version_) return false;
-  unpackWeights(blob_, *model_);
-  version_ = v;
-  ++pulls_;
-  pull_seconds_ += w_.now() - t;
-  w_.event("weight_pull", t, v, blob_.size(), 1);
-  return true;
+ServedPolicy& RolloutRank::served(const std::string& policy) {
+  for (auto& p : served_) {
+    if (p.name == policy) return p;
+  }
+  throw Error(fmt::format("rollout rank {} got a task for policy '{}', which its pool does not serve", w_.rank(), policy));
 }
 
-void RolloutRank::waitForVersion(std::int64_t version) {
+// Each policy refreshes on its own: a newer version of one never waits for the others.
+bool RolloutRank::refreshWeights() {
+  bool pulled = false;
+  for (auto& p : served_) {
+    if (p.store->publishedVersion() <= p.version) continue;
+    const double t = w_.now();
+    const std::int64_t v = p.store->pull(blob_);
+    if (v <= p.version) continue;
+    unpackWeights(blob_, *p.model);
+    p.version = v;
+    ++p.pulls;
+    pull_seconds_ += w_.now() - t;
+    w_.event("weight_pull", t, v, blob_.size(), 1);
+    pulled = true;
+  }
+  return pulled;
+}
+
+// Waits until every policy holds the version the tasks ask for: "min_version" for the task's
+// own policy, "min_version.<policy>" for the others of a team.
+void RolloutRank::waitForVersions(const std::vector<Task>& tasks) {
+  std::map<std::string, std::int64_t> needed;
+  for (const auto& t : tasks) {
+    for (const auto& [key, value] : t.metadata) {
+      if (key == kTaskMinVersionKey) {
+        needed[t.policy] = std::max<std::int64_t>(needed[t.policy], std::stoll(value));
+      } else if (key.rfind(std::string(kTaskMinVersionKey) + ".", 0) == 0) {
+        const std::string policy = key.substr(std::string(kTaskMinVersionKey).size() + 1);
+        needed[policy] = std::max<std::int64_t>(needed[policy], std::stoll(value));
+      }
+    }
+  }
   Backoff backoff(2000us);
-  while (version_ < version) {
+  auto behind = [&] {
+    for (const auto& [policy, version] : needed) {
+      if (served(policy).version < version) return true;
+    }
+    return false;
+  };
+  while (behind()) {
     if (!refreshWeights()) backoff.wait();
   }
 }
@@ -101,53 +148,95 @@ void RolloutRank::pushTrajectory(const Trajectory& t) {
   }
 }
 
-void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
-  if (tasks.empty()) return;
-  std::int64_t needed = 0;
-  for (const auto& t : tasks) {
-    if (auto it = t.metadata.find(kTaskMinVersionKey); it != t.metadata.end()) {
-      needed = std::max<std::int64_t>(needed, std::stoll(it->second));
-    }
-  }
-  waitForVersion(needed);
+Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const ServedPolicy& p, double t_start,
+                                     double t_end) {
+  Trajectory t;
+  t.task_id = task.task_id;
+  t.problem_id = task.problem_id;
+  t.group_id = task.group_id;
+  t.group_index = task.group_index;
+  t.policy = p.name;
+  t.producer_rank = w_.rank();
+  t.pool_uid = static_cast<std::uint32_t>(pool_);
+  t.weight_version_min = t.weight_version_max = p.version;
+  t.tokens = e.tokens;
+  t.behav_logprobs = e.behav_logprobs;
+  t.policy_mask = e.policy_mask;
+  t.rewards = {e.reward};
+  t.t_queued = t.t_started = t_start;
+  t.t_finished = t_end;
+  t.turns = static_cast<std::uint32_t>(e.turns);
+  t.status = static_cast<std::uint8_t>(e.nonfinite   ? TrajectoryStatus::Nonfinite
+                                       : e.truncated ? TrajectoryStatus::Truncated
+                                                     : TrajectoryStatus::Ok);
+  for (auto m : e.policy_mask) tokens_ += m;
+  return t;
+}
+
+void RolloutRank::runSingle(const std::vector<Task>& tasks, ServedPolicy& p, bool eval) {
   SamplingOptions sampling = samplingFrom(w_.cfg);
   sampling.greedy = eval;
   std::vector<std::uint64_t> problems;
   problems.reserve(tasks.size());
   for (const auto& t : tasks) problems.push_back(t.problem_id);
   const double t_start = w_.now();
-  const auto episodes = runEpisodes(engine_, *tokenizer_, w_.cfg.environment, problems, sampling, generator_);
+  const auto episodes = runEpisodes(*p.engine, *tokenizer_, w_.cfg.environment, problems, sampling, generator_);
   const double t_end = w_.now();
   generate_seconds_ += t_end - t_start;
-  std::uint64_t tokens = 0;
+  const auto tokens_before = tokens_;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
-    const Task& task = tasks[i];
-    const Episode& e = episodes[i];
-    Trajectory t;
-    t.task_id = task.task_id;
-    t.problem_id = task.problem_id;
-    t.group_id = task.group_id;
-    t.group_index = task.group_index;
-    t.policy = task.policy;
-    t.producer_rank = w_.rank();
-    t.pool_uid = static_cast<std::uint32_t>(pool_);
-    t.weight_version_min = t.weight_version_max = version_;
-    t.tokens = e.tokens;
-    t.behav_logprobs = e.behav_logprobs;
-    t.policy_mask = e.policy_mask;
-    t.rewards = {e.reward};
-    t.t_queued = t.t_started = t_start;
-    t.t_finished = t_end;
-    t.turns = static_cast<std::uint32_t>(e.turns);
-    t.status = static_cast<std::uint8_t>(e.nonfinite   ? TrajectoryStatus::Nonfinite
-                                         : e.truncated ? TrajectoryStatus::Truncated
-                                                       : TrajectoryStatus::Ok);
-    for (auto m : e.policy_mask) tokens += m;
-    pushTrajectory(t);
+    pushTrajectory(trajectoryOf(tasks[i], episodes[i], p, t_start, t_end));
     ++(eval ? eval_pushed_ : pushed_);
   }
-  tokens_ += tokens;
-  w_.event(eval ? "eval_generate" : "generate", t_start, version_, tokens, tasks.size());
+  w_.event(eval ? "eval_generate" : "generate", t_start, p.version, tokens_ - tokens_before, tasks.size());
+}
+
+// A team episode per task; one trajectory per role, each carrying its role, its policy's
+// version and rewards {role reward, team reward}.
+void RolloutRank::runTeam(const std::vector<Task>& tasks, bool eval) {
+  const auto& wf = w_.cfg.workflow;
+  SamplingOptions sampling = samplingFrom(w_.cfg);
+  sampling.greedy = eval;
+  std::vector<std::uint64_t> problems;
+  problems.reserve(tasks.size());
+  for (const auto& t : tasks) problems.push_back(t.problem_id);
+  const double t_start = w_.now();
+  auto generate = [this](const std::string& policy, const std::vector<std::vector<std::int32_t>>& prompts,
+                         const SamplingOptions& options) {
+    return served(policy).engine->generate(prompts, options, generator_);
+  };
+  const auto team = runTeamEpisodes(wf, generate, *tokenizer_, w_.cfg.environment, problems, sampling);
+  const double t_end = w_.now();
+  generate_seconds_ += t_end - t_start;
+  const auto tokens_before = tokens_;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    for (std::size_t r = 0; r < wf.roles.size(); ++r) {
+      Trajectory t = trajectoryOf(tasks[i], team[i].roles[r], served(wf.roles[r].policy), t_start, t_end);
+      t.role = wf.roles[r].name;
+      t.rewards.push_back(team[i].team_reward);
+      pushTrajectory(t);
+      ++(eval ? eval_pushed_ : pushed_);
+    }
+  }
+  w_.event(eval ? "eval_generate" : "generate", t_start, served_.front().version, tokens_ - tokens_before,
+           tasks.size());
+}
+
+void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
+  if (tasks.empty()) return;
+  waitForVersions(tasks);
+  if (w_.cfg.workflow.multiAgent()) {
+    runTeam(tasks, eval);
+    return;
+  }
+  // Single-agent episodes: one batch per policy.
+  for (auto& p : served_) {
+    std::vector<Task> mine;
+    for (const auto& t : tasks) {
+      if (t.policy == p.name) mine.push_back(t);
+    }
+    if (!mine.empty()) runSingle(mine, p, eval);
+  }
 }
 
 RankReport RolloutRank::run() {
@@ -181,7 +270,7 @@ RankReport RolloutRank::run() {
       continue;
     }
     if (idle_since >= 0) {
-      w_.event("task_wait", idle_since, version_);
+      w_.event("task_wait", idle_since, served_.front().version);
       wait_seconds_ += w_.now() - idle_since;
       idle_since = -1;
     }
@@ -192,7 +281,7 @@ RankReport RolloutRank::run() {
   // The last record of this rank: the dataflow rank counts one per rollout rank before it stops.
   Trajectory end;
   end.task_id = kEndOfStreamBatchId;
-  end.policy = policy_;
+  end.policy = served_.front().name;
   end.producer_rank = w_.rank();
   encodeInto(end, record_);
   w_.trajectory_rings[pool_]->push(record_);
@@ -205,10 +294,16 @@ RankReport RolloutRank::run() {
   r["generated_tokens"] = static_cast<double>(tokens_);
   r["generate_seconds"] = generate_seconds_;
   r["task_wait_seconds"] = wait_seconds_;
-  r["weight_pulls"] = static_cast<double>(pulls_);
+  std::uint64_t pulls = 0, torn = 0;
+  for (const auto& p : served_) {
+    pulls += p.pulls;
+    torn += p.store->stats().torn_retries;
+    r["final_version." + p.name] = static_cast<double>(p.version);
+  }
+  r["weight_pulls"] = static_cast<double>(pulls);
   r["weight_pull_seconds"] = pull_seconds_;
-  r["torn_retries"] = static_cast<double>(store_.stats().torn_retries);
-  r["final_version"] = static_cast<double>(version_);
+  r["torn_retries"] = static_cast<double>(torn);
+  r["final_version"] = static_cast<double>(served_.front().version);
   return r;
 }
 

@@ -60,8 +60,10 @@ void configureThreads(const Config& config, int ranks_on_node) {
   }
 }
 
-PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer) {
-  ModelConfig m = config.policies.front().model;
+PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer, const std::string& policy) {
+  const PolicySection* section = policy.empty() ? &config.policies.front() : config.findPolicy(policy);
+  if (!section) throw Error(fmt::format("no policy '{}' in {}", policy, config.source));
+  ModelConfig m = section->model;
   m.vocab_size = tokenizer.vocabSize();
   torch::manual_seed(config.run.seed);
   PolicyModel model(m);
@@ -88,6 +90,7 @@ double evaluateGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, cons
 }
 
 LocalRunResult runSft(const Config& config) {
+  if (config.workflow.multiAgent()) return runWorkflowSft(config);
   const auto t0 = Clock::now();
   configureThreads(config, 1);
   auto tokenizer = makeTaskTokenizer();
@@ -128,6 +131,10 @@ LocalRunResult runSft(const Config& config) {
 }
 
 LocalRunResult runTrainLocal(const Config& config) {
+  if (config.workflow.multiAgent()) {
+    throw Error(fmt::format("{}: train-local runs single-agent episodes; workflow {} trains with `astraflow run`",
+                            config.source, config.workflow.kind));
+  }
   const auto t0 = Clock::now();
   configureThreads(config, 1);
   auto tokenizer = makeTaskTokenizer();

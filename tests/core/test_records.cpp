@@ -133,6 +133,7 @@ Trajectory sampleTrajectory(std::size_t tokens, std::uint32_t seed) {
   t.group_id = 9;
   t.group_index = 3;
   t.policy = "verifier-v2";  // odd length
+  t.role = "verifier";
   t.producer_rank = 17;
   t.pool_uid = 0xdeadbeef;
   t.weight_version_min = -1;
@@ -167,7 +168,9 @@ Batch sampleBatch() {
 }
 
 // Offset of the tokens count in an encoded trajectory whose policy string has n bytes.
-std::size_t tokensCountOffset(const Trajectory& t) { return 12 + 8 + 8 + 8 + 4 + 4 + t.policy.size() + 4 + 4 + 8 + 8; }
+std::size_t tokensCountOffset(const Trajectory& t) {
+  return 12 + 8 + 8 + 8 + 4 + 4 + t.policy.size() + 4 + t.role.size() + 4 + 4 + 8 + 8;
+}
 
 }  // namespace
 
@@ -231,7 +234,7 @@ TEST(Records, TaskBytesMatchTheDocumentedLayout) {
   t.lease_ms = 0x01020304;
   t.metadata = {{"k", "v"}};
   const auto b = encode(t);
-  const std::vector<std::uint8_t> expected = {'A', 'T', 'S', 'K', 1,   0,   0, 0, 57, 0,
+  const std::vector<std::uint8_t> expected = {'A', 'T', 'S', 'K', 2,   0,   0, 0, 57, 0,
                                               0,   0,  // magic, format_version, flags, payload_bytes
                                               8,   7,   6,   5,   4,   3,   2, 1,            // task_id
                                               2,   0,   0,   0,   0,   0,   0, 0,            // problem_id
@@ -407,7 +410,7 @@ TEST(Records, HeaderErrorsNameTheProblem) {
 
   b = good;
   poke(b, 4, std::uint16_t{7});
-  EXPECT_MESSAGE(decodeTrajectory(bytesOf(b)), "unsupported format_version 7 (this build reads 1)");
+  EXPECT_MESSAGE(decodeTrajectory(bytesOf(b)), "unsupported format_version 7 (this build reads 2)");
 
   b = good;
   poke(b, 6, std::uint16_t{4});

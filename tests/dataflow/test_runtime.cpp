@@ -18,34 +18,10 @@
 #include "astraflow/dataflow/runtime.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
+#include "runtime_test_util.hpp"
 
 namespace astraflow {
 namespace {
-
-namespace fs = std::filesystem;
-using nlohmann::json;
-
-int worldRank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-
-int worldSize() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-
-// A fresh folder named by rank 0, the same on every rank.
-std::string sharedRunDir(const std::string& test) {
-  long pid = worldRank() == 0 ? static_cast<long>(getpid()) : 0;
-  MPI_Bcast(&pid, 1, MPI_LONG, 0, MPI_COMM_WORLD);
-  const auto dir = fs::temp_directory_path() / ("astraflow_rt_" + std::to_string(pid) + "_" + test);
-  if (worldRank() == 0) fs::remove_all(dir);
-  MPI_Barrier(MPI_COMM_WORLD);
-  return dir.string();
-}
 
 Config tinyConfig(const std::string& dir, const std::string& extra_run = "", const std::string& extra = "") {
   const int trainers = worldSize() - 3;
@@ -64,24 +40,6 @@ eval: {problems: 8, every: 2}
 )" + extra;
   return parseConfig(yaml, "test_runtime");
 }
-
-// Runs the job on every rank; returns the summary on world rank 0 (the dataflow rank).
-json runJob(const Config& cfg, const std::string& resume_dir = "") {
-  RoleMap map(cfg, worldSize());
-  RoleComms comms = RoleComms::split(map);
-  const RunOutcome outcome = runRuntime(cfg, map, comms, RuntimeOptions{resume_dir});
-  return outcome.reporting_rank ? json::parse(outcome.summary_json) : json();
-}
-
-std::vector<json> ranksOf(const json& summary, const std::string& role) {
-  std::vector<json> out;
-  for (const auto& r : summary["ranks"]) {
-    if (r["role"] == role) out.push_back(r);
-  }
-  return out;
-}
-
-std::int64_t num(const json& j, const char* key) { return static_cast<std::int64_t>(j[key].get<double>()); }
 
 void expectBooksBalance(const json& s) {
   const std::int64_t produced = s["produced"], accepted = s["accepted"], filtered = s["filtered"],

@@ -33,6 +33,7 @@ struct RunSection {
 struct PolicySection {
   std::string name;
   ModelConfig model;
+  double sft_target_accuracy = -1;  // `astraflow sft` stops this policy here; < 0: sft.target_accuracy
   int line = 0;
 };
 
@@ -131,6 +132,30 @@ struct DataflowSection {
   std::vector<PluginSpec> filters{{"keep_all", {}, "dataflow.filters[0]"}};  // post-rollout, in order
   PluginSpec sampler{"fresh", {}, "dataflow.sampler"};
   PluginSpec router{"by_policy", {}, "dataflow.router"};
+  bool router_given = false;  // the config named a router (else a multi-agent workflow defaults to by_role)
+};
+
+// One role of a multi-agent workflow: the policy it runs on, its team-context template and
+// its reward rule (docs/multi-policy.md).
+struct WorkflowRole {
+  std::string name;     // "solver", "verifier", "selector"
+  std::string policy;   // the policy whose weights generate this role's turns
+  std::string context;  // template rendered before each of its turns: {problem} {solution} {feedback} {candidates}
+  std::string reward;   // team_correct | own_correct | verdict_correct
+};
+
+// How an episode runs (section `workflow`). `single`: one policy per task, the environment's own
+// single- or multi-turn episode. `solver_verifier` and `solver_selector`: several policies per
+// episode, one trajectory per role, each routed to its own policy's trainer.
+struct WorkflowSection {
+  std::string kind = "single";       // single | solver_verifier | solver_selector
+  std::vector<WorkflowRole> roles;   // in turn order (workflow.order)
+  int max_rounds = 1;                // solver_verifier: solver attempts (reject → retry)
+  int candidates = 1;                // solver_selector: 2 (the solver writes two candidates)
+  bool multiAgent() const { return kind != "single"; }
+  const WorkflowRole* findRole(const std::string& name) const;
+  // The roles' distinct policies, in role order.
+  std::vector<std::string> policies() const;
 };
 
 struct Config {
@@ -141,6 +166,7 @@ struct Config {
   std::vector<LayoutEntry> layout;
   DataflowSection dataflow;
   EnvironmentOptions environment;
+  WorkflowSection workflow;
   RolloutSection rollout;
   TrainerSection trainer;
   SftSection sft;

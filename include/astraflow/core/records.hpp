@@ -2,11 +2,11 @@
 // The records that flow between components (ARCHITECTURE §3) and their binary wire format.
 // Pure data: no LibTorch, MPI or HDF5 here, so every rank kind and every offline tool can use it.
 //
-// Wire format, version 1. A record is a 12-byte header followed by its payload:
+// Wire format, version 2 (version 2 added Trajectory.role; a build reads only its own version). A record is a 12-byte header followed by its payload:
 //
 //   offset size  field
 //   0      4     magic          "ATSK" Task, "ATRJ" Trajectory, "ABAT" Batch (ASCII, in this order)
-//   4      2     format_version 1
+//   4      2     format_version 2
 //   6      2     flags          0 (no flags are defined; any other value is refused)
 //   8      4     payload_bytes  exactly the bytes that follow the header
 //
@@ -16,7 +16,7 @@
 //
 //   Task:       task_id u64, problem_id u64, group_id u64, group_index u32, policy str, kind str,
 //               lease_ms u32, metadata map
-//   Trajectory: task_id u64, problem_id u64, group_id u64, group_index u32, policy str,
+//   Trajectory: task_id u64, problem_id u64, group_id u64, group_index u32, policy str, role str,
 //               producer_rank i32, pool_uid u32, weight_version_min i64, weight_version_max i64,
 //               tokens [i32], behav_logprobs [f32], policy_mask [u8], rewards [f64],
 //               t_queued f64, t_started f64, t_finished f64, turns u32, status u8
@@ -40,7 +40,7 @@
 
 namespace astraflow {
 
-inline constexpr std::uint16_t kWireFormatVersion = 1;
+inline constexpr std::uint16_t kWireFormatVersion = 2;
 inline constexpr std::size_t kWireHeaderBytes = 12;
 
 struct Task {
@@ -64,7 +64,8 @@ struct Trajectory {
   std::uint64_t problem_id = 0;
   std::uint64_t group_id = 0;
   std::uint32_t group_index = 0;
-  std::string policy;
+  std::string policy;                   // the policy whose weights produced the tokens it trains on
+  std::string role;                     // workflow role ("solver", "verifier", …); empty for single-agent episodes
   std::int32_t producer_rank = -1;
   std::uint32_t pool_uid = 0;
   std::int64_t weight_version_min = 0;  // versions used (a multi-turn rollout may span several)

@@ -70,9 +70,9 @@ struct RunWiring {
   int policyIndex(const std::string& policy) const;
 };
 
-// Bytes of one full weight version of the first policy's model (the weight store's capacity).
-// Builds the model once to measure it.
-std::uint64_t weightVersionBytes(const Config& cfg);
+// Bytes of one full weight version of a policy's model (its weight store's capacity; the
+// first policy's when `policy` is empty). Builds the model once to measure it.
+std::uint64_t weightVersionBytes(const Config& cfg, const std::string& policy = {});
 
 RankReport runDataflowRole(RunWiring& w);
 RankReport runRolloutRole(RunWiring& w);

@@ -3,6 +3,8 @@
 // with one float32 dataset per parameter (flattened, with a `shape` attribute "d0,d1,…"),
 // and the model sizes as attributes, readable by h5py without astraflow.
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "astraflow/io/h5.hpp"
 #include "astraflow/model/policy_model.hpp"
@@ -17,6 +19,10 @@ void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model
 // A file holding /policies/<name>/weights/… plus `format = astraflow-checkpoint` and
 // `version` (weight version) attributes.
 void saveCheckpointFile(const std::string& path, const std::string& policy, const PolicyModelImpl& model,
+                        std::int64_t version);
+// Several policies in one file (the warm start of a multi-policy workflow).
+void saveCheckpointFile(const std::string& path,
+                        const std::vector<std::pair<std::string, const PolicyModelImpl*>>& models,
                         std::int64_t version);
 void loadCheckpointFile(const std::string& path, const std::string& policy, PolicyModelImpl& model);
 

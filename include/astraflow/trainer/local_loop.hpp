@@ -24,11 +24,19 @@ struct LocalRunResult {
 // Mean reward of greedy episodes on the first `problems` held-out problems.
 double evaluateGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config, int problems);
 
+// With a multi-agent workflow, runSft trains every role's policy on its reference examples
+// (runWorkflowSft) and writes them all to sft.checkpoint; the result's accuracies are the first
+// role's. train-local runs single-agent episodes only.
 LocalRunResult runSft(const Config& config);
+LocalRunResult runWorkflowSft(const Config& config);
+// Share of held-out examples of a workflow role whose greedy output equals the reference.
+double evaluateRoleGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config,
+                          std::size_t role, int problems);
 LocalRunResult runTrainLocal(const Config& config);
 
-// Builds the first policy's model (vocab from the tokenizer) with the run seed.
-PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer);
+// Builds a policy's model (vocab from the tokenizer) with the run seed; the first policy's
+// when `policy` is empty. Throws Error for a policy the config does not define.
+PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer, const std::string& policy = {});
 // The rollout section's sampling settings (temperature, top_p, max_new_tokens).
 SamplingOptions samplingFrom(const Config& config);
 

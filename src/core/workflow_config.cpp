@@ -1,0 +1,229 @@
+// The `workflow` section (docs/multi-policy.md): which roles an episode has, the policy each
+// role runs on, their order, the team-context template each role sees and each role's reward
+// rule. Checked against `policies`, `layout`, `environment` and `dataflow.router`, so a
+// workflow that could not run is refused before any rank starts.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "astraflow/core/config.hpp"
+#include "core/workflow_config.hpp"
+
+namespace astraflow {
+
+using detail::YamlReader;
+
+const WorkflowRole* WorkflowSection::findRole(const std::string& name) const {
+  for (const auto& r : roles) {
+    if (r.name == name) return &r;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> WorkflowSection::policies() const {
+  std::vector<std::string> out;
+  for (const auto& r : roles) {
+    if (std::find(out.begin(), out.end(), r.policy) == out.end()) out.push_back(r.policy);
+  }
+  return out;
+}
+
+namespace {
+
+struct KindSpec {
+  std::vector<std::string> roles;                            // in the only order the kind runs them
+  std::map<std::string, std::vector<std::string>> rewards;   // allowed rules per role, default first
+  std::map<std::string, std::string> context;                // default templates
+  bool loops;                                                // needs a turn limit
+};
+
+const std::map<std::string, KindSpec>& kinds() {
+  static const std::map<std::string, KindSpec> k = {
+      {"solver_verifier",
+       {{"solver", "verifier"},
+        {{"solver", {"team_correct", "own_correct"}}, {"verifier", {"verdict_correct", "team_correct"}}},
+        {{"solver", "{feedback}{problem}"}, {"verifier", "{problem}{solution}<verifier>"}},
+        true}},
+      {"solver_selector",
+       {{"solver", "selector"},
+        {{"solver", {"team_correct", "own_correct"}}, {"selector", {"team_correct"}}},
+        {{"solver", "{problem}"}, {"selector", "{problem}{candidates}<selector>"}},
+        false}},
+  };
+  return k;
+}
+
+const std::vector<std::string> kPlaceholders = {"problem", "solution", "feedback", "candidates"};
+
+// Every {name} in the template must be a known placeholder.
+void checkTemplate(YamlReader& r, int line, const std::string& key_path, const std::string& text) {
+  for (std::size_t i = text.find('{'); i != std::string::npos; i = text.find('{', i + 1)) {
+    const auto close = text.find('}', i);
+    if (close == std::string::npos) {
+      r.failAt(line, key_path, fmt::format("'{}' has a '{{' with no closing '}}'", text));
+    }
+    const std::string name = text.substr(i + 1, close - i - 1);
+    if (std::find(kPlaceholders.begin(), kPlaceholders.end(), name) == kPlaceholders.end()) {
+      r.failAt(line, key_path, fmt::format("unknown placeholder {{{}}} in '{}'; allowed: {{{}}}", name, text,
+                                           fmt::join(kPlaceholders, "} {")));
+    }
+  }
+}
+
+// A mapping role → scalar; keys must be roles of the workflow.
+std::map<std::string, std::pair<std::string, int>> roleMap(YamlReader& r, const std::string& key,
+                                                            const std::vector<std::string>& roles) {
+  std::map<std::string, std::pair<std::string, int>> out;
+  const auto node = r.raw(key);
+  if (!node) return out;
+  if (!node->IsMap()) r.fail(key, "given " + detail::describe(*node) + "; allowed: a mapping role: value");
+  for (const auto& kv : *node) {
+    const std::string role = kv.first.as<std::string>();
+    const int line = kv.first.Mark().line + 1;
+    const std::string path = r.keyPath(key) + "." + role;
+    if (std::find(roles.begin(), roles.end(), role) == roles.end()) {
+      r.failAt(line, path, fmt::format("'{}' is not a role of this workflow; allowed: {}", role, fmt::join(roles, ", ")));
+    }
+    if (!kv.second.IsScalar()) r.failAt(line, path, "given " + detail::describe(kv.second) + "; allowed: a name or text");
+    out[role] = {kv.second.Scalar(), line};
+  }
+  return out;
+}
+
+}  // namespace
+
+void parseWorkflow(YamlReader r, Config& cfg) {
+  auto& wf = cfg.workflow;
+  std::vector<std::string> kind_names = {"single"};
+  for (const auto& [name, spec] : kinds()) kind_names.push_back(name);
+  wf.kind = r.getChoice("kind", "single", kind_names);
+  if (!wf.multiAgent()) {
+    r.finish();
+    return;
+  }
+  const KindSpec& spec = kinds().at(wf.kind);
+  const std::string& source = r.source();
+  std::vector<std::string> policy_names;
+  for (const auto& p : cfg.policies) policy_names.push_back(p.name);
+
+  // roles: role → policy. Every role of the kind needs one.
+  const auto roles = roleMap(r, "roles", spec.roles);
+  for (const auto& role : spec.roles) {
+    if (!roles.count(role)) {
+      r.fail("roles", fmt::format("the {} workflow needs a policy for role '{}'; e.g. roles: {{{}}}", wf.kind, role,
+                                  fmt::format("{}: <policy>", fmt::join(spec.roles, ": <policy>, "))));
+    }
+  }
+  // order: the turn order; the kind fixes what comes first (the solver answers before anyone
+  // can judge or pick).
+  std::vector<std::string> order = spec.roles;
+  if (r.has("order")) {
+    order = r.requireStringList("order");
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      if (!roles.count(order[i])) {
+        r.failAt(r.lineOf("order"), fmt::format("{}[{}]", r.keyPath("order"), i),
+                 fmt::format("'{}' is not a role of this workflow; allowed: {}", order[i], fmt::join(spec.roles, ", ")));
+      }
+    }
+    if (order != spec.roles) {
+      r.fail("order", fmt::format("given [{}]; allowed: [{}] (the {} workflow runs its roles in this order, each once "
+                                  "per round)", fmt::join(order, ", "), fmt::join(spec.roles, ", "), wf.kind));
+    }
+  }
+  const auto context = roleMap(r, "context", spec.roles);
+  const auto rewards = roleMap(r, "rewards", spec.roles);
+  std::set<std::string> used_policies;
+  for (const auto& role : order) {
+    WorkflowRole out;
+    out.name = role;
+    const auto& [policy, line] = roles.at(role);
+    out.policy = policy;
+    if (!cfg.findPolicy(policy)) {
+      r.failAt(line, r.keyPath("roles") + "." + role,
+               fmt::format("'{}' is not a defined policy; allowed: {}", policy, fmt::join(policy_names, ", ")));
+    }
+    if (!used_policies.insert(policy).second) {
+      r.failAt(line, r.keyPath("roles") + "." + role,
+               fmt::format("policy '{}' already serves another role; allowed: one policy per role (each role's "
+                           "trajectories form its own policy's GRPO groups)", policy));
+    }
+    out.context = spec.context.at(role);
+    if (auto it = context.find(role); it != context.end()) {
+      out.context = it->second.first;
+      checkTemplate(r, it->second.second, r.keyPath("context") + "." + role, out.context);
+    }
+    const auto& allowed = spec.rewards.at(role);
+    out.reward = allowed.front();
+    if (auto it = rewards.find(role); it != rewards.end()) {
+      out.reward = it->second.first;
+      if (std::find(allowed.begin(), allowed.end(), out.reward) == allowed.end()) {
+        r.failAt(it->second.second, r.keyPath("rewards") + "." + role,
+                 fmt::format("given '{}'; allowed for the {} role: {}", out.reward, role, fmt::join(allowed, ", ")));
+      }
+    }
+    wf.roles.push_back(std::move(out));
+  }
+  if (spec.loops) {
+    if (!r.has("max_rounds")) {
+      r.fail("max_rounds", fmt::format("missing; the {} workflow loops (a rejected answer goes back to the solver) and "
+                                       "needs a turn limit; allowed: 1..16 rounds",
+                                       wf.kind));
+    }
+    wf.max_rounds = static_cast<int>(r.requireInt("max_rounds", 1, 16, "rounds"));
+  } else {
+    wf.max_rounds = static_cast<int>(r.getInt("max_rounds", 1, 1, 1, "rounds"));
+  }
+  wf.candidates = wf.kind == "solver_selector" ? 2 : 1;
+  r.finish();
+
+  // Cross-checks with the rest of the config.
+  if (cfg.environment.name != "arithmetic") {
+    r.fail("kind", fmt::format("the {} workflow needs a single-turn environment with checkable answers; "
+                               "environment.name is '{}', allowed: arithmetic",
+                               wf.kind, cfg.environment.name));
+  }
+  const auto team = wf.policies();
+  for (const auto& p : cfg.policies) {
+    if (std::find(team.begin(), team.end(), p.name) == team.end()) {
+      throw ConfigError(fmt::format("{}:{}: policies: policy '{}' is used by no role of workflow {} (its trainer "
+                                    "would never get data); allowed: a policy of workflow.roles",
+                                    source, p.line, p.name, wf.kind));
+    }
+  }
+  bool served = false;
+  for (const auto& e : cfg.layout) {
+    if (e.role != Role::Rollout) continue;
+    served |= std::all_of(team.begin(), team.end(), [&](const std::string& p) {
+      return std::find(e.policies.begin(), e.policies.end(), p) != e.policies.end();
+    });
+  }
+  if (!served) {
+    throw ConfigError(fmt::format("{}: layout: no rollout entry serves every policy of workflow {} (a team episode "
+                                  "runs on one rank); allowed: a {{role: rollout, policies: [{}]}}",
+                                  source, wf.kind, fmt::join(team, ", ")));
+  }
+  // Route each role's trajectories to its policy's trainer unless the config chose a router.
+  auto& router = cfg.dataflow.router;
+  if (!cfg.dataflow.router_given) router = PluginSpec{"by_role", {}, "dataflow.router"};
+  if (router.kind == "by_role") {
+    if (router.params.empty()) {
+      for (const auto& role : wf.roles) router.params[role.name] = role.policy;
+    }
+    for (const auto& [role, policy] : router.params) {
+      if (!wf.findRole(role)) {
+        throw ConfigError(fmt::format("{}: {}.{}: '{}' is not a role of workflow {}; allowed: {}", source, router.key,
+                                      role, role, wf.kind, fmt::join(spec.roles, ", ")));
+      }
+      if (!cfg.findPolicy(policy)) {
+        throw ConfigError(fmt::format("{}: {}.{}: '{}' is not a defined policy; allowed: {}", source, router.key, role,
+                                      policy, fmt::join(policy_names, ", ")));
+      }
+    }
+  }
+}
+
+}  // namespace astraflow

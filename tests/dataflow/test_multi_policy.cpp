@@ -1,0 +1,135 @@
+// Multi-policy collaborative training end to end (tiny models, few versions): a solver and a
+// verifier with a trainer group and a weight stream each. Runs at several world sizes (ctest):
+// one dataflow rank, one trainer per policy, world − 3 rollout ranks serving both policies.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "astraflow/io/trace_writer.hpp"
+#include "astraflow/io/trajectory_writer.hpp"
+#include "runtime_test_util.hpp"
+
+namespace astraflow {
+namespace {
+
+// The verifier's model is smaller, so its weight stream is told apart by size in the trace.
+Config teamConfig(const std::string& dir, const std::string& extra_run = "") {
+  const int rollouts = worldSize() - 3;
+  const std::string yaml = R"(
+run: {name: team, output_dir: )" + dir + R"(, seed: 3, threads_per_rank: 1, progress_every: 2)" + extra_run + R"(}
+policies:
+  - name: solver
+    model: {d_model: 32, layers: 1, heads: 2, kv_heads: 1, ffn_hidden: 64, max_seq_len: 48}
+  - name: verifier
+    model: {d_model: 16, layers: 1, heads: 2, kv_heads: 1, ffn_hidden: 32, max_seq_len: 48}
+workflow:
+  kind: solver_verifier
+  roles: {solver: solver, verifier: verifier}
+  max_rounds: 2
+layout:
+  - {role: dataflow, ranks: 1}
+  - {role: trainer, policy: solver}
+  - {role: trainer, policy: verifier}
+  - {role: rollout, policies: [solver, verifier], ranks: )" + std::to_string(rollouts) + R"(}
+rollout: {group_size: 4, max_new_tokens: 4, batch_tasks: 8}
+trainer: {groups_per_step: 2, lr: 0.003}
+eval: {problems: 6, every: 2}
+dataflow: {max_staleness: 1, trajectory_ring: {slots: 512, slot_bytes: 512}}
+)";
+  return parseConfig(yaml, "test_multi_policy");
+}
+
+void expectPolicyBooksBalance(const json& p, const std::string& name) {
+  const std::int64_t produced = p["produced"], accepted = p["accepted"], filtered = p["filtered"],
+                     stale = p["stale_dropped"], consumed = p["consumed"], buffered = p["buffered"];
+  EXPECT_EQ(produced, accepted + filtered + stale) << name;
+  EXPECT_EQ(accepted, consumed + buffered) << name;
+}
+
+TEST(MultiPolicy, EachTrainerGetsOnlyItsPolicyAndTheStreamsAdvanceOnTheirOwn) {
+  const auto dir = sharedRunDir("team");
+  const json s = runJob(teamConfig(dir, ", versions: 4"));
+  if (worldRank() != 0) return;
+  EXPECT_EQ(s["workflow"], "solver_verifier");
+  ASSERT_TRUE(s["policies"].contains("solver"));
+  ASSERT_TRUE(s["policies"].contains("verifier"));
+  std::map<std::string, int> trainer_rank;
+  for (const auto& name : {"solver", "verifier"}) {
+    const json& p = s["policies"][name];
+    expectPolicyBooksBalance(p, name);
+    EXPECT_EQ(p["versions"], 4) << name;
+    EXPECT_EQ(p["consumed"].get<std::int64_t>(), 4 * 2 * 4) << name;  // versions × groups × group size
+    // Only its own policy's trajectories reached each trainer, exactly the ones served to it.
+    EXPECT_EQ(p["foreign_trajectories"], 0) << name;
+    EXPECT_EQ(p["trained"].get<std::int64_t>(), p["consumed"].get<std::int64_t>() + p["replayed"].get<std::int64_t>());
+  }
+  // One trajectory per role per team episode.
+  EXPECT_EQ(s["policies"]["solver"]["produced"], s["policies"]["verifier"]["produced"]);
+  for (const auto& r : s["ranks"]) {
+    if (r["role"] == "trainer") trainer_rank[r["label"].get<std::string>().substr(8)] = r["rank"].get<int>();
+  }
+  ASSERT_EQ(trainer_rank.size(), 2u);
+  // trajectories.h5: every row carries one of the two policies, in equal numbers.
+  std::map<std::string, std::int64_t> rows;
+  for (const auto& t : io::readTrajectories(dir + "/trajectories.h5")) rows[t.policy]++;
+  EXPECT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows["solver"], rows["verifier"]);
+  EXPECT_EQ(rows["solver"], s["policies"]["solver"]["produced"].get<std::int64_t>());
+  // The trace: each policy's versions are published in strictly increasing order by its own
+  // stream (publish events carry the trainer group in `count`), each trainer steps 1..4 alone,
+  // and every rollout rank pulled both streams (told apart by their sizes).
+  std::map<std::uint64_t, std::int64_t> last_publish;
+  std::map<int, std::int64_t> last_step;
+  std::map<int, std::map<std::uint64_t, std::int64_t>> pulls;  // rank → bytes → last version
+  for (const auto& e : io::readTraceEvents(dir + "/trace.h5")) {
+    if (e.kind == "publish") {
+      auto [it, fresh] = last_publish.emplace(e.count, e.version);
+      if (!fresh) {
+        EXPECT_GT(e.version, it->second) << "stream " << e.count;
+        it->second = e.version;
+      }
+    } else if (e.kind == "train_step") {
+      auto [it, fresh] = last_step.emplace(e.rank, e.version);
+      if (!fresh) {
+        EXPECT_EQ(e.version, it->second + 1) << "rank " << e.rank;
+        it->second = e.version;
+      }
+    } else if (e.kind == "weight_pull") {
+      auto [it, fresh] = pulls[e.rank].emplace(e.bytes, e.version);
+      if (!fresh) {
+        EXPECT_GT(e.version, it->second) << "rank " << e.rank;
+        it->second = e.version;
+      }
+    }
+  }
+  ASSERT_EQ(last_publish.size(), 2u);
+  for (const auto& [stream, v] : last_publish) EXPECT_EQ(v, 4) << "stream " << stream;
+  EXPECT_EQ(last_step[trainer_rank["solver"]], 4);
+  EXPECT_EQ(last_step[trainer_rank["verifier"]], 4);
+  EXPECT_EQ(pulls.size(), static_cast<std::size_t>(worldSize() - 3));
+  for (const auto& [rank, streams] : pulls) EXPECT_EQ(streams.size(), 2u) << "rank " << rank;
+  // Team accuracy and each role's own reward are reported for the start and the end.
+  EXPECT_TRUE(s["team_accuracy_end"].is_number());
+  EXPECT_TRUE(s["roles"]["verifier"]["eval_reward_end"].is_number());
+  EXPECT_EQ(s["roles"]["verifier"]["reward"], "verdict_correct");
+  fs::remove_all(dir);
+}
+
+TEST(MultiPolicy, SyncTeamTrainsBothPoliciesOnCurrentData) {
+  const auto dir = sharedRunDir("team_sync");
+  const json s = runJob(teamConfig(dir, ", versions: 2, mode: sync"));
+  if (worldRank() != 0) return;
+  for (const auto& name : {"solver", "verifier"}) {
+    expectPolicyBooksBalance(s["policies"][name], name);
+    EXPECT_EQ(s["policies"][name]["versions"], 2) << name;
+  }
+  for (const auto& t : ranksOf(s, "trainer")) {
+    EXPECT_EQ(num(t, "max_staleness"), 0);
+    EXPECT_EQ(num(t, "final_version"), 2);
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace astraflow
