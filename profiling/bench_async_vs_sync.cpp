@@ -10,16 +10,12 @@
 #include <mpi.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "astraflow/comm/mpi.hpp"
-#include "astraflow/comm/role_comms.hpp"
-#include "astraflow/core/config.hpp"
-#include "astraflow/core/layout.hpp"
 #include "astraflow/core/log.hpp"
-#include "astraflow/dataflow/runtime.hpp"
+#include "bench_runtime.hpp"
 
 namespace {
 
@@ -50,29 +46,11 @@ Config workload(const std::string& mode, int versions, int max_new_tokens, int w
   return astraflow::parseConfig(yaml, "bench_async_vs_sync");
 }
 
-nlohmann::json runMode(const std::string& mode, int versions, int max_new_tokens) {
-  int world = 0, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  const std::string dir = (std::filesystem::temp_directory_path() / ("astraflow_bench_" + mode)).string();
-  if (rank == 0) std::filesystem::remove_all(dir);
-  MPI_Barrier(MPI_COMM_WORLD);
-  const Config cfg = workload(mode, versions, max_new_tokens, world, dir);
-  astraflow::RoleMap map(cfg, world);
-  astraflow::RoleComms comms = astraflow::RoleComms::split(map);
-  const auto outcome = astraflow::runRuntime(cfg, map, comms, astraflow::RuntimeOptions{});
-  MPI_Barrier(MPI_COMM_WORLD);
-  if (rank == 0) std::filesystem::remove_all(dir);
-  return outcome.reporting_rank ? nlohmann::json::parse(outcome.summary_json) : nlohmann::json();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   astraflow::MpiEnvironment env(&argc, &argv);
-  int world = 0, rank = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  const auto [world, rank] = astraflow::bench::world();
   if (world < 3) {
     if (rank == 0) std::fprintf(stderr, "bench_async_vs_sync: needs at least 3 ranks (dataflow, trainer, rollout)\n");
     return 2;
@@ -87,12 +65,13 @@ int main(int argc, char** argv) {
   } rows[2];
   const char* modes[2] = {"async", "sync"};
   for (int m = 0; m < 2; ++m) {
-    const auto s = runMode(modes[m], versions, max_new_tokens);
+    const auto s = astraflow::bench::runJob(modes[m], [&](const std::string& dir) {
+      return workload(modes[m], versions, max_new_tokens, world, dir);
+    });
     if (rank != 0) continue;
     double step = 0;
     for (const auto& r : s["ranks"]) {
-      if (r["role"] == "trainer") step = (r["batch_wait_seconds"].get<double>() + r["step_seconds"].get<double>()) /
-                                         std::max(1.0, r["steps"].get<double>());
+      if (r["role"] == "trainer") step = astraflow::bench::secondsPerStep(r);
     }
     rows[m] = {modes[m], step, s["trainer_wait_fraction"].get<double>(), s["rollout_trajectories_per_s"].get<double>()};
   }

@@ -141,9 +141,13 @@ void DataflowRank::route(Trajectory t) {
     round.version_high = std::max(round.version_high, t.weight_version_max);
     if (round.done()) {
       w_.event("eval", round.t_start, round.version_high, 0, round.expected);
-      spdlog::info("eval: held-out greedy accuracy {:.3f} on {} problems (weights v{}{})", round.accuracy(),
-                   round.expected, round.version_low,
-                   round.version_low == round.version_high ? "" : fmt::format("..v{}", round.version_high));
+      std::string roles;  // each role's own mean reward, for a team
+      for (const auto& [role, sum] : round.role_reward) {
+        roles += fmt::format("{}{} {:.3f}", roles.empty() ? "; " : ", ", role, sum / static_cast<double>(round.expected));
+      }
+      spdlog::info("eval: held-out greedy {} {:.3f} on {} problems (weights v{}{}{})",
+                   roles.empty() ? "accuracy" : "team accuracy", round.accuracy(), round.expected, round.version_low,
+                   round.version_low == round.version_high ? "" : fmt::format("..v{}", round.version_high), roles);
     }
     return;
   }

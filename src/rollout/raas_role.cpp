@@ -58,8 +58,8 @@ class RolloutRank {
   bool refreshWeights();
   void waitForVersions(const std::vector<Task>& tasks);
   void runTasks(const std::vector<Task>& tasks, bool eval);
-  void runSingle(const std::vector<Task>& tasks, ServedPolicy& p, bool eval);
-  void runTeam(const std::vector<Task>& tasks, bool eval);
+  void runSingle(const std::vector<Task>& tasks, ServedPolicy& p, const SamplingOptions& sampling, bool eval);
+  void runTeam(const std::vector<Task>& tasks, const SamplingOptions& sampling, bool eval);
   Trajectory trajectoryOf(const Task& task, const Episode& e, const ServedPolicy& p, double t_start, double t_end);
   void pushTrajectory(const Trajectory& t);
 
@@ -173,12 +173,16 @@ Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const S
   return t;
 }
 
-void RolloutRank::runSingle(const std::vector<Task>& tasks, ServedPolicy& p, bool eval) {
-  SamplingOptions sampling = samplingFrom(w_.cfg);
-  sampling.greedy = eval;
+std::vector<std::uint64_t> problemsOf(const std::vector<Task>& tasks) {
   std::vector<std::uint64_t> problems;
   problems.reserve(tasks.size());
   for (const auto& t : tasks) problems.push_back(t.problem_id);
+  return problems;
+}
+
+void RolloutRank::runSingle(const std::vector<Task>& tasks, ServedPolicy& p, const SamplingOptions& sampling,
+                            bool eval) {
+  const auto problems = problemsOf(tasks);
   const double t_start = w_.now();
   const auto episodes = runEpisodes(*p.engine, *tokenizer_, w_.cfg.environment, problems, sampling, generator_);
   const double t_end = w_.now();
@@ -193,13 +197,9 @@ void RolloutRank::runSingle(const std::vector<Task>& tasks, ServedPolicy& p, boo
 
 // A team episode per task; one trajectory per role, each carrying its role, its policy's
 // version and rewards {role reward, team reward}.
-void RolloutRank::runTeam(const std::vector<Task>& tasks, bool eval) {
+void RolloutRank::runTeam(const std::vector<Task>& tasks, const SamplingOptions& sampling, bool eval) {
   const auto& wf = w_.cfg.workflow;
-  SamplingOptions sampling = samplingFrom(w_.cfg);
-  sampling.greedy = eval;
-  std::vector<std::uint64_t> problems;
-  problems.reserve(tasks.size());
-  for (const auto& t : tasks) problems.push_back(t.problem_id);
+  const auto problems = problemsOf(tasks);
   const double t_start = w_.now();
   auto generate = [this](const std::string& policy, const std::vector<std::vector<std::int32_t>>& prompts,
                          const SamplingOptions& options) {
@@ -219,14 +219,16 @@ void RolloutRank::runTeam(const std::vector<Task>& tasks, bool eval) {
     }
   }
   w_.event(eval ? "eval_generate" : "generate", t_start, served_.front().version, tokens_ - tokens_before,
-           tasks.size());
+           tasks.size() * wf.roles.size());
 }
 
 void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
   if (tasks.empty()) return;
   waitForVersions(tasks);
+  SamplingOptions sampling = samplingFrom(w_.cfg);
+  sampling.greedy = eval;
   if (w_.cfg.workflow.multiAgent()) {
-    runTeam(tasks, eval);
+    runTeam(tasks, sampling, eval);
     return;
   }
   // Single-agent episodes: one batch per policy.
@@ -235,7 +237,7 @@ void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
     for (const auto& t : tasks) {
       if (t.policy == p.name) mine.push_back(t);
     }
-    if (!mine.empty()) runSingle(mine, p, eval);
+    if (!mine.empty()) runSingle(mine, p, sampling, eval);
   }
 }
 

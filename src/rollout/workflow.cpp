@@ -76,12 +76,13 @@ Verdict parseVerdict(const std::string& text) {
   return a < r ? Verdict::Approve : Verdict::Reject;
 }
 
-// "a…" → 0, "b…" → 1, anything else → -1.
+// The last character before "</answer>" (or the end): 'a' → 0, 'b' → 1, anything else → -1.
 int parsePick(const std::string& text) {
-  const auto first = text.find_first_not_of(' ');
-  if (first == std::string::npos) return -1;
-  if (text[first] == 'a') return 0;
-  if (text[first] == 'b') return 1;
+  const std::string body = text.substr(0, text.find("</answer>"));
+  const auto last = body.find_last_not_of(' ');
+  if (last == std::string::npos) return -1;
+  if (body[last] == 'a') return 0;
+  if (body[last] == 'b') return 1;
   return -1;
 }
 
@@ -137,9 +138,11 @@ void runSolverVerifier(const WorkflowSection& wf, const PolicyGenerate& generate
                        std::vector<TeamState>& states, const SamplingOptions& sampling) {
   const std::size_t solver = roleIndex(wf, "solver"), verifier = roleIndex(wf, "verifier");
   const std::size_t n = team.size();
-  std::vector<double> correct(n, 0.0), verdicts_right(n, 0.0);
+  // correct: the latest answer; first: the first answer; final: the team's answer (the approved
+  // one, else the first — a rejection can only replace an answer with an approved one).
+  std::vector<double> correct(n, 0.0), first(n, 0.0), final_answer(n, 0.0), verdicts_right(n, 0.0);
   std::vector<int> verdicts(n, 0);
-  std::vector<bool> done(n, false);
+  std::vector<bool> done(n, false), approved(n, false);
   for (int round = 0; round < wf.max_rounds; ++round) {
     std::vector<std::size_t> active;
     for (std::size_t i = 0; i < n; ++i) {
@@ -158,6 +161,7 @@ void runSolverVerifier(const WorkflowSection& wf, const PolicyGenerate& generate
       }
       states[i].solution = answers[a];
       correct[i] = score(env_options, team[i].problem_id, answers[a]);
+      if (round == 0) first[i] = correct[i];
       judged.push_back(i);
     }
     if (judged.empty()) break;
@@ -170,14 +174,19 @@ void runSolverVerifier(const WorkflowSection& wf, const PolicyGenerate& generate
         verdicts_right[i] += 1.0;
       }
       states[i].feedback = v == Verdict::Approve ? "<approve>" : "<reject>";
+      if (v == Verdict::Approve) {
+        approved[i] = true;
+        final_answer[i] = correct[i];
+      }
       if (v == Verdict::Approve || team[i].roles[verifier].nonfinite) done[i] = true;
     }
   }
   for (std::size_t i = 0; i < n; ++i) {
-    team[i].team_reward = correct[i];
+    team[i].team_reward = approved[i] ? final_answer[i] : first[i];
     for (std::size_t r = 0; r < wf.roles.size(); ++r) {
       const std::string& rule = wf.roles[r].reward;
-      double reward = correct[i];  // team_correct; the solver's own answer is the team's answer here
+      double reward = team[i].team_reward;                           // team_correct
+      if (rule == "own_correct") reward = correct[i];                // the solver's last answer
       if (rule == "verdict_correct") reward = verdicts[i] ? verdicts_right[i] / verdicts[i] : 0.0;
       team[i].roles[r].reward = reward;
     }
@@ -275,19 +284,27 @@ RoleExample roleExample(const WorkflowSection& wf, std::size_t role, const Token
   if (name == "solver") {
     ex.reference = right;
   } else if (name == "verifier") {
+    // A judge works the problem out, then compares: "46<reject>".
     const bool good = rng() & 1;
     state.solution = good ? right : wrongAnswer(right_value, rng);
-    ex.reference = good ? "<approve>" : "<reject>";
+    ex.reference = right_value + (good ? "<approve>" : "<reject>");
   } else if (name == "selector") {
     const bool first = rng() & 1;
     const std::string wrong = wrongAnswer(right_value, rng);
     state.candidates = first ? std::vector<std::string>{right, wrong} : std::vector<std::string>{wrong, right};
-    ex.reference = first ? "a</answer>" : "b</answer>";
+    ex.reference = right_value + (first ? "a</answer>" : "b</answer>");
   } else {
     throw std::invalid_argument(fmt::format("workflow {}: no reference for role '{}'", wf.kind, name));
   }
   appendContext(ex.prompt, tok, render(wf.roles[role].context, state));
   return ex;
+}
+
+bool sameDecision(const WorkflowSection& wf, std::size_t role, const std::string& output, const std::string& reference) {
+  const std::string& name = wf.roles.at(role).name;
+  if (name == "verifier") return parseVerdict(output) != Verdict::Missing && parseVerdict(output) == parseVerdict(reference);
+  if (name == "selector") return parsePick(output) >= 0 && parsePick(output) == parsePick(reference);
+  return output == reference;
 }
 
 Episode roleReferenceEpisode(const RoleExample& example, const Tokenizer& tok) {

@@ -1,5 +1,6 @@
 // Warm start of a multi-agent workflow (`astraflow sft` on a config with a workflow): each
-// role's policy is trained on its own reference examples (include/astraflow/rollout/workflow.hpp)
+// role's policy (later roles starting from the first role's result when the shapes match) is
+// trained on its own reference examples (include/astraflow/rollout/workflow.hpp)
 // until its greedy accuracy on held-out examples reaches the policy's target, and all policies
 // go into one warm-start file (sft.checkpoint), where each trainer finds its own.
 #include <fmt/format.h>
@@ -16,9 +17,32 @@
 
 namespace astraflow {
 
+namespace {
+
+// fp32 copy of every parameter when both models have the same parameter names and shapes.
+bool copySameShapeWeights(PolicyModelImpl& from, PolicyModelImpl& to) {
+  const auto src = from.named_parameters();
+  auto dst = to.named_parameters();
+  if (src.size() != dst.size()) return false;
+  for (const auto& p : src) {
+    const auto* q = dst.find(p.key());
+    if (!q || !q->sizes().equals(p.value().sizes())) return false;
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& p : src) dst[p.key()].copy_(p.value());
+  return true;
+}
+
+}  // namespace
+
 double evaluateRoleGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config,
                           std::size_t role, int problems) {
   if (problems <= 0) return 0.0;
+  // The solver answers the environment's own prompt: scored as the single-agent warm start is.
+  const auto& r = config.workflow.roles.at(role);
+  if (r.name == "solver" && (r.context == "{feedback}{problem}" || r.context == "{problem}")) {
+    return evaluateGreedy(engine, tokenizer, config, problems);
+  }
   engine.model()->eval();
   auto env = makeEnvironment(config.environment);
   std::mt19937_64 rng(0x5eed);  // the same held-out examples at every evaluation
@@ -35,7 +59,9 @@ double evaluateRoleGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, 
   auto gen = at::detail::createCPUGenerator(0);  // unused by greedy decoding
   const auto outputs = engine.generate(prompts, greedy, gen);
   double right = 0;
-  for (std::size_t i = 0; i < outputs.size(); ++i) right += tokenizer.decode(outputs[i].tokens) == examples[i].reference;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    right += sameDecision(config.workflow, role, tokenizer.decode(outputs[i].tokens), examples[i].reference);
+  }
   return right / static_cast<double>(problems);
 }
 
@@ -52,9 +78,18 @@ LocalRunResult runWorkflowSft(const Config& config) {
     const auto& policy = *config.findPolicy(wf.roles[role].policy);
     const double target = policy.sft_target_accuracy >= 0 ? policy.sft_target_accuracy : config.sft.target_accuracy;
     PolicyModel model = buildPolicyModel(config, *tokenizer, policy.name);
+    // Like the paper's teams (every role starts from the same base model), a later role starts
+    // from the first role's warm start when their models have the same shape: the verifier and
+    // the selector need the solver's arithmetic to judge answers.
+    if (role > 0 && copySameShapeWeights(*models.front(), *model)) {
+      spdlog::info("sft {} ({}): starting from the {} warm start", wf.roles[role].name, policy.name,
+                   wf.roles.front().name);
+    }
     GenerationEngine engine(model, tokenizer->padId());
     PolicyTrainer trainer(model, config.trainer, 1.0);
-    std::mt19937_64 rng(config.run.seed * 977 + role);
+    // The first role draws the same examples as the single-agent warm start (runSft), so a team's
+    // solver starts exactly where a solver trained alone does.
+    std::mt19937_64 rng(role == 0 ? config.run.seed : config.run.seed * 977 + role);
     double accuracy = evaluateRoleGreedy(engine, *tokenizer, config, role, config.eval.problems);
     const double start = accuracy;
     int step = 0;

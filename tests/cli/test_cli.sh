@@ -41,6 +41,15 @@ expect_text validate_ok out "valid (4 ranks"
 expect_rc 0 layout_size -- "$bin" layout-size "$quick"
 [ "$(cat "$work/layout_size.out")" = 4 ] || fail "layout-size printed '$(cat "$work/layout_size.out")', wanted 4"
 
+# Every shipped config is valid; a workflow naming an undefined policy is refused by key.
+for c in "$src"/configs/*.yaml; do
+  expect_rc 0 "validate_$(basename "$c" .yaml)" -- "$bin" validate "$c"
+done
+sed 's/roles: {solver: solver, verifier: verifier}/roles: {solver: solver, verifier: judge}/' \
+  "$src/configs/math_solver_verifier.yaml" >"$work/bad_workflow.yaml"
+expect_rc nonzero validate_bad_workflow -- "$bin" validate "$work/bad_workflow.yaml"
+expect_text validate_bad_workflow err "workflow.roles.verifier: 'judge' is not a defined policy" 1
+
 sed 's/^dataflow:/dataflw:/' "$quick" >"$work/unknown_key.yaml"
 expect_rc nonzero validate_unknown -- "$bin" validate "$work/unknown_key.yaml"
 expect_text validate_unknown err "dataflw: unknown key" 1

@@ -207,10 +207,38 @@ TEST(Workflow, ApprovedWrongAnswerEndsTheEpisodeAndRoundsAreCapped) {
   EXPECT_EQ(team[0].team_reward, 0.0);
   EXPECT_EQ(team[0].roles[1].reward, 0.0);
   EXPECT_EQ(team[1].rounds, 3);
-  EXPECT_EQ(team[1].team_reward, 1.0);
+  EXPECT_EQ(team[1].team_reward, 1.0);  // nothing approved: the first answer stands
   EXPECT_EQ(team[1].roles[0].reward, 1.0);
   EXPECT_EQ(team[1].roles[1].reward, 0.0);  // two wrong rejections and one missing verdict
   EXPECT_TRUE(s.outputs["solver"].empty());
+}
+
+TEST(Workflow, OnlyAnApprovedAnswerReplacesTheFirst) {
+  Config c = parseConfig(kTeam, "team.yaml");
+  c.workflow.roles[0].reward = "own_correct";
+  auto tok = makeTaskTokenizer();
+  auto env = makeEnvironment(c.environment);
+  const std::uint64_t a = env->trainingId(7), b = env->trainingId(8);
+  env->reset(a);
+  const std::string right_a = env->referenceActions()[0];
+  env->reset(b);
+  const std::string right_b = env->referenceActions()[0];
+  const std::string wrong = "1000</answer>";
+  // a: right, rejected; wrong, approved → the team is wrong. b: wrong, rejected; right, rejected;
+  // right, rejected → the first (wrong) answer stands, though the solver's last one is right.
+  Script s{*tok,
+           {{"solver", {right_a, wrong, wrong, right_b, right_b}},
+            {"verifier", {"<reject>", "<reject>", "<approve>", "<reject>", "<reject>"}}},
+           {}};
+  auto team = runTeamEpisodes(c.workflow, s.fn(), *tok, c.environment, {a, b}, SamplingOptions{});
+  EXPECT_EQ(team[0].rounds, 2);
+  EXPECT_EQ(team[0].team_reward, 0.0);
+  EXPECT_EQ(team[0].roles[0].reward, 0.0);  // own_correct: its last answer, wrong
+  EXPECT_EQ(team[0].roles[1].reward, 0.0);  // rejected a right answer, approved a wrong one
+  EXPECT_EQ(team[1].rounds, 3);
+  EXPECT_EQ(team[1].team_reward, 0.0);
+  EXPECT_EQ(team[1].roles[0].reward, 1.0);
+  EXPECT_DOUBLE_EQ(team[1].roles[1].reward, 1.0 / 3.0);  // one right rejection of three
 }
 
 TEST(Workflow, SelectorPicksACandidateAndBothRolesShareItsReward) {
@@ -257,12 +285,16 @@ TEST(Workflow, RoleExamplesAreDeterministicAndBalanced) {
     const auto e2 = roleExample(c.workflow, 1, *tok, c.environment, id, r2);
     ASSERT_EQ(e1.prompt.tokens, e2.prompt.tokens);
     ASSERT_EQ(e1.reference, e2.reference);
-    approve += e1.reference == "<approve>";
-    // The shown solution is right exactly when the reference verdict approves.
     env->reset(id);
+    const std::string value = env->referenceActions()[0].substr(0, env->referenceActions()[0].find('<'));
+    ASSERT_TRUE(e1.reference == value + "<approve>" || e1.reference == value + "<reject>") << e1.reference;
+    approve += e1.reference == value + "<approve>";
+    // The shown solution is right exactly when the reference verdict approves.
     const std::string shown = tok->decode(e1.prompt.tokens);
     const bool right = shown.find("=<answer>" + env->referenceActions()[0] + "<verifier>") != std::string::npos;
-    ASSERT_EQ(right, e1.reference == "<approve>") << shown;
+    ASSERT_EQ(right, e1.reference == value + "<approve>") << shown;
+    EXPECT_TRUE(sameDecision(c.workflow, 1, "7" + e1.reference.substr(value.size()), e1.reference));
+    EXPECT_FALSE(sameDecision(c.workflow, 1, value, e1.reference));  // no verdict
     const auto full = roleReferenceEpisode(e1, *tok);
     EXPECT_EQ(ownText(*tok, full), e1.reference);
   }

@@ -6,12 +6,14 @@
 // A role's own tokens carry mask 1 and its behaviour log-probs; everything else is context.
 //
 //   solver_verifier  per round: the solver answers; the verifier approves or rejects
-//                    (<approve>/<reject>); a rejection starts the next round with the verdict as
+//                    (its turn ends at <approve>/<reject>); a rejection starts the next round with the verdict as
 //                    {feedback}, up to workflow.max_rounds. The team's answer is the approved one,
-//                    else the last one.
+//                    else the first one (a rejection can only replace an answer with an
+//                    approved one).
 //   solver_selector  the solver writes two candidates (two turns of one transcript, the second
-//                    seeing the first); the selector answers "a" or "b"; the team's answer is the
-//                    picked candidate (none for any other output).
+//                    seeing the first); the selector ends its turn with "a" or "b" before
+//                    </answer>; the team's answer is the picked candidate (none for any other
+//                    output).
 //
 // Rewards per role (workflow.rewards): team_correct (the team's answer is right), own_correct
 // (the solver's own answers: its last one, or the mean over its candidates), verdict_correct
@@ -47,14 +49,19 @@ std::vector<TeamEpisode> runTeamEpisodes(const WorkflowSection& workflow, const 
 
 // A supervised example of one role's first turn (warm-start SFT and its evaluation): the
 // tokens the role sees before its turn and the text a perfect role writes. Verifier examples
-// show a right or a wrong solution with equal odds; selector examples one right and one wrong
-// candidate in random order. Deterministic in (problem_id, rng state).
+// show a right or a wrong solution (off by 1–10) with equal odds; selector examples one right
+// and one wrong candidate in random order. A judging role works the answer out before it
+// decides: "46<reject>", "46b</answer>". Deterministic in (problem_id, rng state).
 struct RoleExample {
   Episode prompt;         // <bos> + rendered contexts (+ earlier own turns), mask 0
   std::string reference;  // the reference output, stop tag included ("46</answer>", "<reject>", "b</answer>")
 };
 RoleExample roleExample(const WorkflowSection& workflow, std::size_t role, const Tokenizer& tokenizer,
                         const EnvironmentOptions& env_options, std::uint64_t problem_id, std::mt19937_64& rng);
+// Whether a role's output makes the reference's decision: the verifier's verdict, the
+// selector's pick, the solver's exact answer.
+bool sameDecision(const WorkflowSection& workflow, std::size_t role, const std::string& output,
+                  const std::string& reference);
 // prompt + reference tokens (mask 1): a trainable SFT episode.
 Episode roleReferenceEpisode(const RoleExample& example, const Tokenizer& tokenizer);
 
