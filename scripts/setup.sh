@@ -18,6 +18,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libzstd-dev libxxhash-dev
+  python3   # the CLI test checks `astraflow trace --format json` against summary.json with it
 )
 
 missing=()

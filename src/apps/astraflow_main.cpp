@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
   std::string trace_path;
   auto* trace = app.add_subcommand("trace", "print per-role tables of a run's trace.h5 (and summary.json)");
   trace->add_option("run", trace_path, "run folder, or a trace.h5 file")->required();
+  std::string trace_format = "text";
+  trace->add_option("--format", trace_format, "text tables (default) or one JSON document")
+      ->check(CLI::IsMember({"text", "json"}));
 
   auto* sft = app.add_subcommand("sft", "warm start: supervised training on the environment's reference solutions");
   sft->add_option("config", config_path, "YAML config")->required();
@@ -115,7 +118,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (*trace) return astraflow::traceCommand(trace_path);
+  if (*trace) return astraflow::traceCommand(trace_path, trace_format);
 
   // run: the config is checked before any MPI work, on every rank alike.
   astraflow::Config cfg;

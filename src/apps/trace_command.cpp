@@ -141,7 +141,7 @@ void printSummary(const std::string& path, const std::vector<std::pair<std::stri
 
 }  // namespace
 
-int traceCommand(const std::string& run_or_trace) {
+int traceCommand(const std::string& run_or_trace, const std::string& format) {
   const std::string trace_path = io::traceFileOf(run_or_trace);
   io::TraceReport report;
   try {
@@ -164,6 +164,10 @@ int traceCommand(const std::string& run_or_trace) {
     }
   }
 
+  if (format == "json") {
+    std::printf("%s\n", traceReportJson(report, trace_path, summary ? summary_path : std::string()).c_str());
+    return 0;
+  }
   std::printf("trace %s: %zu events, wall %.3f s (%.3f .. %.3f)\n", trace_path.c_str(), report.events, report.wall_s,
               report.t_first, report.t_last);
   printTrainers(report);

@@ -117,6 +117,30 @@ for osc in sm ucx; do
 done
 expect_rc 0 trace_tables -- "$bin" trace "$work/job"
 for heading in trainer rollout staleness dataflow; do expect_text trace_tables out "$heading"; done
+# The same figures as JSON agree with the run's own books (summary.json, embedded).
+expect_rc 0 trace_json -- "$bin" trace --format json "$work/job"
+python3 - "$work/trace_json.out" 2>"$work/trace_json_check.err" <<'PY' ||
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r["summary"]
+if s is None:
+    sys.exit("no summary embedded")
+trained = s["consumed"] + s["replayed"]
+checks = [
+    ("trainer trajectories", sum(t["trajectories"] for t in r["trainers"]), trained),
+    ("trajectories served", r["dataflow"]["trajectories_served"], trained),
+    ("staleness histogram total", r["staleness"]["trajectories"], trained),
+    ("last published version", r["dataflow"]["last_published_version"], s["versions"]),
+    ("trainer last version", max(t["last_version"] for t in r["trainers"]), s["versions"]),
+    ("rollout trajectories", sum(x["trajectories"] for x in r["rollouts"]), s["produced"]),
+    ("trainer ranks", len(r["trainers"]), sum(1 for x in s["ranks"] if x["role"] == "trainer")),
+]
+bad = [f"{what}: trace {a}, summary {b}" for what, a, b in checks if a != b]
+if bad:
+    sys.exit("; ".join(bad))
+PY
+  fail "trace --format json disagrees with summary.json: $(cat "$work/trace_json_check.err")"
+expect_rc nonzero trace_json_bad_format -- "$bin" trace --format xml "$work/job"
 expect_rc nonzero trace_missing -- "$bin" trace "$work/nope"
 expect_text trace_missing err "nope"
 
