@@ -140,7 +140,9 @@ void DataflowRank::route(Trajectory t) {
     round.version_low = std::min(round.version_low, t.weight_version_min);
     round.version_high = std::max(round.version_high, t.weight_version_max);
     if (round.done()) {
-      w_.event("eval", round.t_start, round.version_high, 0, round.expected);
+      // bytes: the problems solved (the round's summed 0/1 rewards), so accuracy = bytes / count.
+      w_.event("eval", round.t_start, round.version_high, static_cast<std::uint64_t>(std::llround(round.correct)),
+               round.expected);
       std::string roles;  // each role's own mean reward, for a team
       for (const auto& [role, sum] : round.role_reward) {
         roles += fmt::format("{}{} {:.3f}", roles.empty() ? "; " : ", ", role, sum / static_cast<double>(round.expected));

@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""Plots of one astraflow run folder, from its HDF5 files alone (docs/analysis.md).
+
+    profiling/plot_run.py RUN_DIR [OUT_DIR] [--window START:END]
+                                   (OUT_DIR defaults to RUN_DIR/plots; the timeline shows
+                                    START..END seconds, default the 10 s around mid-run)
+
+Reads RUN_DIR/trace.h5 and RUN_DIR/trajectories.h5 (and summary.json when present) with
+Debian's python3-h5py and python3-matplotlib (profiling/plot_run.sh installs them) and writes:
+
+  timeline.png     per-rank Gantt of generate / wait / train / weight-pull / publish events
+  accuracy.png     mean training reward per version (trajectories.h5) and held-out eval
+                   accuracy per evaluation round (trace `eval` events: solved / problems)
+  wait.png         each trainer's wait fraction per version (batch_wait vs train_step)
+  staleness.png    histogram of the staleness of consumed trajectories
+  weights.png      bytes per weight pull and per publish, when the trace has them
+
+A missing or unreadable trace.h5 or trajectories.h5 stops with one line naming the file.
+"""
+import json
+import os
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def fail(message):
+    print(f"plot_run: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def open_h5(path, fmt):
+    import h5py
+
+    if not os.path.exists(path):
+        fail(f"{path}: no such file")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        fail(f"{path}: not a readable HDF5 file ({e})")
+    if f.attrs.get("format", b"") not in (fmt, fmt.encode()):
+        fail(f"{path}: not an astraflow {fmt.split('-')[-1]} file")
+    return f
+
+
+def load_events(run):
+    f = open_h5(os.path.join(run, "trace.h5"), "astraflow-trace")
+    try:
+        ev = f["events"][:]
+    except Exception as e:  # truncated datasets raise here
+        fail(f"{os.path.join(run, 'trace.h5')}: events unreadable ({e})")
+    out = []
+    for r in ev:
+        out.append(
+            {
+                "rank": int(r["rank"]),
+                "role": r["role"].decode(),
+                "kind": r["kind"].decode(),
+                "t0": float(r["t_start"]),
+                "t1": float(r["t_end"]),
+                "version": int(r["version"]),
+                "bytes": int(r["bytes"]),
+                "count": int(r["count"]),
+            }
+        )
+    return out
+
+
+COLORS = {
+    "generate": "#4c72b0",
+    "eval_generate": "#8172b3",
+    "task_wait": "#dddddd",
+    "batch_wait": "#dd8452",
+    "train_step": "#55a868",
+    "weight_pull": "#c44e52",
+    "weight_stage": "#937860",
+    "publish": "#da8bc3",
+    "serve_batch": "#8c8c8c",
+}
+
+
+def plot_timeline(events, out, window):
+    if window is None:
+        mid = (min(e["t0"] for e in events) + max(e["t1"] for e in events)) / 2
+        window = (mid - 5, mid + 5)
+    events = [e for e in events if e["t1"] >= window[0] and e["t0"] <= window[1]]
+    ranks = sorted({e["rank"] for e in events})
+    labels = {}
+    fig, ax = plt.subplots(figsize=(11, 0.5 + 0.45 * len(ranks)))
+    for kind, color in COLORS.items():
+        bars = defaultdict(list)
+        for e in events:
+            if e["kind"] == kind:
+                bars[e["rank"]].append((e["t0"], max(e["t1"] - e["t0"], 1e-3)))
+                labels[e["rank"]] = e["role"]
+        for rank, spans in bars.items():
+            ax.broken_barh(spans, (rank - 0.4, 0.8), facecolors=color, label=kind if rank == min(bars) else None)
+    ax.set_yticks(ranks)
+    ax.set_yticklabels([f"{r} {labels.get(r, '')}" for r in ranks])
+    ax.invert_yaxis()
+    ax.set_xlim(*window)
+    ax.set_xlabel("seconds since the run started")
+    ax.set_title(f"per-rank timeline, {window[0]:.1f}–{window[1]:.1f} s")
+    ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "timeline.png"), dpi=90)
+    plt.close(fig)
+
+
+def plot_accuracy(run, events, out):
+    t = open_h5(os.path.join(run, "trajectories.h5"), "astraflow-trajectories")
+    reward = t["reward"][:]
+    version = t["weight_version_min"][:]
+    sums, counts = defaultdict(float), defaultdict(int)
+    for v, r in zip(version, reward):
+        if r == r:  # NaN: no reward
+            sums[int(v)] += float(r)
+            counts[int(v)] += 1
+    vs = sorted(sums)
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(vs, [sums[v] / counts[v] for v in vs], lw=1, label="mean training reward (by generating version)")
+    rounds = sorted((e["version"], e["bytes"] / e["count"]) for e in events if e["kind"] == "eval" and e["count"])
+    if rounds and all(a == 0 for _, a in rounds):
+        rounds = []  # a trace written before eval events carried the solved count
+    if rounds:
+        ax.plot([v for v, _ in rounds], [a for _, a in rounds], "o-", label="held-out greedy accuracy")
+    ax.set_xlabel("weight version")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    ax.set_title("reward and evaluation accuracy")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "accuracy.png"), dpi=90)
+    plt.close(fig)
+
+
+def plot_wait(events, out):
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    trainers = sorted({e["rank"] for e in events if e["role"] == "trainer"})
+    for rank in trainers:
+        wait, step = defaultdict(float), defaultdict(float)
+        for e in events:
+            if e["rank"] != rank:
+                continue
+            if e["kind"] == "batch_wait":
+                wait[e["version"]] += e["t1"] - e["t0"]
+            elif e["kind"] == "train_step":
+                step[e["version"] - 1] += e["t1"] - e["t0"]  # the step from version v-1 to v
+        vs = sorted(set(wait) & set(step))
+        ax.plot(vs, [wait[v] / max(wait[v] + step[v], 1e-9) for v in vs], lw=1, label=f"trainer rank {rank}")
+    ax.set_xlabel("trainer version")
+    ax.set_ylabel("wait fraction")
+    ax.set_ylim(0, 1)
+    ax.legend()
+    ax.set_title("trainer wait fraction per version")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "wait.png"), dpi=90)
+    plt.close(fig)
+
+
+def plot_staleness(events, out):
+    hist = defaultdict(int)
+    for e in events:
+        if e["kind"] == "batch_staleness":
+            hist[e["version"]] += e["count"]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ks = sorted(hist)
+    ax.bar(ks, [hist[k] for k in ks])
+    ax.set_xlabel("staleness (trainer version − generating version)")
+    ax.set_ylabel("consumed trajectories")
+    ax.set_title("staleness of consumed data")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "staleness.png"), dpi=90)
+    plt.close(fig)
+
+
+def plot_weights(events, out):
+    pulls = [(e["version"], e["bytes"]) for e in events if e["kind"] == "weight_pull" and e["bytes"]]
+    stages = [(e["version"], e["bytes"]) for e in events if e["kind"] == "weight_stage" and e["bytes"]]
+    if not pulls and not stages:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    if stages:
+        ax.plot(*zip(*sorted(stages)), ".", ms=3, label="staged by the trainer (bytes)")
+    if pulls:
+        ax.plot(*zip(*sorted(pulls)), ".", ms=3, label="pulled by a rollout rank (bytes)")
+    ax.set_xlabel("weight version")
+    ax.set_ylabel("bytes")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    ax.set_title("weight bytes per version (full versions; deltas when the run uses them)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "weights.png"), dpi=90)
+    plt.close(fig)
+    return True
+
+
+def main():
+    args = sys.argv[1:]
+    window = None
+    if "--window" in args:
+        i = args.index("--window")
+        try:
+            window = tuple(float(x) for x in args[i + 1].split(":"))
+            assert len(window) == 2 and window[0] < window[1]
+        except (IndexError, ValueError, AssertionError):
+            fail("--window wants START:END in seconds, START < END")
+        del args[i : i + 2]
+    if not args:
+        fail("usage: plot_run.py RUN_DIR [OUT_DIR] [--window START:END]")
+    run = args[0]
+    out = args[1] if len(args) > 1 else os.path.join(run, "plots")
+    os.makedirs(out, exist_ok=True)
+    events = load_events(run)
+    if not events:
+        fail(f"{os.path.join(run, 'trace.h5')}: no events")
+    plot_timeline(events, out, window)
+    plot_accuracy(run, events, out)
+    plot_wait(events, out)
+    plot_staleness(events, out)
+    written = ["timeline.png", "accuracy.png", "wait.png", "staleness.png"]
+    if plot_weights(events, out):
+        written.append("weights.png")
+    summary = os.path.join(run, "summary.json")
+    if os.path.exists(summary):
+        s = json.load(open(summary))
+        print(f"plot_run: {run}: {s.get('versions')} versions, eval {s.get('eval_accuracy_start')} → "
+              f"{s.get('eval_accuracy_end')}")
+    print(f"plot_run: wrote {', '.join(written)} to {out}")
+
+
+if __name__ == "__main__":
+    main()
