@@ -151,6 +151,15 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   std::vector<std::string> policies;
   for (const auto& g : map.trainerGroups()) policies.push_back(g.policy);
   std::int64_t resume_version = -1;
+  if (resume && cfg.workflow.multiAgent()) {
+    // Each policy's trainer checkpoints at its own pace while the dataflow checkpoint follows
+    // the first role's versions, so a resumed team's books would not balance (measured: a
+    // verifier trained 48 trajectories, its books said 40). Refused until checkpoints are taken
+    // at a version every policy has reached.
+    throw ConfigError(fmt::format("--resume {}: resuming a multi-policy run (workflow {}) is not supported yet "
+                                  "(docs/multi-policy.md); start a new run",
+                                  run_dir.string(), cfg.workflow.kind));
+  }
   if (resume) {
     if (is_df) resume_version = newestCheckpoint(run_dir, policies);
     ASTRA_MPI_CHECK(MPI_Bcast(&resume_version, 1, MPI_INT64_T, df_rank, world.raw()));

@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 
+#include "astraflow/core/error.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
 #include "runtime_test_util.hpp"
@@ -129,6 +130,20 @@ TEST(MultiPolicy, SyncTeamTrainsBothPoliciesOnCurrentData) {
     EXPECT_EQ(num(t, "final_version"), 2);
   }
   fs::remove_all(dir);
+}
+
+TEST(MultiPolicy, ResumeOfATeamRunIsRefusedWithAMessage) {
+  const auto dir = sharedRunDir("team_resume");
+  runJob(teamConfig(dir, ", versions: 2, checkpoint_every: 2"));
+  try {
+    runJob(teamConfig(dir, ", versions: 4, checkpoint_every: 2"), dir);
+    ADD_FAILURE() << "a multi-policy resume ran";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("resuming a multi-policy run (workflow solver_verifier) is not supported"),
+              std::string::npos)
+        << e.what();
+  }
+  if (worldRank() == 0) fs::remove_all(dir);
 }
 
 }  // namespace
