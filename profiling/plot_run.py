@@ -70,6 +70,12 @@ def load_events(run):
     return out
 
 
+def save(fig, out, name):
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=90)
+    plt.close(fig)
+
+
 COLORS = {
     "generate": "#4c72b0",
     "eval_generate": "#8172b3",
@@ -106,9 +112,7 @@ def plot_timeline(events, out, window):
     ax.set_xlabel("seconds since the run started")
     ax.set_title(f"per-rank timeline, {window[0]:.1f}–{window[1]:.1f} s")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "timeline.png"), dpi=90)
-    plt.close(fig)
+    save(fig, out, "timeline.png")
 
 
 def plot_accuracy(run, events, out):
@@ -132,9 +136,7 @@ def plot_accuracy(run, events, out):
     ax.set_ylim(0, 1)
     ax.legend()
     ax.set_title("reward and evaluation accuracy")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "accuracy.png"), dpi=90)
-    plt.close(fig)
+    save(fig, out, "accuracy.png")
 
 
 def plot_wait(events, out):
@@ -156,9 +158,7 @@ def plot_wait(events, out):
     ax.set_ylim(0, 1)
     ax.legend()
     ax.set_title("trainer wait fraction per version")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "wait.png"), dpi=90)
-    plt.close(fig)
+    save(fig, out, "wait.png")
 
 
 def plot_staleness(events, out):
@@ -172,9 +172,7 @@ def plot_staleness(events, out):
     ax.set_xlabel("staleness (trainer version − generating version)")
     ax.set_ylabel("consumed trajectories")
     ax.set_title("staleness of consumed data")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "staleness.png"), dpi=90)
-    plt.close(fig)
+    save(fig, out, "staleness.png")
 
 
 def plot_weights(events, out):
@@ -192,9 +190,7 @@ def plot_weights(events, out):
     ax.set_ylim(bottom=0)
     ax.legend()
     ax.set_title("weight bytes per version (full versions; deltas when the run uses them)")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "weights.png"), dpi=90)
-    plt.close(fig)
+    save(fig, out, "weights.png")
     return True
 
 

@@ -57,6 +57,14 @@ struct PolicyState {
   std::vector<double> served_at, published_at;  // per version (dataflow-side wait estimate)
 };
 
+// Policies admitted together: tasks go through the carrier's outbox and pools, and each task
+// yields one trajectory for every member. Alone, a policy is its own unit; a multi-agent team
+// is one unit carried by its first role's policy.
+struct AdmissionUnit {
+  std::size_t carrier = 0;
+  std::vector<std::size_t> members;
+};
+
 class DataflowRank {
  public:
   explicit DataflowRank(RunWiring& w);
@@ -68,7 +76,7 @@ class DataflowRank {
   void route(Trajectory t);
   bool serve();
   bool admit();
-  bool admitTeam();
+  bool admitUnit(const AdmissionUnit& unit);
   bool flushOutbox();
   void startEval(std::int64_t min_version);
   bool finished(PolicyState& p) const;
@@ -94,6 +102,7 @@ class DataflowRank {
   // Evaluation task id → (round, trajectories still expected: one per workflow role).
   std::map<std::uint64_t, std::pair<std::size_t, std::size_t>> eval_tasks_;
   std::size_t lead_ = 0;  // the policy whose outbox and pools carry tasks of a multi-agent team
+  std::vector<AdmissionUnit> units_;
   std::vector<EvalRound> eval_rounds_;
   std::uint64_t next_problem_ = 0, next_task_id_ = 0, next_group_id_ = 0;
   std::uint64_t malformed_ = 0, unroutable_ = 0, rollout_ended_ = 0;

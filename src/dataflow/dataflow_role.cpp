@@ -65,6 +65,13 @@ DataflowRank::DataflowRank(RunWiring& w)
       }
     }
   }
+  if (cfg_.workflow.multiAgent()) {
+    AdmissionUnit team{lead_, {}};
+    for (std::size_t i = 0; i < policies_.size(); ++i) team.members.push_back(i);
+    units_.push_back(std::move(team));
+  } else {
+    for (std::size_t i = 0; i < policies_.size(); ++i) units_.push_back({i, {i}});
+  }
   const auto path = (w.run_dir / "trajectories.h5").string();
   trajectories_ = w.resume ? std::make_unique<io::TrajectoryWriter>(io::TrajectoryWriter::openForAppend(path))
                            : std::make_unique<io::TrajectoryWriter>(path);
@@ -220,97 +227,67 @@ bool DataflowRank::serve() {
 
 bool DataflowRank::admit() {
   if (stop_admitting_) return false;
-  if (cfg_.workflow.multiAgent()) return admitTeam();
   bool did = false;
-  const int group_size = cfg_.rollout.group_size;
-  for (auto& p : policies_) {
-    if (p.published < 0) continue;  // no weights yet: nothing could be generated
-    std::int64_t groups = 0;
-    std::map<std::string, std::string> meta;
-    if (cfg_.run.mode == "sync") {
-      // Colocated-synchronous baseline: one batch of rollouts with the current weights, only
-      // while the trainer is idle, then nothing until its next version is out.
-      const bool idle = p.published == p.next_batch && p.in_flight == 0 && !p.pending_batch;
-      if (idle && p.next_batch < p.target) {
-        groups = cfg_.trainer.groups_per_step - static_cast<std::int64_t>(p.assembler->readyGroups());
-        meta[kTaskMinVersionKey] = std::to_string(p.published);
-      }
-    } else {
-      const std::int64_t room = p.assembler->admissionRoom(std::max<std::int64_t>(p.published, 0), p.in_flight);
-      groups = room / group_size;
-      // Enough for the remaining versions only.
-      const std::int64_t needed = (p.target - p.next_batch) * p.assembler->batchTrajectories() -
-                                  p.in_flight - static_cast<std::int64_t>(p.assembler->buffered());
-      groups = std::min(groups, std::max<std::int64_t>(needed, 0) / group_size + (needed > 0 ? 1 : 0));
-    }
-    // Keep the outbox short: admission happens as task-ring space frees up, not all at once.
-    groups = std::min<std::int64_t>(groups, std::max<std::int64_t>(0, 2 * cfg_.trainer.groups_per_step -
-                                                                           static_cast<std::int64_t>(p.outbox.size()) /
-                                                                               group_size));
-    for (std::int64_t g = 0; g < groups; ++g) {
-      std::uint64_t problem = 0;
-      if (!nextAdmittedProblem(std::max<std::int64_t>(p.published, 0), problem)) break;
-      const std::uint64_t group = next_group_id_++;
-      for (int i = 0; i < group_size; ++i) {
-        Task t = makeTask(p.name, problem, group, static_cast<std::uint32_t>(i));
-        t.metadata = meta;
-        p.outbox.push_back(std::move(t));
-      }
-      p.in_flight += group_size;
-      did = true;
-    }
-  }
+  for (const auto& unit : units_) did |= admitUnit(unit);
   return did;
 }
 
-// A multi-agent team: every admitted group yields one group of trajectories for each policy,
-// so admission takes the tightest room of all policies and counts the tasks in flight for each.
-bool DataflowRank::admitTeam() {
+// Admits groups for one unit: the tightest room of its members under the capacity rule (each
+// task yields a group of trajectories for every member), enough for the member that needs the
+// most, and counts the tasks in flight for each member.
+bool DataflowRank::admitUnit(const AdmissionUnit& unit) {
   const int group_size = cfg_.rollout.group_size;
-  for (const auto& p : policies_) {
-    if (p.published < 0) return false;  // a role without weights could not answer
+  for (auto m : unit.members) {
+    if (policies_[m].published < 0) return false;  // no weights yet: nothing could be generated
   }
-  auto& lead = policies_[lead_];
+  auto& carrier = policies_[unit.carrier];
   std::int64_t groups = 0;
   std::map<std::string, std::string> meta;
   if (cfg_.run.mode == "sync") {
-    const bool idle = std::all_of(policies_.begin(), policies_.end(), [](const PolicyState& p) {
-      return p.published == p.next_batch && p.in_flight == 0 && !p.pending_batch;
-    });
-    const bool wanted = std::any_of(policies_.begin(), policies_.end(),
-                                    [](const PolicyState& p) { return p.next_batch < p.target; });
+    // Colocated-synchronous baseline: one batch of rollouts with the current weights, only
+    // while every member's trainer is idle, then nothing until their next versions are out.
+    bool idle = true, wanted = false;
+    std::int64_t ready = std::numeric_limits<std::int64_t>::max();
+    for (auto m : unit.members) {
+      const auto& p = policies_[m];
+      idle &= p.published == p.next_batch && p.in_flight == 0 && !p.pending_batch;
+      wanted |= p.next_batch < p.target;
+      ready = std::min(ready, static_cast<std::int64_t>(p.assembler->readyGroups()));
+    }
     if (idle && wanted) {
-      std::int64_t ready = std::numeric_limits<std::int64_t>::max();
-      for (const auto& p : policies_) ready = std::min(ready, static_cast<std::int64_t>(p.assembler->readyGroups()));
       groups = cfg_.trainer.groups_per_step - ready;
-      for (const auto& p : policies_) {
-        meta[&p == &lead ? std::string(kTaskMinVersionKey) : std::string(kTaskMinVersionKey) + "." + p.name] =
+      for (auto m : unit.members) {
+        const auto& p = policies_[m];
+        meta[m == unit.carrier ? std::string(kTaskMinVersionKey) : std::string(kTaskMinVersionKey) + "." + p.name] =
             std::to_string(p.published);
       }
     }
   } else {
     std::int64_t room = std::numeric_limits<std::int64_t>::max(), needed = 0;
-    for (const auto& p : policies_) {
+    for (auto m : unit.members) {
+      const auto& p = policies_[m];
       room = std::min(room, p.assembler->admissionRoom(p.published, p.in_flight));
+      // Enough for the remaining versions only.
       needed = std::max(needed, (p.target - p.next_batch) * p.assembler->batchTrajectories() - p.in_flight -
                                     static_cast<std::int64_t>(p.assembler->buffered()));
     }
     groups = std::min(room / group_size, needed / group_size + (needed > 0 ? 1 : 0));
   }
+  // Keep the outbox short: admission happens as task-ring space frees up, not all at once.
   groups = std::min<std::int64_t>(groups, std::max<std::int64_t>(0, 2 * cfg_.trainer.groups_per_step -
-                                                                         static_cast<std::int64_t>(lead.outbox.size()) /
+                                                                         static_cast<std::int64_t>(carrier.outbox.size()) /
                                                                              group_size));
   bool did = false;
   for (std::int64_t g = 0; g < groups; ++g) {
     std::uint64_t problem = 0;
-    if (!nextAdmittedProblem(lead.published, problem)) break;
+    if (!nextAdmittedProblem(carrier.published, problem)) break;
     const std::uint64_t group = next_group_id_++;
     for (int i = 0; i < group_size; ++i) {
-      Task t = makeTask(lead.name, problem, group, static_cast<std::uint32_t>(i));
+      Task t = makeTask(carrier.name, problem, group, static_cast<std::uint32_t>(i));
       t.metadata = meta;
-      lead.outbox.push_back(std::move(t));
+      carrier.outbox.push_back(std::move(t));
     }
-    for (auto& p : policies_) p.in_flight += group_size;
+    for (auto m : unit.members) policies_[m].in_flight += group_size;
     did = true;
   }
   return did;
@@ -415,21 +392,18 @@ RankReport DataflowRank::run() {
   stop_admitting_ = true;
   // Training tasks not yet handed out are dropped (reported); evaluation tasks stay queued.
   std::uint64_t unsent = 0;
-  for (auto& p : policies_) {
+  for (const auto& unit : units_) {
+    auto& carrier = policies_[unit.carrier];
     std::deque<Task> keep;
-    for (auto& t : p.outbox) {
+    for (auto& t : carrier.outbox) {
       if (eval_tasks_.count(t.task_id)) {
         keep.push_back(std::move(t));
       } else {
         ++unsent;
-        if (cfg_.workflow.multiAgent()) {
-          for (auto& q : policies_) --q.in_flight;  // a team task was in flight for every policy
-        } else {
-          --p.in_flight;
-        }
+        for (auto m : unit.members) --policies_[m].in_flight;  // it was in flight for every member
       }
     }
-    p.outbox = std::move(keep);
+    carrier.outbox = std::move(keep);
   }
   // Phase 2: the final evaluation, at the final weights.
   std::int64_t final_version = policies_.empty() ? 0 : policies_[lead_].published;
