@@ -19,13 +19,12 @@ target_link_libraries(astraflow_hdf5 INTERFACE PkgConfig::HDF5)
 # Kokkos (libtrilinos-kokkos-dev): the installed Kokkos::kokkos target lists
 # <prefix>/include, which does not hold Kokkos_Core.hpp (it lives in include/trilinos).
 # Point the target at the folder that does.
-find_package(Kokkos QUIET)
-if(TARGET Kokkos::kokkos)
-  find_path(ASTRAFLOW_KOKKOS_INCLUDE_DIR Kokkos_Core.hpp PATHS /usr/include/trilinos
-            PATH_SUFFIXES trilinos REQUIRED)
-  set_target_properties(Kokkos::kokkos PROPERTIES
-    INTERFACE_INCLUDE_DIRECTORIES "${ASTRAFLOW_KOKKOS_INCLUDE_DIR}")
-endif()
+# The weight-delta codec (src/weights/delta_codec.cpp) is written with it.
+find_package(Kokkos REQUIRED)
+find_path(ASTRAFLOW_KOKKOS_INCLUDE_DIR Kokkos_Core.hpp PATHS /usr/include/trilinos
+          PATH_SUFFIXES trilinos REQUIRED)
+set_target_properties(Kokkos::kokkos PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${ASTRAFLOW_KOKKOS_INCLUDE_DIR}")
 
 # LibTorch (libtorch-dev, CPU build). Only files that touch tensors include its headers.
 find_package(Torch REQUIRED)

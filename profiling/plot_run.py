@@ -178,18 +178,31 @@ def plot_staleness(events, out):
 def plot_weights(events, out):
     pulls = [(e["version"], e["bytes"]) for e in events if e["kind"] == "weight_pull" and e["bytes"]]
     stages = [(e["version"], e["bytes"]) for e in events if e["kind"] == "weight_stage" and e["bytes"]]
+    deltas = [(e["version"], e["bytes"], e["count"]) for e in events if e["kind"] == "delta"]
     if not pulls and not stages:
         return False
-    fig, ax = plt.subplots(figsize=(8, 3.5))
+    panels = 2 if deltas and stages else 1
+    fig, axes = plt.subplots(panels, 1, figsize=(8, 3.5 * panels), squeeze=False)
+    ax = axes[0][0]
     if stages:
-        ax.plot(*zip(*sorted(stages)), ".", ms=3, label="staged by the trainer (bytes)")
+        ax.plot(*zip(*sorted(stages)), ".", ms=3, label="full version staged by the trainer")
+    if deltas:
+        ax.plot([d[0] for d in deltas], [d[1] for d in deltas], ".", ms=3, label="its delta (encoded by the store)")
     if pulls:
-        ax.plot(*zip(*sorted(pulls)), ".", ms=3, label="pulled by a rollout rank (bytes)")
+        ax.plot(*zip(*sorted(pulls)), ".", ms=3, label="pulled by a rollout rank")
     ax.set_xlabel("weight version")
     ax.set_ylabel("bytes")
-    ax.set_ylim(bottom=0)
+    ax.set_yscale("log")
     ax.legend()
-    ax.set_title("weight bytes per version (full versions; deltas when the run uses them)")
+    ax.set_title("weight bytes per version")
+    if panels == 2:
+        words = max(b for _, b in stages) / 2.0  # the packed version is bf16 words
+        ax = axes[1][0]
+        ax.plot([d[0] for d in deltas], [100.0 * d[2] / words for d in deltas], ".", ms=3)
+        ax.set_xlabel("weight version")
+        ax.set_ylabel("changed bf16 elements (%)")
+        ax.set_ylim(bottom=0)
+        ax.set_title("delta density per version")
     save(fig, out, "weights.png")
     return True
 

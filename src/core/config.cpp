@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <limits>
@@ -23,6 +24,7 @@ const char* roleName(Role role) {
     case Role::Dataflow: return "dataflow";
     case Role::Trainer: return "trainer";
     case Role::Rollout: return "rollout";
+    case Role::Gateway: return "gateway";
   }
   return "?";
 }
@@ -31,6 +33,10 @@ int Config::layoutRanks() const {
   int n = 0;
   for (const auto& e : layout) n += e.ranks;
   return n;
+}
+
+bool Config::isGatewaySite() const {
+  return std::any_of(layout.begin(), layout.end(), [](const LayoutEntry& e) { return e.role == Role::Gateway; });
 }
 
 const PolicySection* Config::findPolicy(const std::string& name) const {
@@ -157,6 +163,46 @@ void parseEval(YamlReader r, EvalSection& e) {
   r.finish();
 }
 
+void parseWeights(YamlReader r, WeightsSection& w) {
+  w.mode = r.getChoice("mode", w.mode, {"full", "delta"});
+  w.full_sync_every = static_cast<int>(r.getInt("full_sync_every", w.full_sync_every, 1, 1 << 20, "versions"));
+  w.delta_log = static_cast<int>(r.getInt("delta_log", w.delta_log, 1, 64, "versions"));
+  w.compression = r.getChoice("compression", w.compression, {"none", "zstd"});
+  w.pull_every = static_cast<int>(r.getInt("pull_every", w.pull_every, 1, 1 << 20, "versions"));
+  r.finish();
+}
+
+void parseCrossSite(YamlReader r, Config& cfg) {
+  auto& c = cfg.cross_site;
+  c.listen = r.getString("listen", c.listen);
+  c.connect = r.getString("connect", c.connect);
+  c.site = r.getString("site", c.site);
+  if (!isIdentifier(c.site)) r.fail("site", "given '" + c.site + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
+  c.token = r.getString("token", c.token);
+  c.token_env = r.getString("token_env", c.token_env);
+  c.wait_for_sites = static_cast<int>(r.getInt("wait_for_sites", c.wait_for_sites, 0, 1024, "gateways"));
+  c.wait_seconds = r.getDouble("wait_seconds", c.wait_seconds, 0.0, 86400.0);
+  c.tasks_in_flight = static_cast<int>(r.getInt("tasks_in_flight", c.tasks_in_flight, 1, 1 << 20, "tasks"));
+  for (const auto& [key, value] : {std::pair{"listen", c.listen}, std::pair{"connect", c.connect}}) {
+    const auto colon = value.rfind(':');
+    if (!value.empty() && (colon == std::string::npos || colon == 0 || colon + 1 == value.size() ||
+                           value.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
+                           std::stoul(value.substr(colon + 1)) > 65535)) {
+      r.fail(key, "given '" + value + "'; allowed: host:port (port 0-65535)");
+    }
+  }
+  if (cfg.isGatewaySite() && c.connect.empty()) {
+    r.fail("connect", "missing; a layout with a gateway needs cross_site.connect: <home host>:<port>");
+  }
+  if (!cfg.isGatewaySite() && !c.connect.empty()) {
+    r.fail("connect", "set, but the layout has no gateway entry; allowed: only in a remote site's job");
+  }
+  if (cfg.isGatewaySite() && !c.listen.empty()) {
+    r.fail("listen", "set in a gateway site's job; allowed: only at the home site (its dataflow rank listens)");
+  }
+  r.finish();
+}
+
 void parseLocal(YamlReader r, LocalSection& l) {
   l.steps = static_cast<int>(r.getInt("steps", l.steps, 0, 1 << 24, "steps"));
   l.max_wall_seconds = r.getDouble("max_wall_seconds", l.max_wall_seconds, 0.0, 1e9);
@@ -276,18 +322,23 @@ static std::vector<LayoutEntry> parseLayout(YamlReader& top, const std::vector<P
 
   const auto nodes = top.requireSequence("layout");
   int dataflow_entries = 0;
+  bool gateway = false;
   std::map<std::string, int> trainer_line;
   std::map<std::string, int> served;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     YamlReader r(nodes[i], fmt::format("layout[{}]", i), source);
     LayoutEntry e;
     e.line = r.line();
-    const std::string role = r.requireChoice("role", {"dataflow", "trainer", "rollout"});
+    const std::string role = r.requireChoice("role", {"dataflow", "trainer", "rollout", "gateway"});
     e.ranks = static_cast<int>(r.getInt("ranks", 1, 1, 1 << 20, "ranks"));
-    if (role == "dataflow") {
-      e.role = Role::Dataflow;
-      if (++dataflow_entries > 1) r.fail("role", "a second dataflow entry; allowed: exactly one dataflow entry");
-      if (e.ranks != 1) r.fail("ranks", fmt::format("given {}; allowed: 1 (one dataflow rank per job)", e.ranks));
+    if (role == "dataflow" || role == "gateway") {
+      // A job has one hub: the dataflow rank (home) or a gateway (a remote site's job).
+      e.role = role == "dataflow" ? Role::Dataflow : Role::Gateway;
+      if (++dataflow_entries > 1) {
+        r.fail("role", "a second dataflow or gateway entry; allowed: exactly one of them per job");
+      }
+      if (e.ranks != 1) r.fail("ranks", fmt::format("given {}; allowed: 1 (one {} rank per job)", e.ranks, role));
+      gateway = e.role == Role::Gateway;
     } else if (role == "trainer") {
       e.role = Role::Trainer;
       e.policy = r.requireString("policy");
@@ -317,10 +368,16 @@ static std::vector<LayoutEntry> parseLayout(YamlReader& top, const std::vector<P
     out.push_back(std::move(e));
   }
   if (dataflow_entries == 0) {
-    top.fail("layout", "no dataflow entry; allowed: exactly one {role: dataflow, ranks: 1}");
+    top.fail("layout", "no dataflow entry; allowed: exactly one {role: dataflow, ranks: 1} (or, for a remote "
+                       "site's job, one {role: gateway, ranks: 1})");
+  }
+  if (gateway && !trainer_line.empty()) {
+    top.failAt(trainer_line.begin()->second, "layout",
+               "a trainer entry in a gateway site's layout; allowed: gateway and rollout entries only (the trainers "
+               "run at the home site)");
   }
   for (const auto& p : policies) {
-    if (!trainer_line.count(p.name)) {
+    if (!gateway && !trainer_line.count(p.name)) {
       top.failAt(p.line, "layout", fmt::format("policy '{}' has no trainer entry; every policy needs one "
                                                "{{role: trainer, policy: {}}}", p.name, p.name));
     }
@@ -400,6 +457,8 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   parseTrainer(top.child("trainer"), cfg.trainer);
   parseSft(top.child("sft"), cfg.sft);
   parseEval(top.child("eval"), cfg.eval);
+  parseWeights(top.child("weights"), cfg.weights);
+  parseCrossSite(top.child("cross_site"), cfg);
   parseLocal(top.child("local"), cfg.local);
   if (cfg.sft.checkpoint.empty()) cfg.sft.checkpoint = cfg.run.output_dir + "/sft.h5";
   top.finish();

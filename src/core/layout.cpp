@@ -12,6 +12,7 @@ std::string RankRole::label() const {
     case Role::Dataflow: return "dataflow";
     case Role::Trainer: return "trainer:" + policy;
     case Role::Rollout: return "rollout:" + pool_name;
+    case Role::Gateway: return "gateway";
   }
   return "?";
 }
@@ -33,7 +34,7 @@ RoleMap::RoleMap(const Config& config, int world_size) {
       pools_.push_back({entry.pool, entry.policies, {}});
       pool = &pools_.back();
     } else {
-      dataflow_rank_ = next;
+      dataflow_rank_ = next;  // the dataflow rank, or a remote site's gateway: the job's hub
     }
     for (int i = 0; i < entry.ranks; ++i, ++next) {
       RankRole r;
@@ -51,6 +52,11 @@ RoleMap::RoleMap(const Config& config, int world_size) {
       ranks_.push_back(std::move(r));
     }
   }
+  if (config.isGatewaySite()) {
+    // No trainers at a remote site: one rank-less group per policy gives its weight store (the
+    // gateway's mirror, read by the local pool) the same index as at home.
+    for (const auto& p : config.policies) trainer_groups_.push_back({p.name, {}});
+  }
 }
 
 static std::string rankList(const std::vector<int>& ranks) {
@@ -63,8 +69,10 @@ static std::string rankList(const std::vector<int>& ranks) {
 std::string RoleMap::describe() const {
   std::string out = fmt::format("role map ({} ranks)\n", ranks_.size());
   out += fmt::format("  {:<10} {:<10} {:<24} {}\n", "role", "ranks", "policy/pool", "world ranks");
-  out += fmt::format("  {:<10} {:<10} {:<24} {}\n", "dataflow", 1, "-", dataflow_rank_);
+  out += fmt::format("  {:<10} {:<10} {:<24} {}\n", ranks_.at(dataflow_rank_).role == Role::Gateway ? "gateway" : "dataflow",
+                     1, "-", dataflow_rank_);
   for (const auto& g : trainer_groups_) {
+    if (g.world_ranks.empty()) continue;
     out += fmt::format("  {:<10} {:<10} {:<24} {}\n", "trainer", g.world_ranks.size(), g.policy,
                        rankList(g.world_ranks));
   }

@@ -21,6 +21,7 @@
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
 #include "astraflow/rollout/environment.hpp"
+#include "dataflow/site_hub.hpp"
 
 namespace astraflow::dataflow_detail {
 
@@ -73,7 +74,9 @@ class DataflowRank {
  private:
   bool progressAndPublish();
   bool ingest();
+  void ingestRecord(std::span<const std::byte> record, const char* source, std::uint32_t pool_uid = 0);
   void route(Trajectory t);
+  void waitForSites();
   bool serve();
   bool admit();
   bool admitUnit(const AdmissionUnit& unit);
@@ -117,6 +120,7 @@ class DataflowRank {
   std::vector<std::uint64_t> prompt_order_;  // this epoch's order of the prompt pool
   std::uint64_t prompt_epoch_ = ~std::uint64_t{0};
   std::mt19937_64 curator_rng_;
+  std::unique_ptr<SiteHub> hub_;  // cross_site.listen: remote sites' gateways
 };
 
 }  // namespace astraflow::dataflow_detail

@@ -72,6 +72,11 @@ DataflowRank::DataflowRank(RunWiring& w)
   } else {
     for (std::size_t i = 0; i < policies_.size(); ++i) units_.push_back({i, {i}});
   }
+  if (!cfg_.cross_site.listen.empty()) {
+    std::vector<WeightStore*> stores;
+    for (const auto& p : policies_) stores.push_back(w_.weight_stores[p.group].get());
+    hub_ = std::make_unique<SiteHub>(cfg_, std::move(stores), policy_names_);
+  }
   const auto path = (w.run_dir / "trajectories.h5").string();
   trajectories_ = w.resume ? std::make_unique<io::TrajectoryWriter>(io::TrajectoryWriter::openForAppend(path))
                            : std::make_unique<io::TrajectoryWriter>(path);
@@ -91,7 +96,12 @@ bool DataflowRank::progressAndPublish() {
     if (v < 0) continue;
     did = true;
     p.published = v;
+    if (hub_) hub_->published(static_cast<std::size_t>(p.group), v);
     w_.event("publish", t, v, 0, static_cast<std::uint64_t>(p.group));  // count: the policy (trainer group index)
+    if (store.options().delta && store.lastDelta().target_version == v) {
+      // The delta this version was encoded as: bytes shipped per reader, and changed bf16 words.
+      w_.event("delta", t, v, store.lastDelta().bytes, store.lastDelta().changed);
+    }
     while (!p.unconfirmed.empty() && static_cast<std::int64_t>(p.unconfirmed.front().batch_id) < v) {
       p.unconfirmed.pop_front();
     }
@@ -113,20 +123,37 @@ bool DataflowRank::progressAndPublish() {
 
 bool DataflowRank::ingest() {
   bool did = false;
+  if (hub_) {
+    // Remote sites' trajectories take the same path as a local pool's ring records; the tasks a
+    // lost site held go back to the front of their outbox.
+    did |= hub_->progress([this](std::span<const std::byte> record,
+                                 std::uint32_t pool_uid) { ingestRecord(record, "remote site", pool_uid); },
+                          [this](Task t) {
+                            for (auto& p : policies_) {
+                              if (p.name == t.policy) p.outbox.push_front(std::move(t));
+                            }
+                          });
+  }
   for (std::size_t pool = 0; pool < w_.trajectory_rings.size(); ++pool) {
     auto& ring = w_.trajectory_rings[pool];
     if (!ring) continue;
     for (int i = 0; i < 256 && ring->tryPop(record_); ++i) {
       did = true;
-      auto decoded = decodeTrajectory(record_);
-      if (!decoded) {
-        if (malformed_++ < 5) spdlog::warn("pool {}: malformed trajectory record refused: {}", pool, decoded.error());
-        continue;
-      }
-      route(std::move(decoded).value());
+      ingestRecord(record_, w_.map.pools()[pool].name.c_str());
     }
   }
   return did;
+}
+
+void DataflowRank::ingestRecord(std::span<const std::byte> record, const char* source, std::uint32_t pool_uid) {
+  auto decoded = decodeTrajectory(record);
+  if (!decoded) {
+    if (malformed_++ < 5) spdlog::warn("{}: malformed trajectory record refused: {}", source, decoded.error());
+    return;
+  }
+  Trajectory t = std::move(decoded).value();
+  if (pool_uid >= kSitePoolUidBase) t.pool_uid = pool_uid;  // a remote site's: its pool index means nothing here
+  route(std::move(t));
 }
 
 void DataflowRank::route(Trajectory t) {
@@ -134,6 +161,7 @@ void DataflowRank::route(Trajectory t) {
     ++rollout_ended_;
     return;
   }
+  if (hub_) hub_->returned(t.task_id);
   if (auto it = eval_tasks_.find(t.task_id); it != eval_tasks_.end()) {
     auto& round = eval_rounds_[it->second.first];
     auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
@@ -325,12 +353,15 @@ bool DataflowRank::flushOutbox() {
     while (!p.outbox.empty()) {
       bool pushed = false;
       const auto bytes = encode(p.outbox.front());
-      for (std::size_t k = 0; k < p.pools.size() && !pushed; ++k) {
-        const int pool = p.pools[(p.next_pool + k) % p.pools.size()];
-        pushed = w_.task_rings[pool]->tryPush(bytes);
+      // Round robin over the local pools and, as one more slot, the remote sites (if any).
+      const std::size_t slots = p.pools.size() + (hub_ ? 1 : 0);
+      for (std::size_t k = 0; k < slots && !pushed; ++k) {
+        const std::size_t slot = (p.next_pool + k) % slots;
+        pushed = slot < p.pools.size() ? w_.task_rings[p.pools[slot]]->tryPush(bytes)
+                                       : hub_->tryPushTask(p.outbox.front(), bytes);
       }
       if (!pushed) break;
-      p.next_pool = (p.next_pool + 1) % p.pools.size();
+      p.next_pool = (p.next_pool + 1) % slots;
       p.outbox.pop_front();
       did = true;
     }
@@ -347,6 +378,7 @@ void DataflowRank::endStreams() {
     end.policy = p.name;
     w_.batch_rings[p.group]->push(encode(end));
   }
+  if (hub_) hub_->endStreams();  // each gateway ends its own pool's streams
   Task end;
   end.kind = kEndOfStreamKind;
   const auto bytes = encode(end);
@@ -363,11 +395,33 @@ void DataflowRank::endStreams() {
   }
 }
 
+// cross_site.wait_for_sites gateways before the first task (bounded by wait_seconds), so that a
+// short home run does not end before its remote sites joined.
+void DataflowRank::waitForSites() {
+  const int wanted = cfg_.cross_site.wait_for_sites;
+  if (wanted <= 0) return;
+  Backoff backoff(2000us);
+  const double until = w_.segmentSeconds() + cfg_.cross_site.wait_seconds;
+  while (hub_->openSites() < static_cast<std::size_t>(wanted)) {
+    if (w_.segmentSeconds() > until) {
+      spdlog::warn("cross-site: {} of {} site(s) joined within {:.0f} s (cross_site.wait_seconds); starting anyway",
+                   hub_->openSites(), wanted, cfg_.cross_site.wait_seconds);
+      return;
+    }
+    if (progressAndPublish() | ingest()) {
+      backoff.reset();
+    } else {
+      backoff.wait();
+    }
+  }
+}
+
 RankReport DataflowRank::run() {
   Backoff backoff(1000us);
   if (cfg_.eval.problems > 0 && !w_.resume) startEval(0);
   std::size_t rollout_ranks = 0;
   for (const auto& pool : w_.map.pools()) rollout_ranks += pool.world_ranks.size();
+  if (hub_) waitForSites();
 
   // Phase 1: the run proper.
   bool wall_stop = false;
@@ -420,7 +474,9 @@ RankReport DataflowRank::run() {
   }
   // Phase 3: end every stream and take what rollout ranks still send.
   endStreams();
-  while (rollout_ended_ < rollout_ranks) {
+  // Local rollout ranks and those of every remote site that joined (a lost site's ranks count
+  // as ended: they will send nothing more).
+  while (rollout_ended_ + (hub_ ? hub_->lostRanks() : 0) < rollout_ranks + (hub_ ? hub_->rolloutRanks() : 0)) {
     if (progressAndPublish() | ingest()) {
       backoff.reset();
     } else {
@@ -477,6 +533,12 @@ RankReport DataflowRank::run() {
     r[k + "consumed"] = static_cast<double>(c.consumed);
     r[k + "replayed"] = static_cast<double>(c.replayed);
     r[k + "buffered"] = static_cast<double>(p.assembler->buffered());
+    const auto& ws = w_.weight_stores[p.group]->stats();
+    r[k + "weights_deltas_logged"] = static_cast<double>(ws.deltas_logged);
+    r[k + "weights_deltas_skipped"] = static_cast<double>(ws.deltas_skipped);
+    r[k + "weights_delta_bytes_logged"] = static_cast<double>(ws.delta_bytes_logged);
+    r[k + "weights_changed_elements"] = static_cast<double>(ws.changed_elements);
+    r[k + "weights_compared_elements"] = static_cast<double>(ws.elements);
   }
   for (const auto& role : cfg_.workflow.roles) {
     for (const auto& [key, round] : {std::pair{"start", eval_rounds_.empty() ? nullptr : &eval_rounds_.front()},
@@ -487,6 +549,7 @@ RankReport DataflowRank::run() {
     }
   }
   for (const auto& [key, value] : pluginCounters()) r[key] = value;
+  if (hub_) hub_->report(r);
   return r;
 }
 

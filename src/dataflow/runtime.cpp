@@ -50,6 +50,65 @@ std::vector<nlohmann::json> gatherReports(const Comm& world, int root, const nlo
   return out;
 }
 
+// Weight transfer per policy (docs/weights.md): what the store encoded, and what the rollout
+// ranks pulled against what full versions would have cost for the same pulls.
+nlohmann::json weightsSummary(const Config& cfg, const std::vector<nlohmann::json>& ranks, const nlohmann::json& df) {
+  nlohmann::json out = {{"mode", cfg.weights.mode}, {"compression", cfg.weights.compression}};
+  for (const auto& p : cfg.policies) {
+    const std::string k = "policy." + p.name + ".weights_";
+    auto dfNumber = [&](const char* key) { return df.value(k + key, 0.0); };
+    double pulls = 0, full = 0, deltas = 0, rejected = 0, bytes = 0, version_bytes = 0;
+    for (const auto& r : ranks) {
+      if (r["role"] != "rollout" || !r.contains("weight_pulls." + p.name)) continue;
+      pulls += r["weight_pulls." + p.name].get<double>();
+      full += r["weight_full_pulls." + p.name].get<double>();
+      deltas += r["weight_deltas_applied." + p.name].get<double>();
+      rejected += r["weight_deltas_rejected." + p.name].get<double>();
+      bytes += r["weight_bytes_pulled." + p.name].get<double>();
+      version_bytes = std::max(version_bytes, r["weight_version_bytes." + p.name].get<double>());
+    }
+    const double compared = dfNumber("compared_elements");
+    const double logged = dfNumber("deltas_logged");
+    out["policies"][p.name] = {
+        {"version_bytes", static_cast<std::int64_t>(version_bytes)},
+        {"deltas_logged", static_cast<std::int64_t>(logged)},
+        {"deltas_skipped", static_cast<std::int64_t>(dfNumber("deltas_skipped"))},
+        {"mean_density", compared > 0 ? dfNumber("changed_elements") / compared : 0.0},
+        {"mean_delta_bytes", logged > 0 ? dfNumber("delta_bytes_logged") / logged : 0.0},
+        {"rollout_pulls", static_cast<std::int64_t>(pulls)},
+        {"rollout_full_pulls", static_cast<std::int64_t>(full)},
+        {"rollout_deltas_applied", static_cast<std::int64_t>(deltas)},
+        {"rollout_deltas_rejected", static_cast<std::int64_t>(rejected)},
+        {"rollout_bytes_pulled", static_cast<std::int64_t>(bytes)},
+        {"rollout_bytes_if_full", static_cast<std::int64_t>(pulls * version_bytes)}};
+  }
+  return out;
+}
+
+// A gateway site's summary: its link home and what its pool did.
+nlohmann::json summarizeSite(const Config& cfg, const std::vector<nlohmann::json>& ranks) {
+  nlohmann::json s;
+  s["run"] = cfg.run.name;
+  s["site"] = cfg.cross_site.site;
+  s["home"] = cfg.cross_site.connect;
+  double tokens = 0, trajectories = 0;
+  for (const auto& r : ranks) {
+    if (r["role"] == "gateway") {
+      for (const auto& [key, value] : r.items()) {
+        if (key != "rank" && key != "role" && key != "label") s["gateway"][key] = value;
+      }
+    } else if (r["role"] == "rollout") {
+      tokens += r["generated_tokens"].get<double>();
+      trajectories += r["pushed"].get<double>();
+    }
+  }
+  s["rollout_trajectories"] = static_cast<std::int64_t>(trajectories);
+  s["rollout_tokens"] = static_cast<std::int64_t>(tokens);
+  s["weights"] = weightsSummary(cfg, ranks, nlohmann::json::object());
+  s["ranks"] = ranks;
+  return s;
+}
+
 nlohmann::json summarize(const Config& cfg, const std::vector<nlohmann::json>& ranks, std::int64_t resumed_from) {
   nlohmann::json s;
   const nlohmann::json* df = nullptr;
@@ -119,6 +178,22 @@ nlohmann::json summarize(const Config& cfg, const std::vector<nlohmann::json>& r
     policies[p.name] = entry;
   }
   s["policies"] = policies;
+  s["weights"] = weightsSummary(cfg, ranks, *df);
+  if (!cfg.cross_site.listen.empty()) {
+    // "site.<name>.<counter>" → sites.<name>.<counter>
+    nlohmann::json sites = nlohmann::json::object();
+    for (const auto& [key, value] : df->items()) {
+      if (key.rfind("site.", 0) != 0) continue;
+      const auto last_dot = key.rfind('.');
+      sites[key.substr(5, last_dot - 5)][key.substr(last_dot + 1)] = static_cast<std::int64_t>(value.get<double>());
+    }
+    s["cross_site"] = {{"sites", sites},
+                       {"joined", static_cast<std::int64_t>(df->value("sites_joined", 0.0))},
+                       {"lost", static_cast<std::int64_t>(df->value("sites_lost", 0.0))},
+                       {"refused", static_cast<std::int64_t>(df->value("sites_refused", 0.0))},
+                       {"malformed", static_cast<std::int64_t>(df->value("sites_malformed", 0.0))},
+                       {"tasks_reissued", static_cast<std::int64_t>(df->value("site_tasks_reissued", 0.0))}};
+  }
   s["workflow"] = cfg.workflow.kind;
   if (cfg.workflow.multiAgent()) {
     // The team's held-out accuracy is the evaluation's; each role's own eval reward beside it.
@@ -160,6 +235,11 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
                                   "(docs/multi-policy.md); start a new run",
                                   run_dir.string(), cfg.workflow.kind));
   }
+  if (resume && cfg.isGatewaySite()) {
+    throw ConfigError(fmt::format("--resume {}: a gateway site keeps no checkpoints (its home job does); start it "
+                                  "anew, it reconnects and pulls the current weights",
+                                  run_dir.string()));
+  }
   if (resume) {
     if (is_df) resume_version = newestCheckpoint(run_dir, policies);
     ASTRA_MPI_CHECK(MPI_Bcast(&resume_version, 1, MPI_INT64_T, df_rank, world.raw()));
@@ -195,17 +275,20 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   }
   for (std::size_t g = 0; g < map.trainerGroups().size(); ++g) {
     const auto& group = map.trainerGroups()[g];
-    if (comms.trainer_links[g].valid()) {
+    if (comms.trainer_links[g].valid() && !group.world_ranks.empty()) {
       w.batch_rings.push_back(std::make_unique<RmaRing>(comms.trainer_links[g], 0, geometryOf(cfg.dataflow.batch_ring),
                                                         RmaRing::Consumer::Remote, "batch_ring:" + group.policy));
     } else {
       w.batch_rings.emplace_back();
     }
     if (comms.weight_links[g].valid()) {
-      // The first trainer rank measures a version; everyone learns the store's size.
-      std::uint64_t bytes = me == group.world_ranks.front() ? weightVersionBytes(cfg, group.policy) : 0;
+      // The first trainer rank (at a gateway site: the gateway) measures a version; everyone
+      // learns the store's size.
+      const int measurer = group.world_ranks.empty() ? df_rank : group.world_ranks.front();
+      std::uint64_t bytes = me == measurer ? weightVersionBytes(cfg, group.policy) : 0;
       ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_MAX, comms.weight_links[g].raw()));
-      w.weight_stores.push_back(std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy));
+      w.weight_stores.push_back(
+          std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy, weightStoreOptions(cfg.weights)));
     } else {
       w.weight_stores.emplace_back();
     }
@@ -229,6 +312,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
       case Role::Dataflow: report = runDataflowRole(w); break;
       case Role::Rollout: report = runRolloutRole(w); break;
       case Role::Trainer: report = runTrainerRole(w); break;
+      case Role::Gateway: report = runGatewayRole(w); break;
     }
     w.trace = nullptr;
   }
@@ -240,7 +324,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   const auto reports = gatherReports(world, df_rank, mine);
   RunOutcome outcome;
   if (is_df) {
-    const auto summary = summarize(cfg, reports, resume_version);
+    const auto summary = cfg.isGatewaySite() ? summarizeSite(cfg, reports) : summarize(cfg, reports, resume_version);
     outcome.reporting_rank = true;
     outcome.summary_json = summary.dump();
     std::ofstream(run_dir / "summary.json") << summary.dump(2) << "\n";

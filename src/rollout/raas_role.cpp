@@ -29,6 +29,8 @@ struct ServedPolicy {
   WeightStore* store = nullptr;
   PolicyModel model{nullptr};
   std::unique_ptr<GenerationEngine> engine;
+  int group = 0;          // index of its trainer group and weight store
+  WeightReplica replica;  // the bf16 weights as pulled (deltas apply to it in place)
   std::int64_t version = -1;
   std::uint64_t pulls = 0;
 };
@@ -43,7 +45,8 @@ class RolloutRank {
     for (const auto& name : w.role().policies) {
       ServedPolicy p;
       p.name = name;
-      p.store = w.weight_stores.at(w.policyIndex(name)).get();
+      p.group = w.policyIndex(name);
+      p.store = w.weight_stores.at(p.group).get();
       p.model = buildPolicyModel(w.cfg, *tokenizer_, name);
       p.model->eval();
       p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId());
@@ -55,7 +58,9 @@ class RolloutRank {
 
  private:
   ServedPolicy& served(const std::string& policy);
-  bool refreshWeights();
+  // Pulls each policy the store is at least `weights.pull_every` versions ahead on (any newer
+  // version when `force`, i.e. a task needs it).
+  bool refreshWeights(bool force = false);
   void waitForVersions(const std::vector<Task>& tasks);
   void runTasks(const std::vector<Task>& tasks, bool eval);
   void runSingle(const std::vector<Task>& tasks, ServedPolicy& p, const SamplingOptions& sampling, bool eval);
@@ -68,7 +73,7 @@ class RolloutRank {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<ServedPolicy> served_;
   at::Generator generator_;
-  std::vector<std::byte> blob_, record_;
+  std::vector<std::byte> record_;
   // Report.
   std::uint64_t pushed_ = 0, eval_pushed_ = 0, oversize_ = 0, malformed_ = 0, tokens_ = 0;
   double generate_seconds_ = 0, wait_seconds_ = 0, pull_seconds_ = 0;
@@ -81,19 +86,23 @@ ServedPolicy& RolloutRank::served(const std::string& policy) {
   throw Error(fmt::format("rollout rank {} got a task for policy '{}', which its pool does not serve", w_.rank(), policy));
 }
 
-// Each policy refreshes on its own: a newer version of one never waits for the others.
-bool RolloutRank::refreshWeights() {
+// Each policy refreshes on its own: a newer version of one never waits for the others. A pull
+// happens here, between batches of episodes, when this rank chooses (request-based, §8).
+bool RolloutRank::refreshWeights(bool force) {
   bool pulled = false;
   for (auto& p : served_) {
-    if (p.store->publishedVersion() <= p.version) continue;
+    const std::int64_t published = p.store->publishedVersion();
+    if (published <= p.version) continue;
+    if (!force && p.version >= 0 && published - p.version < w_.cfg.weights.pull_every) continue;
     const double t = w_.now();
-    const std::int64_t v = p.store->pull(blob_);
-    if (v <= p.version) continue;
-    unpackWeights(blob_, *p.model);
-    p.version = v;
+    const PullResult r = p.store->pull(p.replica);
+    if (!r.moved) continue;
+    unpackWeights(p.replica.blob, *p.model);
+    p.version = r.version;
     ++p.pulls;
     pull_seconds_ += w_.now() - t;
-    w_.event("weight_pull", t, v, blob_.size(), 1);
+    // count: the policy's trainer group, as in the dataflow rank's "publish" events.
+    w_.event("weight_pull", t, r.version, r.bytes, static_cast<std::uint64_t>(p.group));
     pulled = true;
   }
   return pulled;
@@ -104,6 +113,7 @@ bool RolloutRank::refreshWeights() {
 void RolloutRank::waitForVersions(const std::vector<Task>& tasks) {
   std::map<std::string, std::int64_t> needed;
   for (const auto& t : tasks) {
+    needed.emplace(t.policy, 0);  // some weights, at least: never a task on the untrained init
     for (const auto& [key, value] : t.metadata) {
       if (key == kTaskMinVersionKey) {
         needed[t.policy] = std::max<std::int64_t>(needed[t.policy], std::stoll(value));
@@ -121,7 +131,7 @@ void RolloutRank::waitForVersions(const std::vector<Task>& tasks) {
     return false;
   };
   while (behind()) {
-    if (!refreshWeights()) backoff.wait();
+    if (!refreshWeights(true)) backoff.wait();
   }
 }
 
@@ -280,6 +290,9 @@ RankReport RolloutRank::run() {
     runTasks(eval, true);
     runTasks(train, false);
   }
+  // The run's last versions are published before the end of the stream: pull them, so that every
+  // rank ends on the trainers' final weights (and the report's checksums prove it).
+  refreshWeights(true);
   // The last record of this rank: the dataflow rank counts one per rollout rank before it stops.
   Trajectory end;
   end.task_id = kEndOfStreamBatchId;
@@ -296,13 +309,30 @@ RankReport RolloutRank::run() {
   r["generated_tokens"] = static_cast<double>(tokens_);
   r["generate_seconds"] = generate_seconds_;
   r["task_wait_seconds"] = wait_seconds_;
-  std::uint64_t pulls = 0, torn = 0;
+  std::uint64_t pulls = 0, torn = 0, full = 0, deltas = 0, rejected = 0, bytes = 0;
   for (const auto& p : served_) {
+    const auto& st = p.store->stats();
     pulls += p.pulls;
-    torn += p.store->stats().torn_retries;
+    torn += st.torn_retries;
+    full += st.full_pulls;
+    deltas += st.deltas_applied;
+    rejected += st.deltas_rejected;
+    bytes += st.bytes_pulled;
     r["final_version." + p.name] = static_cast<double>(p.version);
+    r["weight_pulls." + p.name] = static_cast<double>(p.pulls);
+    r["weight_full_pulls." + p.name] = static_cast<double>(st.full_pulls);
+    r["weight_deltas_applied." + p.name] = static_cast<double>(st.deltas_applied);
+    r["weight_deltas_rejected." + p.name] = static_cast<double>(st.deltas_rejected);
+    r["weight_bytes_pulled." + p.name] = static_cast<double>(st.bytes_pulled);
+    r["weight_version_bytes." + p.name] = static_cast<double>(p.replica.blob.size());
+    // Low 52 bits of the replica's checksum (exact in a double), as the trainer reports its own.
+    r["weights_hash." + p.name] = static_cast<double>(p.replica.hash & ((std::uint64_t{1} << 52) - 1));
   }
   r["weight_pulls"] = static_cast<double>(pulls);
+  r["weight_full_pulls"] = static_cast<double>(full);
+  r["weight_deltas_applied"] = static_cast<double>(deltas);
+  r["weight_deltas_rejected"] = static_cast<double>(rejected);
+  r["weight_bytes_pulled"] = static_cast<double>(bytes);
   r["weight_pull_seconds"] = pull_seconds_;
   r["torn_retries"] = static_cast<double>(torn);
   r["final_version"] = static_cast<double>(served_.front().version);

@@ -62,7 +62,7 @@ class TrainerRank {
   std::int64_t last_checkpoint_ = -1;
   std::vector<std::byte> record_, blob_;
   // Report.
-  std::uint64_t foreign_ = 0;
+  std::uint64_t foreign_ = 0, remote_ = 0;  // trained: other policies' / remote sites' trajectories
   std::uint64_t steps_ = 0, trajectories_ = 0, tokens_ = 0, version_mismatches_ = 0, stale_violations_ = 0;
   std::int64_t max_staleness_ = 0;
   double wait_seconds_ = 0, step_seconds_ = 0, reward_sum_ = 0;
@@ -170,6 +170,7 @@ RankReport TrainerRank::run() {
     }
     const auto stats = trainer_.rlStep(collate(episodes, groups, tokenizer_->padId()));
     trajectories_ += batch.trajectories.size();
+    for (const auto& t : batch.trajectories) remote_ += t.pool_uid >= kSitePoolUidBase;
     ++steps_;
     ++version_;
     step_seconds_ += w_.now() - t;
@@ -189,6 +190,7 @@ RankReport TrainerRank::run() {
   r["step_seconds"] = step_seconds_;
   r["wait_fraction"] = wait_seconds_ + step_seconds_ > 0 ? wait_seconds_ / (wait_seconds_ + step_seconds_) : 0.0;
   r["foreign_trajectories"] = static_cast<double>(foreign_);
+  r["trajectories_from_remote_sites"] = static_cast<double>(remote_);
   r["max_staleness"] = static_cast<double>(max_staleness_);
   r["staleness_violations"] = static_cast<double>(stale_violations_);
   r["version_mismatches"] = static_cast<double>(version_mismatches_);

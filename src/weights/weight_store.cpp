@@ -1,7 +1,6 @@
 #include "astraflow/weights/weight_store.hpp"
 
 #include <fmt/format.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,6 +8,9 @@
 
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/comm.hpp"
+#include "astraflow/core/config.hpp"
+#include "astraflow/core/log.hpp"
+#include "astraflow/weights/delta_codec.hpp"
 
 namespace astraflow {
 
@@ -16,24 +18,56 @@ namespace {
 
 constexpr std::uint64_t kSeq = 0, kPubVersion = 8, kPubBytes = 16, kPubHash = 24;
 constexpr std::uint64_t kStagedState = 32, kStagedVersion = 40, kStagedBytes = 48;
-constexpr std::uint64_t kHeaderBytes = 64;
+constexpr std::uint64_t kLogTable = 64, kLogEntryBytes = 24;
+constexpr std::uint64_t kHeaderBytes = 2048;
+static_assert(kLogTable + kLogEntryBytes * WeightStore::kMaxDeltaLog <= kHeaderBytes);
 constexpr std::uint64_t kChunk = 1ull << 30;  // MPI counts are ints: move data in ≤ 1 GiB calls
 
 std::atomic_ref<std::uint64_t> word(std::byte* base, std::uint64_t offset) {
   return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base + offset));
 }
 
+std::uint64_t logBytesOf(std::uint64_t capacity, const WeightStoreOptions& o) {
+  if (!o.delta) return 0;
+  return o.log_bytes ? o.log_bytes : capacity;
+}
+
 }  // namespace
 
-std::uint64_t WeightStore::windowBytes(std::uint64_t capacity) { return kHeaderBytes + 2 * capacity; }
+WeightStoreOptions weightStoreOptions(const WeightsSection& weights) {
+  WeightStoreOptions o;
+  o.delta = weights.mode == "delta";
+  o.delta_log = weights.delta_log;
+  o.full_sync_every = weights.full_sync_every;
+  o.zstd = weights.compression == "zstd";
+  return o;
+}
 
-WeightStore::WeightStore(const Comm& comm, int host, std::uint64_t capacity, std::string policy)
-    : comm_(comm.raw()), host_(host), is_host_(comm.rank() == host), capacity_(capacity), policy_(std::move(policy)) {
-  win_ = Win::allocate(comm, is_host_ ? windowBytes(capacity_) : 0, ("weights:" + policy_).c_str());
+std::uint64_t WeightStore::windowBytes(std::uint64_t capacity, const WeightStoreOptions& options) {
+  return kHeaderBytes + 2 * capacity + logBytesOf(capacity, options);
+}
+
+WeightStore::WeightStore(const Comm& comm, int host, std::uint64_t capacity, std::string policy,
+                         WeightStoreOptions options)
+    : comm_(comm.raw()),
+      host_(host),
+      is_host_(comm.rank() == host),
+      capacity_(capacity),
+      policy_(std::move(policy)),
+      options_(options),
+      log_bytes_(logBytesOf(capacity, options)) {
+  if (options_.delta_log < 1 || options_.delta_log > kMaxDeltaLog) {
+    throw Error(fmt::format("weights:{}: delta log of {} versions; allowed 1..{}", policy_, options_.delta_log,
+                            kMaxDeltaLog));
+  }
+  win_ = Win::allocate(comm, is_host_ ? windowBytes(capacity_, options_) : 0, ("weights:" + policy_).c_str());
   win_.lockAll();
   if (is_host_) {
     std::memset(win_.base(), 0, kHeaderBytes);
     word(win_.base(), kPubVersion).store(static_cast<std::uint64_t>(std::int64_t{-1}));
+    for (int i = 0; i < kMaxDeltaLog; ++i) {
+      word(win_.base(), kLogTable + kLogEntryBytes * i).store(static_cast<std::uint64_t>(std::int64_t{-1}));
+    }
     win_.sync();
   }
   comm.barrier();
@@ -111,18 +145,147 @@ std::int64_t WeightStore::publishStaged() {
   win_.sync();
   const auto version = static_cast<std::int64_t>(word(base, kStagedVersion).load());
   const std::uint64_t bytes = word(base, kStagedBytes).load();
-  const std::uint64_t hash = XXH3_64bits(base + kHeaderBytes + capacity_, bytes);
-  // Seqlock write: odd while the published copy changes.
+  publishFromStaging(version, bytes);
+  atomicWrite(kStagedState, 0);
+  return version;
+}
+
+void WeightStore::publish(std::int64_t version, std::span<const std::byte> weights) {
+  if (!is_host_) throw Error(fmt::format("weights:{}: only the host publishes", policy_));
+  if (weights.size() > capacity_) {
+    throw Error(fmt::format("weights:{}: version {} has {} bytes, the store holds at most {}", policy_, version,
+                            weights.size(), capacity_));
+  }
+  // No trainer stages into this store (a gateway's mirror): the staging area is free to use.
+  std::memcpy(win_.base() + kHeaderBytes + capacity_, weights.data(), weights.size());
+  publishFromStaging(version, weights.size());
+}
+
+void WeightStore::publishFromStaging(std::int64_t version, std::uint64_t bytes) {
+  std::byte* base = win_.base();
+  const std::span<const std::byte> staged(base + kHeaderBytes + capacity_, bytes);
+  const std::uint64_t hash = weightsHash(staged);
+  // The delta is encoded before the seqlock turns odd: both copies are stable (the trainer waits
+  // for the staging flag, only this rank writes the published copy), and readers keep reading.
+  delta_ready_ = false;
+  const auto previous = static_cast<std::int64_t>(word(base, kPubVersion).load());
+  const std::uint64_t previous_bytes = word(base, kPubBytes).load();
+  if (options_.delta && previous >= 0 && version == previous + 1 && bytes == previous_bytes) {
+    const DeltaSummary d = encodeDelta(std::span<const std::byte>(base + kHeaderBytes, bytes), staged, previous,
+                                       version, delta_, {.zstd = options_.zstd}, word(base, kPubHash).load(), hash);
+    last_delta_ = d;
+    if (delta_.size() < bytes && delta_.size() <= log_bytes_) {
+      delta_ready_ = true;
+      stats_.deltas_logged++;
+      stats_.delta_bytes_logged += delta_.size();
+      stats_.changed_elements += d.changed;
+      stats_.elements += d.words;
+    } else {
+      stats_.deltas_skipped++;  // readers behind it pull the full version
+    }
+  }
+  // Seqlock write: odd while the published copy and the log change.
   const std::uint64_t seq = atomicRead(kSeq);
   atomicWrite(kSeq, seq + 1);
-  std::memcpy(base + kHeaderBytes, base + kHeaderBytes + capacity_, bytes);
+  std::memcpy(base + kHeaderBytes, staged.data(), bytes);
   word(base, kPubVersion).store(static_cast<std::uint64_t>(version));
   word(base, kPubBytes).store(bytes);
   word(base, kPubHash).store(hash);
+  if (options_.delta) logDelta(version);
   atomicWrite(kSeq, seq + 2);
-  atomicWrite(kStagedState, 0);
   stats_.published++;
-  return version;
+}
+
+// Host, inside the seqlock: the new delta goes at the ring's head (wrapping to 0 when it does not
+// fit before the end); entries it overwrites leave the table. Without a delta the chain to the
+// newest version is broken, so the table empties and readers behind pull a full version.
+void WeightStore::logDelta(std::int64_t version) {
+  std::byte* base = win_.base();
+  auto entry = [&](int i, std::uint64_t field) { return word(base, kLogTable + kLogEntryBytes * i + 8 * field); };
+  if (!delta_ready_) {
+    for (int i = 0; i < options_.delta_log; ++i) entry(i, 0).store(static_cast<std::uint64_t>(std::int64_t{-1}));
+    return;
+  }
+  const std::uint64_t n = delta_.size();
+  if (log_head_ + n > log_bytes_) log_head_ = 0;
+  for (int i = 0; i < options_.delta_log; ++i) {
+    const auto v = static_cast<std::int64_t>(entry(i, 0).load());
+    const std::uint64_t off = entry(i, 1).load(), len = entry(i, 2).load();
+    if (v >= 0 && off < log_head_ + n && log_head_ < off + len) {
+      entry(i, 0).store(static_cast<std::uint64_t>(std::int64_t{-1}));
+    }
+  }
+  const int slot = static_cast<int>(version % options_.delta_log);
+  std::memcpy(base + kHeaderBytes + 2 * capacity_ + log_head_, delta_.data(), n);
+  entry(slot, 1).store(log_head_);
+  entry(slot, 2).store(n);
+  entry(slot, 0).store(static_cast<std::uint64_t>(version));
+  log_head_ += n;
+}
+
+std::span<std::byte> WeightStore::loggedDelta(std::int64_t version) {
+  if (!is_host_ || !options_.delta || version < 0) return {};
+  std::byte* base = win_.base();
+  const int slot = static_cast<int>(version % options_.delta_log);
+  const std::uint64_t at = kLogTable + kLogEntryBytes * slot;
+  if (static_cast<std::int64_t>(word(base, at).load()) != version) return {};
+  return {base + kHeaderBytes + 2 * capacity_ + word(base, at + 8).load(), word(base, at + 16).load()};
+}
+
+StoreUpdate WeightStore::updateFor(std::int64_t version, std::uint64_t hash, int deltas_since_full,
+                                   bool force_full) {
+  if (!is_host_) throw Error(fmt::format("weights:{}: only the host serves updates", policy_));
+  std::byte* base = win_.base();
+  StoreUpdate u;
+  u.version = static_cast<std::int64_t>(word(base, kPubVersion).load());
+  u.hash = word(base, kPubHash).load();
+  if (u.version < 0 || (u.version <= version && hash == u.hash && !force_full)) return u;  // nothing newer
+  const std::int64_t behind = u.version - version;
+  if (!force_full && options_.delta && version >= 0 && behind > 0 && behind <= options_.delta_log &&
+      deltas_since_full + behind <= options_.full_sync_every) {
+    for (std::int64_t v = version + 1; v <= u.version; ++v) {
+      const std::span<std::byte> d = loggedDelta(v);
+      if (d.empty()) {
+        u.parts.clear();
+        break;
+      }
+      u.parts.emplace_back(d.data(), d.size());
+    }
+    if (!u.parts.empty()) return u;
+  }
+  u.full = true;
+  u.parts.emplace_back(base + kHeaderBytes, word(base, kPubBytes).load());
+  return u;
+}
+
+void applyStoreUpdate(WeightReplica& replica, bool full, std::int64_t version, std::uint64_t hash,
+                      const std::vector<std::span<const std::byte>>& parts) {
+  if (full) {
+    if (parts.size() != 1) throw DeltaError(fmt::format("weights: a full version in {} parts", parts.size()));
+    if (weightsHash(parts[0]) != hash) throw DeltaError(fmt::format("weights: full v{} fails its checksum", version));
+    replica.blob.assign(parts[0].begin(), parts[0].end());
+    replica.version = version;
+    replica.hash = hash;
+    replica.deltas_since_full = 0;
+    return;
+  }
+  for (const auto& d : parts) {
+    try {
+      const DeltaSummary s = applyDelta(replica.blob, replica.version, replica.hash, d);
+      replica.version = s.target_version;
+      replica.hash = s.target_hash;
+      replica.deltas_since_full++;
+    } catch (const DeltaError&) {
+      replica.version = -1;  // only a full version is trusted after a failed delta
+      replica.hash = 0;
+      throw;
+    }
+  }
+  if (replica.version != version || replica.hash != hash) {
+    replica.version = -1;
+    replica.hash = 0;
+    throw DeltaError(fmt::format("weights: deltas ended at v{}, the update announced v{}", replica.version, version));
+  }
 }
 
 std::int64_t WeightStore::publishedVersion() {
@@ -136,37 +299,113 @@ std::int64_t WeightStore::publishedVersion() {
   return v;
 }
 
-std::int64_t WeightStore::pull(std::vector<std::byte>& out) {
+PullResult WeightStore::pull(WeightReplica& replica) {
+  if (is_host_) throw Error(fmt::format("weights:{}: the host holds the weights; it does not pull", policy_));
+  PullResult result;
   Backoff backoff;
-  std::vector<std::byte> buffer;
+  // One read of the published metadata and the log table: [8, 64 + 24·log).
+  const std::uint64_t table_end = kLogTable + kLogEntryBytes * static_cast<std::uint64_t>(options_.delta_log);
+  std::vector<std::uint64_t> header(table_end / 8);
   while (true) {
-    const std::uint64_t s1 = atomicRead(kSeq);
-    if (s1 % 2 == 1) {  // the host is mid-publish
+    const std::uint64_t seq = atomicRead(kSeq);
+    if (seq % 2 == 1) {  // the host is mid-publish
       stats_.torn_retries++;
       backoff.wait();
       continue;
     }
-    std::uint64_t meta[3] = {0, 0, 0};  // version, bytes, hash
-    getBytes(kPubVersion, reinterpret_cast<std::byte*>(meta), sizeof meta);
-    const auto version = static_cast<std::int64_t>(meta[0]);
-    if (version < 0) return -1;
-    if (meta[1] > capacity_) {
-      stats_.torn_retries++;
-      continue;
+    getBytes(kPubVersion, reinterpret_cast<std::byte*>(header.data() + 1), table_end - kPubVersion);
+    const auto published = static_cast<std::int64_t>(header[kPubVersion / 8]);
+    result.version = std::max(published, replica.version);
+    if (published < 0 || published <= replica.version) return result;
+    const std::int64_t behind = published - replica.version;
+    const bool by_deltas = options_.delta && replica.version >= 0 && behind <= options_.delta_log &&
+                           replica.deltas_since_full + behind <= options_.full_sync_every &&
+                           replica.blob.size() == header[kPubBytes / 8];
+    if (by_deltas) {
+      std::vector<LogEntry> log(static_cast<std::size_t>(options_.delta_log));
+      for (std::size_t i = 0; i < log.size(); ++i) {
+        const std::uint64_t* e = header.data() + (kLogTable + kLogEntryBytes * i) / 8;
+        log[i] = {static_cast<std::int64_t>(e[0]), e[1], e[2]};
+      }
+      switch (pullDeltas(replica, seq, published, log, result)) {
+        case DeltaPull::Applied:
+          return result;
+        case DeltaPull::Torn:
+          backoff.wait();
+          continue;
+        case DeltaPull::Unavailable:
+          break;  // the full version below
+      }
     }
-    buffer.resize(meta[1]);
-    getBytes(kHeaderBytes, buffer.data(), meta[1]);
-    const std::uint64_t s2 = atomicRead(kSeq);
-    if (s1 != s2 || XXH3_64bits(buffer.data(), buffer.size()) != meta[2]) {
-      stats_.torn_retries++;  // republished while we read: never apply, read again
-      backoff.wait();
-      continue;
-    }
-    out.swap(buffer);
-    stats_.pulls++;
-    stats_.bytes_pulled += out.size();
-    return version;
+    if (pullFull(replica, header[kPubBytes / 8], header[kPubHash / 8], published, seq, result)) return result;
+    backoff.wait();
   }
+}
+
+WeightStore::DeltaPull WeightStore::pullDeltas(WeightReplica& replica, std::uint64_t seq, std::int64_t published,
+                                               const std::vector<LogEntry>& log, PullResult& result) {
+  const auto behind = static_cast<std::size_t>(published - replica.version);
+  if (pending_.size() < behind) pending_.resize(behind);
+  for (std::size_t i = 0; i < behind; ++i) {
+    const std::int64_t v = replica.version + 1 + static_cast<std::int64_t>(i);
+    const LogEntry& e = log[static_cast<std::size_t>(v % options_.delta_log)];
+    if (e.version != v || e.bytes > log_bytes_ || e.offset > log_bytes_ - e.bytes) return DeltaPull::Unavailable;
+    pending_[i].resize(e.bytes);
+    getBytes(kHeaderBytes + 2 * capacity_ + e.offset, pending_[i].data(), e.bytes);
+    result.bytes += e.bytes;
+    stats_.bytes_pulled += e.bytes;
+  }
+  if (atomicRead(kSeq) != seq) {
+    stats_.torn_retries++;  // the ring moved while we read: read again
+    return DeltaPull::Torn;
+  }
+  for (std::size_t i = 0; i < behind; ++i) {
+    try {
+      const DeltaSummary s = applyDelta(replica.blob, replica.version, replica.hash, pending_[i]);
+      replica.version = s.target_version;
+      replica.hash = s.target_hash;
+      replica.deltas_since_full++;
+      result.deltas++;
+      stats_.deltas_applied++;
+    } catch (const DeltaError& e) {
+      stats_.deltas_rejected++;
+      spdlog::warn("weights:{}: delta to v{} rejected ({}); pulling the full version", policy_,
+                replica.version + 1, e.what());
+      replica.version = -1;  // the blob may be half-way: only a full version is trusted now
+      replica.hash = 0;
+      return DeltaPull::Unavailable;
+    }
+  }
+  result.moved = true;
+  result.version = replica.version;
+  stats_.pulls++;
+  return DeltaPull::Applied;
+}
+
+bool WeightStore::pullFull(WeightReplica& replica, std::uint64_t bytes, std::uint64_t hash, std::int64_t version,
+                           std::uint64_t seq, PullResult& result) {
+  if (bytes > capacity_) {
+    stats_.torn_retries++;
+    return false;
+  }
+  full_buffer_.resize(bytes);
+  getBytes(kHeaderBytes, full_buffer_.data(), bytes);
+  result.bytes += bytes;
+  stats_.bytes_pulled += bytes;
+  if (atomicRead(kSeq) != seq || weightsHash(full_buffer_) != hash) {
+    stats_.torn_retries++;  // republished while we read: never apply, read again
+    return false;
+  }
+  replica.blob.swap(full_buffer_);
+  replica.version = version;
+  replica.hash = hash;
+  replica.deltas_since_full = 0;
+  result.moved = true;
+  result.full = true;
+  result.version = version;
+  stats_.pulls++;
+  stats_.full_pulls++;
+  return true;
 }
 
 }  // namespace astraflow

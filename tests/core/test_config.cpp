@@ -99,7 +99,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "dataflow.task_ring: given '64'; allowed: a mapping of keys"},
         BadCase{"duplicate policy", "  - name: verifier", "  - name: solver", "policies[1].name: policy 'solver' is defined twice"},
         BadCase{"two dataflow entries", "{role: trainer, policy: verifier}", "{role: dataflow}",
-                "layout[2].role: a second dataflow entry"},
+                "layout[2].role: a second dataflow or gateway entry"},
         BadCase{"policy without trainer", "  - {role: trainer, policy: verifier}\n", "",
                 "layout: policy 'verifier' has no trainer entry"},
         BadCase{"missing policies", "policies:\n  - name: solver\n  - name: verifier\n", "",
@@ -127,4 +127,52 @@ TEST(Config, MissingFileIsAClearError) {
 
 TEST(Config, EmptyFileIsAClearError) {
   EXPECT_THROW(parseConfig("", "empty.yaml"), ConfigError);
+}
+
+// Cross-site: a remote site's layout (gateway + rollout, no trainers) and its section's checks.
+TEST(Config, GatewaySiteAndCrossSiteKeys) {
+  const std::string remote = R"(policies:
+  - name: solver
+layout:
+  - {role: gateway}
+  - {role: rollout, policies: [solver], ranks: 2}
+cross_site: {connect: "10.0.0.1:17417", site: site_b}
+)";
+  const Config c = parseConfig(remote, "remote.yaml");
+  EXPECT_TRUE(c.isGatewaySite());
+  EXPECT_EQ(c.layout[0].role, Role::Gateway);
+  EXPECT_EQ(c.cross_site.site, "site_b");
+  EXPECT_EQ(c.cross_site.token_env, "ASTRAFLOW_SITE_TOKEN");
+  EXPECT_EQ(c.layoutRanks(), 3);
+  EXPECT_EQ(c.weights.mode, "delta");  // the default
+
+  auto expectError = [](const std::string& text, const std::string& expect) {
+    try {
+      parseConfig(text, "bad.yaml");
+      FAIL() << "accepted: " << text;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  };
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string t = remote;
+    t.replace(t.find(from), from.size(), to);
+    return t;
+  };
+  expectError(replaced(R"(cross_site: {connect: "10.0.0.1:17417", site: site_b})", ""), "cross_site.connect: missing");
+  expectError(replaced("10.0.0.1:17417", "10.0.0.1"), "cross_site.connect: given '10.0.0.1'; allowed: host:port");
+  expectError(replaced("10.0.0.1:17417", "h:99999"), "cross_site.connect");
+  expectError(replaced("site: site_b", "site: 'b b'"), "cross_site.site");
+  expectError(replaced("  - {role: gateway}\n", "  - {role: gateway}\n  - {role: trainer, policy: solver}\n"),
+              "a trainer entry in a gateway site's layout");
+  expectError(replaced("site: site_b}", "site: site_b, listen: ':1'}"), "cross_site.listen");
+  expectError(replaced("  - {role: gateway}\n", "  - {role: gateway}\n  - {role: dataflow}\n"),
+              "a second dataflow or gateway entry");
+  // A home job may listen; it may not connect.
+  std::string home = kGood;
+  home += "cross_site: {listen: \"0.0.0.0:17417\", wait_for_sites: 2}\n";
+  EXPECT_EQ(parseConfig(home, "home.yaml").cross_site.wait_for_sites, 2);
+  expectError(std::string(kGood) + "cross_site: {connect: \"h:1\"}\n", "the layout has no gateway entry");
+  expectError(std::string(kGood) + "weights: {mode: sparse}\n", "weights.mode");
+  expectError(std::string(kGood) + "weights: {delta_log: 65}\n", "weights.delta_log");
 }

@@ -82,7 +82,7 @@ TEST(MultiPolicy, EachTrainerGetsOnlyItsPolicyAndTheStreamsAdvanceOnTheirOwn) {
   // and every rollout rank pulled both streams (told apart by their sizes).
   std::map<std::uint64_t, std::int64_t> last_publish;
   std::map<int, std::int64_t> last_step;
-  std::map<int, std::map<std::uint64_t, std::int64_t>> pulls;  // rank → bytes → last version
+  std::map<int, std::map<std::uint64_t, std::int64_t>> pulls;  // rank → policy stream → last version
   for (const auto& e : io::readTraceEvents(dir + "/trace.h5")) {
     if (e.kind == "publish") {
       auto [it, fresh] = last_publish.emplace(e.count, e.version);
@@ -97,7 +97,7 @@ TEST(MultiPolicy, EachTrainerGetsOnlyItsPolicyAndTheStreamsAdvanceOnTheirOwn) {
         it->second = e.version;
       }
     } else if (e.kind == "weight_pull") {
-      auto [it, fresh] = pulls[e.rank].emplace(e.bytes, e.version);
+      auto [it, fresh] = pulls[e.rank].emplace(e.count, e.version);  // count: the policy's stream
       if (!fresh) {
         EXPECT_GT(e.version, it->second) << "rank " << e.rank;
         it->second = e.version;

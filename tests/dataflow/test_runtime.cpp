@@ -61,6 +61,14 @@ TEST(Runtime, AsyncRunKeepsItsBooksAndTheStalenessBound) {
   EXPECT_EQ(pushed, s["produced"].get<std::int64_t>());
   const auto trainers = ranksOf(s, "trainer");
   ASSERT_EQ(trainers.size(), static_cast<std::size_t>(worldSize() - 3));
+  // Delta mode (the default): every rollout rank ends on the trainer's final weights, bit for
+  // bit, having moved by deltas at least once, and no delta was rejected.
+  for (const auto& r : ranksOf(s, "rollout")) {
+    EXPECT_EQ(num(r, "final_version"), 6);
+    EXPECT_EQ(r["weights_hash.solver"], trainers.front()["weights_hash"]);
+    EXPECT_GT(num(r, "weight_deltas_applied"), 0);
+    EXPECT_EQ(num(r, "weight_deltas_rejected"), 0);
+  }
   for (const auto& t : trainers) {
     EXPECT_EQ(num(t, "trajectories_trained"), s["consumed"].get<std::int64_t>() + s["replayed"].get<std::int64_t>());
     EXPECT_EQ(num(t, "final_version"), 6);
@@ -135,14 +143,21 @@ TEST(Runtime, ResumeContinuesTheVersionAndKeepsEveryAcceptedTrajectory) {
 
 TEST(Runtime, SyncModeTrainsOnlyOnDataFromTheCurrentVersion) {
   const auto dir = sharedRunDir("sync");
-  const json s = runJob(tinyConfig(dir, ", versions: 3, mode: sync"));
+  // Full-version weight transfer here (delta mode is the async test's).
+  const json s = runJob(tinyConfig(dir, ", versions: 3, mode: sync", "weights: {mode: full}\n"));
   if (worldRank() != 0) return;
   EXPECT_EQ(s["versions"], 3);
   EXPECT_EQ(s["mode"], "sync");
   expectBooksBalance(s);
-  for (const auto& t : ranksOf(s, "trainer")) {
+  const auto trainers = ranksOf(s, "trainer");
+  for (const auto& t : trainers) {
     EXPECT_EQ(num(t, "max_staleness"), 0);
     EXPECT_EQ(num(t, "final_version"), 3);
+  }
+  for (const auto& r : ranksOf(s, "rollout")) {
+    EXPECT_EQ(r["weights_hash.solver"], trainers.front()["weights_hash"]);
+    EXPECT_EQ(num(r, "weight_deltas_applied"), 0);
+    EXPECT_GT(num(r, "weight_full_pulls"), 0);
   }
   fs::remove_all(dir);
 }

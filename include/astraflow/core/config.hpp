@@ -12,7 +12,7 @@
 
 namespace astraflow {
 
-enum class Role { Dataflow, Trainer, Rollout };
+enum class Role { Dataflow, Trainer, Rollout, Gateway };
 const char* roleName(Role role);
 
 struct RunSection {
@@ -82,6 +82,30 @@ struct SftSection {
 struct EvalSection {
   int problems = 200;  // held-out problems per evaluation (greedy)
   int every = 10;      // optimiser steps between evaluations
+};
+
+// Weight transfer from trainers to rollout ranks (ARCHITECTURE §8, docs/weights.md).
+struct WeightsSection {
+  std::string mode = "delta";       // full | delta: sparse bf16 deltas between consecutive versions
+  int full_sync_every = 16;         // a reader applies at most this many deltas in a row, then pulls a full version
+  int delta_log = 8;                // deltas the store keeps per policy (a reader further behind pulls a full version)
+  std::string compression = "none";  // none | zstd (on top of the delta encoding)
+  int pull_every = 1;               // a rollout rank pulls once the store is this many versions ahead of it
+};
+
+// Cross-site rollout (docs/cross-site.md). A home job's dataflow rank listens for gateways; a
+// remote job's layout holds a gateway rank (in place of the dataflow rank, without trainers)
+// that connects home over UCX, mirrors the weights for its local rollout pool and forwards
+// their trajectories.
+struct CrossSiteSection {
+  std::string listen;                          // home: "host:port" to accept gateways on ("": none)
+  std::string connect;                         // gateway: "host:port" of the home dataflow rank
+  std::string site = "remote";                 // gateway: this site's name (logs, home summary)
+  std::string token;                           // shared secret (token_env is preferred)
+  std::string token_env = "ASTRAFLOW_SITE_TOKEN";  // environment variable holding the secret
+  int wait_for_sites = 0;                      // home: gateways to wait for before admitting tasks
+  double wait_seconds = 120;                   // home: how long to wait; gateway: how long to try to connect
+  int tasks_in_flight = 256;                   // gateway: tasks it holds from home at most
 };
 
 // The single-process reference loop (`astraflow train-local`).
@@ -171,9 +195,12 @@ struct Config {
   TrainerSection trainer;
   SftSection sft;
   EvalSection eval;
+  WeightsSection weights;
+  CrossSiteSection cross_site;
   LocalSection local;
 
   int layoutRanks() const;  // world size the layout needs
+  bool isGatewaySite() const;  // the layout has a gateway (a remote site's job)
   const PolicySection* findPolicy(const std::string& name) const;
 };
 

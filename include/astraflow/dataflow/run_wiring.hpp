@@ -34,6 +34,10 @@ inline constexpr std::uint64_t kEndOfStreamBatchId = ~std::uint64_t{0};
 inline constexpr const char* kTaskEvalKey = "eval";                // present: greedy evaluation task
 inline constexpr const char* kTaskMinVersionKey = "min_version";   // generate with weights >= this
 
+// Trajectories from a remote site carry pool_uid = kSitePoolUidBase + the site's index at home
+// (local pools: their pool index), so trainers and trajectories.h5 can tell them apart.
+inline constexpr std::uint32_t kSitePoolUidBase = 1u << 16;
+
 inline bool isEndOfStream(const Task& task) { return task.kind == kEndOfStreamKind; }
 inline bool isEndOfStream(const Batch& batch) {
   return batch.batch_id == kEndOfStreamBatchId && batch.trajectories.empty();
@@ -77,6 +81,7 @@ std::uint64_t weightVersionBytes(const Config& cfg, const std::string& policy = 
 RankReport runDataflowRole(RunWiring& w);
 RankReport runRolloutRole(RunWiring& w);
 RankReport runTrainerRole(RunWiring& w);
+RankReport runGatewayRole(RunWiring& w);  // a remote site's hub (src/dataflow/gateway_role.cpp)
 
 // Checkpoint files of a run folder (ARCHITECTURE §10):
 //   checkpoints/step_<V>.h5            dataflow state, config, version; links to the next two

@@ -2,78 +2,174 @@
 // WeightStore — the versioned weight store of one policy, hosted by the dataflow rank
 // (ARCHITECTURE §8). The trainer stages each new version into the store's staging area and
 // moves on; the host publishes it; rollout ranks read the published version number with one
-// small MPI_Get and pull the weights only when they choose. A seqlock makes a torn read
-// (the host republishing mid-pull) detectable: it is retried, never applied.
+// small MPI_Get and pull only when they choose. A seqlock makes a torn read (the host
+// republishing mid-pull) detectable: it is retried, never applied.
+//
+// In delta mode the host also encodes each new version against the previous one
+// (weights/delta_codec.hpp) and keeps the last `delta_log` deltas in a ring. A reader on
+// version r pulls the deltas r+1..P and applies them in place when all are in the log and it
+// has applied fewer than `full_sync_every` deltas since its last full version; otherwise it
+// pulls the full version. A delta that fails any check is counted, logged with its reason and
+// answered by a full pull: the replica never holds weights that did not pass a checksum.
 //
 // Window (on the host only):
-//   [0]  seq              u64   even: stable, odd: the host is writing the published copy
+//   [0]  seq               u64  even: stable, odd: the host is writing published data or log
 //   [8]  published_version i64  −1 until the first publish
-//   [16] published_bytes  u64
-//   [24] published_xxh64  u64   checksum of the published bytes
-//   [32] staged_state     u64   0: staging free, 1: a staged version waits to be published
-//   [40] staged_version   i64
-//   [48] staged_bytes     u64
-//   [64] published data (capacity bytes), then staging data (capacity bytes)
-// The payload is opaque bytes (full bf16 tensors today; sparse deltas later travel the same
-// way with their own header).
+//   [16] published_bytes   u64
+//   [24] published_xxh3    u64  checksum of the published bytes (weightsHash)
+//   [32] staged_state      u64  0: staging free, 1: a staged version waits to be published
+//   [40] staged_version    i64
+//   [48] staged_bytes      u64
+//   [64] delta log table: kMaxDeltaLog × {target version i64 (−1: empty), ring offset, bytes}
+//   [kHeaderBytes] published data (capacity), staging data (capacity), delta ring (log bytes)
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "astraflow/comm/win.hpp"
+#include "astraflow/weights/delta_codec.hpp"
 
 namespace astraflow {
 
 class Comm;
+struct WeightsSection;
+
+struct WeightStoreOptions {
+  bool delta = false;           // keep a delta log (weights.mode: delta)
+  int delta_log = 8;            // deltas kept (≤ kMaxDeltaLog)
+  int full_sync_every = 16;     // deltas a reader may apply in a row before it pulls a full version
+  bool zstd = false;            // zstd on top of the delta encoding
+  std::uint64_t log_bytes = 0;  // delta ring size; 0: the capacity (room for ~30 deltas at 1 % density)
+};
+
+// The store options the config's `weights` section asks for.
+WeightStoreOptions weightStoreOptions(const WeightsSection& weights);
 
 struct WeightStoreStats {
   std::uint64_t staged = 0;
   std::uint64_t published = 0;
-  std::uint64_t pulls = 0;
-  std::uint64_t bytes_pulled = 0;
-  std::uint64_t torn_retries = 0;  // pulls restarted because the host republished mid-read
+  // Host, delta mode.
+  std::uint64_t deltas_logged = 0;      // versions published with a delta in the log
+  std::uint64_t deltas_skipped = 0;     // versions whose delta was not smaller than the full version
+  std::uint64_t delta_bytes_logged = 0;
+  std::uint64_t changed_elements = 0;   // bf16 words that changed, over the logged deltas
+  std::uint64_t elements = 0;           // bf16 words compared, over the logged deltas
+  // Readers.
+  std::uint64_t pulls = 0;              // pulls that moved the replica forward
+  std::uint64_t full_pulls = 0;
+  std::uint64_t deltas_applied = 0;
+  std::uint64_t bytes_pulled = 0;       // full versions and deltas, as read from the window
+  std::uint64_t torn_retries = 0;       // pulls restarted because the host republished mid-read
+  std::uint64_t deltas_rejected = 0;    // corrupt / wrong-base deltas (each followed by a full pull)
 };
+
+// What a reader holds: its copy of the weights, their version and checksum.
+struct WeightReplica {
+  std::vector<std::byte> blob;
+  std::int64_t version = -1;
+  std::uint64_t hash = 0;
+  int deltas_since_full = 0;
+};
+
+// What a pull moved: for the trace and the caller's bookkeeping.
+struct PullResult {
+  std::int64_t version = -1;    // the replica's version afterwards (−1: nothing published yet)
+  bool moved = false;           // the replica changed
+  bool full = false;            // by a full version (else by deltas)
+  std::uint64_t bytes = 0;      // read from the window
+  std::uint64_t deltas = 0;     // deltas applied
+};
+
+// What a reader needs to reach the published version (WeightStore::updateFor): the deltas in
+// order, or one full version. Spans point into the host's window: valid until its next publish.
+struct StoreUpdate {
+  std::int64_t version = -1;  // the published version (−1: none yet)
+  std::uint64_t hash = 0;     // its checksum
+  bool full = false;
+  std::vector<std::span<const std::byte>> parts;  // empty: the reader is current
+};
+
+// Brings `replica` forward by an update received from another site. Throws DeltaError (with the
+// replica marked as needing a full version) when any part fails its checks.
+void applyStoreUpdate(WeightReplica& replica, bool full, std::int64_t version, std::uint64_t hash,
+                      const std::vector<std::span<const std::byte>>& parts);
 
 class WeightStore {
  public:
+  static constexpr int kMaxDeltaLog = 64;
+
   // Collective over comm; same order on all ranks. `host` holds the window (the dataflow
   // rank); `capacity` bounds one version's bytes.
-  WeightStore(const Comm& comm, int host, std::uint64_t capacity, std::string policy);
+  WeightStore(const Comm& comm, int host, std::uint64_t capacity, std::string policy, WeightStoreOptions options = {});
   ~WeightStore();
   WeightStore(const WeightStore&) = delete;
   WeightStore& operator=(const WeightStore&) = delete;
 
   // Trainer (any non-host rank): stages `version`. Waits with backoff only while the host has
-  // not yet taken the previously staged version. Throws Error above capacity.
+  // not yet taken the previously staged version — never on a reader. Throws Error above capacity.
   void stage(std::int64_t version, std::span<const std::byte> weights);
-  // Host: publishes a waiting staged version; returns its number, or −1 when none waited.
+  // Host: publishes a waiting staged version (in delta mode, also logs its delta); returns its
+  // number, or −1 when none waited.
   std::int64_t publishStaged();
+  // Host: publishes `weights` as `version` directly (a gateway mirroring another site's store;
+  // no trainer stages into such a store). Logs the delta like publishStaged.
+  void publish(std::int64_t version, std::span<const std::byte> weights);
+  // Host: what a reader holding (version, hash) needs, by the same rules as pull().
+  StoreUpdate updateFor(std::int64_t version, std::uint64_t hash, int deltas_since_full, bool force_full);
   // Any rank: the published version number (one 8-byte MPI_Get on remote ranks); −1 if none.
   std::int64_t publishedVersion();
-  // Any rank: copies the published weights into `out` and returns their version (−1 and
-  // `out` untouched when nothing is published). Torn reads and checksum mismatches are retried.
-  std::int64_t pull(std::vector<std::byte>& out);
+  // Any non-host rank: brings `replica` to the published version, by deltas when it can.
+  PullResult pull(WeightReplica& replica);
+
+  // Host: the logged delta that produces `version` (empty when it is not in the log). For
+  // inspection and for tests that corrupt it on purpose.
+  std::span<std::byte> loggedDelta(std::int64_t version);
+  // Host: the delta encoded at the last publish (its density and size), if any.
+  const DeltaSummary& lastDelta() const { return last_delta_; }
 
   void progress() const;
   bool isHost() const { return is_host_; }
   std::uint64_t capacity() const { return capacity_; }
+  const WeightStoreOptions& options() const { return options_; }
   const WeightStoreStats& stats() const { return stats_; }
-  static std::uint64_t windowBytes(std::uint64_t capacity);
+  // Host memory the window needs for this capacity and options.
+  static std::uint64_t windowBytes(std::uint64_t capacity, const WeightStoreOptions& options);
 
  private:
+  struct LogEntry {
+    std::int64_t version;
+    std::uint64_t offset, bytes;
+  };
   std::uint64_t atomicRead(std::uint64_t offset);
   void atomicWrite(std::uint64_t offset, std::uint64_t value);
   void getBytes(std::uint64_t offset, std::byte* out, std::uint64_t n);
   void putBytes(std::uint64_t offset, const std::byte* in, std::uint64_t n);
+  enum class DeltaPull { Applied, Torn, Unavailable };
+  void publishFromStaging(std::int64_t version, std::uint64_t bytes);  // host
+  void logDelta(std::int64_t version);  // host, inside the seqlock
+  DeltaPull pullDeltas(WeightReplica& replica, std::uint64_t seq, std::int64_t published,
+                       const std::vector<LogEntry>& log, PullResult& result);
+  bool pullFull(WeightReplica& replica, std::uint64_t bytes, std::uint64_t hash, std::int64_t version,
+                std::uint64_t seq, PullResult& result);
 
   MPI_Comm comm_;
   int host_;
   bool is_host_;
   std::uint64_t capacity_;
   std::string policy_;
+  WeightStoreOptions options_;
+  std::uint64_t log_bytes_;
   Win win_;
   WeightStoreStats stats_;
+  // Host: the encoded delta of the version being published and the ring's write position.
+  std::vector<std::byte> delta_;
+  std::uint64_t log_head_ = 0;
+  bool delta_ready_ = false;
+  DeltaSummary last_delta_;
+  // Reader: deltas read and not yet applied; the full version being read.
+  std::vector<std::vector<std::byte>> pending_;
+  std::vector<std::byte> full_buffer_;
 };
 
 }  // namespace astraflow

@@ -1,0 +1,141 @@
+#pragma once
+// Private to src/comm/ucx*.cpp: the connection's state, the wire format, and the waits the
+// connection and the listener share.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "astraflow/comm/backoff.hpp"
+#include "astraflow/comm/ucx.hpp"
+
+namespace astraflow::ucx_detail {
+
+// Frame header on the wire: kind u32, then payload length u64, both little-endian.
+inline constexpr std::size_t kFrameHeaderBytes = 12;
+// Handshake frames: the client's hello and the server's answer; neither may exceed this.
+inline constexpr std::uint32_t kHelloKind = 0xA57F0001u;
+inline constexpr std::uint32_t kWelcomeKind = 0xA57F0002u;
+inline constexpr std::uint32_t kHandshakeMagic = 0x46545341u;  // "ASTF"
+inline constexpr std::size_t kMaxHandshakeBytes = 16 * 1024;
+inline constexpr std::size_t kMaxTokenBytes = 8 * 1024;
+
+void putU32(std::vector<std::byte>& out, std::uint32_t v);
+void putU64(std::vector<std::byte>& out, std::uint64_t v);
+// Reads at `pos` and advances it; nullopt when the bytes run out.
+std::optional<std::uint32_t> getU32(std::span<const std::byte> in, std::size_t& pos);
+std::optional<std::uint64_t> getU64(std::span<const std::byte> in, std::size_t& pos);
+
+// A point in time to give up at; infinite when built from kUcxWaitForever.
+class Deadline {
+ public:
+  explicit Deadline(double timeout_s);
+  bool passed() const { return !forever_ && std::chrono::steady_clock::now() >= at_; }
+  // The earlier of this and now + timeout_s.
+  Deadline capped(double timeout_s) const;
+
+ private:
+  std::chrono::steady_clock::time_point at_{};
+  bool forever_ = true;
+};
+
+// Progresses `worker` until done() or the deadline; true when done() held. Backs off while
+// the worker has nothing to do.
+template <class Done>
+bool progressUntil(ucp_worker_h worker, const Deadline& deadline, Done done) {
+  Backoff backoff;
+  while (!done()) {
+    if (deadline.passed()) return false;
+    if (ucp_worker_progress(worker) != 0) {
+      backoff.reset();
+    } else {
+      backoff.wait();
+    }
+  }
+  return true;
+}
+
+// Waits for an outstanding request (from a *_nbx call) up to the deadline, then frees it.
+// When it is still pending then, it is cancelled and given `grace` more; a request that
+// outlives that is freed anyway (UCX releases it on completion) and logged. Never throws.
+ucs_status_t finishRequest(ucp_worker_h worker, void* request, const Deadline& deadline, const char* what);
+
+std::string sockaddrToString(const sockaddr_storage& addr);
+// host: a name or numeric address; "" means the IPv4 wildcard.
+sockaddr_storage resolveAddress(const std::string& host, std::uint16_t port);
+
+}  // namespace astraflow::ucx_detail
+
+namespace astraflow {
+
+struct UcxConnection::Impl {
+  Impl(ucp_worker_h w, std::string peer_name, const UcxLinkOptions& options);
+  ~Impl();
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // Creates the endpoint: on a server from a connection request, on a client to `addr`.
+  void createServerEndpoint(ucp_conn_request_h request);
+  void createClientEndpoint(const sockaddr_storage& addr);
+
+  // Writes the bytes to the stream, framed or not, waiting as UcxConnection::send says.
+  void sendBytes(std::span<const std::span<const std::byte>> parts, const ucx_detail::Deadline& deadline);
+  void sendFrame(std::uint32_t kind, std::span<const std::byte> payload, const ucx_detail::Deadline& deadline);
+  // Advances the receive state machine as far as the data that is there allows; a message
+  // once one is complete. `limit`: the largest payload accepted.
+  std::optional<UcxMessage> pollRecv(std::uint64_t limit);
+  UcxMessage recvFrame(std::uint64_t limit, const ucx_detail::Deadline& deadline, const char* what);
+
+  [[noreturn]] void throwClosed() const;
+  void throwIfClosed() const;
+  // Marks the connection closed for `reason`, drops its endpoint (forced) and any partial
+  // message. Never throws.
+  void markClosed(const std::string& reason);
+  // Graceful close bounded by timeout_s, forced when the endpoint already failed.
+  void close(double timeout_s);
+  // Waits up to timeout_s for the peer to hang up (the endpoint's error handler to fire).
+  bool waitForPeerClose(double timeout_s);
+
+  static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  ucp_worker_h worker;
+  ucp_ep_h ep = nullptr;
+  std::string peer;
+  UcxLinkOptions options;
+  std::uint64_t peer_max_message_bytes = 0;
+
+  // Set by the endpoint's error handler (inside ucp_worker_progress): the peer is gone.
+  bool failed = false;
+  ucs_status_t fail_status = UCS_OK;
+  bool closed = false;
+  std::string close_reason;
+  bool malformed_reported = false;
+  std::string malformed_reason;
+
+  enum class RecvPhase { Idle, Header, Payload };
+  RecvPhase phase = RecvPhase::Idle;
+  std::array<std::byte, ucx_detail::kFrameHeaderBytes> header{};
+  std::uint32_t incoming_kind = 0;
+  std::vector<std::byte> incoming;
+  void* recv_request = nullptr;
+
+ private:
+  // Posts a WAITALL stream receive of exactly `bytes` into `into`; true when it completed
+  // at once. Closes the connection and throws on error.
+  bool postRecv(void* into, std::size_t bytes);
+  // The pending receive finished (true) or is still running (false); throws when it failed.
+  bool recvDone();
+  void releaseRecvRequest();
+  std::optional<UcxMessage> headerArrived(std::uint64_t limit);
+  void closeEndpoint(bool force, double timeout_s);
+};
+
+}  // namespace astraflow

@@ -1,0 +1,190 @@
+// UcxListener: a ucp listener on a socket address, and the server's side of the handshake.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <deque>
+#include <utility>
+
+#include "comm/ucx_detail.hpp"
+
+namespace astraflow {
+
+using ucx_detail::Deadline;
+
+struct UcxListener::Impl {
+  Impl(ucp_worker_h w, UcxLinkOptions opts) : worker(w), options(std::move(opts)) {}
+  ~Impl() {
+    for (ucp_conn_request_h request : requests) {
+      const ucs_status_t status = ucp_listener_reject(listener, request);
+      if (status != UCS_OK) spdlog::debug("UCX listener {}: reject: {}", address, ucs_status_string(status));
+    }
+    if (listener != nullptr) ucp_listener_destroy(listener);
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  // Runs inside ucp_worker_progress: queue the request, accept() takes it from there.
+  static void onConnRequest(ucp_conn_request_h request, void* arg) {
+    static_cast<Impl*>(arg)->requests.push_back(request);
+  }
+
+  // The hello from `conn`, checked; true when the client was accepted.
+  bool handshake(UcxConnection::Impl& conn, const Deadline& accept_deadline);
+
+  ucp_worker_h worker;
+  ucp_listener_h listener = nullptr;
+  UcxLinkOptions options;
+  std::uint16_t port = 0;
+  std::string address;
+  std::deque<ucp_conn_request_h> requests;
+  std::uint64_t refused = 0;
+  std::string last_refusal;
+};
+
+namespace {
+
+// Compares without an early exit, so the time taken does not tell how much of a guess matched.
+bool tokensEqual(std::span<const std::byte> given, const std::string& expected) {
+  if (given.size() != expected.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    diff |= std::to_integer<unsigned char>(given[i]) ^ static_cast<unsigned char>(expected[i]);
+  }
+  return diff == 0;
+}
+
+std::string clientAddress(ucp_conn_request_h request) {
+  ucp_conn_request_attr_t attr{};
+  attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+  if (ucp_conn_request_query(request, &attr) != UCS_OK) return "unknown client";
+  return ucx_detail::sockaddrToString(attr.client_address);
+}
+
+}  // namespace
+
+bool UcxListener::Impl::handshake(UcxConnection::Impl& conn, const Deadline& accept_deadline) {
+  using namespace ucx_detail;
+  const Deadline deadline = accept_deadline.capped(options.handshake_timeout_s);
+  UcxMessage hello;
+  try {
+    hello = conn.recvFrame(kMaxHandshakeBytes, deadline, "handshake hello");
+  } catch (const UcxError& e) {
+    spdlog::warn("UCX listener {}: dropped client {} during the handshake: {}", address, conn.peer, e.what());
+    return false;
+  }
+
+  std::size_t pos = 0;
+  const std::span<const std::byte> in(hello.payload);
+  const auto magic = getU32(in, pos);
+  const auto version = getU32(in, pos);
+  const auto client_max = getU64(in, pos);
+  const auto token_bytes = getU32(in, pos);
+  std::string reason;
+  if (hello.kind != kHelloKind || magic != kHandshakeMagic || !version || !client_max || !token_bytes ||
+      in.size() - pos != *token_bytes) {
+    reason = "not an astraflow UCX hello";
+  } else if (*version != options.protocol_version) {
+    reason = fmt::format("protocol version {}, this side speaks {}", *version, options.protocol_version);
+  } else if (!tokensEqual(in.subspan(pos), options.token)) {
+    reason = "token mismatch";
+  }
+
+  std::vector<std::byte> answer;
+  putU32(answer, kHandshakeMagic);
+  putU32(answer, reason.empty() ? 1u : 0u);
+  putU64(answer, options.max_message_bytes);
+  putU32(answer, static_cast<std::uint32_t>(reason.size()));
+  for (const char c : reason) answer.push_back(static_cast<std::byte>(c));
+  try {
+    conn.sendFrame(kWelcomeKind, answer, deadline);
+  } catch (const UcxError& e) {
+    spdlog::warn("UCX listener {}: dropped client {} during the handshake: {}", address, conn.peer, e.what());
+    return false;
+  }
+  if (reason.empty()) {
+    conn.peer_max_message_bytes = *client_max;
+    spdlog::debug("UCX listener {}: accepted client {}", address, conn.peer);
+    return true;
+  }
+  ++refused;
+  last_refusal = reason;
+  spdlog::warn("UCX listener {}: refused client {}: {}", address, conn.peer, reason);
+  // Closing first could drop the answer in flight (UCX discards stream data of a failed
+  // endpoint); the client hangs up once it has read it.
+  if (!conn.waitForPeerClose(options.close_timeout_s)) {
+    spdlog::debug("UCX listener {}: refused client {} did not hang up within {} s", address, conn.peer,
+                  options.close_timeout_s);
+  }
+  return false;
+}
+
+UcxListener::UcxListener(UcpWorker& worker, const std::string& host, std::uint16_t port, UcxLinkOptions options)
+    : impl_(std::make_unique<Impl>(worker.raw(), std::move(options))) {
+  const sockaddr_storage addr = ucx_detail::resolveAddress(host, port);
+  ucp_listener_params_t params{};
+  params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+  params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
+  params.sockaddr.addrlen = addr.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  params.conn_handler.cb = &Impl::onConnRequest;
+  params.conn_handler.arg = impl_.get();
+  const ucs_status_t status = ucp_listener_create(impl_->worker, &params, &impl_->listener);
+  if (status != UCS_OK) {
+    throw UcxError(static_cast<int>(status),
+                   fmt::format("{}: {}:{}: cannot listen with UCX on {}: {}", processLocation(), __FILE__, __LINE__,
+                               ucx_detail::sockaddrToString(addr), ucs_status_string(status)));
+  }
+  ucp_listener_attr_t attr{};
+  attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+  ASTRA_UCX_CHECK(ucp_listener_query(impl_->listener, &attr));
+  impl_->address = ucx_detail::sockaddrToString(attr.sockaddr);
+  impl_->port = attr.sockaddr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&attr.sockaddr)->sin6_port)
+                                                    : ntohs(reinterpret_cast<sockaddr_in*>(&attr.sockaddr)->sin_port);
+  spdlog::debug("UCX listener on {}", impl_->address);
+}
+
+UcxListener::~UcxListener() = default;
+UcxListener::UcxListener(UcxListener&& o) noexcept = default;
+UcxListener& UcxListener::operator=(UcxListener&& o) noexcept = default;
+
+std::uint16_t UcxListener::port() const { return impl_ ? impl_->port : 0; }
+std::uint64_t UcxListener::refusedCount() const { return impl_ ? impl_->refused : 0; }
+std::string UcxListener::lastRefusal() const { return impl_ ? impl_->last_refusal : std::string(); }
+
+// The oldest pending connection request, handshaked; empty when it failed or was refused.
+std::optional<UcxConnection> UcxListener::takeRequest(const ucx_detail::Deadline& deadline) {
+  ucp_conn_request_h request = impl_->requests.front();
+  impl_->requests.pop_front();
+  auto conn = std::make_unique<UcxConnection::Impl>(impl_->worker, clientAddress(request), impl_->options);
+  try {
+    conn->createServerEndpoint(request);
+  } catch (const UcxError& e) {
+    spdlog::warn("UCX listener {}: no endpoint for client {}: {}", impl_->address, conn->peer, e.what());
+    return std::nullopt;
+  }
+  if (!impl_->handshake(*conn, deadline)) return std::nullopt;
+  return UcxConnection(std::move(conn));
+}
+
+std::optional<UcxConnection> UcxListener::tryAccept() {
+  if (!impl_) throw UcxError(0, fmt::format("{}: UCX listener is empty (moved from)", processLocation()));
+  ucp_worker_progress(impl_->worker);
+  while (!impl_->requests.empty()) {
+    if (auto conn = takeRequest(Deadline(impl_->options.handshake_timeout_s))) return conn;
+  }
+  return std::nullopt;
+}
+
+UcxConnection UcxListener::accept(double timeout_s) {
+  if (!impl_) throw UcxError(0, fmt::format("{}: UCX listener is empty (moved from)", processLocation()));
+  const Deadline deadline(timeout_s);
+  for (;;) {
+    if (!ucx_detail::progressUntil(impl_->worker, deadline, [&] { return !impl_->requests.empty(); })) {
+      throw UcxTimeout(static_cast<int>(UCS_ERR_TIMED_OUT),
+                       fmt::format("{}: no client passed the handshake on UCX listener {} within {} s",
+                                   processLocation(), impl_->address, timeout_s));
+    }
+    if (auto conn = takeRequest(deadline)) return std::move(*conn);
+  }
+}
+
+}  // namespace astraflow

@@ -1,0 +1,278 @@
+#include "dataflow/site_hub.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "astraflow/dataflow/run_wiring.hpp"
+#include "dataflow/site_protocol.hpp"
+
+namespace astraflow::dataflow_detail {
+
+using namespace site;
+
+SiteHub::SiteHub(const Config& cfg, std::vector<WeightStore*> stores, std::vector<std::string> policies)
+    : cfg_(cfg), stores_(std::move(stores)), policies_(std::move(policies)), published_(policies_.size(), -1) {
+  for (auto* s : stores_) version_bytes_.push_back(s->capacity());
+  UcxLinkOptions options;
+  options.token = resolveToken(cfg.cross_site);
+  options.protocol_version = kProtocolVersion;
+  // The largest message is one full version of the largest policy (plus its header).
+  options.max_message_bytes = *std::max_element(version_bytes_.begin(), version_bytes_.end()) + (1u << 20);
+  context_ = std::make_unique<UcpContext>();
+  worker_ = std::make_unique<UcpWorker>(*context_);
+  const auto [host, port] = splitHostPort(cfg.cross_site.listen);
+  listener_ = std::make_unique<UcxListener>(*worker_, host, port, options);
+  spdlog::info("cross-site: listening for gateways on {}:{}", host, listener_->port());
+}
+
+SiteHub::~SiteHub() = default;
+
+void SiteHub::accept() {
+  auto conn = listener_->tryAccept();
+  refused_ = listener_->refusedCount();
+  if (!conn) return;
+  auto site = std::make_unique<RemoteSite>();
+  site->link = std::move(*conn);
+  site->name = site->link.peer();
+  if (ended_) {
+    site->link.send(kRefuse, MessageWriter().putString("the home run has ended").bytes());
+    ++refused_;
+    return;
+  }
+  sites_.push_back(std::move(site));
+}
+
+// The hello must name every home policy with the same version size (the same model config).
+void SiteHub::welcome(RemoteSite& site, const UcxMessage& hello) {
+  MessageReader in(hello.payload, hello.kind);
+  const std::string name = in.getString("site");
+  const auto ranks = in.get<std::uint32_t>("rollout ranks");
+  const auto n = in.getCount(12, "policies");
+  std::map<std::string, std::uint64_t> served;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const std::string p = in.getString("policy");
+    served[p] = in.get<std::uint64_t>("version bytes");
+  }
+  in.finish();
+  std::string refusal;
+  for (std::size_t i = 0; i < policies_.size() && refusal.empty(); ++i) {
+    const auto it = served.find(policies_[i]);
+    if (it == served.end()) {
+      refusal = fmt::format("site '{}' does not serve policy '{}' (home policies: {})", name, policies_[i],
+                            fmt::join(policies_, ", "));
+    } else if (it->second != version_bytes_[i]) {
+      refusal = fmt::format("policy '{}' is {} bytes per version at site '{}' and {} at home (different model config)",
+                            policies_[i], it->second, name, version_bytes_[i]);
+    }
+  }
+  if (ranks == 0 && refusal.empty()) refusal = fmt::format("site '{}' has no rollout ranks", name);
+  if (!refusal.empty()) {
+    spdlog::warn("cross-site: refused gateway {}: {}", site.link.peer(), refusal);
+    site.link.send(kRefuse, MessageWriter().putString(refusal).bytes());
+    site.lost = true;  // never welcomed: no ranks counted
+    site.link.close(1.0);
+    ++refused_;
+    return;
+  }
+  site.name = name;
+  site.rollout_ranks = ranks;
+  site.pool_uid = kSitePoolUidBase + static_cast<std::uint32_t>(joined_++);
+  MessageWriter out;
+  out.put(static_cast<std::uint32_t>(policies_.size()));
+  for (auto v : published_) out.put(v);
+  site.link.send(kWelcome, out.bytes());
+  spdlog::info("cross-site: site '{}' joined from {} with {} rollout rank(s)", name, site.link.peer(), ranks);
+}
+
+void SiteHub::sendUpdate(RemoteSite& site, std::span<const std::byte> request) {
+  MessageReader in(request, kWeightRequest);
+  const auto policy = in.get<std::uint32_t>("policy");
+  const auto version = in.get<std::int64_t>("version");
+  const auto hash = in.get<std::uint64_t>("hash");
+  const auto deltas = in.get<std::uint32_t>("deltas since full");
+  const auto force_full = in.get<std::uint8_t>("full");
+  in.finish();
+  if (policy >= stores_.size()) throw SiteProtocolError(fmt::format("weight request for policy #{}", policy));
+  const StoreUpdate u = stores_[policy]->updateFor(version, hash, static_cast<int>(deltas), force_full != 0);
+  MessageWriter out;
+  out.put(policy).put(static_cast<std::uint8_t>(u.full)).put(u.version).put(u.hash);
+  out.put(static_cast<std::uint32_t>(u.parts.size()));
+  std::uint64_t bytes = 0;
+  for (const auto& part : u.parts) {
+    out.putBlob(part);
+    bytes += part.size();
+  }
+  site.link.send(kWeightUpdate, out.bytes());
+  site.weight_updates++;
+  site.weight_bytes += bytes;
+  site.full_updates += u.full ? 1 : 0;
+}
+
+void SiteHub::handle(RemoteSite& site, const UcxMessage& m,
+                     const std::function<void(std::span<const std::byte>, std::uint32_t)>& ingest) {
+  if (site.rollout_ranks == 0 && m.kind != kHello) {
+    throw SiteProtocolError(fmt::format("{} message before hello", kindName(m.kind)));
+  }
+  switch (m.kind) {
+    case kHello:
+      welcome(site, m);
+      return;
+    case kCredit: {
+      MessageReader in(m.payload, m.kind);
+      site.credits += in.get<std::uint32_t>("credits");
+      in.finish();
+      return;
+    }
+    case kTrajectories: {
+      MessageReader in(m.payload, m.kind);
+      const auto n = in.getCount(8, "records");
+      for (std::uint32_t i = 0; i < n; ++i) {
+        ingest(in.getBlob("record"), site.pool_uid);
+        site.trajectories++;
+      }
+      in.finish();
+      return;
+    }
+    case kWeightRequest:
+      sendUpdate(site, m.payload);
+      return;
+    case kBye:
+      site.ended = true;
+      spdlog::info("cross-site: site '{}' ended ({} tasks sent, {} trajectories back)", site.name, site.tasks_sent,
+                   site.trajectories);
+      return;
+    default:
+      throw SiteProtocolError(fmt::format("unexpected {} message (kind {}) from a gateway", kindName(m.kind), m.kind));
+  }
+}
+
+void SiteHub::lose(RemoteSite& site, const std::string& why, const std::function<void(Task)>& reissue) {
+  site.lost = true;
+  spdlog::warn("cross-site: lost site '{}' ({}); re-issuing its {} leased task(s)", site.name, why, site.leased.size());
+  for (auto& [id, task] : site.leased) {
+    ++reissued_;
+    reissue(std::move(task));
+  }
+  site.leased.clear();
+  site.link.close(0.5);
+}
+
+bool SiteHub::progress(const std::function<void(std::span<const std::byte>, std::uint32_t)>& ingest,
+                       const std::function<void(Task)>& reissue) {
+  bool did = false;
+  worker_->progress();
+  accept();
+  for (auto& s : sites_) {
+    if (s->lost || s->ended) continue;
+    try {
+      for (int i = 0; i < 64; ++i) {
+        auto m = s->link.tryRecv();
+        if (!m) break;
+        did = true;
+        handle(*s, *m, ingest);
+        if (s->lost) break;
+      }
+    } catch (const SiteProtocolError& e) {
+      ++malformed_;
+      lose(*s, e.what(), reissue);
+    } catch (const UcxError& e) {
+      lose(*s, e.what(), reissue);
+    }
+  }
+  return did;
+}
+
+bool SiteHub::tryPushTask(const Task& task, std::span<const std::byte> record) {
+  RemoteSite* best = nullptr;
+  for (auto& s : sites_) {
+    if (s->lost || s->ended || s->rollout_ranks == 0 || s->credits <= 0) continue;
+    if (!best || s->credits > best->credits) best = s.get();
+  }
+  if (!best) return false;
+  MessageWriter out;
+  out.put(std::uint32_t{1}).putBlob(record);
+  try {
+    best->link.send(kTasks, out.bytes());
+  } catch (const UcxError&) {
+    return false;  // progress() finds the link closed and re-issues what the site holds
+  }
+  best->credits--;
+  best->tasks_sent++;
+  best->leased.emplace(task.task_id, task);
+  return true;
+}
+
+void SiteHub::returned(std::uint64_t task_id) {
+  for (auto& s : sites_) {
+    if (s->leased.erase(task_id)) return;
+  }
+}
+
+void SiteHub::published(std::size_t policy, std::int64_t version) {
+  published_.at(policy) = version;
+  MessageWriter out;
+  out.put(static_cast<std::uint32_t>(policy)).put(version);
+  for (auto& s : sites_) {
+    if (s->lost || s->ended || s->rollout_ranks == 0) continue;
+    try {
+      s->link.send(kPublished, out.bytes());
+    } catch (const UcxError&) {
+      // progress() notices the closed link and handles the loss.
+    }
+  }
+}
+
+void SiteHub::endStreams() {
+  ended_ = true;
+  for (auto& s : sites_) {
+    if (s->lost || s->ended || s->rollout_ranks == 0) continue;
+    try {
+      s->link.send(kEnd, {});
+    } catch (const UcxError&) {
+    }
+  }
+}
+
+std::size_t SiteHub::openSites() const {
+  return static_cast<std::size_t>(
+      std::count_if(sites_.begin(), sites_.end(), [](const auto& s) { return !s->lost && s->rollout_ranks > 0; }));
+}
+
+std::uint64_t SiteHub::rolloutRanks() const {
+  std::uint64_t n = 0;
+  for (const auto& s : sites_) n += s->rollout_ranks;
+  return n;
+}
+
+std::uint64_t SiteHub::lostRanks() const {
+  std::uint64_t n = 0;
+  for (const auto& s : sites_) n += s->lost && !s->ended ? s->rollout_ranks : 0;
+  return n;
+}
+
+void SiteHub::report(std::map<std::string, double>& r) const {
+  r["sites_refused"] = static_cast<double>(refused_);
+  r["sites_malformed"] = static_cast<double>(malformed_);
+  r["site_tasks_reissued"] = static_cast<double>(reissued_);
+  std::uint64_t joined = 0, lost = 0;
+  for (const auto& s : sites_) {
+    if (s->rollout_ranks == 0) continue;
+    ++joined;
+    lost += s->lost && !s->ended;
+    const std::string k = "site." + s->name + ".";
+    r[k + "rollout_ranks"] = s->rollout_ranks;
+    r[k + "tasks_sent"] = static_cast<double>(s->tasks_sent);
+    r[k + "trajectories"] = static_cast<double>(s->trajectories);
+    r[k + "weight_updates"] = static_cast<double>(s->weight_updates);
+    r[k + "weight_full_updates"] = static_cast<double>(s->full_updates);
+    r[k + "weight_bytes"] = static_cast<double>(s->weight_bytes);
+    r[k + "lost"] = s->lost && !s->ended ? 1.0 : 0.0;
+  }
+  r["sites_joined"] = static_cast<double>(joined);
+  r["sites_lost"] = static_cast<double>(lost);
+}
+
+}  // namespace astraflow::dataflow_detail

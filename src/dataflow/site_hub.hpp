@@ -1,0 +1,80 @@
+#pragma once
+// SiteHub — the home dataflow rank's side of cross-site rollout (docs/cross-site.md): a UCX
+// listener that accepts gateways of remote sites, and per site its credits, the tasks it holds
+// (leased: re-issued if the site is lost), and the weight updates it asks for. The dataflow loop
+// calls progress() every turn; it never blocks on a site. Private to src/dataflow.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "astraflow/comm/ucx.hpp"
+#include "astraflow/core/config.hpp"
+#include "astraflow/core/records.hpp"
+#include "astraflow/weights/weight_store.hpp"
+
+namespace astraflow::dataflow_detail {
+
+struct RemoteSite {
+  std::string name;
+  UcxConnection link;
+  std::uint32_t rollout_ranks = 0;
+  std::uint32_t pool_uid = 0;               // kSitePoolUidBase + its index: stamped on its trajectories
+  std::int64_t credits = 0;                 // tasks it can still take
+  std::map<std::uint64_t, Task> leased;     // tasks sent, trajectories not yet back
+  bool ended = false;                       // said Bye
+  bool lost = false;
+  std::uint64_t tasks_sent = 0, trajectories = 0, weight_updates = 0, weight_bytes = 0, full_updates = 0;
+};
+
+class SiteHub {
+ public:
+  // stores[i]: the weight store of policies[i] (the home trainer groups' order).
+  SiteHub(const Config& cfg, std::vector<WeightStore*> stores, std::vector<std::string> policies);
+  ~SiteHub();
+
+  // Accepts gateways and handles their messages. Trajectory records go to `ingest` (the same
+  // path as a local pool's ring); the leased tasks of a site that is lost go to `reissue`.
+  bool progress(const std::function<void(std::span<const std::byte>, std::uint32_t pool_uid)>& ingest,
+                const std::function<void(Task)>& reissue);
+  // Sends one task to the open site with the most credit; false when none has any.
+  bool tryPushTask(const Task& task, std::span<const std::byte> record);
+  // A policy published a version: every site hears of it (each asks for the update itself).
+  void published(std::size_t policy, std::int64_t version);
+  // Tells every site to end its streams; later gateways are refused.
+  void endStreams();
+  // Returns the leased task of a trajectory that came back (by task id).
+  void returned(std::uint64_t task_id);
+
+  std::size_t openSites() const;
+  std::uint64_t rolloutRanks() const;  // of every site welcomed so far
+  std::uint64_t lostRanks() const;     // of sites lost before they ended
+  void report(std::map<std::string, double>& r) const;
+
+ private:
+  void accept();
+  void handle(RemoteSite& site, const UcxMessage& m,
+              const std::function<void(std::span<const std::byte>, std::uint32_t)>& ingest);
+  void welcome(RemoteSite& site, const UcxMessage& hello);
+  void sendUpdate(RemoteSite& site, std::span<const std::byte> request);
+  void lose(RemoteSite& site, const std::string& why, const std::function<void(Task)>& reissue);
+
+  const Config& cfg_;
+  std::vector<WeightStore*> stores_;
+  std::vector<std::string> policies_;
+  std::vector<std::uint64_t> version_bytes_;
+  std::unique_ptr<UcpContext> context_;
+  std::unique_ptr<UcpWorker> worker_;
+  std::unique_ptr<UcxListener> listener_;
+  std::vector<std::unique_ptr<RemoteSite>> sites_;
+  std::vector<std::int64_t> published_;
+  bool ended_ = false;
+  std::size_t joined_ = 0;
+  std::uint64_t refused_ = 0, malformed_ = 0, duplicates_ = 0, reissued_ = 0;
+};
+
+}  // namespace astraflow::dataflow_detail
