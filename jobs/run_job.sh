@@ -20,7 +20,7 @@ if [ "$np" -gt "$tasks" ]; then
   exit 2
 fi
 warm=$("$bin" warm-start-path "$config")
-if [ ! -f "$warm" ]; then
+if [ -n "$warm" ] && [ ! -f "$warm" ]; then
   echo "run_job: no warm start at $warm; making it with astraflow sft" >&2
   "$bin" sft "$config" >/dev/null
 fi

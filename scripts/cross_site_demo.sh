@@ -24,10 +24,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-warm=$(build/bin/astraflow warm-start-path configs/quickstart.yaml)
+warm=$(build/bin/astraflow warm-start-path configs/cross_site_home.yaml)
 if [ ! -f "$warm" ]; then
-  echo "cross_site_demo: making the quickstart's warm start ($warm)" >&2
-  build/bin/astraflow sft configs/quickstart.yaml >/dev/null
+  echo "cross_site_demo: making the warm start ($warm, the quickstart's)" >&2
+  build/bin/astraflow sft configs/cross_site_home.yaml >/dev/null
 fi
 export ASTRAFLOW_SITE_TOKEN=${ASTRAFLOW_SITE_TOKEN:-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')}
 

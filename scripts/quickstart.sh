@@ -12,7 +12,7 @@ config=configs/quickstart.yaml
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then config=$1; shift; fi
 # The warm start's path is the config's sft.checkpoint (default <output_dir>/sft.h5).
 warm=$(build/bin/astraflow warm-start-path "$config")
-if [ ! -f "$warm" ]; then
+if [ -n "$warm" ] && [ ! -f "$warm" ]; then
   echo "quickstart: no warm start at $warm; making it with astraflow sft (a few minutes)" >&2
   build/bin/astraflow sft "$config" >/dev/null
 fi

@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
 
   auto* layout_size = app.add_subcommand("layout-size", "print the number of ranks a config's layout needs");
   layout_size->add_option("config", config_path, "YAML config")->required();
-  auto* warm_start = app.add_subcommand("warm-start-path", "print the warm-start checkpoint a run of this config loads");
+  auto* warm_start = app.add_subcommand("warm-start-path", "print the warm-start checkpoint a run of this config loads (empty for a gateway site)");
   warm_start->add_option("config", config_path, "YAML config")->required();
 
   std::string trace_path;
@@ -111,7 +111,10 @@ int main(int argc, char** argv) {
   if (*warm_start) {
     try {
       const auto cfg = astraflow::loadConfig(config_path);
-      std::printf("%s\n", (cfg.run.init_checkpoint.empty() ? cfg.sft.checkpoint : cfg.run.init_checkpoint).c_str());
+      // A gateway site loads no warm start (its weights come from home): an empty line.
+      std::printf("%s\n", cfg.isGatewaySite()                ? ""
+                          : cfg.run.init_checkpoint.empty() ? cfg.sft.checkpoint.c_str()
+                                                            : cfg.run.init_checkpoint.c_str());
       return 0;
     } catch (const astraflow::Error& e) {
       std::fprintf(stderr, "astraflow: %s\n", e.what());

@@ -282,9 +282,10 @@ void applyStoreUpdate(WeightReplica& replica, bool full, std::int64_t version, s
     }
   }
   if (replica.version != version || replica.hash != hash) {
+    const std::string why = fmt::format("weights: deltas ended at v{}, the update announced v{}", replica.version, version);
     replica.version = -1;
     replica.hash = 0;
-    throw DeltaError(fmt::format("weights: deltas ended at v{}, the update announced v{}", replica.version, version));
+    throw DeltaError(why);
   }
 }
 

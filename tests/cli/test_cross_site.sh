@@ -14,7 +14,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-sed -e "s|output_dir: .*|output_dir: $work/home|" -e "/init_checkpoint:/d" \
+sed -e "s|output_dir: .*|output_dir: $work/home|" -e "s|checkpoint: runs/quickstart/sft.h5|checkpoint: $work/none.h5|" \
     -e "s|listen: .*|listen: 127.0.0.1:$port|" "$src/configs/cross_site_home.yaml" >"$work/home.yaml"
 sed -e "s|output_dir: .*|output_dir: $work/remote|" -e "s|connect: .*|connect: 127.0.0.1:$port|" \
     "$src/configs/cross_site_remote.yaml" >"$work/remote.yaml"

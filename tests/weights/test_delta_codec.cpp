@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "astraflow/weights/delta_codec.hpp"
+#include "astraflow/weights/weight_store.hpp"
 
 using namespace astraflow;
 
@@ -193,4 +195,35 @@ TEST(DeltaCodec, WrongResultIsDetectedAfterApplying) {
   } catch (const DeltaError& e) {
     EXPECT_NE(std::string(e.what()).find("checksum mismatch after applying"), std::string::npos) << e.what();
   }
+}
+
+// A gateway's path (weights/weight_store.hpp applyStoreUpdate): an update from another site is
+// applied only when every part passes; a bad one leaves the replica marked for a full version.
+TEST(DeltaCodec, StoreUpdatesFromAnotherSite) {
+  const Words v0 = randomWeights(5000, 11), v1 = perturb(v0, 0.02, 12), v2 = perturb(v1, 0.02, 13);
+  std::vector<std::byte> d1, d2;
+  encodeDelta(bytesOf(v0), bytesOf(v1), 0, 1, d1);
+  const DeltaSummary s2 = encodeDelta(bytesOf(v1), bytesOf(v2), 1, 2, d2);
+  WeightReplica r;
+  applyStoreUpdate(r, true, 0, weightsHash(bytesOf(v0)), {bytesOf(v0)});
+  EXPECT_EQ(r.version, 0);
+  applyStoreUpdate(r, false, 2, s2.target_hash, {d1, d2});
+  EXPECT_EQ(r.version, 2);
+  EXPECT_EQ(r.deltas_since_full, 2);
+  EXPECT_TRUE(std::equal(r.blob.begin(), r.blob.end(), bytesOf(v2).begin()));
+  // A full version whose checksum does not match: refused, the replica untouched.
+  EXPECT_THROW(applyStoreUpdate(r, true, 3, 12345, {bytesOf(v0)}), DeltaError);
+  EXPECT_EQ(r.version, 2);
+  // A corrupt delta: refused, and the replica now needs a full version.
+  WeightReplica q;
+  applyStoreUpdate(q, true, 0, weightsHash(bytesOf(v0)), {bytesOf(v0)});
+  auto bad = d1;
+  bad[bad.size() / 2] ^= std::byte{1};
+  EXPECT_THROW(applyStoreUpdate(q, false, 1, weightsHash(bytesOf(v1)), {bad}), DeltaError);
+  EXPECT_EQ(q.version, -1);
+  // Deltas that end short of the announced version: refused.
+  WeightReplica p;
+  applyStoreUpdate(p, true, 0, weightsHash(bytesOf(v0)), {bytesOf(v0)});
+  EXPECT_THROW(applyStoreUpdate(p, false, 2, s2.target_hash, {d1}), DeltaError);
+  EXPECT_EQ(p.version, -1);
 }
