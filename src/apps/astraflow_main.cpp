@@ -10,6 +10,7 @@
 #include "astraflow/core/error.hpp"
 #include "astraflow/core/layout.hpp"
 #include "apps/run_job.hpp"
+#include "apps/balance_replay.hpp"
 #include "apps/trace_command.hpp"
 #include "astraflow/core/log.hpp"
 #include "astraflow/trainer/local_loop.hpp"
@@ -93,6 +94,10 @@ int main(int argc, char** argv) {
   std::string trace_format = "text";
   trace->add_option("--format", trace_format, "text tables (default) or one JSON document")
       ->check(CLI::IsMember({"text", "json"}));
+  int balance_every = 0;
+  trace->add_option("--balance", balance_every,
+                    "recompute the balance report (paper A.4) for every window of K versions from the trace alone")
+      ->check(CLI::Range(1, 1 << 20));
 
   auto* sft = app.add_subcommand("sft", "warm start: supervised training on the environment's reference solutions");
   sft->add_option("config", config_path, "YAML config")->required();
@@ -121,7 +126,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (*trace) return astraflow::traceCommand(trace_path, trace_format);
+  if (*trace) {
+    if (balance_every > 0) return astraflow::balanceCommand(trace_path, balance_every, trace_format);
+    return astraflow::traceCommand(trace_path, trace_format);
+  }
 
   // run: the config is checked before any MPI work, on every rank alike.
   astraflow::Config cfg;

@@ -203,6 +203,21 @@ void parseCrossSite(YamlReader r, Config& cfg) {
   r.finish();
 }
 
+void parseElastic(YamlReader r, ElasticSection& e) {
+  e.every = static_cast<int>(r.getInt("every", e.every, 0, 1 << 20, "versions"));
+  e.tau_low = r.getDouble("tau_low", e.tau_low, 0.0, 1.0);
+  e.tau_high = r.getDouble("tau_high", e.tau_high, 0.0, 1.0);
+  e.rho = r.getDouble("rho", e.rho, 0.01, 100.0);
+  e.g_min = static_cast<int>(r.getInt("g_min", e.g_min, 1, 1 << 20, "rollout ranks"));
+  e.g_max = static_cast<int>(r.getInt("g_max", e.g_max, 1, 1 << 20, "rollout ranks"));
+  if (e.tau_low > e.tau_high) {
+    r.fail("tau_low", fmt::format("given {} above tau_high {}; allowed: tau_low <= tau_high (the dead band)", e.tau_low,
+                                  e.tau_high));
+  }
+  if (e.g_max < e.g_min) r.fail("g_max", fmt::format("given {}; allowed: >= g_min ({})", e.g_max, e.g_min));
+  r.finish();
+}
+
 void parseLocal(YamlReader r, LocalSection& l) {
   l.steps = static_cast<int>(r.getInt("steps", l.steps, 0, 1 << 24, "steps"));
   l.max_wall_seconds = r.getDouble("max_wall_seconds", l.max_wall_seconds, 0.0, 1e9);
@@ -459,6 +474,7 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   parseEval(top.child("eval"), cfg.eval);
   parseWeights(top.child("weights"), cfg.weights);
   parseCrossSite(top.child("cross_site"), cfg);
+  parseElastic(top.child("elastic"), cfg.elastic);
   parseLocal(top.child("local"), cfg.local);
   if (cfg.sft.checkpoint.empty()) cfg.sft.checkpoint = cfg.run.output_dir + "/sft.h5";
   top.finish();

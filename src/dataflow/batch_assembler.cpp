@@ -24,12 +24,10 @@ void BatchAssembler::ingest(Trajectory trajectory) {
                          trajectory.rewards.empty() || !std::isfinite(trajectory.rewards[0]);
   const bool error = trajectory.status == static_cast<std::uint8_t>(TrajectoryStatus::Error);
   auto& members = incomplete_[group_id];
-  if (error) {
+  if (error || nonfinite) {
     ++counters_.filtered;
-    ++counters_.filtered_error;
-  } else if (nonfinite) {
-    ++counters_.filtered;
-    ++counters_.filtered_nonfinite;
+    ++(error ? counters_.filtered_error : counters_.filtered_nonfinite);
+    if (entry_observer_) entry_observer_(trajectory, false);
   } else {
     members.push_back(std::move(trajectory));
     ++incomplete_count_;
@@ -66,10 +64,16 @@ void BatchAssembler::completeGroup(std::uint64_t, std::vector<Trajectory> member
       if (!keep) {
         ++f->counters().dropped;
         counters_.filtered += g.members.size();
+        if (entry_observer_) {
+          for (const auto& t : g.members) entry_observer_(t, false);
+        }
         return;
       }
       ++f->counters().kept;
     }
+  }
+  if (arrived > 0 && entry_observer_) {
+    for (const auto& t : g.members) entry_observer_(t, true);
   }
   ready_count_ += g.members.size();
   ready_.push_back(std::move(g));

@@ -56,6 +56,18 @@ struct PolicyState {
   double reward_sum = 0;
   std::uint64_t reward_count = 0;
   std::vector<double> served_at, published_at;  // per version (dataflow-side wait estimate)
+  std::vector<TrainerClock> trainer_clock;      // per version: the trainer's cumulative wait/step when staged
+};
+
+// One rollout instance's figures in the current balance window (a rank, or a remote site).
+struct InstanceTally {
+  std::uint64_t produced = 0, entered = 0;
+  std::int64_t newest_version = -1;  // newest weights its trajectories used
+};
+
+// Run totals over every policy, for balance-report windows.
+struct BookTotals {
+  std::uint64_t produced = 0, entered = 0, consumed = 0, stale = 0;
 };
 
 // Policies admitted together: tasks go through the carrier's outbox and pools, and each task
@@ -88,6 +100,12 @@ class DataflowRank {
   void checkpoint(std::int64_t version);
   void restore();
   void progressLine(PolicyState& p);
+  // Balance report (dataflow_balance.cpp): the window's figures, the three-zone decision, the
+  // log text and <run>/balance/report_<v>.json.
+  void balanceReport(const PolicyState& lead, std::int64_t v);
+  BookTotals bookTotals() const;
+  void recordBooks(std::int64_t v);
+  std::string instanceUid(const Trajectory& t) const;
   double evalStart() const;
   // Every plug-in instance with a stable key ("filter.0.zero_advantage@solver", …).
   std::vector<std::pair<std::string, Plugin*>> plugins();
@@ -121,6 +139,9 @@ class DataflowRank {
   std::uint64_t prompt_epoch_ = ~std::uint64_t{0};
   std::mt19937_64 curator_rng_;
   std::unique_ptr<SiteHub> hub_;  // cross_site.listen: remote sites' gateways
+  std::map<std::string, InstanceTally> instances_;  // this balance window, by instance uid
+  BookTotals report_base_;                          // totals at the previous report
+  std::vector<std::pair<double, double>> eval_spans_;  // finished evaluation rounds: (start, end)
 };
 
 }  // namespace astraflow::dataflow_detail

@@ -30,6 +30,9 @@ DataflowRank::DataflowRank(RunWiring& w)
                                                    cfg_.run.mode == "sync" ? 0 : cfg_.dataflow.max_staleness,
                                                    std::move(filters), makeSampler(cfg_.dataflow.sampler),
                                                    cfg_.run.seed * 1009 + g);
+    p.assembler->setEntryObserver([this](const Trajectory& t, bool entered) {
+      if (entered) instances_[instanceUid(t)].entered++;
+    });
     p.assembler->setGroupObserver([this](std::uint64_t problem, const std::vector<double>& rewards) {
       if (curators_.empty()) return;
       const PromptInfo prompt = promptInfo(problem, 0);
@@ -107,6 +110,8 @@ bool DataflowRank::progressAndPublish() {
     }
     if (p.published_at.size() <= static_cast<std::size_t>(v)) p.published_at.resize(v + 1, -1);
     p.published_at[v] = w_.now();
+    if (p.trainer_clock.size() <= static_cast<std::size_t>(v)) p.trainer_clock.resize(v + 1, TrainerClock{-1, -1});
+    p.trainer_clock[v] = store.lastTrainerClock();
     const bool resumed_start = w_.resume && v == w_.resume_version;
     if (!resumed_start && v > 0) {
       if (v % cfg_.run.progress_every == 0 || v == cfg_.run.versions) progressLine(p);
@@ -116,6 +121,8 @@ bool DataflowRank::progressAndPublish() {
         startEval(v);
       }
       if (lead && cfg_.run.checkpoint_every > 0 && v % cfg_.run.checkpoint_every == 0) checkpoint(v);
+      if (lead) recordBooks(v);
+      if (lead && cfg_.elastic.every > 0 && v % cfg_.elastic.every == 0) balanceReport(p, v);
     }
   }
   return did;
@@ -175,6 +182,7 @@ void DataflowRank::route(Trajectory t) {
     round.version_low = std::min(round.version_low, t.weight_version_min);
     round.version_high = std::max(round.version_high, t.weight_version_max);
     if (round.done()) {
+      eval_spans_.emplace_back(round.t_start, w_.now());
       // bytes: the problems solved (the round's summed 0/1 rewards), so accuracy = bytes / count.
       w_.event("eval", round.t_start, round.version_high, static_cast<std::uint64_t>(std::llround(round.correct)),
                round.expected);
@@ -189,6 +197,11 @@ void DataflowRank::route(Trajectory t) {
     return;
   }
   trajectories_->append(t);
+  {
+    auto& tally = instances_[instanceUid(t)];
+    tally.produced++;
+    tally.newest_version = std::max(tally.newest_version, t.weight_version_max);
+  }
   int target = -1;
   try {
     target = router_->route(t, policy_names_);
@@ -419,6 +432,7 @@ void DataflowRank::waitForSites() {
 RankReport DataflowRank::run() {
   Backoff backoff(1000us);
   if (cfg_.eval.problems > 0 && !w_.resume) startEval(0);
+  report_base_ = bookTotals();  // a resumed run's first window starts from its restored books
   std::size_t rollout_ranks = 0;
   for (const auto& pool : w_.map.pools()) rollout_ranks += pool.world_ranks.size();
   if (hub_) waitForSites();

@@ -236,6 +236,14 @@ void SiteHub::endStreams() {
   }
 }
 
+std::vector<SiteHub::SiteInfo> SiteHub::activeSites() const {
+  std::vector<SiteInfo> out;
+  for (const auto& s : sites_) {
+    if (!s->lost && !s->ended && s->rollout_ranks > 0) out.push_back({s->pool_uid, s->name, s->rollout_ranks});
+  }
+  return out;
+}
+
 std::size_t SiteHub::openSites() const {
   return static_cast<std::size_t>(
       std::count_if(sites_.begin(), sites_.end(), [](const auto& s) { return !s->lost && s->rollout_ranks > 0; }));

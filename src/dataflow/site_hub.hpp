@@ -50,6 +50,13 @@ class SiteHub {
   // Returns the leased task of a trajectory that came back (by task id).
   void returned(std::uint64_t task_id);
 
+  // Welcomed sites that are neither lost nor ended: (pool uid, name, rollout ranks).
+  struct SiteInfo {
+    std::uint32_t pool_uid;
+    std::string name;
+    std::uint32_t ranks;
+  };
+  std::vector<SiteInfo> activeSites() const;
   std::size_t openSites() const;
   std::uint64_t rolloutRanks() const;  // of every site welcomed so far
   std::uint64_t lostRanks() const;     // of sites lost before they ended

@@ -102,12 +102,12 @@ bool TrainerRank::nextBatch(Batch& batch) {
   ASTRA_MPI_CHECK(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, comm_.raw()));
   record_.resize(size);
   ASTRA_MPI_CHECK(MPI_Bcast(record_.data(), static_cast<int>(size), MPI_BYTE, 0, comm_.raw()));
-  const double waited = w_.now() - t;
   auto decoded = decodeBatch(record_);
   if (!decoded) throw Error("malformed batch record from the dataflow rank: " + decoded.error());
   batch = std::move(decoded).value();
   if (isEndOfStream(batch)) return false;
-  wait_seconds_ += waited;
+  // Until the batch is usable (decoded): the same span as the trace's batch_wait event.
+  wait_seconds_ += w_.now() - t;
   w_.event("batch_wait", t, version_);
   return true;
 }
@@ -116,7 +116,7 @@ void TrainerRank::stage() {
   if (comm_.rank() != 0) return;
   packWeights(*trainer_.model(), blob_);
   const double t = w_.now();
-  w_.weight_stores[group_]->stage(version_, blob_);
+  w_.weight_stores[group_]->stage(version_, blob_, {wait_seconds_, step_seconds_});
   w_.event("weight_stage", t, version_, blob_.size(), 1);
 }
 

@@ -18,7 +18,8 @@ namespace {
 
 constexpr std::uint64_t kSeq = 0, kPubVersion = 8, kPubBytes = 16, kPubHash = 24;
 constexpr std::uint64_t kStagedState = 32, kStagedVersion = 40, kStagedBytes = 48;
-constexpr std::uint64_t kLogTable = 64, kLogEntryBytes = 24;
+constexpr std::uint64_t kStagedWait = 56, kStagedStep = 64;  // the trainer's cumulative seconds (f64 bits)
+constexpr std::uint64_t kLogTable = 128, kLogEntryBytes = 24;
 constexpr std::uint64_t kHeaderBytes = 2048;
 static_assert(kLogTable + kLogEntryBytes * WeightStore::kMaxDeltaLog <= kHeaderBytes);
 constexpr std::uint64_t kChunk = 1ull << 30;  // MPI counts are ints: move data in ≤ 1 GiB calls
@@ -120,7 +121,7 @@ void WeightStore::putBytes(std::uint64_t offset, const std::byte* in, std::uint6
   win_.flush(host_);
 }
 
-void WeightStore::stage(std::int64_t version, std::span<const std::byte> weights) {
+void WeightStore::stage(std::int64_t version, std::span<const std::byte> weights, TrainerClock clock) {
   if (is_host_) throw Error(fmt::format("weights:{}: the host rank cannot stage versions", policy_));
   if (weights.size() > capacity_) {
     throw Error(fmt::format("weights:{}: version {} has {} bytes, the store holds at most {}", policy_, version,
@@ -129,8 +130,10 @@ void WeightStore::stage(std::int64_t version, std::span<const std::byte> weights
   Backoff backoff;
   while (atomicRead(kStagedState) != 0) backoff.wait();
   putBytes(kHeaderBytes + capacity_, weights.data(), weights.size());
-  const std::uint64_t meta[2] = {static_cast<std::uint64_t>(version), weights.size()};
-  ASTRA_MPI_CHECK(MPI_Put(meta, 2, MPI_UINT64_T, host_, static_cast<MPI_Aint>(kStagedVersion), 2, MPI_UINT64_T,
+  std::uint64_t meta[4] = {static_cast<std::uint64_t>(version), weights.size(), 0, 0};
+  std::memcpy(&meta[2], &clock.wait_seconds, 8);
+  std::memcpy(&meta[3], &clock.step_seconds, 8);
+  ASTRA_MPI_CHECK(MPI_Put(meta, 4, MPI_UINT64_T, host_, static_cast<MPI_Aint>(kStagedVersion), 4, MPI_UINT64_T,
                           win_.raw()));
   win_.flush(host_);
   // Only now, with data and metadata complete at the host, does the flag say "full".
@@ -145,6 +148,9 @@ std::int64_t WeightStore::publishStaged() {
   win_.sync();
   const auto version = static_cast<std::int64_t>(word(base, kStagedVersion).load());
   const std::uint64_t bytes = word(base, kStagedBytes).load();
+  const std::uint64_t wait_bits = word(base, kStagedWait).load(), step_bits = word(base, kStagedStep).load();
+  std::memcpy(&last_clock_.wait_seconds, &wait_bits, 8);
+  std::memcpy(&last_clock_.step_seconds, &step_bits, 8);
   publishFromStaging(version, bytes);
   atomicWrite(kStagedState, 0);
   return version;

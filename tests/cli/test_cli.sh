@@ -84,6 +84,7 @@ layout:
 rollout: {group_size: 2, max_new_tokens: 4, batch_tasks: 8}
 trainer: {groups_per_step: 2}
 eval: {problems: 4, every: 2}
+elastic: {every: 2}
 YAML
 for osc in sm ucx; do
   rm -rf "$work/job"
@@ -140,6 +141,28 @@ if bad:
     sys.exit("; ".join(bad))
 PY
   fail "trace --format json disagrees with summary.json: $(cat "$work/trace_json_check.err")"
+# The balance report: written live every 2 versions, and recomputed from the trace alone with
+# the same production figures and the same trainer wait fraction (to 1e-3).
+expect_rc 0 balance_text -- "$bin" trace "$work/job" --balance 2
+for line in "--- Window (last 2 iterations: v2..v4) ---" "rollout_wait_fraction" "--- Scaling decision ---" \
+            "G_target" "--- RaaS Instance Layout" "--- Total: 2 instances, 2 GPUs"; do
+  expect_text balance_text out "$line"
+done
+expect_rc 0 balance_json -- "$bin" trace "$work/job" --balance 2 --format json
+python3 - "$work/balance_json.out" "$work/job/balance" 2>"$work/balance_check.err" <<'PY' ||
+import json, math, sys
+replayed = json.load(open(sys.argv[1]))
+assert [r["version"] for r in replayed] == [2, 4], [r["version"] for r in replayed]
+for r in replayed:
+    live = json.load(open(f"{sys.argv[2]}/report_{r['version']}.json"))
+    assert r["production"] == live["production"], (r["production"], live["production"])
+    a, b = r["window"]["rollout_wait_fraction"], live["window"]["rollout_wait_fraction"]
+    assert abs(a - b) < 1e-3, (a, b)
+    assert r["scaling_decision"]["G_target"] >= 1 and r["production"]["total_raas_gpus"] == 2
+PY
+  fail "trace --balance disagrees with the live balance reports: $(cat "$work/balance_check.err")"
+expect_rc nonzero balance_missing -- "$bin" trace "$work/nope" --balance 2
+expect_text balance_missing err "nope"
 expect_rc nonzero trace_json_bad_format -- "$bin" trace --format xml "$work/job"
 expect_rc nonzero trace_missing -- "$bin" trace "$work/nope"
 expect_text trace_missing err "nope"

@@ -93,6 +93,16 @@ struct WeightsSection {
   int pull_every = 1;               // a rollout rank pulls once the store is this many versions ahead of it
 };
 
+// The balance report and the three-zone policy (docs/elastic.md, paper §4.2.1).
+struct ElasticSection {
+  int every = 10;          // K: a balance report every K trainer versions (0: none)
+  double tau_low = 0.05;   // w below: scale down
+  double tau_high = 0.10;  // w above: scale up
+  double rho = 1.10;       // shrink margin
+  int g_min = 1;           // rollout ranks, bounds of G_target
+  int g_max = 64;
+};
+
 // Cross-site rollout (docs/cross-site.md). A home job's dataflow rank listens for gateways; a
 // remote job's layout holds a gateway rank (in place of the dataflow rank, without trainers)
 // that connects home over UCX, mirrors the weights for its local rollout pool and forwards
@@ -197,6 +207,7 @@ struct Config {
   EvalSection eval;
   WeightsSection weights;
   CrossSiteSection cross_site;
+  ElasticSection elastic;
   LocalSection local;
 
   int layoutRanks() const;  // world size the layout needs

@@ -48,6 +48,11 @@ class BatchAssembler {
                  std::uint64_t seed = 1);
 
   // Called with every complete group's problem and member rewards (curators learn from it).
+  // Called for every ingested trajectory once its fate is known: entered the ready pool, or
+  // filtered (alone, or with its group). The balance report's per-instance figures.
+  void setEntryObserver(std::function<void(const Trajectory&, bool entered)> observer) {
+    entry_observer_ = std::move(observer);
+  }
   void setGroupObserver(std::function<void(std::uint64_t, const std::vector<double>&)> observer) {
     observer_ = std::move(observer);
   }
@@ -102,6 +107,7 @@ class BatchAssembler {
   std::unique_ptr<Sampler> sampler_;
   std::mt19937_64 rng_;
   std::function<void(std::uint64_t, const std::vector<double>&)> observer_;
+  std::function<void(const Trajectory&, bool)> entry_observer_;
 };
 
 }  // namespace astraflow

@@ -20,7 +20,8 @@
 //   [32] staged_state      u64  0: staging free, 1: a staged version waits to be published
 //   [40] staged_version    i64
 //   [48] staged_bytes      u64
-//   [64] delta log table: kMaxDeltaLog × {target version i64 (−1: empty), ring offset, bytes}
+//   [56] staged trainer wait seconds, [64] step seconds (f64, cumulative)
+//   [128] delta log table: kMaxDeltaLog × {target version i64 (−1: empty), ring offset, bytes}
 //   [kHeaderBytes] published data (capacity), staging data (capacity), delta ring (log bytes)
 #include <cstdint>
 #include <span>
@@ -62,6 +63,13 @@ struct WeightStoreStats {
   std::uint64_t bytes_pulled = 0;       // full versions and deltas, as read from the window
   std::uint64_t torn_retries = 0;       // pulls restarted because the host republished mid-read
   std::uint64_t deltas_rejected = 0;    // corrupt / wrong-base deltas (each followed by a full pull)
+};
+
+// The trainer's cumulative batch-wait and step seconds when it staged a version: they travel
+// with the version so the dataflow rank's balance report has the trainer's own wait fraction.
+struct TrainerClock {
+  double wait_seconds = 0;
+  double step_seconds = 0;
 };
 
 // What a reader holds: its copy of the weights, their version and checksum.
@@ -108,7 +116,7 @@ class WeightStore {
 
   // Trainer (any non-host rank): stages `version`. Waits with backoff only while the host has
   // not yet taken the previously staged version — never on a reader. Throws Error above capacity.
-  void stage(std::int64_t version, std::span<const std::byte> weights);
+  void stage(std::int64_t version, std::span<const std::byte> weights, TrainerClock clock = {});
   // Host: publishes a waiting staged version (in delta mode, also logs its delta); returns its
   // number, or −1 when none waited.
   std::int64_t publishStaged();
@@ -127,6 +135,8 @@ class WeightStore {
   std::span<std::byte> loggedDelta(std::int64_t version);
   // Host: the delta encoded at the last publish (its density and size), if any.
   const DeltaSummary& lastDelta() const { return last_delta_; }
+  // Host: the trainer's clock staged with the last version published by publishStaged.
+  TrainerClock lastTrainerClock() const { return last_clock_; }
 
   void progress() const;
   bool isHost() const { return is_host_; }
@@ -167,6 +177,7 @@ class WeightStore {
   std::uint64_t log_head_ = 0;
   bool delta_ready_ = false;
   DeltaSummary last_delta_;
+  TrainerClock last_clock_;
   // Reader: deltas read and not yet applied; the full version being read.
   std::vector<std::vector<std::byte>> pending_;
   std::vector<std::byte> full_buffer_;

@@ -1,0 +1,140 @@
+// `astraflow trace <run> --balance K`: the balance report (include/astraflow/dataflow/balance.hpp)
+// recomputed from the run's trace.h5 alone, for every window of K versions — the same figures
+// the dataflow rank printed live (when it did), and any other K after the fact.
+//
+// From the trace: the lead trainer's (lowest trainer rank's) `batch_wait` and `train_step`
+// events give each iteration's wait and step; the dataflow rank's `publish` events (trainer
+// group 0) date the versions; its `books` / `books_used` events carry the cumulative produced,
+// entered, consumed and stale counts at each version; `eval` events give evaluation time; each
+// rollout rank's `generate` events its production. Per-instance acceptance is not in the trace
+// ("n/a").
+#include "apps/balance_replay.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/io/trace_report.hpp"
+#include "astraflow/io/trace_writer.hpp"
+
+namespace astraflow {
+
+namespace {
+
+struct Books {
+  std::uint64_t produced = 0, entered = 0, consumed = 0, stale = 0;
+};
+
+}  // namespace
+
+std::vector<BalanceReport> replayBalance(const std::vector<io::TraceEvent>& events, const BalanceParams& params) {
+  if (params.every <= 0) throw Error("--balance K: K must be at least 1");
+  int lead = -1;
+  for (const auto& e : events) {
+    if (e.role == "trainer" && e.kind == "train_step" && (lead < 0 || e.rank < lead)) lead = e.rank;
+  }
+  if (lead < 0) throw Error("the trace has no trainer train_step events: nothing to report on");
+  std::map<std::int64_t, double> step_s, wait_s, published;  // by the version an iteration produced
+  std::map<std::int64_t, Books> books;
+  std::vector<std::pair<double, double>> evals;
+  std::set<int> rollout_ranks;
+  for (const auto& e : events) {
+    if (e.rank == lead && e.kind == "train_step") step_s[e.version] += e.t_end - e.t_start;
+    if (e.rank == lead && e.kind == "batch_wait") wait_s[e.version + 1] += e.t_end - e.t_start;
+    if (e.role == "dataflow" && e.kind == "publish" && e.count == 0) published[e.version] = e.t_start;
+    if (e.role == "dataflow" && e.kind == "books") {
+      books[e.version].entered = e.bytes;
+      books[e.version].produced = e.count;
+    }
+    if (e.role == "dataflow" && e.kind == "books_used") {
+      books[e.version].stale = e.bytes;
+      books[e.version].consumed = e.count;
+    }
+    if (e.role == "dataflow" && e.kind == "eval") evals.emplace_back(e.t_start, e.t_end);
+    if (e.role == "rollout") rollout_ranks.insert(e.rank);
+  }
+  if (books.empty()) {
+    throw Error("the trace has no dataflow 'books' events (runs recorded before the balance report have none); "
+                "the production figures cannot be recomputed");
+  }
+  std::vector<BalanceReport> out;
+  const std::int64_t last_version = published.empty() ? 0 : published.rbegin()->first;
+  for (std::int64_t v = params.every; v <= last_version; v += params.every) {
+    const std::int64_t first = v - params.every;
+    if (!published.count(first) || !published.count(v)) continue;
+    BalanceReport r;
+    r.source = "trace";
+    r.version_first = first;
+    r.version_last = v;
+    double wait = 0, step = 0;
+    for (std::int64_t i = first + 1; i <= v; ++i) {
+      if (!step_s.count(i)) continue;
+      ++r.iterations;
+      step += step_s[i];
+      wait += wait_s.count(i) ? wait_s[i] : 0.0;
+    }
+    const double t0 = published[first], t1 = published[v];
+    r.wall_s = t1 - t0;
+    for (const auto& [a, b] : evals) r.eval_s += std::max(0.0, std::min(b, t1) - std::max(a, t0));
+    r.training_s = step;
+    r.avg_step_s = r.iterations ? (wait + step) / r.iterations : 0.0;
+    r.avg_wait_s = r.iterations ? wait / r.iterations : 0.0;
+    r.wait_fraction = wait + step > 0 ? wait / (wait + step) : 0.0;
+    const Books a = books.count(first) ? books[first] : Books{}, b = books.count(v) ? books[v] : a;
+    r.produced = b.produced - a.produced;
+    r.accepted = b.entered - a.entered;
+    r.consumed = b.consumed - a.consumed;
+    r.stale = b.stale - a.stale;
+    std::map<int, std::pair<std::uint64_t, std::int64_t>> per_rank;  // produced, newest version used
+    for (int rank : rollout_ranks) per_rank[rank] = {0, -1};
+    for (const auto& e : events) {
+      if (e.role != "rollout" || e.kind != "generate" || e.t_end <= t0 || e.t_end > t1) continue;
+      auto& [produced, newest] = per_rank[e.rank];
+      produced += e.count;
+      newest = std::max(newest, e.version);
+    }
+    for (const auto& [rank, figures] : per_rank) {
+      InstanceWindow i;
+      i.uid = fmt::format("rank{}", rank);
+      i.produced = figures.first;
+      r.instances.push_back(i);
+      if (figures.first > 0 && figures.second < v - 1) r.weight_transfer_active = true;
+    }
+    r.g = static_cast<int>(r.instances.size());
+    classifyInstances(r.instances);
+    decide(r, params);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+int balanceCommand(const std::string& run_or_trace, int every, const std::string& format) {
+  const std::string path = io::traceFileOf(run_or_trace);
+  BalanceParams params;
+  params.every = every;
+  std::vector<BalanceReport> reports;
+  try {
+    reports = replayBalance(io::readTraceEvents(path), params);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "astraflow: %s: %s\n", path.c_str(), e.what());
+    return 2;
+  }
+  if (format == "json") {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& r : reports) all.push_back(nlohmann::json::parse(balanceReportJson(r, params)));
+    std::printf("%s\n", all.dump(2).c_str());
+    return 0;
+  }
+  std::printf("balance reports of %s, every %d versions (tau_low %.2f, tau_high %.2f, rho %.2f)\n", path.c_str(), every,
+              params.tau_low, params.tau_high, params.rho);
+  for (const auto& r : reports) std::printf("\n%s\n", formatBalanceReport(r).c_str());
+  if (reports.empty()) std::printf("(no complete window of %d versions)\n", every);
+  return 0;
+}
+
+}  // namespace astraflow

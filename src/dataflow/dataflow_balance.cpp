@@ -1,0 +1,119 @@
+// The dataflow rank's balance report (ARCHITECTURE §9, paper A.4): every elastic.every versions
+// of the lead policy, the window's trainer wait fraction, production and consumption, the
+// three-zone decision and the per-instance table — in the log and as
+// <run>/balance/report_<V>.json. The trainer's wait and step seconds are its own: it stages
+// them (cumulative) with each version, so a window's are differences of two versions' figures.
+#include <filesystem>
+#include <fstream>
+
+#include "astraflow/dataflow/balance.hpp"
+#include "dataflow/dataflow_rank.hpp"
+
+namespace astraflow::dataflow_detail {
+
+std::string DataflowRank::instanceUid(const Trajectory& t) const {
+  if (t.pool_uid >= kSitePoolUidBase && hub_) {
+    for (const auto& s : hub_->activeSites()) {
+      if (s.pool_uid == t.pool_uid) return "site:" + s.name;
+    }
+    return fmt::format("site#{}", t.pool_uid - kSitePoolUidBase);
+  }
+  return fmt::format("rank{}", t.producer_rank);
+}
+
+BookTotals DataflowRank::bookTotals() const {
+  BookTotals b;
+  for (const auto& p : policies_) {
+    const auto& c = p.assembler->counters();
+    b.produced += c.produced;
+    b.entered += c.produced - c.filtered;
+    b.consumed += c.consumed;
+    b.stale += c.stale_dropped;
+  }
+  return b;
+}
+
+// Cumulative books at each lead version, so `astraflow trace --balance K` can cut any window
+// from the trace alone: "books" (bytes = entered, count = produced), "books_used" (bytes = stale
+// dropped, count = consumed).
+void DataflowRank::recordBooks(std::int64_t v) {
+  const BookTotals b = bookTotals();
+  const double t = w_.now();
+  w_.event("books", t, v, b.entered, b.produced);
+  w_.event("books_used", t, v, b.stale, b.consumed);
+}
+
+void DataflowRank::balanceReport(const PolicyState& lead, std::int64_t v) {
+  const BalanceParams params = balanceParams(cfg_.elastic);
+  BalanceReport r;
+  r.version_last = v;
+  r.version_first = std::max<std::int64_t>(v - params.every, w_.resume ? w_.resume_version : 0);
+  auto at = [](const std::vector<double>& times, std::int64_t i) {
+    return i >= 0 && i < static_cast<std::int64_t>(times.size()) ? times[static_cast<std::size_t>(i)] : -1.0;
+  };
+  auto clock = [&](std::int64_t i) {
+    return i >= 0 && i < static_cast<std::int64_t>(lead.trainer_clock.size()) ? lead.trainer_clock[static_cast<std::size_t>(i)]
+                                                                             : TrainerClock{-1, -1};
+  };
+  // A resumed trainer's clock restarts at zero: the window then starts at the first version
+  // this segment published.
+  std::int64_t first = r.version_first;
+  while (first < v && clock(first).wait_seconds < 0) ++first;
+  r.version_first = first;
+  r.iterations = static_cast<int>(v - first);
+  const TrainerClock a = clock(first), b = clock(v);
+  const double wait = std::max(0.0, b.wait_seconds - a.wait_seconds);
+  const double iterations_s = wait + std::max(0.0, b.step_seconds - a.step_seconds);
+  const double start = at(lead.published_at, r.version_first), end = at(lead.published_at, v);
+  r.wall_s = start >= 0 && end >= 0 ? end - start : 0.0;
+  for (const auto& [t0, t1] : eval_spans_) {
+    if (start >= 0) r.eval_s += std::max(0.0, std::min(t1, end) - std::max(t0, start));
+  }
+  r.training_s = iterations_s - wait;
+  r.avg_step_s = r.iterations ? iterations_s / r.iterations : 0.0;
+  r.avg_wait_s = r.iterations ? wait / r.iterations : 0.0;
+  r.wait_fraction = iterations_s > 0 ? wait / iterations_s : 0.0;
+
+  const BookTotals now = bookTotals();
+  r.produced = now.produced - report_base_.produced;
+  r.accepted = now.entered - report_base_.entered;
+  r.consumed = now.consumed - report_base_.consumed;
+  r.stale = now.stale - report_base_.stale;
+  report_base_ = now;
+
+  // Every rollout instance, those that produced nothing included.
+  for (const auto& pool : w_.map.pools()) {
+    for (int rank : pool.world_ranks) instances_.try_emplace(fmt::format("rank{}", rank));
+  }
+  std::map<std::string, int> site_ranks;
+  if (hub_) {
+    for (const auto& s : hub_->activeSites()) {
+      site_ranks["site:" + s.name] = static_cast<int>(s.ranks);
+      instances_.try_emplace("site:" + s.name);
+    }
+  }
+  for (const auto& [uid, tally] : instances_) {
+    InstanceWindow i;
+    i.uid = uid;
+    i.ranks = site_ranks.count(uid) ? site_ranks[uid] : 1;
+    i.produced = tally.produced;
+    i.accepted = tally.entered;
+    r.g += i.ranks;
+    // Weights still moving: an instance whose newest trajectory used weights two or more
+    // versions old at the window's end.
+    if (tally.produced > 0 && tally.newest_version < v - 1) r.weight_transfer_active = true;
+    r.instances.push_back(std::move(i));
+  }
+  instances_.clear();
+  classifyInstances(r.instances);
+  decide(r, params);
+
+  spdlog::info("{}", formatBalanceReport(r));
+  const auto dir = w_.run_dir / "balance";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / fmt::format("report_{}.json", v);
+  std::ofstream(path) << balanceReportJson(r, params) << "\n";
+  w_.event("balance", w_.now(), v, static_cast<std::uint64_t>(r.decision.g_target), static_cast<std::uint64_t>(r.g));
+}
+
+}  // namespace astraflow::dataflow_detail
