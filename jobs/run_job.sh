@@ -3,7 +3,8 @@
 # (submit from there: `sbatch jobs/quickstart.sbatch [--set key=value ...]`):
 #   - the rank count comes from the config (`astraflow layout-size`) and must fit the job's tasks;
 #   - the warm start is made first when its checkpoint is missing (`astraflow sft`, one process);
-#   - the run is launched with mpirun (default) or `srun --mpi=pmix` (ASTRAFLOW_LAUNCHER=srun).
+#   - the run is launched with mpirun (default; extra flags in ASTRAFLOW_MPIRUN_FLAGS, e.g.
+#     --enable-recovery for elastic jobs) or `srun --mpi=pmix` (ASTRAFLOW_LAUNCHER=srun).
 # Usage: jobs/run_job.sh CONFIG [astraflow run arguments...]
 set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-$(dirname "$0")/..}"
@@ -28,4 +29,5 @@ echo "run_job: $config on $np of $tasks tasks (job ${SLURM_JOB_ID:-none}, nodes 
 if [ "${ASTRAFLOW_LAUNCHER:-mpirun}" = srun ]; then
   exec srun --mpi=pmix -n "$np" "$bin" run "$config" "$@"
 fi
-exec mpirun -np "$np" "$bin" run "$config" "$@"
+# shellcheck disable=SC2086  # the flags are words on purpose
+exec mpirun ${ASTRAFLOW_MPIRUN_FLAGS:-} -np "$np" "$bin" run "$config" "$@"

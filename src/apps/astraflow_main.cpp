@@ -11,6 +11,7 @@
 #include "astraflow/core/layout.hpp"
 #include "apps/run_job.hpp"
 #include "apps/balance_replay.hpp"
+#include "astraflow/dataflow/run_wiring.hpp"
 #include "apps/trace_command.hpp"
 #include "astraflow/core/log.hpp"
 #include "astraflow/trainer/local_loop.hpp"
@@ -73,6 +74,8 @@ int main(int argc, char** argv) {
   std::string log_level;
   std::string resume_dir;
   std::vector<std::string> overrides;
+  auto* spawned = app.add_subcommand("spawned-pool", "");  // started by MPI_Comm_spawn (elastic.mode), not by hand
+  spawned->group("");
   auto* run = app.add_subcommand("run", "run the job a config describes (under mpirun/srun)");
   run->add_option("config", config_path, "YAML config (with --resume: default <run>/config.yaml)");
   run->add_option("--resume", resume_dir, "continue the run in this folder from its newest checkpoint");
@@ -126,6 +129,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (*spawned) return astraflow::runSpawnedPool(argc, argv);
   if (*trace) {
     if (balance_every > 0) return astraflow::balanceCommand(trace_path, balance_every, trace_format);
     return astraflow::traceCommand(trace_path, trace_format);

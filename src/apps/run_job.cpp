@@ -117,6 +117,15 @@ int runJob(int argc, char** argv, const Config& cfg, const RuntimeOptions& optio
       std::printf("%s\n", outcome.summary_json.c_str());
       std::fflush(stdout);
     }
+    if (outcome.peer_lost) {
+      // A spawned rank died: MPI_Finalize would wait for it forever (ARCHITECTURE §9). The files
+      // are written and closed; every rank leaves without it.
+      spdlog::warn("a spawned rollout pool was lost during the run: leaving without MPI_Finalize");
+      spdlog::shutdown();
+      std::fflush(nullptr);
+      env->skipFinalize();
+      _exit(0);
+    }
     return 0;
   } catch (const std::exception& e) {
     // Met by this rank alone: the others may be waiting on it, so end the whole job.

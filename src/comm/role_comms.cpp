@@ -15,9 +15,11 @@ bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.
 
 }  // namespace
 
-RoleComms RoleComms::split(const RoleMap& map) {
+RoleComms RoleComms::split(const RoleMap& map) { return split(map, MPI_COMM_WORLD); }
+
+RoleComms RoleComms::split(const RoleMap& map, MPI_Comm base) {
   RoleComms c;
-  c.world = Comm::duplicate(MPI_COMM_WORLD);
+  c.world = Comm::duplicate(base);
   const int me = c.world.rank();
   const RankRole& mine = map.of(me);
 

@@ -210,6 +210,13 @@ void parseElastic(YamlReader r, ElasticSection& e) {
   e.rho = r.getDouble("rho", e.rho, 0.01, 100.0);
   e.g_min = static_cast<int>(r.getInt("g_min", e.g_min, 1, 1 << 20, "rollout ranks"));
   e.g_max = static_cast<int>(r.getInt("g_max", e.g_max, 1, 1 << 20, "rollout ranks"));
+  e.mode = r.getChoice("mode", e.mode, {"off", "auto", "external"});
+  e.command = r.getString("command", e.command);
+  e.command_timeout_s = r.getDouble("command_timeout_s", e.command_timeout_s, 0.1, 3600.0);
+  e.target_file = r.getString("target_file", e.target_file);
+  e.lease_seconds = r.getDouble("lease_seconds", e.lease_seconds, 0.5, 86400.0);
+  e.spawn_max = static_cast<int>(r.getInt("spawn_max", e.spawn_max, 1, 1024, "ranks"));
+  if (e.mode != "off" && e.every == 0) r.fail("every", "0 with mode " + e.mode + "; allowed: >= 1 (decisions come with the reports)");
   if (e.tau_low > e.tau_high) {
     r.fail("tau_low", fmt::format("given {} above tau_high {}; allowed: tau_low <= tau_high (the dead band)", e.tau_low,
                                   e.tau_high));

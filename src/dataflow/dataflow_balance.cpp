@@ -8,10 +8,12 @@
 
 #include "astraflow/dataflow/balance.hpp"
 #include "dataflow/dataflow_rank.hpp"
+#include "dataflow/maintainer.hpp"
 
 namespace astraflow::dataflow_detail {
 
 std::string DataflowRank::instanceUid(const Trajectory& t) const {
+  if (t.producer_rank >= kSpawnRankLabel && elastic_) return elastic_->uidOfRank(t.producer_rank);
   if (t.pool_uid >= kSitePoolUidBase && hub_) {
     for (const auto& s : hub_->activeSites()) {
       if (s.pool_uid == t.pool_uid) return "site:" + s.name;
@@ -85,26 +87,35 @@ void DataflowRank::balanceReport(const PolicyState& lead, std::int64_t v) {
   for (const auto& pool : w_.map.pools()) {
     for (int rank : pool.world_ranks) instances_.try_emplace(fmt::format("rank{}", rank));
   }
-  std::map<std::string, int> site_ranks;
+  std::map<std::string, int> site_ranks;  // instances of several ranks: remote sites, spawned pools
+  int g = 0;
+  for (const auto& pool : w_.map.pools()) g += static_cast<int>(pool.world_ranks.size());
+  if (elastic_) {
+    for (const auto& [name, ranks] : elastic_->activePools()) {
+      instances_.try_emplace(name);
+      g += ranks;
+    }
+  }
   if (hub_) {
     for (const auto& s : hub_->activeSites()) {
       site_ranks["site:" + s.name] = static_cast<int>(s.ranks);
       instances_.try_emplace("site:" + s.name);
+      g += static_cast<int>(s.ranks);
     }
   }
   for (const auto& [uid, tally] : instances_) {
     InstanceWindow i;
     i.uid = uid;
-    i.ranks = site_ranks.count(uid) ? site_ranks[uid] : 1;
+    i.ranks = site_ranks.count(uid) ? site_ranks[uid] : elastic_ && elastic_->ranksOf(uid) ? elastic_->ranksOf(uid) : 1;
     i.produced = tally.produced;
     i.accepted = tally.entered;
-    r.g += i.ranks;
     // Weights still moving: an instance whose newest trajectory used weights two or more
     // versions old at the window's end.
     if (tally.produced > 0 && tally.newest_version < v - 1) r.weight_transfer_active = true;
     r.instances.push_back(std::move(i));
   }
   instances_.clear();
+  r.g = g;  // the ranks serving now (a pool retired in the window still has its row)
   classifyInstances(r.instances);
   decide(r, params);
 
@@ -114,6 +125,40 @@ void DataflowRank::balanceReport(const PolicyState& lead, std::int64_t v) {
   const auto path = dir / fmt::format("report_{}.json", v);
   std::ofstream(path) << balanceReportJson(r, params) << "\n";
   w_.event("balance", w_.now(), v, static_cast<std::uint64_t>(r.decision.g_target), static_cast<std::uint64_t>(r.g));
+  actOnTarget(r, path.string());
+}
+
+// elastic.mode: auto follows G_target; external asks the maintainer command (or reads the
+// target file). Only spawned pools are retired: the initial layout's ranks stay.
+void DataflowRank::actOnTarget(const BalanceReport& r, const std::string& report_path) {
+  if (!elastic_) return;
+  const auto& e = cfg_.elastic;
+  std::optional<int> target;
+  std::string why;
+  if (e.mode == "auto") {
+    target = r.decision.g_target;
+  } else if (!e.command.empty()) {
+    target = askMaintainer(e, report_path, why);
+  } else {
+    const auto file = e.target_file.empty() ? (w_.run_dir / "balance" / "target").string() : e.target_file;
+    target = readTargetFile(e, file, why);
+  }
+  if (!target) {
+    if (!why.empty()) spdlog::warn("elastic: {}; the pool keeps its {} rank(s)", why, r.g);
+    return;
+  }
+  const int delta = *target - r.g;
+  if (delta > 0) {
+    elastic_->spawn(std::min(delta, e.spawn_max));
+  } else if (delta < 0) {
+    std::set<std::string> suspects;
+    for (const auto& i : r.instances) {
+      if (i.status == "suspect") suspects.insert(i.uid);
+    }
+    if (elastic_->retire(-delta, suspects) == 0) {
+      spdlog::info("elastic: target {} below {} rank(s), but no spawned pool is left to retire", *target, r.g);
+    }
+  }
 }
 
 }  // namespace astraflow::dataflow_detail

@@ -15,12 +15,14 @@
 #include <random>
 
 #include "astraflow/comm/backoff.hpp"
+#include "astraflow/dataflow/balance.hpp"
 #include "astraflow/dataflow/batch_assembler.hpp"
 #include "astraflow/dataflow/dataflow_checkpoint.hpp"
 #include "astraflow/dataflow/plugins.hpp"
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
 #include "astraflow/rollout/environment.hpp"
+#include "dataflow/elastic_pools.hpp"
 #include "dataflow/site_hub.hpp"
 
 namespace astraflow::dataflow_detail {
@@ -106,6 +108,7 @@ class DataflowRank {
   BookTotals bookTotals() const;
   void recordBooks(std::int64_t v);
   std::string instanceUid(const Trajectory& t) const;
+  void actOnTarget(const BalanceReport& r, const std::string& report_path);
   double evalStart() const;
   // Every plug-in instance with a stable key ("filter.0.zero_advantage@solver", …).
   std::vector<std::pair<std::string, Plugin*>> plugins();
@@ -139,6 +142,7 @@ class DataflowRank {
   std::uint64_t prompt_epoch_ = ~std::uint64_t{0};
   std::mt19937_64 curator_rng_;
   std::unique_ptr<SiteHub> hub_;  // cross_site.listen: remote sites' gateways
+  std::unique_ptr<ElasticPools> elastic_;  // elastic.mode auto|external: spawned pools
   std::map<std::string, InstanceTally> instances_;  // this balance window, by instance uid
   BookTotals report_base_;                          // totals at the previous report
   std::vector<std::pair<double, double>> eval_spans_;  // finished evaluation rounds: (start, end)

@@ -7,6 +7,8 @@
 
 namespace astraflow::dataflow_detail {
 
+using namespace std::chrono_literals;
+
 void DataflowRank::restore() {
   const auto snap = readDataflowCheckpoint(w_.run_dir, w_.resume_version);
   next_problem_ = snap.next_problem;
@@ -209,6 +211,27 @@ std::vector<std::pair<std::string, double>> DataflowRank::pluginCounters() {
 double DataflowRank::evalStart() const {
   if (eval_start_ >= 0) return eval_start_;
   return !eval_rounds_.empty() && eval_rounds_.front().done() ? eval_rounds_.front().accuracy() : -1.0;
+}
+
+// cross_site.wait_for_sites gateways before the first task (bounded by wait_seconds), so that a
+// short home run does not end before its remote sites joined.
+void DataflowRank::waitForSites() {
+  const int wanted = cfg_.cross_site.wait_for_sites;
+  if (wanted <= 0) return;
+  Backoff backoff(2000us);
+  const double until = w_.segmentSeconds() + cfg_.cross_site.wait_seconds;
+  while (hub_->openSites() < static_cast<std::size_t>(wanted)) {
+    if (w_.segmentSeconds() > until) {
+      spdlog::warn("cross-site: {} of {} site(s) joined within {:.0f} s (cross_site.wait_seconds); starting anyway",
+                   hub_->openSites(), wanted, cfg_.cross_site.wait_seconds);
+      return;
+    }
+    if (progressAndPublish() | ingest()) {
+      backoff.reset();
+    } else {
+      backoff.wait();
+    }
+  }
 }
 
 }  // namespace astraflow::dataflow_detail

@@ -75,6 +75,7 @@ DataflowRank::DataflowRank(RunWiring& w)
   } else {
     for (std::size_t i = 0; i < policies_.size(); ++i) units_.push_back({i, {i}});
   }
+  if (cfg_.elastic.mode != "off") elastic_ = std::make_unique<ElasticPools>(w_);
   if (!cfg_.cross_site.listen.empty()) {
     std::vector<WeightStore*> stores;
     for (const auto& p : policies_) stores.push_back(w_.weight_stores[p.group].get());
@@ -100,6 +101,7 @@ bool DataflowRank::progressAndPublish() {
     did = true;
     p.published = v;
     if (hub_) hub_->published(static_cast<std::size_t>(p.group), v);
+    if (elastic_) elastic_->published(static_cast<std::size_t>(p.group), v, store.publishedBytes());
     w_.event("publish", t, v, 0, static_cast<std::uint64_t>(p.group));  // count: the policy (trainer group index)
     if (store.options().delta && store.lastDelta().target_version == v) {
       // The delta this version was encoded as: bytes shipped per reader, and changed bf16 words.
@@ -130,6 +132,15 @@ bool DataflowRank::progressAndPublish() {
 
 bool DataflowRank::ingest() {
   bool did = false;
+  if (elastic_) {
+    // A lost spawned pool's leased tasks go back to the front of their outbox.
+    did |= elastic_->progress([this](Task t) {
+      for (auto& p : policies_) {
+        if (p.name == t.policy) p.outbox.push_front(std::move(t));
+      }
+    });
+    elastic_->reap();
+  }
   if (hub_) {
     // Remote sites' trajectories take the same path as a local pool's ring records; the tasks a
     // lost site held go back to the front of their outbox.
@@ -146,7 +157,7 @@ bool DataflowRank::ingest() {
     if (!ring) continue;
     for (int i = 0; i < 256 && ring->tryPop(record_); ++i) {
       did = true;
-      ingestRecord(record_, w_.map.pools()[pool].name.c_str());
+      ingestRecord(record_, pool < w_.map.pools().size() ? w_.map.pools()[pool].name.c_str() : "spawned pool");
     }
   }
   return did;
@@ -164,6 +175,7 @@ void DataflowRank::ingestRecord(std::span<const std::byte> record, const char* s
 }
 
 void DataflowRank::route(Trajectory t) {
+  if (elastic_ && !elastic_->returned(t)) return;  // a late duplicate of a re-issued task (counted)
   if (t.task_id == kEndOfStreamBatchId && t.tokens.empty()) {
     ++rollout_ended_;
     return;
@@ -366,12 +378,21 @@ bool DataflowRank::flushOutbox() {
     while (!p.outbox.empty()) {
       bool pushed = false;
       const auto bytes = encode(p.outbox.front());
-      // Round robin over the local pools and, as one more slot, the remote sites (if any).
-      const std::size_t slots = p.pools.size() + (hub_ ? 1 : 0);
+      // Round robin over the local pools, the spawned pools and, as one more slot, the remote
+      // sites (if any). A task pushed to a spawned pool is leased there.
+      std::vector<int> rings(p.pools.begin(), p.pools.end());
+      if (elastic_) {
+        for (int ring : elastic_->activeRings()) rings.push_back(ring);
+      }
+      const std::size_t slots = rings.size() + (hub_ ? 1 : 0);
       for (std::size_t k = 0; k < slots && !pushed; ++k) {
         const std::size_t slot = (p.next_pool + k) % slots;
-        pushed = slot < p.pools.size() ? w_.task_rings[p.pools[slot]]->tryPush(bytes)
-                                       : hub_->tryPushTask(p.outbox.front(), bytes);
+        if (slot < rings.size()) {
+          pushed = w_.task_rings[static_cast<std::size_t>(rings[slot])]->tryPush(bytes);
+          if (pushed && elastic_) elastic_->pushed(rings[slot], p.outbox.front());
+        } else {
+          pushed = hub_->tryPushTask(p.outbox.front(), bytes);
+        }
       }
       if (!pushed) break;
       p.next_pool = (p.next_pool + 1) % slots;
@@ -395,38 +416,19 @@ void DataflowRank::endStreams() {
   Task end;
   end.kind = kEndOfStreamKind;
   const auto bytes = encode(end);
-  for (std::size_t pool = 0; pool < w_.map.pools().size(); ++pool) {
-    for (std::size_t r = 0; r < w_.map.pools()[pool].world_ranks.size(); ++r) {
-      // Pushing may wait for space: keep ingesting meanwhile, rollout ranks may be blocked on us.
-      Backoff backoff;
-      while (!w_.task_rings[pool]->tryPush(bytes)) {
-        progressAndPublish();
-        ingest();
-        backoff.wait();
-      }
-    }
-  }
-}
-
-// cross_site.wait_for_sites gateways before the first task (bounded by wait_seconds), so that a
-// short home run does not end before its remote sites joined.
-void DataflowRank::waitForSites() {
-  const int wanted = cfg_.cross_site.wait_for_sites;
-  if (wanted <= 0) return;
-  Backoff backoff(2000us);
-  const double until = w_.segmentSeconds() + cfg_.cross_site.wait_seconds;
-  while (hub_->openSites() < static_cast<std::size_t>(wanted)) {
-    if (w_.segmentSeconds() > until) {
-      spdlog::warn("cross-site: {} of {} site(s) joined within {:.0f} s (cross_site.wait_seconds); starting anyway",
-                   hub_->openSites(), wanted, cfg_.cross_site.wait_seconds);
-      return;
-    }
-    if (progressAndPublish() | ingest()) {
-      backoff.reset();
-    } else {
+  auto pushEnd = [&](std::size_t ring) {
+    // Pushing may wait for space: keep ingesting meanwhile, rollout ranks may be blocked on us.
+    Backoff backoff;
+    while (w_.task_rings[ring] && !w_.task_rings[ring]->tryPush(bytes)) {
+      progressAndPublish();
+      ingest();
       backoff.wait();
     }
+  };
+  for (std::size_t pool = 0; pool < w_.map.pools().size(); ++pool) {
+    for (std::size_t r = 0; r < w_.map.pools()[pool].world_ranks.size(); ++r) pushEnd(pool);
   }
+  if (elastic_) elastic_->endStreams([&](int ring) { pushEnd(static_cast<std::size_t>(ring)); });
 }
 
 RankReport DataflowRank::run() {
@@ -490,13 +492,17 @@ RankReport DataflowRank::run() {
   endStreams();
   // Local rollout ranks and those of every remote site that joined (a lost site's ranks count
   // as ended: they will send nothing more).
-  while (rollout_ended_ + (hub_ ? hub_->lostRanks() : 0) < rollout_ranks + (hub_ ? hub_->rolloutRanks() : 0)) {
+  auto expected = [&] { return rollout_ranks + (hub_ ? hub_->rolloutRanks() : 0) + (elastic_ ? elastic_->ranksEver() : 0); };
+  auto ended = [&] { return rollout_ended_ + (hub_ ? hub_->lostRanks() : 0) + (elastic_ ? elastic_->ranksDone() : 0); };
+  while (ended() < expected()) {
+    if (elastic_) elastic_->reap();
     if (progressAndPublish() | ingest()) {
       backoff.reset();
     } else {
       backoff.wait();
     }
   }
+  if (elastic_) elastic_->reap();  // the pools whose last ranks ended in the last turn
   trajectories_->flush();
   if (last_checkpoint_ != final_version) checkpoint(final_version);
 
@@ -564,6 +570,10 @@ RankReport DataflowRank::run() {
   }
   for (const auto& [key, value] : pluginCounters()) r[key] = value;
   if (hub_) hub_->report(r);
+  if (elastic_) {
+    elastic_->report(r);
+    w_.spawned_reports = elastic_->childReports();
+  }
   return r;
 }
 

@@ -11,7 +11,7 @@ double RunWiring::now() const { return MPI_Wtime() - t0; }
 
 void RunWiring::event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes,
                       std::uint64_t count) const {
-  if (trace) trace->record({rank(), roleName(role().role), kind, t_start, now(), version, bytes, count});
+  if (trace) trace->record({labelRank(), roleName(role().role), kind, t_start, now(), version, bytes, count});
 }
 
 int RunWiring::policyIndex(const std::string& policy) const {

@@ -215,6 +215,48 @@ nlohmann::json summarize(const Config& cfg, const std::vector<nlohmann::json>& r
 
 }  // namespace
 
+void wireWindows(RunWiring& w) {
+  const Config& cfg = w.cfg;
+  const RoleMap& map = w.map;
+  const RoleComms& comms = w.comms;
+  const int me = comms.world.rank();
+  const int df_rank = map.dataflowRank();
+  // Windows, in the same order on every rank (each constructor is collective over its comm).
+  for (std::size_t p = 0; p < map.pools().size(); ++p) {
+    if (!comms.pools[p].valid()) {
+      w.task_rings.emplace_back();
+      w.trajectory_rings.emplace_back();
+      continue;
+    }
+    const auto& name = map.pools()[p].name;
+    w.task_rings.push_back(std::make_unique<RmaRing>(comms.pools[p], 0, geometryOf(cfg.dataflow.task_ring),
+                                                     RmaRing::Consumer::Remote, "task_ring:" + name));
+    w.trajectory_rings.push_back(std::make_unique<RmaRing>(comms.pools[p], 0, geometryOf(cfg.dataflow.trajectory_ring),
+                                                           RmaRing::Consumer::Host, "trajectory_ring:" + name));
+  }
+  for (std::size_t g = 0; g < map.trainerGroups().size(); ++g) {
+    const auto& group = map.trainerGroups()[g];
+    if (comms.trainer_links[g].valid() && !group.world_ranks.empty()) {
+      w.batch_rings.push_back(std::make_unique<RmaRing>(comms.trainer_links[g], 0, geometryOf(cfg.dataflow.batch_ring),
+                                                        RmaRing::Consumer::Remote, "batch_ring:" + group.policy));
+    } else {
+      w.batch_rings.emplace_back();
+    }
+    if (comms.weight_links[g].valid()) {
+      // The first trainer rank (at a gateway site: the gateway) measures a version; everyone
+      // learns the store's size.
+      const int measurer = group.world_ranks.empty() ? df_rank : group.world_ranks.front();
+      std::uint64_t bytes = me == measurer ? weightVersionBytes(cfg, group.policy) : 0;
+      ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_MAX, comms.weight_links[g].raw()));
+      w.weight_stores.push_back(
+          std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy, weightStoreOptions(cfg.weights)));
+    } else {
+      w.weight_stores.emplace_back();
+    }
+  }
+
+}
+
 RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& comms, const RuntimeOptions& options) {
   const Comm& world = comms.world;
   const int me = world.rank();
@@ -260,39 +302,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   w.resume = resume;
   w.resume_version = resume_version;
   w.ranks_on_node = ranksOnNode(world);
-  // Windows, in the same order on every rank (each constructor is collective over its comm).
-  for (std::size_t p = 0; p < map.pools().size(); ++p) {
-    if (!comms.pools[p].valid()) {
-      w.task_rings.emplace_back();
-      w.trajectory_rings.emplace_back();
-      continue;
-    }
-    const auto& name = map.pools()[p].name;
-    w.task_rings.push_back(std::make_unique<RmaRing>(comms.pools[p], 0, geometryOf(cfg.dataflow.task_ring),
-                                                     RmaRing::Consumer::Remote, "task_ring:" + name));
-    w.trajectory_rings.push_back(std::make_unique<RmaRing>(comms.pools[p], 0, geometryOf(cfg.dataflow.trajectory_ring),
-                                                           RmaRing::Consumer::Host, "trajectory_ring:" + name));
-  }
-  for (std::size_t g = 0; g < map.trainerGroups().size(); ++g) {
-    const auto& group = map.trainerGroups()[g];
-    if (comms.trainer_links[g].valid() && !group.world_ranks.empty()) {
-      w.batch_rings.push_back(std::make_unique<RmaRing>(comms.trainer_links[g], 0, geometryOf(cfg.dataflow.batch_ring),
-                                                        RmaRing::Consumer::Remote, "batch_ring:" + group.policy));
-    } else {
-      w.batch_rings.emplace_back();
-    }
-    if (comms.weight_links[g].valid()) {
-      // The first trainer rank (at a gateway site: the gateway) measures a version; everyone
-      // learns the store's size.
-      const int measurer = group.world_ranks.empty() ? df_rank : group.world_ranks.front();
-      std::uint64_t bytes = me == measurer ? weightVersionBytes(cfg, group.policy) : 0;
-      ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_MAX, comms.weight_links[g].raw()));
-      w.weight_stores.push_back(
-          std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy, weightStoreOptions(cfg.weights)));
-    } else {
-      w.weight_stores.emplace_back();
-    }
-  }
+  wireWindows(w);
 
   if (resume) {
     double offset = 0;
@@ -321,9 +331,13 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   mine["rank"] = me;
   mine["role"] = roleName(w.role().role);
   mine["label"] = w.role().label();
-  const auto reports = gatherReports(world, df_rank, mine);
+  auto reports = gatherReports(world, df_rank, mine);
   RunOutcome outcome;
+  int lost = w.peer_lost ? 1 : 0;
+  ASTRA_MPI_CHECK(MPI_Bcast(&lost, 1, MPI_INT, df_rank, world.raw()));
+  outcome.peer_lost = lost != 0;
   if (is_df) {
+    for (const auto& text : w.spawned_reports) reports.push_back(nlohmann::json::parse(text));
     const auto summary = cfg.isGatewaySite() ? summarizeSite(cfg, reports) : summarize(cfg, reports, resume_version);
     outcome.reporting_rank = true;
     outcome.summary_json = summary.dump();
@@ -339,6 +353,17 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
       inputs.push_back(before.string());
     }
     for (int r = 0; r < world.size(); ++r) inputs.push_back((run_dir / "trace" / fmt::format("rank_{}.h5", r)).string());
+    // Spawned pools' ranks wrote their own files; one killed mid-run may have left an unreadable one.
+    for (const auto& entry : fs::directory_iterator(run_dir / "trace")) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("spawn", 0) != 0) continue;
+      try {
+        io::readTraceEvents(entry.path().string());
+        inputs.push_back(entry.path().string());
+      } catch (const std::exception& e) {
+        spdlog::warn("trace: {} left out of trace.h5: {}", entry.path().string(), e.what());
+      }
+    }
     io::mergeTraceFiles(inputs, merged.string());
   }
   world.barrier();

@@ -166,7 +166,7 @@ Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const S
   t.group_id = task.group_id;
   t.group_index = task.group_index;
   t.policy = p.name;
-  t.producer_rank = w_.rank();
+  t.producer_rank = w_.labelRank();
   t.pool_uid = static_cast<std::uint32_t>(pool_);
   t.weight_version_min = t.weight_version_max = p.version;
   t.tokens = e.tokens;
@@ -297,7 +297,7 @@ RankReport RolloutRank::run() {
   Trajectory end;
   end.task_id = kEndOfStreamBatchId;
   end.policy = served_.front().name;
-  end.producer_rank = w_.rank();
+  end.producer_rank = w_.labelRank();
   encodeInto(end, record_);
   w_.trajectory_rings[pool_]->push(record_);
 

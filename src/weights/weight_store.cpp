@@ -295,6 +295,11 @@ void applyStoreUpdate(WeightReplica& replica, bool full, std::int64_t version, s
   }
 }
 
+std::span<const std::byte> WeightStore::publishedBytes() {
+  if (!is_host_) throw Error(fmt::format("weights:{}: only the host holds the published bytes", policy_));
+  return {win_.base() + kHeaderBytes, word(win_.base(), kPubBytes).load()};
+}
+
 std::int64_t WeightStore::publishedVersion() {
   if (is_host_) {
     win_.sync();

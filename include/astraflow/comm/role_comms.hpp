@@ -27,6 +27,8 @@ struct RoleComms {
 
   // Collective over MPI_COMM_WORLD; same order on all ranks.
   static RoleComms split(const RoleMap& map);
+  // The same over `base` (a spawned pool's merged comm, whose rank 0 is the dataflow rank).
+  static RoleComms split(const RoleMap& map, MPI_Comm base);
 };
 
 }  // namespace astraflow

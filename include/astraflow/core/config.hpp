@@ -101,6 +101,12 @@ struct ElasticSection {
   double rho = 1.10;       // shrink margin
   int g_min = 1;           // rollout ranks, bounds of G_target
   int g_max = 64;
+  std::string mode = "off";  // off | auto (spawn/retire by the report) | external (a maintainer command decides)
+  std::string command;       // external: run with the report's JSON path; its last stdout line is G_target
+  double command_timeout_s = 30;
+  std::string target_file;   // external: a file holding G_target, read at each report (default <run>/balance/target)
+  double lease_seconds = 60; // a spawned pool silent this long while holding tasks is lost; its tasks are re-issued
+  int spawn_max = 8;         // ranks one spawn adds at most
 };
 
 // Cross-site rollout (docs/cross-site.md). A home job's dataflow rank listens for gateways; a

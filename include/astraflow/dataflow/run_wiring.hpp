@@ -63,8 +63,12 @@ struct RunWiring {
   bool resume = false;               // continuing from the newest checkpoint in run_dir
   std::int64_t resume_version = -1;  // that checkpoint's version (set before the loops start)
   int ranks_on_node = 1;             // sizes LibTorch/BLAS threads (run.threads_per_rank = 0)
+  int rank_label_offset = 0;         // a spawned pool's ranks: 10000·(k+1), so trace and producer ranks stay unique
+  bool peer_lost = false;            // the dataflow rank lost a spawned pool: leave with _exit (ARCHITECTURE §9)
+  std::vector<std::string> spawned_reports;  // dataflow rank: the RankReports (JSON) of retired spawned ranks
 
   int rank() const { return comms.world.rank(); }
+  int labelRank() const { return rank_label_offset + rank(); }  // the rank in traces and trajectories
   const RankRole& role() const { return map.of(rank()); }
   double now() const;  // seconds on the run clock (earlier segments included)
   double segmentSeconds() const { return now() - clock_offset; }
@@ -74,6 +78,10 @@ struct RunWiring {
   int policyIndex(const std::string& policy) const;
 };
 
+// Creates the rings and weight stores of `w`'s pools and trainer groups on their comms, in the
+// same order on every rank of w.comms.world (each window is collective over its comm).
+void wireWindows(RunWiring& w);
+
 // Bytes of one full weight version of a policy's model (its weight store's capacity; the
 // first policy's when `policy` is empty). Builds the model once to measure it.
 std::uint64_t weightVersionBytes(const Config& cfg, const std::string& policy = {});
@@ -81,7 +89,11 @@ std::uint64_t weightVersionBytes(const Config& cfg, const std::string& policy = 
 RankReport runDataflowRole(RunWiring& w);
 RankReport runRolloutRole(RunWiring& w);
 RankReport runTrainerRole(RunWiring& w);
-RankReport runGatewayRole(RunWiring& w);  // a remote site's hub (src/dataflow/gateway_role.cpp)
+RankReport runGatewayRole(RunWiring& w);
+// A spawned pool's process (`astraflow spawned-pool`, started by the dataflow rank with
+// MPI_Comm_spawn): joins its parent, wires its windows, runs the RaaS loop, reports back and
+// disconnects. Returns the exit code.
+int runSpawnedPool(int argc, char** argv);  // a remote site's hub (src/dataflow/gateway_role.cpp)
 
 // Checkpoint files of a run folder (ARCHITECTURE §10):
 //   checkpoints/step_<V>.h5            dataflow state, config, version; links to the next two

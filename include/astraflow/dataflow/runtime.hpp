@@ -17,6 +17,7 @@ struct RuntimeOptions {
 struct RunOutcome {
   bool reporting_rank = false;  // the dataflow rank: it wrote summary.json
   std::string summary_json;     // one line; set on the reporting rank
+  bool peer_lost = false;       // a spawned pool was lost: leave with _exit, not MPI_Finalize (every rank)
 };
 
 // Collective over MPI_COMM_WORLD; same order on all ranks. Throws on errors (the caller decides

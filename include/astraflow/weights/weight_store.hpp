@@ -123,6 +123,8 @@ class WeightStore {
   // Host: publishes `weights` as `version` directly (a gateway mirroring another site's store;
   // no trainer stages into such a store). Logs the delta like publishStaged.
   void publish(std::int64_t version, std::span<const std::byte> weights);
+  // Host: the published version's bytes (valid until the next publish).
+  std::span<const std::byte> publishedBytes();
   // Host: what a reader holding (version, hash) needs, by the same rules as pull().
   StoreUpdate updateFor(std::int64_t version, std::uint64_t hash, int deltas_since_full, bool force_full);
   // Any rank: the published version number (one 8-byte MPI_Get on remote ranks); −1 if none.

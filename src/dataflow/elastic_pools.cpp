@@ -1,0 +1,434 @@
+#include "dataflow/elastic_pools.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "astraflow/comm/mpi.hpp"
+#include "astraflow/core/log.hpp"
+#include "astraflow/io/trace_writer.hpp"
+#include "dataflow/pool_view.hpp"
+
+namespace astraflow::dataflow_detail {
+
+namespace {
+
+void bcastString(MPI_Comm comm, std::string& s) {
+  std::uint64_t n = s.size();
+  ASTRA_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm));
+  s.resize(n);
+  ASTRA_MPI_CHECK(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm));
+}
+
+// Each rank's pid and host name, gathered at rank 0 of `comm` (the dataflow rank).
+void gatherIdentity(MPI_Comm comm, std::vector<int>& pids, std::vector<std::string>& hosts) {
+  int size = 0, rank = 0;
+  MPI_Comm_size(comm, &size);
+  MPI_Comm_rank(comm, &rank);
+  struct {
+    int pid;
+    char host[64];
+  } mine{static_cast<int>(getpid()), {}};
+  gethostname(mine.host, sizeof mine.host - 1);
+  std::vector<decltype(mine)> all(rank == 0 ? size : 0);
+  ASTRA_MPI_CHECK(MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, comm));
+  for (int r = 1; r < static_cast<int>(all.size()); ++r) {
+    pids.push_back(all[r].pid);
+    hosts.emplace_back(all[r].host);
+  }
+}
+
+// Rank reports (JSON text) gathered at rank 0 of `comm`; rank 0 sends an empty one.
+std::vector<std::string> gatherReports(MPI_Comm comm, const std::string& mine) {
+  int size = 0, rank = 0;
+  MPI_Comm_size(comm, &size);
+  MPI_Comm_rank(comm, &rank);
+  int n = static_cast<int>(mine.size());
+  std::vector<int> sizes(rank == 0 ? size : 0), offsets(sizes.size());
+  ASTRA_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm));
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      offsets[r] = total;
+      total += sizes[r];
+    }
+    all.resize(total);
+  }
+  ASTRA_MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0, comm));
+  std::vector<std::string> out;
+  for (int r = 1; r < static_cast<int>(sizes.size()); ++r) out.push_back(all.substr(offsets[r], sizes[r]));
+  return out;
+}
+
+std::string selfExecutable() {
+  char path[PATH_MAX] = {0};
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) throw Error("cannot resolve /proc/self/exe to spawn rollout ranks");
+  return std::string(path, static_cast<std::size_t>(n));
+}
+
+}  // namespace
+
+ElasticPools::ElasticPools(RunWiring& home) : home_(home) {}
+
+ElasticPools::~ElasticPools() {
+  // Pools still connected at exit were ended by the run; lost ones keep their handles (a
+  // collective free with a dead member would hang).
+  for (auto& p : pools_) {
+    if (p->state == SpawnedPool::State::Lost) {
+      p->comms.release();
+      p->wiring.release();
+      p->map.release();
+      p->cfg.release();
+    }
+  }
+}
+
+bool ElasticPools::spawn(int ranks) {
+  if (ranks <= 0) return false;
+  const int k = static_cast<int>(pools_.size());
+  MPI_Comm self = MPI_COMM_NULL, inter = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_SELF, &self);
+  MPI_Comm_set_errhandler(self, MPI_ERRORS_RETURN);
+  std::vector<int> errors(static_cast<std::size_t>(ranks), MPI_SUCCESS);
+  const std::string exe = selfExecutable();
+  char arg0[] = "spawned-pool";
+  char* args[] = {arg0, nullptr};
+  const int rc = MPI_Comm_spawn(exe.c_str(), args, ranks, MPI_INFO_NULL, 0, self, &inter, errors.data());
+  MPI_Comm_free(&self);
+  const bool failed = rc != MPI_SUCCESS || std::any_of(errors.begin(), errors.end(), [](int e) { return e != MPI_SUCCESS; });
+  if (failed) {
+    char text[MPI_MAX_ERROR_STRING] = {0};
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    ++spawn_failures_;
+    spdlog::warn("elastic: spawning {} rollout rank(s) failed ({}); the pool keeps its size", ranks,
+                 rc == MPI_SUCCESS ? "some ranks did not start" : text);
+    return false;
+  }
+  auto p = std::make_unique<SpawnedPool>();
+  p->index = k;
+  p->name = fmt::format("spawn{}", k);
+  p->ranks = ranks;
+  p->inter = inter;
+  ASTRA_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &p->merged));
+  MPI_Comm_set_errhandler(p->merged, MPI_ERRORS_RETURN);
+  // What the new ranks need: the config, the run folder, their pool number and the run clock.
+  std::string text = home_.cfg.text, dir = home_.run_dir.string();
+  bcastString(p->merged, text);
+  bcastString(p->merged, dir);
+  int index = k;
+  double clock = home_.now();
+  ASTRA_MPI_CHECK(MPI_Bcast(&index, 1, MPI_INT, 0, p->merged));
+  ASTRA_MPI_CHECK(MPI_Bcast(&clock, 1, MPI_DOUBLE, 0, p->merged));
+  p->cfg = std::make_unique<Config>(poolView(home_.cfg, ranks, p->name));
+  p->map = std::make_unique<RoleMap>(*p->cfg, ranks + 1);
+  p->comms = std::make_unique<RoleComms>(RoleComms::split(*p->map, p->merged));
+  p->wiring = std::make_unique<RunWiring>(*p->cfg, *p->map, *p->comms);
+  p->wiring->run_dir = home_.run_dir;
+  p->wiring->t0 = home_.t0;
+  wireWindows(*p->wiring);
+  gatherIdentity(p->merged, p->pids, p->hosts);
+  // Its rings join the home wiring's, so ingest and admission treat it like any pool.
+  home_.task_rings.push_back(std::move(p->wiring->task_rings.at(0)));
+  home_.trajectory_rings.push_back(std::move(p->wiring->trajectory_rings.at(0)));
+  p->ring = static_cast<int>(home_.task_rings.size()) - 1;
+  // The mirrors start at every policy's current version.
+  for (std::size_t g = 0; g < home_.weight_stores.size(); ++g) {
+    auto& store = *home_.weight_stores[g];
+    if (store.publishedVersion() >= 0) p->wiring->weight_stores[g]->publish(store.publishedVersion(), store.publishedBytes());
+  }
+  p->last_heard = home_.now();
+  spawned_ranks_ += static_cast<std::uint64_t>(ranks);
+  spdlog::info("elastic: spawned pool {} with {} rollout rank(s) (pids {})", p->name, ranks, fmt::join(p->pids, ","));
+  home_.event("spawn", home_.now(), 0, 0, static_cast<std::uint64_t>(ranks));
+  pools_.push_back(std::move(p));
+  return true;
+}
+
+int ElasticPools::retire(int ranks, const std::set<std::string>& suspect_uids) {
+  // Suspect pools first, then the newest.
+  std::vector<SpawnedPool*> order;
+  for (auto& p : pools_) {
+    if (p->state == SpawnedPool::State::Active) order.push_back(p.get());
+  }
+  std::stable_sort(order.begin(), order.end(), [&](SpawnedPool* a, SpawnedPool* b) {
+    const bool sa = suspect_uids.count(a->name) > 0, sb = suspect_uids.count(b->name) > 0;
+    return sa != sb ? sa : a->index > b->index;
+  });
+  int retired = 0;
+  Task end;
+  end.kind = kEndOfStreamKind;
+  const auto bytes = encode(end);
+  for (auto* p : order) {
+    if (retired >= ranks) break;
+    p->state = SpawnedPool::State::Retiring;
+    retired += p->ranks;
+    // After the tasks already queued: each rank finishes (or hands back) what it holds first.
+    for (int r = 0; r < p->ranks; ++r) home_.task_rings[static_cast<std::size_t>(p->ring)]->push(bytes);
+    spdlog::info("elastic: retiring pool {} ({} rank(s)) after its queued tasks", p->name, p->ranks);
+    home_.event("retire", home_.now(), 0, 0, static_cast<std::uint64_t>(p->ranks));
+  }
+  return retired;
+}
+
+void ElasticPools::published(std::size_t group, std::int64_t version, std::span<const std::byte> bytes) {
+  for (auto& p : pools_) {
+    if (p->state == SpawnedPool::State::Active || p->state == SpawnedPool::State::Retiring) {
+      p->wiring->weight_stores.at(group)->publish(version, bytes);
+    }
+  }
+}
+
+void ElasticPools::pushed(int ring, const Task& task) {
+  for (auto& p : pools_) {
+    if (p->ring == ring) p->leased.emplace(task.task_id, task);
+  }
+}
+
+SpawnedPool* ElasticPools::poolOfLabel(std::int32_t label) {
+  const int k = label / kSpawnRankLabel - 1;
+  return k >= 0 && k < static_cast<int>(pools_.size()) ? pools_[static_cast<std::size_t>(k)].get() : nullptr;
+}
+
+bool ElasticPools::returned(const Trajectory& t) {
+  const bool end = t.task_id == kEndOfStreamBatchId && t.tokens.empty();
+  if (auto* p = poolOfLabel(t.producer_rank)) {
+    p->last_heard = home_.now();
+    if (end) {
+      ++p->ended;
+    } else {
+      p->leased.erase(t.task_id);
+      ++p->produced;
+    }
+  }
+  if (end || !reissued_.count(t.task_id)) return true;
+  // A re-issued task: the first result counts, a late one from the lost holder is a duplicate.
+  if (!reissued_done_.insert(t.task_id ^ std::hash<std::string>{}(t.role)).second) {
+    ++duplicates_;
+    return false;
+  }
+  return true;
+}
+
+void ElasticPools::lose(SpawnedPool& p, const std::string& why, const std::function<void(Task)>& reissue) {
+  p.state = SpawnedPool::State::Lost;
+  lost_ranks_ += static_cast<std::uint64_t>(p.ranks - p.ended);
+  home_.peer_lost = true;
+  spdlog::warn("elastic: lost pool {} ({}); re-issuing its {} leased task(s)", p.name, why, p.leased.size());
+  for (auto& [id, task] : p.leased) {
+    reissued_.insert(id);
+    ++reissued_count_;
+    reissue(std::move(task));
+  }
+  p.leased.clear();
+  // The pool is given up whole: its other ranks would wait forever in collectives with the lost
+  // one. Those on this node are ended here; elsewhere they get an end-of-stream and are left to
+  // the launcher (mpirun --enable-recovery keeps the job alive).
+  char host[64] = {0};
+  gethostname(host, sizeof host - 1);
+  Task end;
+  end.kind = kEndOfStreamKind;
+  const auto bytes = encode(end);
+  for (std::size_t r = 0; r < p.pids.size(); ++r) {
+    if (p.hosts[r] == host) {
+      kill(p.pids[r], SIGKILL);
+    } else {
+      home_.task_rings[static_cast<std::size_t>(p.ring)]->tryPush(bytes);
+    }
+  }
+  // Its windows are never freed (collective with a dead member): the handles are let go.
+  home_.task_rings[static_cast<std::size_t>(p.ring)].release();
+  home_.trajectory_rings[static_cast<std::size_t>(p.ring)].release();
+  for (auto& s : p.wiring->weight_stores) s.release();
+  home_.event("pool_lost", home_.now(), 0, 0, static_cast<std::uint64_t>(p.ranks));
+}
+
+bool ElasticPools::progress(const std::function<void(Task)>& reissue) {
+  const double now = home_.now();
+  if (now < next_liveness_check_) return false;
+  next_liveness_check_ = now + 0.5;
+  char host[64] = {0};
+  gethostname(host, sizeof host - 1);
+  bool did = false;
+  for (auto& p : pools_) {
+    if (p->state != SpawnedPool::State::Active && p->state != SpawnedPool::State::Retiring) continue;
+    for (std::size_t r = 0; r < p->pids.size(); ++r) {
+      // Processes on this node can be checked directly; elsewhere the lease decides.
+      if (p->hosts[r] == host && kill(p->pids[r], 0) != 0 && errno == ESRCH) {
+        lose(*p, fmt::format("process {} of rank {} is gone", p->pids[r], r + 1), reissue);
+        did = true;
+        break;
+      }
+    }
+    if (p->state == SpawnedPool::State::Lost) continue;
+    if (!p->leased.empty() && now - p->last_heard > home_.cfg.elastic.lease_seconds) {
+      lose(*p, fmt::format("silent for {:.0f} s with {} task(s) leased", now - p->last_heard, p->leased.size()), reissue);
+      did = true;
+    }
+  }
+  return did;
+}
+
+void ElasticPools::endStreams(const std::function<void(int ring)>& push_end) {
+  for (auto& p : pools_) {
+    if (p->state != SpawnedPool::State::Active) continue;
+    p->state = SpawnedPool::State::Retiring;  // ends with the run
+    for (int r = 0; r < p->ranks; ++r) push_end(p->ring);
+  }
+}
+
+void ElasticPools::disconnect(SpawnedPool& p) {
+  // Collective with the pool's ranks, in the order they free theirs (runSpawnedPool).
+  p.reports = gatherReports(p.merged, "");
+  unreturned_ += p.leased.size();  // tasks it held and never answered (none when it drained)
+  for (auto& s : p.wiring->weight_stores) s.reset();
+  home_.trajectory_rings[static_cast<std::size_t>(p.ring)].reset();
+  home_.task_rings[static_cast<std::size_t>(p.ring)].reset();
+  p.wiring.reset();
+  p.comms.reset();
+  MPI_Comm_free(&p.merged);
+  MPI_Comm_disconnect(&p.inter);
+  p.state = SpawnedPool::State::Gone;
+  retired_ranks_ += static_cast<std::uint64_t>(p.ranks);
+  spdlog::info("elastic: pool {} retired and disconnected", p.name);
+}
+
+void ElasticPools::reap() {
+  for (auto& p : pools_) {
+    if (p->state == SpawnedPool::State::Retiring && p->ended >= p->ranks) disconnect(*p);
+  }
+}
+
+int ElasticPools::activeRanks() const {
+  int n = 0;
+  for (const auto& p : pools_) n += p->state == SpawnedPool::State::Active ? p->ranks : 0;
+  return n;
+}
+
+std::vector<std::pair<std::string, int>> ElasticPools::activePools() const {
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& p : pools_) {
+    if (p->state == SpawnedPool::State::Active) out.emplace_back(p->name, p->ranks);
+  }
+  return out;
+}
+
+std::uint64_t ElasticPools::ranksEver() const { return spawned_ranks_; }
+
+std::uint64_t ElasticPools::ranksDone() const { return lost_ranks_; }
+
+std::vector<int> ElasticPools::activeRings() const {
+  std::vector<int> out;
+  for (const auto& p : pools_) {
+    if (p->state == SpawnedPool::State::Active) out.push_back(p->ring);
+  }
+  return out;
+}
+
+std::string ElasticPools::uidOfRank(std::int32_t label) const {
+  const int k = label / kSpawnRankLabel - 1;
+  return k >= 0 && k < static_cast<int>(pools_.size()) ? pools_[static_cast<std::size_t>(k)]->name : std::string();
+}
+
+int ElasticPools::ranksOf(const std::string& uid) const {
+  for (const auto& p : pools_) {
+    if (p->name == uid) return p->ranks;
+  }
+  return 0;
+}
+
+std::vector<std::string> ElasticPools::childReports() const {
+  std::vector<std::string> out;
+  for (const auto& p : pools_) out.insert(out.end(), p->reports.begin(), p->reports.end());
+  return out;
+}
+
+void ElasticPools::report(std::map<std::string, double>& r) const {
+  r["elastic_spawned_ranks"] = static_cast<double>(spawned_ranks_);
+  r["elastic_spawn_failures"] = static_cast<double>(spawn_failures_);
+  r["elastic_retired_ranks"] = static_cast<double>(retired_ranks_);
+  r["elastic_lost_ranks"] = static_cast<double>(lost_ranks_);
+  r["elastic_tasks_reissued"] = static_cast<double>(reissued_count_);
+  r["elastic_duplicates_dropped"] = static_cast<double>(duplicates_);
+  r["elastic_pools"] = static_cast<double>(pools_.size());
+  r["elastic_unreturned_tasks"] = static_cast<double>(unreturned_);
+}
+
+}  // namespace astraflow::dataflow_detail
+
+namespace astraflow {
+
+int runSpawnedPool(int argc, char** argv) {
+  using namespace dataflow_detail;
+  MpiEnvironment env(&argc, &argv);
+  MPI_Comm parent = MPI_COMM_NULL;
+  MPI_Comm_get_parent(&parent);
+  if (parent == MPI_COMM_NULL) {
+    std::fprintf(stderr, "astraflow: spawned-pool is started by a run's dataflow rank (elastic.mode), not by hand\n");
+    return 2;
+  }
+  MPI_Comm merged = MPI_COMM_NULL;
+  ASTRA_MPI_CHECK(MPI_Intercomm_merge(parent, 1, &merged));
+  MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
+  std::string text, dir;
+  bcastString(merged, text);
+  bcastString(merged, dir);
+  int k = 0;
+  double clock = 0;
+  ASTRA_MPI_CHECK(MPI_Bcast(&k, 1, MPI_INT, 0, merged));
+  ASTRA_MPI_CHECK(MPI_Bcast(&clock, 1, MPI_DOUBLE, 0, merged));
+  int size = 0;
+  MPI_Comm_size(merged, &size);
+  try {
+  const Config base = parseConfig(text, "spawned pool");
+  const Config view = poolView(base, size - 1, fmt::format("spawn{}", k));
+  const RoleMap map(view, size);
+  RoleComms comms = RoleComms::split(map, merged);
+  RunWiring w(view, map, comms);
+  w.run_dir = dir;
+  w.t0 = MPI_Wtime() - clock;
+  w.rank_label_offset = kSpawnRankLabel * (k + 1);
+  initLogging(w.labelRank(), fmt::format("rollout:spawn{}", k), base.run.log_level);
+  wireWindows(w);
+  std::vector<int> pids;
+  std::vector<std::string> hosts;
+  gatherIdentity(merged, pids, hosts);
+  RankReport report;
+  {
+    io::TraceWriter trace((w.run_dir / "trace" / fmt::format("spawn{}_rank_{}.h5", k, w.rank())).string());
+    w.trace = &trace;
+    w.event("startup", 0.0, -1);
+    report = runRolloutRole(w);
+    w.trace = nullptr;
+  }
+  nlohmann::json mine(report);
+  mine["rank"] = w.labelRank();
+  mine["role"] = "rollout";
+  mine["label"] = fmt::format("rollout:spawn{}", k);
+  gatherReports(merged, mine.dump());
+  for (auto& s : w.weight_stores) s.reset();
+  w.trajectory_rings.clear();
+  w.task_rings.clear();
+  } catch (const std::exception& e) {
+    // Alone in its own job: the dataflow rank sees it go (a lost pool) and re-issues its tasks.
+    spdlog::error("spawned pool: {}", e.what());
+    spdlog::shutdown();
+    std::_Exit(1);
+  }
+  MPI_Comm_free(&merged);
+  MPI_Comm_disconnect(&parent);
+  return 0;
+}
+
+
+}  // namespace astraflow

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Elastic rollout end to end (docs/elastic.md): real mpirun jobs whose dataflow rank spawns
+# rollout ranks with MPI_Comm_spawn and retires them, driven by an external maintainer command
+# that answers a target pool size for each balance report.
+#   test_elastic.sh <astraflow binary> <source dir> <mpiexec> spawn_retire|fault
+#   spawn_retire: 2 rollout ranks, +2 spawned at v4, the 2 retired at v12; training continues
+#                 across both, the books balance, no leased task is left unanswered.
+#   fault:        2 spawned at v2, one killed with SIGKILL; the run finishes, the books balance,
+#                 the lost pool's tasks were re-issued.
+set -uo pipefail
+bin=$1 src=$2 mpiexec=$3 mode=$4
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# The maintainer: the report's version decides; otherwise it keeps the current size.
+# The fault case runs longer, so the kill lands while the spawned pool is busy.
+if [ "$mode" = spawn_retire ]; then grow=4 shrink=12 versions=20; else grow=2 shrink=-1 versions=40; fi
+cat >"$work/maintainer.sh" <<SH
+#!/bin/sh
+v=\$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['version'])" "\$1")
+g=\$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['production']['total_raas_gpus'])" "\$1")
+if [ "\$v" = $grow ]; then echo \$((g + 2)); elif [ "\$v" = $shrink ]; then echo \$((g - 2)); else echo \$g; fi
+SH
+chmod +x "$work/maintainer.sh"
+
+timeout 300 "$mpiexec" --enable-recovery -n 4 --oversubscribe "$bin" run "$src/configs/quickstart.yaml" \
+  --set run.output_dir="$work/run" --set sft.checkpoint="$work/none.h5" --set run.versions=$versions \
+  --set run.max_wall_seconds=200 --set eval.problems=40 --set eval.every=10 --set elastic.every=2 \
+  --set elastic.mode=external --set elastic.command="$work/maintainer.sh" --set elastic.lease_seconds=30 \
+  >"$work/out" 2>"$work/err" &
+job=$!
+if [ "$mode" = fault ]; then
+  pids=
+  for _ in $(seq 1 240); do
+    pids=$(grep -o "spawned pool spawn0 with 2 rollout rank(s) (pids [0-9,]*" "$work/err" | grep -o "[0-9,]*$")
+    [ -n "$pids" ] && break
+    sleep 0.5
+  done
+  [ -n "$pids" ] || fail "no pool was spawned: $(tail -c 600 "$work/err")"
+  # Once it has tasks: kill -9 its first rank.
+  sleep 2
+  [ -n "$pids" ] && kill -9 "${pids%%,*}"
+fi
+wait $job
+rc=$?
+[ $rc -eq 0 ] || fail "the run exited $rc: $(tail -c 1200 "$work/err")"
+
+python3 - "$work/run" "$mode" "$versions" <<'PY' || fail "summary checks (above)"
+import json, os, sys
+run, mode, versions = sys.argv[1], sys.argv[2], int(sys.argv[3])
+s = json.load(open(f"{run}/summary.json"))
+df = [r for r in s["ranks"] if r["role"] == "dataflow"][0]
+bad = []
+def check(ok, what):
+    if not ok: bad.append(what)
+check(s["versions"] == versions, f"the run reached v{versions}: {s['versions']}")
+check(s["produced"] == s["accepted"] + s["filtered"] + s["stale_dropped"], "produced = accepted + filtered + stale")
+check(s["accepted"] == s["consumed"] + s["buffered"], "accepted = consumed + buffered")
+check(df["elastic_spawned_ranks"] == 2, f"2 ranks spawned: {df['elastic_spawned_ranks']}")
+reports = sorted(f for f in os.listdir(f"{run}/balance") if f.endswith(".json"))
+check(len(reports) == versions // 2, f"a balance report every 2 versions: {reports}")
+spawned = [r for r in s["ranks"] if r["label"].startswith("rollout:spawn")]
+if mode == "spawn_retire":
+    check(df["elastic_retired_ranks"] == 2, f"2 ranks retired: {df['elastic_retired_ranks']}")
+    check(df["elastic_lost_ranks"] == 0, "none lost")
+    check(df["elastic_unreturned_tasks"] == 0, f"every task leased to the pool came back: {df['elastic_unreturned_tasks']}")
+    check(len(spawned) == 2 and all(r["pushed"] > 0 for r in spawned), f"both spawned ranks produced: {spawned}")
+    pushed = sum(r["pushed"] for r in s["ranks"] if r["role"] == "rollout")
+    check(pushed == s["produced"], f"every rollout rank's trajectories reached the dataflow rank: {pushed} vs {s['produced']}")
+    trainer = [r for r in s["ranks"] if r["role"] == "trainer"][0]
+    check(trainer["trajectories_trained"] == s["consumed"], "the trainer trained what was consumed")
+    grown = [json.load(open(f"{run}/balance/{f}")) for f in reports]
+    check(any(r["production"]["total_raas_gpus"] == 4 for r in grown), "a window ran with 4 rollout ranks")
+else:
+    check(df["elastic_lost_ranks"] >= 1, f"the pool was lost: {df['elastic_lost_ranks']}")
+    check(df["elastic_tasks_reissued"] > 0, f"its tasks were re-issued: {df['elastic_tasks_reissued']}")
+    check(os.path.exists(f"{run}/trace.h5"), "trace.h5 written")
+if bad:
+    print("\n".join(bad))
+    sys.exit(1)
+PY
+grep -q "spawned pool spawn0 with 2 rollout rank" "$work/err" || fail "no spawn logged"
+if [ "$mode" = spawn_retire ]; then
+  grep -q "pool spawn0 retired and disconnected" "$work/err" || fail "no retirement logged"
+else
+  grep -q "lost pool spawn0" "$work/err" || fail "the loss was not logged"
+fi
+if [ $failures -ne 0 ]; then
+  echo "--- stderr (tail)"; tail -n 30 "$work/err"
+  echo "test_elastic $mode: $failures failure(s)"
+  exit 1
+fi
+echo "test_elastic $mode: passed"
