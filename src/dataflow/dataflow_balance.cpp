@@ -149,7 +149,17 @@ void DataflowRank::actOnTarget(const BalanceReport& r, const std::string& report
   }
   const int delta = *target - r.g;
   if (delta > 0) {
-    elastic_->spawn(std::min(delta, e.spawn_max));
+    // A failed spawn (no slots, a launcher refusal) waits 5 s, 10 s, 20 s … (≤ 5 min) before the
+    // next attempt; training goes on meanwhile.
+    if (w_.now() < spawn_retry_at_) {
+      spdlog::info("elastic: target {} > {} rank(s); next spawn attempt in {:.0f} s", *target, r.g,
+                   spawn_retry_at_ - w_.now());
+    } else if (elastic_->spawn(std::min(delta, e.spawn_max))) {
+      spawn_failures_in_row_ = 0;
+    } else {
+      ++spawn_failures_in_row_;
+      spawn_retry_at_ = w_.now() + std::min(300.0, 5.0 * std::pow(2.0, spawn_failures_in_row_ - 1));
+    }
   } else if (delta < 0) {
     std::set<std::string> suspects;
     for (const auto& i : r.instances) {

@@ -143,6 +143,8 @@ class DataflowRank {
   std::mt19937_64 curator_rng_;
   std::unique_ptr<SiteHub> hub_;  // cross_site.listen: remote sites' gateways
   std::unique_ptr<ElasticPools> elastic_;  // elastic.mode auto|external: spawned pools
+  int spawn_failures_in_row_ = 0;
+  double spawn_retry_at_ = 0;
   std::map<std::string, InstanceTally> instances_;  // this balance window, by instance uid
   BookTotals report_base_;                          // totals at the previous report
   std::vector<std::pair<double, double>> eval_spans_;  // finished evaluation rounds: (start, end)

@@ -52,12 +52,19 @@ void SiteHub::welcome(RemoteSite& site, const UcxMessage& hello) {
   const auto ranks = in.get<std::uint32_t>("rollout ranks");
   const auto n = in.getCount(12, "policies");
   std::map<std::string, std::uint64_t> served;
+  std::vector<std::string> order;
   for (std::uint32_t i = 0; i < n; ++i) {
     const std::string p = in.getString("policy");
+    order.push_back(p);
     served[p] = in.get<std::uint64_t>("version bytes");
   }
   in.finish();
   std::string refusal;
+  // Weight requests name policies by index: both sites must list them in the same order.
+  if (order != policies_ && order.size() == policies_.size()) {
+    refusal = fmt::format("site '{}' lists its policies as [{}], home as [{}] (trainer order): list them alike", name,
+                          fmt::join(order, ", "), fmt::join(policies_, ", "));
+  }
   for (std::size_t i = 0; i < policies_.size() && refusal.empty(); ++i) {
     const auto it = served.find(policies_[i]);
     if (it == served.end()) {

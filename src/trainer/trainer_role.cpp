@@ -170,7 +170,7 @@ RankReport TrainerRank::run() {
     }
     const auto stats = trainer_.rlStep(collate(episodes, groups, tokenizer_->padId()));
     trajectories_ += batch.trajectories.size();
-    for (const auto& t : batch.trajectories) remote_ += t.pool_uid >= kSitePoolUidBase;
+    for (const auto& traj : batch.trajectories) remote_ += traj.pool_uid >= kSitePoolUidBase;
     ++steps_;
     ++version_;
     step_seconds_ += w_.now() - t;

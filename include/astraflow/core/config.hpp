@@ -43,6 +43,7 @@ struct RolloutSection {
   double temperature = 1.0;
   double top_p = 1.0;
   int max_new_tokens = 8;     // per agent turn
+  double max_new_tokens_growth = 0;  // tokens the cap grows by per weight version (a growing workload; 0: fixed)
   int batch_tasks = 64;       // most tasks a RaaS rank generates together in one batch
 };
 
