@@ -5,8 +5,8 @@
 #   test_elastic.sh <astraflow binary> <source dir> <mpiexec> spawn_retire|fault
 #   spawn_retire: 2 rollout ranks, +2 spawned at v4, the 2 retired at v12; training continues
 #                 across both, the books balance, no leased task is left unanswered.
-#   fault:        2 spawned at v2, one killed with SIGKILL; the run finishes, the books balance,
-#                 the lost pool's tasks were re-issued.
+#   fault:        2 spawned at v2, one frozen (SIGSTOP) then killed with SIGKILL; the run
+#                 finishes, the books balance, the lost pool's tasks were re-issued.
 set -uo pipefail
 bin=$1 src=$2 mpiexec=$3 mode=$4
 work=$(mktemp -d)
@@ -39,9 +39,14 @@ if [ "$mode" = fault ]; then
     sleep 0.5
   done
   [ -n "$pids" ] || fail "no pool was spawned: $(tail -c 600 "$work/err")"
-  # Once it has tasks: kill -9 its first rank.
+  # Once it runs: freeze its first rank (tasks keep being leased to the pool and stay
+  # unanswered, as with a hung node), then kill -9 it.
   sleep 2
-  [ -n "$pids" ] && kill -9 "${pids%%,*}"
+  if [ -n "$pids" ]; then
+    kill -STOP "${pids%%,*}"
+    sleep 2
+    kill -9 "${pids%%,*}"
+  fi
 fi
 wait $job
 rc=$?
