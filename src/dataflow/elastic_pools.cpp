@@ -166,15 +166,13 @@ int ElasticPools::retire(int ranks, const std::set<std::string>& suspect_uids) {
     return sa != sb ? sa : a->index > b->index;
   });
   int retired = 0;
-  Task end;
-  end.kind = kEndOfStreamKind;
-  const auto bytes = encode(end);
   for (auto* p : order) {
     if (retired >= ranks) break;
     p->state = SpawnedPool::State::Retiring;
     retired += p->ranks;
-    // After the tasks already queued: each rank finishes (or hands back) what it holds first.
-    for (int r = 0; r < p->ranks; ++r) home_.task_rings[static_cast<std::size_t>(p->ring)]->push(bytes);
+    // After the tasks already queued: each rank finishes what it holds first. Pushed by
+    // progress() as ring space frees (a blocking push could wait on ranks that wait on us).
+    p->ends_to_push = p->ranks;
     spdlog::info("elastic: retiring pool {} ({} rank(s)) after its queued tasks", p->name, p->ranks);
     home_.event("retire", home_.now(), 0, 0, static_cast<std::uint64_t>(p->ranks));
   }
@@ -254,12 +252,26 @@ void ElasticPools::lose(SpawnedPool& p, const std::string& why, const std::funct
 }
 
 bool ElasticPools::progress(const std::function<void(Task)>& reissue) {
+  bool pushed_end = false;
+  for (auto& p : pools_) {
+    if (p->state != SpawnedPool::State::Retiring || p->ends_to_push == 0) continue;
+    if (!end_record_.size()) {
+      Task end;
+      end.kind = kEndOfStreamKind;
+      end_record_ = encode(end);
+    }
+    auto& ring = *home_.task_rings[static_cast<std::size_t>(p->ring)];
+    while (p->ends_to_push > 0 && ring.tryPush(end_record_)) {
+      --p->ends_to_push;
+      pushed_end = true;
+    }
+  }
   const double now = home_.now();
-  if (now < next_liveness_check_) return false;
+  if (now < next_liveness_check_) return pushed_end;
   next_liveness_check_ = now + 0.5;
   char host[64] = {0};
   gethostname(host, sizeof host - 1);
-  bool did = false;
+  bool did = pushed_end;
   for (auto& p : pools_) {
     if (p->state != SpawnedPool::State::Active && p->state != SpawnedPool::State::Retiring) continue;
     for (std::size_t r = 0; r < p->pids.size(); ++r) {
@@ -305,7 +317,7 @@ void ElasticPools::disconnect(SpawnedPool& p) {
 
 void ElasticPools::reap() {
   for (auto& p : pools_) {
-    if (p->state == SpawnedPool::State::Retiring && p->ended >= p->ranks) disconnect(*p);
+    if (p->state == SpawnedPool::State::Retiring && p->ends_to_push == 0 && p->ended >= p->ranks) disconnect(*p);
   }
 }
 

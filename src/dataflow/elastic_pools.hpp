@@ -43,6 +43,7 @@ struct SpawnedPool {
   std::vector<std::string> hosts;
   std::map<std::uint64_t, Task> leased;
   int ended = 0;
+  int ends_to_push = 0;  // end-of-stream records still to go into its task ring (retiring)
   double last_heard = 0;
   std::uint64_t produced = 0;
   std::vector<std::string> reports;  // its ranks' RankReports (JSON), gathered when it is retired
@@ -93,6 +94,7 @@ class ElasticPools {
   std::uint64_t spawned_ranks_ = 0, spawn_failures_ = 0, retired_ranks_ = 0, lost_ranks_ = 0;
   std::uint64_t reissued_count_ = 0, duplicates_ = 0, unreturned_ = 0;
   double next_liveness_check_ = 0;
+  std::vector<std::byte> end_record_;  // an encoded end-of-stream task
 };
 
 }  // namespace astraflow::dataflow_detail
