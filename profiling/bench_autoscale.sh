@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# bench_autoscale [versions=60]: the paper's Table 4 analogue (docs/elastic.md) on this machine.
-# One workload — the quickstart's policy (max_seq_len raised to 96) from random weights, whose
-# generation cap grows by rollout.max_new_tokens_growth = 1.2 tokens per version (4 → ~76), so
-# rollout gets dearer as the run goes — run three ways, one after another:
+# bench_autoscale [versions=80]: the paper's Table 4 analogue (docs/elastic.md) on this machine.
+# One workload — the quickstart's policy (max_seq_len raised to 96) from random weights, 2 groups
+# per step, generations that grow by 2 tokens per version (rollout.min/max_new_tokens_growth: 4
+# tokens at the start, up to the context at the end), decoded 8 tasks at a time, so rollout gets
+# dearer as the run goes and the trainer starts to wait — run three ways, one after another:
 #   small  a fixed pool of 2 rollout ranks
 #   large  a fixed pool of 4 rollout ranks
 #   auto   2 rollout ranks, elastic.mode auto (the three-zone policy every 5 versions, G in [2, 4])
@@ -12,13 +13,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-versions=${1:-60}
+versions=${1:-80}
 bin=build/bin/astraflow
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 common=(--set sft.checkpoint="$work/none.h5" --set run.versions="$versions" --set run.max_wall_seconds=900
-        --set run.checkpoint_every=0 --set eval.problems=0 --set trainer.groups_per_step=16
-        --set rollout.max_new_tokens=4 --set rollout.max_new_tokens_growth=1.2 --set elastic.every=5
+        --set run.checkpoint_every=0 --set eval.problems=0 --set trainer.groups_per_step=2
+        --set rollout.batch_tasks=8 --set rollout.max_new_tokens=4 --set rollout.max_new_tokens_growth=2
+        --set rollout.min_new_tokens_growth=2 --set elastic.every=5
         --set run.log_level=warn)
 sed "s|max_seq_len: 32|max_seq_len: 96|" configs/quickstart.yaml >"$work/small.yaml"
 sed "s|{role: rollout, policies: \[solver\], ranks: 2}|{role: rollout, policies: [solver], ranks: 4}|" \

@@ -121,6 +121,7 @@ void parseRollout(YamlReader r, RolloutSection& s) {
   s.top_p = r.getDouble("top_p", s.top_p, 1e-3, 1.0);
   s.max_new_tokens = static_cast<int>(r.getInt("max_new_tokens", s.max_new_tokens, 1, 1 << 20, "tokens"));
   s.max_new_tokens_growth = r.getDouble("max_new_tokens_growth", s.max_new_tokens_growth, 0.0, 1e6);
+  s.min_new_tokens_growth = r.getDouble("min_new_tokens_growth", s.min_new_tokens_growth, 0.0, 1e6);
   s.batch_tasks = static_cast<int>(r.getInt("batch_tasks", s.batch_tasks, 1, 1 << 20, "tasks"));
   r.finish();
 }

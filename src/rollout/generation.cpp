@@ -1,6 +1,7 @@
 #include "astraflow/rollout/generation.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace astraflow {
 
@@ -96,6 +97,12 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
   auto step_valid = torch::zeros({B, 1}, torch::kBool);
   auto step_pos = torch::zeros({B, 1}, torch::kLong);
   for (std::int64_t step = 0; step < steps; ++step) {
+    if (step < o.min_new_tokens && !o.stop_token_ids.empty()) {
+      // Too early to stop: the stop tokens cannot be drawn (the behaviour log-probs are those of
+      // the distribution actually sampled from).
+      logits = logits.clone();
+      for (auto t : o.stop_token_ids) logits.select(-1, t).fill_(-std::numeric_limits<float>::infinity());
+    }
     auto [next, logp, finite] = sampleStep(logits, o, gen);
     auto next_a = next.accessor<std::int64_t, 1>();
     auto logp_a = logp.accessor<float, 1>();

@@ -237,11 +237,12 @@ void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
   waitForVersions(tasks);
   SamplingOptions sampling = samplingFrom(w_.cfg);
   sampling.greedy = eval;
-  if (!eval && w_.cfg.rollout.max_new_tokens_growth > 0) {
+  if (!eval) {
     // A workload whose generations lengthen as training goes (bench_autoscale); the model's
     // max_seq_len still bounds every sequence.
-    sampling.max_new_tokens += static_cast<int>(w_.cfg.rollout.max_new_tokens_growth *
-                                                static_cast<double>(std::max<std::int64_t>(0, served_.front().version)));
+    const double v = static_cast<double>(std::max<std::int64_t>(0, served_.front().version));
+    sampling.max_new_tokens += static_cast<int>(w_.cfg.rollout.max_new_tokens_growth * v);
+    sampling.min_new_tokens = std::min(sampling.max_new_tokens, static_cast<int>(w_.cfg.rollout.min_new_tokens_growth * v));
   }
   if (w_.cfg.workflow.multiAgent()) {
     runTeam(tasks, sampling, eval);

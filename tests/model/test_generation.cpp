@@ -101,6 +101,18 @@ TEST(Generation, StopTokensMaxTokensAndSeeds) {
     EXPECT_EQ(r.tokens.size(), 1u);
     EXPECT_TRUE(r.stopped);
   }
+  // With a minimum, the stop tokens cannot be drawn before it: every token but 7 stops, so the
+  // first 4 tokens are 7 (with probability 1 under the masked distribution); only then may it stop.
+  SamplingOptions at_least = o;
+  for (std::int32_t t = 0; t < 50; ++t) {
+    if (t != 7) at_least.stop_token_ids.push_back(t);
+  }
+  at_least.min_new_tokens = 4;
+  for (const auto& r : engine.generate(prompts(), at_least, g1)) {
+    ASSERT_GE(r.tokens.size(), 5u);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(r.tokens[static_cast<std::size_t>(i)], 7);
+    EXPECT_FLOAT_EQ(r.logprobs[0], 0.0f);  // log 1: the only token left
+  }
   // top_p small enough keeps only the most likely token: same as greedy.
   SamplingOptions nucleus = o, greedy = o;
   nucleus.top_p = 1e-3;

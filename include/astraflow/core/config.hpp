@@ -44,6 +44,7 @@ struct RolloutSection {
   double top_p = 1.0;
   int max_new_tokens = 8;     // per agent turn
   double max_new_tokens_growth = 0;  // tokens the cap grows by per weight version (a growing workload; 0: fixed)
+  double min_new_tokens_growth = 0;  // tokens the minimum (no stop before it) grows by per weight version
   int batch_tasks = 64;       // most tasks a RaaS rank generates together in one batch
 };
 
