@@ -3,7 +3,8 @@
 # checkpoint is absent, then the distributed run:
 #   build/bin/astraflow sft configs/quickstart.yaml          (only if runs/quickstart/sft.h5 is missing)
 #   mpirun -np 4 build/bin/astraflow run configs/quickstart.yaml
-# Extra arguments go to `astraflow run` (e.g. --set run.max_wall_seconds=60).
+# Extra arguments go to `astraflow run` (e.g. --set run.max_wall_seconds=60); extra mpirun flags
+# in ASTRAFLOW_MPIRUN_FLAGS (e.g. --enable-recovery for configs/elastic.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -17,4 +18,7 @@ if [ -n "$warm" ] && [ ! -f "$warm" ]; then
   build/bin/astraflow sft "$config" >/dev/null
 fi
 np=$(build/bin/astraflow layout-size "$config")
-exec mpirun -np "$np" build/bin/astraflow run "$config" "$@"
+# Elastic configs spawn and may lose ranks; the job survives that only with
+# ASTRAFLOW_MPIRUN_FLAGS=--enable-recovery (ARCHITECTURE §9; jobs/elastic.sbatch sets it).
+# shellcheck disable=SC2086  # the flags are words on purpose
+exec mpirun ${ASTRAFLOW_MPIRUN_FLAGS:-} -np "$np" build/bin/astraflow run "$config" "$@"
