@@ -12,15 +12,44 @@
 
 namespace astraflow::dataflow_detail {
 
-std::string DataflowRank::instanceUid(const Trajectory& t) const {
-  if (t.producer_rank >= kSpawnRankLabel && elastic_) return elastic_->uidOfRank(t.producer_rank);
-  if (t.pool_uid >= kSitePoolUidBase && hub_) {
-    for (const auto& s : hub_->activeSites()) {
-      if (s.pool_uid == t.pool_uid) return "site:" + s.name;
+namespace {
+
+constexpr std::int64_t kSiteKey = std::int64_t{1} << 40;  // instance keys of remote sites: kSiteKey + pool uid
+
+}  // namespace
+
+// Per trajectory, so only an integer: a local rank, a spawned pool (its rank label base), or a
+// remote site. Names and sizes are looked up once per report (instanceName, instanceRanks).
+std::int64_t DataflowRank::instanceKey(const Trajectory& t) const {
+  if (t.pool_uid >= kSitePoolUidBase) return kSiteKey + t.pool_uid;
+  if (t.producer_rank >= kSpawnRankLabel) return t.producer_rank - t.producer_rank % kSpawnRankLabel;
+  return t.producer_rank;
+}
+
+std::string DataflowRank::instanceName(std::int64_t key) const {
+  if (key >= kSiteKey) {
+    const auto uid = static_cast<std::uint32_t>(key - kSiteKey);
+    if (hub_) {
+      for (const auto& s : hub_->activeSites()) {
+        if (s.pool_uid == uid) return "site:" + s.name;
+      }
     }
-    return fmt::format("site#{}", t.pool_uid - kSitePoolUidBase);
+    return fmt::format("site#{}", uid - kSitePoolUidBase);
   }
-  return fmt::format("rank{}", t.producer_rank);
+  if (key >= kSpawnRankLabel && elastic_) return elastic_->uidOfRank(static_cast<std::int32_t>(key));
+  return fmt::format("rank{}", key);
+}
+
+int DataflowRank::instanceRanks(std::int64_t key) const {
+  if (key >= kSiteKey && hub_) {
+    for (const auto& s : hub_->activeSites()) {
+      if (s.pool_uid == static_cast<std::uint32_t>(key - kSiteKey)) return static_cast<int>(s.ranks);
+    }
+  }
+  if (key >= kSpawnRankLabel && key < kSiteKey && elastic_) {
+    return std::max(1, elastic_->ranksOf(elastic_->uidOfRank(static_cast<std::int32_t>(key))));
+  }
+  return 1;
 }
 
 BookTotals DataflowRank::bookTotals() const {
@@ -84,29 +113,27 @@ void DataflowRank::balanceReport(const PolicyState& lead, std::int64_t v) {
   report_base_ = now;
 
   // Every rollout instance, those that produced nothing included.
+  int g = 0;  // the ranks serving now (a pool retired in the window still has its row)
   for (const auto& pool : w_.map.pools()) {
-    for (int rank : pool.world_ranks) instances_.try_emplace(fmt::format("rank{}", rank));
+    for (int rank : pool.world_ranks) instances_.try_emplace(rank);
+    g += static_cast<int>(pool.world_ranks.size());
   }
-  std::map<std::string, int> site_ranks;  // instances of several ranks: remote sites, spawned pools
-  int g = 0;
-  for (const auto& pool : w_.map.pools()) g += static_cast<int>(pool.world_ranks.size());
   if (elastic_) {
-    for (const auto& [name, ranks] : elastic_->activePools()) {
-      instances_.try_emplace(name);
-      g += ranks;
+    for (const auto& p : elastic_->activePools()) {
+      instances_.try_emplace(p.label);
+      g += p.ranks;
     }
   }
   if (hub_) {
     for (const auto& s : hub_->activeSites()) {
-      site_ranks["site:" + s.name] = static_cast<int>(s.ranks);
-      instances_.try_emplace("site:" + s.name);
+      instances_.try_emplace(kSiteKey + s.pool_uid);
       g += static_cast<int>(s.ranks);
     }
   }
-  for (const auto& [uid, tally] : instances_) {
+  for (const auto& [key, tally] : instances_) {
     InstanceWindow i;
-    i.uid = uid;
-    i.ranks = site_ranks.count(uid) ? site_ranks[uid] : elastic_ && elastic_->ranksOf(uid) ? elastic_->ranksOf(uid) : 1;
+    i.uid = instanceName(key);
+    i.ranks = instanceRanks(key);
     i.produced = tally.produced;
     i.accepted = tally.entered;
     // Weights still moving: an instance whose newest trajectory used weights two or more
@@ -115,7 +142,7 @@ void DataflowRank::balanceReport(const PolicyState& lead, std::int64_t v) {
     r.instances.push_back(std::move(i));
   }
   instances_.clear();
-  r.g = g;  // the ranks serving now (a pool retired in the window still has its row)
+  r.g = g;
   classifyInstances(r.instances);
   decide(r, params);
 

@@ -107,7 +107,9 @@ class DataflowRank {
   void balanceReport(const PolicyState& lead, std::int64_t v);
   BookTotals bookTotals() const;
   void recordBooks(std::int64_t v);
-  std::string instanceUid(const Trajectory& t) const;
+  std::int64_t instanceKey(const Trajectory& t) const;
+  std::string instanceName(std::int64_t key) const;
+  int instanceRanks(std::int64_t key) const;
   void actOnTarget(const BalanceReport& r, const std::string& report_path);
   double evalStart() const;
   // Every plug-in instance with a stable key ("filter.0.zero_advantage@solver", …).
@@ -145,7 +147,7 @@ class DataflowRank {
   std::unique_ptr<ElasticPools> elastic_;  // elastic.mode auto|external: spawned pools
   int spawn_failures_in_row_ = 0;
   double spawn_retry_at_ = 0;
-  std::map<std::string, InstanceTally> instances_;  // this balance window, by instance uid
+  std::map<std::int64_t, InstanceTally> instances_;  // this balance window, by instanceKey
   BookTotals report_base_;                          // totals at the previous report
   std::vector<std::pair<double, double>> eval_spans_;  // finished evaluation rounds: (start, end)
 };

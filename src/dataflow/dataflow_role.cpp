@@ -31,7 +31,7 @@ DataflowRank::DataflowRank(RunWiring& w)
                                                    std::move(filters), makeSampler(cfg_.dataflow.sampler),
                                                    cfg_.run.seed * 1009 + g);
     p.assembler->setEntryObserver([this](const Trajectory& t, bool entered) {
-      if (entered) instances_[instanceUid(t)].entered++;
+      if (entered) instances_[instanceKey(t)].entered++;
     });
     p.assembler->setGroupObserver([this](std::uint64_t problem, const std::vector<double>& rewards) {
       if (curators_.empty()) return;
@@ -210,7 +210,7 @@ void DataflowRank::route(Trajectory t) {
   }
   trajectories_->append(t);
   {
-    auto& tally = instances_[instanceUid(t)];
+    auto& tally = instances_[instanceKey(t)];
     tally.produced++;
     tally.newest_version = std::max(tally.newest_version, t.weight_version_max);
   }

@@ -327,10 +327,10 @@ int ElasticPools::activeRanks() const {
   return n;
 }
 
-std::vector<std::pair<std::string, int>> ElasticPools::activePools() const {
-  std::vector<std::pair<std::string, int>> out;
+std::vector<ElasticPools::PoolInfo> ElasticPools::activePools() const {
+  std::vector<PoolInfo> out;
   for (const auto& p : pools_) {
-    if (p->state == SpawnedPool::State::Active) out.emplace_back(p->name, p->ranks);
+    if (p->state == SpawnedPool::State::Active) out.push_back({p->name, p->ranks, kSpawnRankLabel * (p->index + 1)});
   }
   return out;
 }

@@ -74,7 +74,12 @@ class ElasticPools {
   void reap();
 
   int activeRanks() const;                 // ranks of pools not retiring/gone/lost
-  std::vector<std::pair<std::string, int>> activePools() const;  // (name, ranks)
+  struct PoolInfo {
+    std::string name;
+    int ranks;
+    std::int32_t label;  // its ranks' label base, kSpawnRankLabel·(k+1)
+  };
+  std::vector<PoolInfo> activePools() const;
   std::uint64_t ranksEver() const;         // every rank ever spawned
   std::uint64_t ranksDone() const;         // ranks that ended, or were lost
   std::vector<int> activeRings() const;    // ring indices of active pools (for task admission)

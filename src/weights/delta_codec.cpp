@@ -195,6 +195,19 @@ KOKKOS_INLINE_FUNCTION std::int64_t decodeChunk(const std::uint8_t* p, const std
   return n;
 }
 
+DeltaSummary summaryOf(const Header& h, std::uint64_t bytes) {
+  DeltaSummary s;
+  s.base_version = h.base_version;
+  s.target_version = h.target_version;
+  s.words = h.words;
+  s.changed = h.changed;
+  s.raw_body_bytes = h.raw_body_bytes;
+  s.bytes = bytes;
+  s.target_hash = h.target_hash;
+  s.zstd = (h.flags & kFlagZstd) != 0;
+  return s;
+}
+
 std::uint64_t chunkCount(std::uint64_t words, std::uint32_t chunk_words) {
   return (words + chunk_words - 1) / chunk_words;
 }
@@ -272,17 +285,7 @@ DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::b
   writeHeader(out.data(), h);
   h.payload_hash = payloadHash(out.data(), std::span(out).subspan(kDeltaHeaderBytes));
   writeHeader(out.data(), h);
-
-  DeltaSummary s;
-  s.base_version = base_version;
-  s.target_version = target_version;
-  s.words = words;
-  s.changed = changed;
-  s.raw_body_bytes = raw_body;
-  s.bytes = out.size();
-  s.target_hash = h.target_hash;
-  s.zstd = (h.flags & kFlagZstd) != 0;
-  return s;
+  return summaryOf(h, out.size());
 }
 
 DeltaSummary inspectDelta(std::span<const std::byte> delta) {
@@ -312,16 +315,7 @@ DeltaSummary inspectDelta(std::span<const std::byte> delta) {
   if (h.raw_body_bytes < index_bytes || h.raw_body_bytes > index_bytes + 6 * h.changed) {
     throw DeltaError(fmt::format("delta: raw body of {} bytes cannot hold {} changes", h.raw_body_bytes, h.changed));
   }
-  DeltaSummary s;
-  s.base_version = h.base_version;
-  s.target_version = h.target_version;
-  s.words = h.words;
-  s.changed = h.changed;
-  s.raw_body_bytes = h.raw_body_bytes;
-  s.bytes = delta.size();
-  s.target_hash = h.target_hash;
-  s.zstd = (h.flags & kFlagZstd) != 0;
-  return s;
+  return summaryOf(h, delta.size());
 }
 
 DeltaSummary applyDelta(std::span<std::byte> blob, std::int64_t blob_version, std::uint64_t blob_hash,

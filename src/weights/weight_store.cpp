@@ -28,6 +28,21 @@ std::atomic_ref<std::uint64_t> word(std::byte* base, std::uint64_t offset) {
   return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base + offset));
 }
 
+// One delta onto a replica, which moves to its target version; when it fails, the replica is
+// marked as needing a full version (its blob may be half-way) and the error goes on.
+void applyToReplica(WeightReplica& replica, std::span<const std::byte> delta) {
+  try {
+    const DeltaSummary s = applyDelta(replica.blob, replica.version, replica.hash, delta);
+    replica.version = s.target_version;
+    replica.hash = s.target_hash;
+    replica.deltas_since_full++;
+  } catch (const DeltaError&) {
+    replica.version = -1;
+    replica.hash = 0;
+    throw;
+  }
+}
+
 std::uint64_t logBytesOf(std::uint64_t capacity, const WeightStoreOptions& o) {
   if (!o.delta) return 0;
   return o.log_bytes ? o.log_bytes : capacity;
@@ -275,18 +290,7 @@ void applyStoreUpdate(WeightReplica& replica, bool full, std::int64_t version, s
     replica.deltas_since_full = 0;
     return;
   }
-  for (const auto& d : parts) {
-    try {
-      const DeltaSummary s = applyDelta(replica.blob, replica.version, replica.hash, d);
-      replica.version = s.target_version;
-      replica.hash = s.target_hash;
-      replica.deltas_since_full++;
-    } catch (const DeltaError&) {
-      replica.version = -1;  // only a full version is trusted after a failed delta
-      replica.hash = 0;
-      throw;
-    }
-  }
+  for (const auto& d : parts) applyToReplica(replica, d);
   if (replica.version != version || replica.hash != hash) {
     const std::string why = fmt::format("weights: deltas ended at v{}, the update announced v{}", replica.version, version);
     replica.version = -1;
@@ -372,19 +376,14 @@ WeightStore::DeltaPull WeightStore::pullDeltas(WeightReplica& replica, std::uint
     return DeltaPull::Torn;
   }
   for (std::size_t i = 0; i < behind; ++i) {
+    const std::int64_t target = replica.version + 1;
     try {
-      const DeltaSummary s = applyDelta(replica.blob, replica.version, replica.hash, pending_[i]);
-      replica.version = s.target_version;
-      replica.hash = s.target_hash;
-      replica.deltas_since_full++;
+      applyToReplica(replica, pending_[i]);
       result.deltas++;
       stats_.deltas_applied++;
     } catch (const DeltaError& e) {
       stats_.deltas_rejected++;
-      spdlog::warn("weights:{}: delta to v{} rejected ({}); pulling the full version", policy_,
-                replica.version + 1, e.what());
-      replica.version = -1;  // the blob may be half-way: only a full version is trusted now
-      replica.hash = 0;
+      spdlog::warn("weights:{}: delta to v{} rejected ({}); pulling the full version", policy_, target, e.what());
       return DeltaPull::Unavailable;
     }
   }
