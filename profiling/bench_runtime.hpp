@@ -10,7 +10,7 @@
 #include "astraflow/comm/role_comms.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/layout.hpp"
-#include "astraflow/dataflow/runtime.hpp"
+#include "astraflow/run/runtime.hpp"
 
 namespace astraflow::bench {
 

@@ -19,6 +19,6 @@ if [ -n "$warm" ] && [ ! -f "$warm" ]; then
 fi
 np=$(build/bin/astraflow layout-size "$config")
 # Elastic configs spawn and may lose ranks; the job survives that only with
-# ASTRAFLOW_MPIRUN_FLAGS=--enable-recovery (ARCHITECTURE §9; jobs/elastic.sbatch sets it).
+# ASTRAFLOW_MPIRUN_FLAGS=--enable-recovery (docs/architecture.md §9; jobs/elastic.sbatch sets it).
 # shellcheck disable=SC2086  # the flags are words on purpose
 exec mpirun ${ASTRAFLOW_MPIRUN_FLAGS:-} -np "$np" build/bin/astraflow run "$config" "$@"

@@ -19,6 +19,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libzstd-dev libxxhash-dev
   python3   # the CLI test checks `astraflow trace --format json` against summary.json with it
+  clang-format  # Debian 12: version 14; the format_check test (scripts/check_format.sh) runs it
 )
 
 missing=()

@@ -1,6 +1,6 @@
 #pragma once
 // Small policy sizes for unit tests (each test states the sizes it relies on).
-#include "astraflow/model/model_config.hpp"
+#include "astraflow/core/model_config.hpp"
 
 namespace astraflow::test_support {
 

@@ -11,10 +11,10 @@
 #include "astraflow/core/layout.hpp"
 #include "apps/run_job.hpp"
 #include "apps/balance_replay.hpp"
-#include "astraflow/dataflow/run_wiring.hpp"
+#include "astraflow/run/role_entry.hpp"
 #include "apps/trace_command.hpp"
 #include "astraflow/core/log.hpp"
-#include "astraflow/trainer/local_loop.hpp"
+#include "astraflow/run/local_loop.hpp"
 
 namespace {
 
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (*spawned) return astraflow::runSpawnedPool(argc, argv);
+  if (*spawned) return astraflow::runSpawnedPool(argc, argv, astraflow::runRolloutOn);
   if (*trace) {
     if (balance_every > 0) return astraflow::balanceCommand(trace_path, balance_every, trace_format);
     return astraflow::traceCommand(trace_path, trace_format);

@@ -16,7 +16,7 @@
 
 #include "astraflow/comm/mpi.hpp"
 #include "astraflow/comm/rma_ring.hpp"
-#include "astraflow/dataflow/runtime.hpp"
+#include "astraflow/run/runtime.hpp"
 #include "astraflow/comm/role_comms.hpp"
 #include "astraflow/core/layout.hpp"
 #include "astraflow/core/log.hpp"
@@ -118,7 +118,7 @@ int runJob(int argc, char** argv, const Config& cfg, const RuntimeOptions& optio
       std::fflush(stdout);
     }
     if (outcome.peer_lost) {
-      // A spawned rank died: MPI_Finalize would wait for it forever (ARCHITECTURE §9). The files
+      // A spawned rank died: MPI_Finalize would wait for it forever (docs/architecture.md §9). The files
       // are written and closed; every rank leaves without it.
       spdlog::warn("a spawned rollout pool was lost during the run: leaving without MPI_Finalize");
       spdlog::shutdown();

@@ -1,6 +1,6 @@
 #pragma once
 #include "astraflow/core/config.hpp"
-#include "astraflow/dataflow/runtime.hpp"
+#include "astraflow/run/runtime.hpp"
 
 namespace astraflow {
 

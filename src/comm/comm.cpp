@@ -13,22 +13,69 @@ Comm Comm::duplicate(MPI_Comm other) {
   return Comm(dup);
 }
 
-Comm Comm::adopt(MPI_Comm owned) {
+Comm Comm::adopt(MPI_Comm owned, Release release) {
   if (owned != MPI_COMM_NULL) ASTRA_MPI_CHECK(MPI_Comm_set_errhandler(owned, MPI_ERRORS_RETURN));
-  return Comm(owned);
+  return Comm(owned, release);
+}
+
+Comm Comm::parent() {
+  MPI_Comm p = MPI_COMM_NULL;
+  ASTRA_MPI_CHECK(MPI_Comm_get_parent(&p));
+  return adopt(p, Release::Disconnect);
+}
+
+Comm Comm::spawn(const std::string& command, const std::vector<std::string>& args, int ranks, std::string& error) {
+  Comm self = duplicate(MPI_COMM_SELF);  // errors return, so a failed spawn is a result, not an abort
+  std::vector<std::string> owned(args);
+  std::vector<char*> argv;
+  for (auto& a : owned) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<int> codes(static_cast<std::size_t>(ranks), MPI_SUCCESS);
+  MPI_Comm inter = MPI_COMM_NULL;
+  const int rc = MPI_Comm_spawn(command.c_str(), argv.data(), ranks, MPI_INFO_NULL, 0, self.raw(), &inter, codes.data());
+  int started = 0;
+  for (const int c : codes) started += c == MPI_SUCCESS;
+  if (rc != MPI_SUCCESS || started != ranks) {
+    char text[MPI_MAX_ERROR_STRING] = {0};
+    int len = 0;
+    if (rc != MPI_SUCCESS) MPI_Error_string(rc, text, &len);
+    error = rc != MPI_SUCCESS ? std::string(text, static_cast<std::size_t>(len))
+                              : std::to_string(ranks - started) + " of " + std::to_string(ranks) + " ranks did not start";
+    // A partial intercommunicator is left alone: disconnecting is collective with ranks that
+    // may never have started.
+    return Comm();
+  }
+  return adopt(inter, Release::Disconnect);
+}
+
+void Comm::release() {
+  if (comm_ == MPI_COMM_NULL) return;
+  if (release_ == Release::Disconnect) {
+    ASTRA_MPI_CHECK(MPI_Comm_disconnect(&comm_));
+  } else {
+    ASTRA_MPI_CHECK(MPI_Comm_free(&comm_));
+  }
+  comm_ = MPI_COMM_NULL;
 }
 
 Comm::~Comm() {
-  if (comm_ != MPI_COMM_NULL && !MpiEnvironment::finalized()) {
-    if (MPI_Comm_free(&comm_) != MPI_SUCCESS) spdlog::error("MPI_Comm_free failed");
-  }
+  if (comm_ == MPI_COMM_NULL || MpiEnvironment::finalized()) return;
+  const int rc = release_ == Release::Disconnect ? MPI_Comm_disconnect(&comm_) : MPI_Comm_free(&comm_);
+  if (rc != MPI_SUCCESS) spdlog::error(release_ == Release::Disconnect ? "MPI_Comm_disconnect failed" : "MPI_Comm_free failed");
 }
 
 Comm& Comm::operator=(Comm&& o) noexcept {
   if (this != &o) {
-    Comm dying(std::exchange(comm_, std::exchange(o.comm_, MPI_COMM_NULL)));
+    Comm dying(std::exchange(comm_, std::exchange(o.comm_, MPI_COMM_NULL)),
+               std::exchange(release_, std::exchange(o.release_, Release::Free)));
   }
   return *this;
+}
+
+Comm Comm::merge(bool high) const {
+  MPI_Comm out = MPI_COMM_NULL;
+  ASTRA_MPI_CHECK(MPI_Intercomm_merge(comm_, high ? 1 : 0, &out));
+  return adopt(out);
 }
 
 Comm Comm::split(int color, int key) const {

@@ -21,15 +21,12 @@ constexpr std::uint64_t kLengthBytes = 8;
 // and trajectories in one round trip without pulling a whole large slot for a small record.
 constexpr std::uint64_t kProbeBytes = 512;
 // Without hardware RDMA atomics, other ranks' operations on the host's window complete only
-// while the host calls into MPI (ARCHITECTURE §5), so a waiting host naps briefly; a waiting
+// while the host calls into MPI (docs/architecture.md §5), so a waiting host naps briefly; a waiting
 // remote rank delays only itself and may sleep longer.
 constexpr std::chrono::microseconds kHostMaxNap{50};
 constexpr std::uint32_t kHostYields = 64;  // osc ucx here: 4 yields -> 4k rec/s, 64 -> 17k (bench_ring)
 constexpr std::chrono::microseconds kRemoteMaxNap{1000};
 
-std::atomic_ref<std::uint64_t> word(std::byte* base, std::uint64_t offset) {
-  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base + offset));
-}
 
 }  // namespace
 
@@ -45,7 +42,7 @@ RmaRing::RmaRing(const Comm& comm, int host, RingGeometry geometry, Consumer con
   if (is_host_) {
     // Initialised before any peer may touch the window (the barrier below).
     std::memset(win_.base(), 0, kHeaderBytes);
-    for (std::uint64_t i = 0; i < geo_.slots; ++i) word(win_.base(), seqOffset(i)).store(i);
+    for (std::uint64_t i = 0; i < geo_.slots; ++i) win_.localWord(seqOffset(i)).store(i);
     win_.sync();
   }
   // Nobody touches the ring before the host has initialised it.
@@ -83,7 +80,7 @@ void RmaRing::checkSize(std::size_t record_bytes) const {
 std::uint64_t RmaRing::ticketsClaimed() { return readCounter(kTailOffset); }
 
 std::string RmaRing::describeState() {
-  const std::uint64_t head = consumer_ == Consumer::Host && is_host_ ? word(win_.base(), kHeadOffset).load()
+  const std::uint64_t head = consumer_ == Consumer::Host && is_host_ ? win_.localWord(kHeadOffset).load()
                                                                       : readCounter(kHeadOffset);
   const std::uint64_t tail = readCounter(kTailOffset);
   std::string seqs;
@@ -98,29 +95,13 @@ void RmaRing::progress() const {
   ASTRA_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE));
 }
 
-std::uint64_t RmaRing::fetchAdd(std::uint64_t offset, std::uint64_t add) {
-  std::uint64_t old = 0;
-  ASTRA_MPI_CHECK(MPI_Fetch_and_op(&add, &old, MPI_UINT64_T, host_, static_cast<MPI_Aint>(offset), MPI_SUM,
-                                   win_.raw()));
-  win_.flush(host_);
-  return old;
-}
+std::uint64_t RmaRing::fetchAdd(std::uint64_t offset, std::uint64_t add) { return win_.fetchAdd(host_, offset, add); }
 
 bool RmaRing::compareSwap(std::uint64_t offset, std::uint64_t expected, std::uint64_t desired) {
-  std::uint64_t old = 0;
-  ASTRA_MPI_CHECK(MPI_Compare_and_swap(&desired, &expected, &old, MPI_UINT64_T, host_,
-                                       static_cast<MPI_Aint>(offset), win_.raw()));
-  win_.flush(host_);
-  return old == expected;
+  return win_.compareSwap(host_, offset, expected, desired);
 }
 
-std::uint64_t RmaRing::readCounter(std::uint64_t offset) {
-  std::uint64_t value = 0;
-  ASTRA_MPI_CHECK(MPI_Fetch_and_op(nullptr, &value, MPI_UINT64_T, host_, static_cast<MPI_Aint>(offset), MPI_NO_OP,
-                                   win_.raw()));
-  win_.flush(host_);
-  return value;
-}
+std::uint64_t RmaRing::readCounter(std::uint64_t offset) { return win_.atomicLoad(host_, offset); }
 
 // Seq words are read and written only through MPI atomics, also by the host on its own
 // window: osc sm serialises its atomics with a lock that plain loads/stores bypass, and mixing
@@ -265,7 +246,7 @@ bool RmaRing::pop(std::vector<std::byte>& out, std::chrono::milliseconds timeout
 
 // The host is the only consumer: its head is a plain local word nobody else writes.
 bool RmaRing::popLocal(std::vector<std::byte>& out) {
-  auto head = word(win_.base(), kHeadOffset);
+  auto head = win_.localWord(kHeadOffset);
   const std::uint64_t h = head.load(std::memory_order_relaxed);
   if (readSeq(h) != h + 1) return false;
   std::uint64_t len = 0;

@@ -52,4 +52,12 @@ RoleComms RoleComms::split(const RoleMap& map, MPI_Comm base) {
   return c;
 }
 
+void RoleComms::abandon() noexcept {
+  world.abandon();
+  role.abandon();
+  for (auto* group : {&pools, &trainer_links, &weight_links}) {
+    for (auto& c : *group) c.abandon();
+  }
+}
+
 }  // namespace astraflow

@@ -99,4 +99,33 @@ void Win::flush(int target) const { ASTRA_MPI_CHECK(MPI_Win_flush(target, win_))
 
 void Win::sync() const { ASTRA_MPI_CHECK(MPI_Win_sync(win_)); }
 
+std::uint64_t Win::atomicLoad(int target, std::uint64_t offset) const {
+  std::uint64_t value = 0;
+  ASTRA_MPI_CHECK(
+      MPI_Fetch_and_op(nullptr, &value, MPI_UINT64_T, target, static_cast<MPI_Aint>(offset), MPI_NO_OP, win_));
+  flush(target);
+  return value;
+}
+
+void Win::atomicStore(int target, std::uint64_t offset, std::uint64_t value) const {
+  ASTRA_MPI_CHECK(MPI_Accumulate(&value, 1, MPI_UINT64_T, target, static_cast<MPI_Aint>(offset), 1, MPI_UINT64_T,
+                                 MPI_REPLACE, win_));
+  flush(target);
+}
+
+std::uint64_t Win::fetchAdd(int target, std::uint64_t offset, std::uint64_t add) const {
+  std::uint64_t old = 0;
+  ASTRA_MPI_CHECK(MPI_Fetch_and_op(&add, &old, MPI_UINT64_T, target, static_cast<MPI_Aint>(offset), MPI_SUM, win_));
+  flush(target);
+  return old;
+}
+
+bool Win::compareSwap(int target, std::uint64_t offset, std::uint64_t expected, std::uint64_t desired) const {
+  std::uint64_t old = 0;
+  ASTRA_MPI_CHECK(
+      MPI_Compare_and_swap(&desired, &expected, &old, MPI_UINT64_T, target, static_cast<MPI_Aint>(offset), win_));
+  flush(target);
+  return old == expected;
+}
+
 }  // namespace astraflow

@@ -10,8 +10,9 @@
 #include <limits>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
-#include "astraflow/dataflow/plugins.hpp"
+#include "astraflow/core/config_checks.hpp"
 #include "core/workflow_config.hpp"
 #include "core/yaml_reader.hpp"
 
@@ -47,6 +48,12 @@ const PolicySection* Config::findPolicy(const std::string& name) const {
 }
 
 namespace {
+
+std::vector<std::string> registeredEnvironmentNames() {
+  const auto& names = configChecks().environment_names;
+  if (!names) throw std::logic_error("config: no environments are registered (link the astraflow target)");
+  return names();
+}
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
 
@@ -102,7 +109,7 @@ void parseModel(YamlReader r, ModelConfig& m) {
 }
 
 void parseEnvironment(YamlReader r, EnvironmentOptions& e) {
-  e.name = r.getChoice("name", e.name, environmentNames());
+  e.name = r.getChoice("name", e.name, registeredEnvironmentNames());
   e.digits = static_cast<int>(r.getInt("digits", e.digits, 1, 6, "digits"));
   e.operators = r.getString("operators", e.operators);
   if (e.operators.empty() || e.operators.find_first_not_of("+-*") != std::string::npos) {
@@ -318,11 +325,10 @@ void parseDataflow(YamlReader r, DataflowSection& df) {
   }
   r.finish();
   // Each factory checks its kind and parameters (ConfigError naming the key).
+  const auto& check = configChecks().dataflow_plugins;
+  if (!check) throw std::logic_error("config: no data-algorithm plug-ins are registered (link the astraflow target)");
   try {
-    for (const auto& spec : df.curators) makeCurator(spec);
-    for (const auto& spec : df.filters) makeFilter(spec);
-    makeSampler(df.sampler);
-    makeRouter(df.router);
+    check(df);
   } catch (const ConfigError& e) {
     throw ConfigError(r.source() + ": " + e.what());
   }

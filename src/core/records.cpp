@@ -30,7 +30,7 @@ std::size_t payloadSize(const Trajectory& t) {
 }
 
 std::size_t payloadSize(const Batch& b) {
-  std::size_t n = 8 + sizeOf(b.policy) + 8 + 4;
+  std::size_t n = 8 + sizeOf(b.policy) + 8 + 8 + 4;
   for (const auto& t : b.trajectories) n += encodedSize(t);
   return n;
 }
@@ -89,6 +89,7 @@ void write(Writer& w, const Batch& b) {
   w.put(b.batch_id);
   w.putString(b.policy);
   w.put(b.trainer_version);
+  w.put(b.max_staleness);
   w.putCount(b.trajectories.size());
   for (const auto& t : b.trajectories) write(w, t);
 }
@@ -192,7 +193,7 @@ bool decodeExact(std::span<const std::byte> bytes, std::uint32_t magic, const ch
 
 bool read(Reader& r, Batch& b) {
   if (!(r.get(b.batch_id, "batch_id") && r.getString(b.policy, "policy") &&
-        r.get(b.trainer_version, "trainer_version"))) {
+        r.get(b.trainer_version, "trainer_version") && r.get(b.max_staleness, "max_staleness"))) {
     return false;
   }
   static const std::size_t kMinTrajectoryBytes = encodedSize(Trajectory{});
@@ -275,6 +276,27 @@ RecordKind peekKind(std::span<const std::byte> record) {
   if (magic == wire::kTrajectoryMagic) return RecordKind::Trajectory;
   if (magic == wire::kBatchMagic) return RecordKind::Batch;
   return RecordKind::Unknown;
+}
+
+Task endOfStreamTask() {
+  Task t;
+  t.kind = kEndOfStreamKind;
+  return t;
+}
+
+Trajectory endOfStreamTrajectory(const std::string& policy, std::int32_t producer_rank) {
+  Trajectory t;
+  t.task_id = kEndOfStreamId;
+  t.policy = policy;
+  t.producer_rank = producer_rank;
+  return t;
+}
+
+Batch endOfStreamBatch(const std::string& policy) {
+  Batch b;
+  b.batch_id = kEndOfStreamId;
+  b.policy = policy;
+  return b;
 }
 
 }  // namespace astraflow

@@ -71,17 +71,17 @@ std::string formatBalanceReport(const BalanceReport& r) {
   s += fmt::format("avg_step_time_sec : {:.3f}\navg_batch_wait_sec : {:.3f}\nrollout_wait_fraction : {:.4f}\n",
                    r.avg_step_s, r.avg_wait_s, r.wait_fraction);
   s += "--- Production ---\n";
-  s += fmt::format("total_raas_gpus : {}\nproduced : {}\nentered : {}\naccept_rate : {:.4f}\nconsumed : {}\n", r.g,
+  s += fmt::format("total_raas_ranks : {}\nproduced : {}\nentered : {}\naccept_rate : {:.4f}\nconsumed : {}\n", r.g,
                    r.produced, r.accepted, ratio(r.accepted, r.produced), r.consumed);
-  s += fmt::format("stale_skipped : {}\nstale_rate : {:.4f}\nthroughput_per_gpu : {:.2f}\nproduce_consume_ratio : {:.4f}\n",
+  s += fmt::format("stale_skipped : {}\nstale_rate : {:.4f}\nthroughput_per_rank : {:.2f}\nproduce_consume_ratio : {:.4f}\n",
                    r.stale, ratio(r.stale, r.accepted), ratio(r.accepted, r.g), ratio(r.accepted, r.consumed));
   s += "--- Scaling decision ---\n";
-  s += fmt::format("branch : {}\nG_target : {}\nestimated_delta_gpus : {:+d}\nweight_transfer_active : {}\n",
+  s += fmt::format("branch : {}\nG_target : {}\nestimated_delta_ranks : {:+d}\nweight_transfer_active : {}\n",
                    branchName(r.decision.branch), r.decision.g_target, r.decision.g_target - r.g,
                    r.weight_transfer_active ? "true" : "false");
   s += fmt::format("--- RaaS Instance Layout (last {} iterations) ---\n", r.iterations);
-  s += fmt::format("{:<16} {:>5} {:>9} {:>9} {:>11} {:>15} {}\n", "uid", "gpus", "produced", "accepted",
-                   "accept_rate", "throughput/gpu", "status");
+  s += fmt::format("{:<16} {:>5} {:>9} {:>9} {:>11} {:>15} {}\n", "uid", "ranks", "produced", "accepted",
+                   "accept_rate", "throughput/rank", "status");
   int ranks = 0;
   std::uint64_t produced = 0, accepted = 0;
   bool accepted_known = true;
@@ -98,7 +98,7 @@ std::string formatBalanceReport(const BalanceReport& r) {
                        ratio(i.produced, i.ranks), i.status);
     }
   }
-  s += fmt::format("--- Total: {} instances, {} GPUs, {} produced, {} accepted", r.instances.size(), ranks, produced,
+  s += fmt::format("--- Total: {} instances, {} ranks, {} produced, {} accepted", r.instances.size(), ranks, produced,
                    accepted_known ? std::to_string(accepted) : std::string("n/a"));
   return s;
 }
@@ -107,11 +107,11 @@ std::string balanceReportJson(const BalanceReport& r, const BalanceParams& p) {
   nlohmann::json instances = nlohmann::json::array();
   for (const auto& i : r.instances) {
     instances.push_back({{"uid", i.uid},
-                         {"gpus", i.ranks},
+                         {"ranks", i.ranks},
                          {"produced", i.produced},
                          {"accepted", i.accepted ? nlohmann::json(*i.accepted) : nlohmann::json(nullptr)},
                          {"accept_rate", i.accepted ? nlohmann::json(ratio(*i.accepted, i.produced)) : nlohmann::json(nullptr)},
-                         {"throughput_per_gpu", ratio(i.accepted.value_or(i.produced), i.ranks)},
+                         {"throughput_per_rank", ratio(i.accepted.value_or(i.produced), i.ranks)},
                          {"status", i.status}});
   }
   const nlohmann::json j = {
@@ -128,19 +128,19 @@ std::string balanceReportJson(const BalanceReport& r, const BalanceParams& p) {
         {"avg_batch_wait_sec", r.avg_wait_s},
         {"rollout_wait_fraction", r.wait_fraction}}},
       {"production",
-       {{"total_raas_gpus", r.g},
+       {{"total_raas_ranks", r.g},
         {"produced", r.produced},
         {"entered", r.accepted},
         {"accept_rate", ratio(r.accepted, r.produced)},
         {"consumed", r.consumed},
         {"stale_skipped", r.stale},
         {"stale_rate", ratio(r.stale, r.accepted)},
-        {"throughput_per_gpu", ratio(r.accepted, r.g)},
+        {"throughput_per_rank", ratio(r.accepted, r.g)},
         {"produce_consume_ratio", ratio(r.accepted, r.consumed)}}},
       {"scaling_decision",
        {{"branch", branchName(r.decision.branch)},
         {"G_target", r.decision.g_target},
-        {"estimated_delta_gpus", r.decision.g_target - r.g},
+        {"estimated_delta_ranks", r.decision.g_target - r.g},
         {"weight_transfer_active", r.weight_transfer_active},
         {"tau_low", p.tau_low},
         {"tau_high", p.tau_high},

@@ -115,6 +115,8 @@ std::optional<Batch> BatchAssembler::serve(std::int64_t version, std::uint64_t b
   batch.batch_id = batch_id;
   batch.policy = policy_;
   batch.trainer_version = version;
+  // What the trainer checks each trajectory against (servedStalenessBound of the config).
+  batch.max_staleness = std::max<std::int64_t>(max_staleness_, sampler_->maxStaleness());
   for (auto& g : groups) {
     for (auto& t : g.members) batch.trajectories.push_back(std::move(t));
   }

@@ -1,4 +1,4 @@
-// The dataflow rank's balance report (ARCHITECTURE §9, paper A.4): every elastic.every versions
+// The dataflow rank's balance report (docs/architecture.md §9, paper A.4): every elastic.every versions
 // of the lead policy, the window's trainer wait fraction, production and consumption, the
 // three-zone decision and the per-instance table — in the log and as
 // <run>/balance/report_<V>.json. The trainer's wait and step seconds are its own: it stages

@@ -21,7 +21,7 @@
 #include "astraflow/dataflow/plugins.hpp"
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
-#include "astraflow/rollout/environment.hpp"
+#include "astraflow/tasks/environment.hpp"
 #include "dataflow/elastic_pools.hpp"
 #include "dataflow/site_hub.hpp"
 

@@ -1,4 +1,4 @@
-// The dataflow rank's loop (ARCHITECTURE §4): the coordination plane of a run. Every
+// The dataflow rank's loop (docs/architecture.md §4): the coordination plane of a run. Every
 // iteration it drives MPI progress for the windows it hosts, publishes staged weights, ingests
 // trajectories, serves batches, admits tasks under the staleness budget and reports progress.
 // It never waits on one peer: every step is a try, and an idle iteration backs off.
@@ -176,7 +176,7 @@ void DataflowRank::ingestRecord(std::span<const std::byte> record, const char* s
 
 void DataflowRank::route(Trajectory t) {
   if (elastic_ && !elastic_->returned(t)) return;  // a late duplicate of a re-issued task (counted)
-  if (t.task_id == kEndOfStreamBatchId && t.tokens.empty()) {
+  if (isEndOfStream(t)) {
     ++rollout_ended_;
     return;
   }
@@ -407,15 +407,10 @@ bool DataflowRank::finished(PolicyState& p) const { return p.next_batch >= p.tar
 
 void DataflowRank::endStreams() {
   for (auto& p : policies_) {
-    Batch end;
-    end.batch_id = kEndOfStreamBatchId;
-    end.policy = p.name;
-    w_.batch_rings[p.group]->push(encode(end));
+    w_.batch_rings[p.group]->push(encode(endOfStreamBatch(p.name)));
   }
   if (hub_) hub_->endStreams();  // each gateway ends its own pool's streams
-  Task end;
-  end.kind = kEndOfStreamKind;
-  const auto bytes = encode(end);
+  const auto bytes = encode(endOfStreamTask());
   auto pushEnd = [&](std::size_t ring) {
     // Pushing may wait for space: keep ingesting meanwhile, rollout ranks may be blocked on us.
     Backoff backoff;

@@ -21,39 +21,36 @@ namespace astraflow::dataflow_detail {
 
 namespace {
 
-void bcastString(MPI_Comm comm, std::string& s) {
+// Collective over comm: rank 0's string on every rank.
+void bcastString(const Comm& comm, std::string& s) {
   std::uint64_t n = s.size();
-  ASTRA_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm));
+  ASTRA_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm.raw()));
   s.resize(n);
-  ASTRA_MPI_CHECK(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm));
+  ASTRA_MPI_CHECK(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm.raw()));
 }
 
-// Each rank's pid and host name, gathered at rank 0 of `comm` (the dataflow rank).
-void gatherIdentity(MPI_Comm comm, std::vector<int>& pids, std::vector<std::string>& hosts) {
-  int size = 0, rank = 0;
-  MPI_Comm_size(comm, &size);
-  MPI_Comm_rank(comm, &rank);
+// Collective over comm: each rank's pid and host name, gathered at rank 0 (the dataflow rank).
+void gatherIdentity(const Comm& comm, std::vector<int>& pids, std::vector<std::string>& hosts) {
+  const int size = comm.size(), rank = comm.rank();
   struct {
     int pid;
     char host[64];
   } mine{static_cast<int>(getpid()), {}};
   gethostname(mine.host, sizeof mine.host - 1);
   std::vector<decltype(mine)> all(rank == 0 ? size : 0);
-  ASTRA_MPI_CHECK(MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, comm));
+  ASTRA_MPI_CHECK(MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, comm.raw()));
   for (int r = 1; r < static_cast<int>(all.size()); ++r) {
     pids.push_back(all[r].pid);
     hosts.emplace_back(all[r].host);
   }
 }
 
-// Rank reports (JSON text) gathered at rank 0 of `comm`; rank 0 sends an empty one.
-std::vector<std::string> gatherReports(MPI_Comm comm, const std::string& mine) {
-  int size = 0, rank = 0;
-  MPI_Comm_size(comm, &size);
-  MPI_Comm_rank(comm, &rank);
+// Collective over comm: rank reports (JSON text) gathered at rank 0; rank 0 sends an empty one.
+std::vector<std::string> gatherReports(const Comm& comm, const std::string& mine) {
+  const int size = comm.size(), rank = comm.rank();
   int n = static_cast<int>(mine.size());
   std::vector<int> sizes(rank == 0 ? size : 0), offsets(sizes.size());
-  ASTRA_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm));
+  ASTRA_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm.raw()));
   std::string all;
   if (rank == 0) {
     int total = 0;
@@ -63,7 +60,8 @@ std::vector<std::string> gatherReports(MPI_Comm comm, const std::string& mine) {
     }
     all.resize(total);
   }
-  ASTRA_MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0, comm));
+  ASTRA_MPI_CHECK(
+      MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0, comm.raw()));
   std::vector<std::string> out;
   for (int r = 1; r < static_cast<int>(sizes.size()); ++r) out.push_back(all.substr(offsets[r], sizes[r]));
   return out;
@@ -81,61 +79,48 @@ std::string selfExecutable() {
 ElasticPools::ElasticPools(RunWiring& home) : home_(home) {}
 
 ElasticPools::~ElasticPools() {
-  // Pools still connected at exit were ended by the run; lost ones keep their handles (a
-  // collective free with a dead member would hang).
+  // Retired pools were released collectively with their ranks (disconnect()); a lost one gave
+  // its handles up in lose(). Any other pool still here is not released either: freeing or
+  // disconnecting is collective, and its ranks are not waiting for it.
   for (auto& p : pools_) {
-    if (p->state == SpawnedPool::State::Lost) {
-      p->comms.release();
-      p->wiring.release();
-      p->map.release();
-      p->cfg.release();
-    }
+    if (p->state == SpawnedPool::State::Gone) continue;
+    if (p->comms) p->comms->abandon();
+    p->merged.abandon();
+    p->inter.abandon();
   }
 }
 
 bool ElasticPools::spawn(int ranks) {
   if (ranks <= 0) return false;
   const int k = static_cast<int>(pools_.size());
-  MPI_Comm self = MPI_COMM_NULL, inter = MPI_COMM_NULL;
-  MPI_Comm_dup(MPI_COMM_SELF, &self);
-  MPI_Comm_set_errhandler(self, MPI_ERRORS_RETURN);
-  std::vector<int> errors(static_cast<std::size_t>(ranks), MPI_SUCCESS);
-  const std::string exe = selfExecutable();
-  char arg0[] = "spawned-pool";
-  char* args[] = {arg0, nullptr};
-  const int rc = MPI_Comm_spawn(exe.c_str(), args, ranks, MPI_INFO_NULL, 0, self, &inter, errors.data());
-  MPI_Comm_free(&self);
-  const bool failed = rc != MPI_SUCCESS || std::any_of(errors.begin(), errors.end(), [](int e) { return e != MPI_SUCCESS; });
-  if (failed) {
-    char text[MPI_MAX_ERROR_STRING] = {0};
-    int len = 0;
-    MPI_Error_string(rc, text, &len);
+  std::string error;
+  Comm inter = Comm::spawn(selfExecutable(), {"spawned-pool"}, ranks, error);
+  if (!inter.valid()) {
     ++spawn_failures_;
-    spdlog::warn("elastic: spawning {} rollout rank(s) failed ({}); the pool keeps its size", ranks,
-                 rc == MPI_SUCCESS ? "some ranks did not start" : text);
+    spdlog::warn("elastic: spawning {} rollout rank(s) failed ({}); the pool keeps its size", ranks, error);
     return false;
   }
   auto p = std::make_unique<SpawnedPool>();
   p->index = k;
   p->name = fmt::format("spawn{}", k);
   p->ranks = ranks;
-  p->inter = inter;
-  ASTRA_MPI_CHECK(MPI_Intercomm_merge(inter, 0, &p->merged));
-  MPI_Comm_set_errhandler(p->merged, MPI_ERRORS_RETURN);
+  p->merged = inter.merge(false);
+  p->inter = std::move(inter);
   // What the new ranks need: the config, the run folder, their pool number and the run clock.
   std::string text = home_.cfg.text, dir = home_.run_dir.string();
   bcastString(p->merged, text);
   bcastString(p->merged, dir);
   int index = k;
   double clock = home_.now();
-  ASTRA_MPI_CHECK(MPI_Bcast(&index, 1, MPI_INT, 0, p->merged));
-  ASTRA_MPI_CHECK(MPI_Bcast(&clock, 1, MPI_DOUBLE, 0, p->merged));
+  ASTRA_MPI_CHECK(MPI_Bcast(&index, 1, MPI_INT, 0, p->merged.raw()));
+  ASTRA_MPI_CHECK(MPI_Bcast(&clock, 1, MPI_DOUBLE, 0, p->merged.raw()));
   p->cfg = std::make_unique<Config>(poolView(home_.cfg, ranks, p->name));
   p->map = std::make_unique<RoleMap>(*p->cfg, ranks + 1);
-  p->comms = std::make_unique<RoleComms>(RoleComms::split(*p->map, p->merged));
+  p->comms = std::make_unique<RoleComms>(RoleComms::split(*p->map, p->merged.raw()));
   p->wiring = std::make_unique<RunWiring>(*p->cfg, *p->map, *p->comms);
   p->wiring->run_dir = home_.run_dir;
   p->wiring->t0 = home_.t0;
+  p->wiring->weight_version_bytes = home_.weight_version_bytes;  // this rank measures for the pool's stores
   wireWindows(*p->wiring);
   gatherIdentity(p->merged, p->pids, p->hosts);
   // Its rings join the home wiring's, so ingest and admission treat it like any pool.
@@ -199,7 +184,7 @@ SpawnedPool* ElasticPools::poolOfLabel(std::int32_t label) {
 }
 
 bool ElasticPools::returned(const Trajectory& t) {
-  const bool end = t.task_id == kEndOfStreamBatchId && t.tokens.empty();
+  const bool end = isEndOfStream(t);
   if (auto* p = poolOfLabel(t.producer_rank)) {
     p->last_heard = home_.now();
     if (end) {
@@ -234,9 +219,7 @@ void ElasticPools::lose(SpawnedPool& p, const std::string& why, const std::funct
   // the launcher (mpirun --enable-recovery keeps the job alive).
   char host[64] = {0};
   gethostname(host, sizeof host - 1);
-  Task end;
-  end.kind = kEndOfStreamKind;
-  const auto bytes = encode(end);
+  const auto bytes = encode(endOfStreamTask());
   for (std::size_t r = 0; r < p.pids.size(); ++r) {
     if (p.hosts[r] == host) {
       kill(p.pids[r], SIGKILL);
@@ -244,10 +227,14 @@ void ElasticPools::lose(SpawnedPool& p, const std::string& why, const std::funct
       home_.task_rings[static_cast<std::size_t>(p.ring)]->tryPush(bytes);
     }
   }
-  // Its windows are never freed (collective with a dead member): the handles are let go.
+  // Its windows and communicators are never freed (collective with a dead member): the
+  // handles are given up, leaked on purpose (every rank leaves with _exit after a loss).
   home_.task_rings[static_cast<std::size_t>(p.ring)].release();
   home_.trajectory_rings[static_cast<std::size_t>(p.ring)].release();
   for (auto& s : p.wiring->weight_stores) s.release();
+  p.comms->abandon();
+  p.merged.abandon();
+  p.inter.abandon();
   home_.event("pool_lost", home_.now(), 0, 0, static_cast<std::uint64_t>(p.ranks));
 }
 
@@ -256,9 +243,7 @@ bool ElasticPools::progress(const std::function<void(Task)>& reissue) {
   for (auto& p : pools_) {
     if (p->state != SpawnedPool::State::Retiring || p->ends_to_push == 0) continue;
     if (!end_record_.size()) {
-      Task end;
-      end.kind = kEndOfStreamKind;
-      end_record_ = encode(end);
+      end_record_ = encode(endOfStreamTask());
     }
     auto& ring = *home_.task_rings[static_cast<std::size_t>(p->ring)];
     while (p->ends_to_push > 0 && ring.tryPush(end_record_)) {
@@ -308,8 +293,8 @@ void ElasticPools::disconnect(SpawnedPool& p) {
   home_.task_rings[static_cast<std::size_t>(p.ring)].reset();
   p.wiring.reset();
   p.comms.reset();
-  MPI_Comm_free(&p.merged);
-  MPI_Comm_disconnect(&p.inter);
+  p.merged.release();
+  p.inter.release();
   p.state = SpawnedPool::State::Gone;
   retired_ranks_ += static_cast<std::uint64_t>(p.ranks);
   spdlog::info("elastic: pool {} retired and disconnected", p.name);
@@ -380,32 +365,28 @@ void ElasticPools::report(std::map<std::string, double>& r) const {
 
 namespace astraflow {
 
-int runSpawnedPool(int argc, char** argv) {
+int runSpawnedPool(int argc, char** argv, const RolloutLoop& rollout) {
   using namespace dataflow_detail;
   MpiEnvironment env(&argc, &argv);
-  MPI_Comm parent = MPI_COMM_NULL;
-  MPI_Comm_get_parent(&parent);
-  if (parent == MPI_COMM_NULL) {
+  Comm parent = Comm::parent();
+  if (!parent.valid()) {
     std::fprintf(stderr, "astraflow: spawned-pool is started by a run's dataflow rank (elastic.mode), not by hand\n");
     return 2;
   }
-  MPI_Comm merged = MPI_COMM_NULL;
-  ASTRA_MPI_CHECK(MPI_Intercomm_merge(parent, 1, &merged));
-  MPI_Comm_set_errhandler(merged, MPI_ERRORS_RETURN);
+  Comm merged = parent.merge(true);
   std::string text, dir;
   bcastString(merged, text);
   bcastString(merged, dir);
   int k = 0;
   double clock = 0;
-  ASTRA_MPI_CHECK(MPI_Bcast(&k, 1, MPI_INT, 0, merged));
-  ASTRA_MPI_CHECK(MPI_Bcast(&clock, 1, MPI_DOUBLE, 0, merged));
-  int size = 0;
-  MPI_Comm_size(merged, &size);
+  ASTRA_MPI_CHECK(MPI_Bcast(&k, 1, MPI_INT, 0, merged.raw()));
+  ASTRA_MPI_CHECK(MPI_Bcast(&clock, 1, MPI_DOUBLE, 0, merged.raw()));
+  const int size = merged.size();
   try {
   const Config base = parseConfig(text, "spawned pool");
   const Config view = poolView(base, size - 1, fmt::format("spawn{}", k));
   const RoleMap map(view, size);
-  RoleComms comms = RoleComms::split(map, merged);
+  RoleComms comms = RoleComms::split(map, merged.raw());
   RunWiring w(view, map, comms);
   w.run_dir = dir;
   w.t0 = MPI_Wtime() - clock;
@@ -420,7 +401,7 @@ int runSpawnedPool(int argc, char** argv) {
     io::TraceWriter trace((w.run_dir / "trace" / fmt::format("spawn{}_rank_{}.h5", k, w.rank())).string());
     w.trace = &trace;
     w.event("startup", 0.0, -1);
-    report = runRolloutRole(w);
+    report = rollout(w);
     w.trace = nullptr;
   }
   nlohmann::json mine(report);
@@ -437,10 +418,10 @@ int runSpawnedPool(int argc, char** argv) {
     spdlog::shutdown();
     std::_Exit(1);
   }
-  MPI_Comm_free(&merged);
-  MPI_Comm_disconnect(&parent);
+  // In the order the dataflow rank releases its side (ElasticPools::disconnect).
+  merged.release();
+  parent.release();
   return 0;
 }
-
 
 }  // namespace astraflow

@@ -1,6 +1,6 @@
 #pragma once
 // ElasticPools — rollout pools the dataflow rank adds at run time with MPI_Comm_spawn and
-// retires again (docs/elastic.md, ARCHITECTURE §9). A spawned pool is the same binary
+// retires again (docs/elastic.md, docs/architecture.md §9). A spawned pool is the same binary
 // (`astraflow spawned-pool`), joined to the dataflow rank by an intercommunicator merged into
 // one comm whose rank 0 is the dataflow rank: on it live the pool's task and trajectory rings and
 // one mirror weight store per policy, which the dataflow rank republishes into whenever a
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "astraflow/comm/comm.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/layout.hpp"
 #include "astraflow/core/records.hpp"
@@ -33,7 +34,8 @@ struct SpawnedPool {
   std::string name;
   int ranks = 0;
   State state = State::Active;
-  MPI_Comm inter = MPI_COMM_NULL, merged = MPI_COMM_NULL;
+  Comm inter;   // to the spawned job (released by disconnecting)
+  Comm merged;  // dataflow rank (0) + the pool's ranks: its windows live here
   std::unique_ptr<Config> cfg;  // the pool's view: layout {gateway (this rank), rollout (ranks)}
   std::unique_ptr<RoleMap> map;
   std::unique_ptr<RoleComms> comms;

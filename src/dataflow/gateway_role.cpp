@@ -1,4 +1,4 @@
-// A remote site's gateway (ARCHITECTURE §8, docs/cross-site.md): the hub of a job that has no
+// A remote site's gateway (docs/architecture.md §8, docs/cross-site.md): the hub of a job that has no
 // trainers. It connects to the home dataflow rank over UCX, mirrors each policy's weights into
 // its own weight store (pulling every published version once, as deltas when it can, and
 // republishing it for its local rollout ranks, which read it exactly as they read the home
@@ -251,7 +251,7 @@ bool GatewayRank::forwardTrajectories() {
       if (malformed_++ < 5) spdlog::warn("cross-site: malformed trajectory record from the local pool: {}", decoded.error());
       continue;
     }
-    if (decoded.value().task_id == kEndOfStreamBatchId && decoded.value().tokens.empty()) ++local_ended_;
+    if (isEndOfStream(decoded.value())) ++local_ended_;
     records.push_back(record_);
     ++n;
   }
@@ -274,9 +274,7 @@ bool GatewayRank::mirrored() const {
 }
 
 void GatewayRank::endLocalStreams() {
-  Task end;
-  end.kind = kEndOfStreamKind;
-  const auto bytes = encode(end);
+  const auto bytes = encode(endOfStreamTask());
   tasks_dropped_ += tasks_.size();
   tasks_.clear();
   for (std::size_t r = 0; r < local_ranks_; ++r) tasks_.push_back(bytes);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "astraflow/core/config_checks.hpp"
 #include "dataflow/builtin_plugins.hpp"
 
 namespace astraflow {
@@ -245,6 +246,15 @@ std::vector<std::string> routerKinds() { return kinds<Router>(); }
 std::int64_t servedStalenessBound(const Config& cfg) {
   const std::int64_t eta = cfg.run.mode == "sync" ? 0 : cfg.dataflow.max_staleness;
   return std::max<std::int64_t>(eta, makeSampler(cfg.dataflow.sampler)->maxStaleness());
+}
+
+void registerDataflowConfigChecks() {
+  configChecks().dataflow_plugins = [](const DataflowSection& df) {
+    for (const auto& spec : df.curators) makeCurator(spec);
+    for (const auto& spec : df.filters) makeFilter(spec);
+    makeSampler(df.sampler);
+    makeRouter(df.router);
+  };
 }
 
 }  // namespace astraflow

@@ -3,15 +3,35 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include "astraflow/comm/mpi.hpp"
+
 namespace astraflow {
 
-namespace fs = std::filesystem;
+namespace {
+
+RingGeometry geometryOf(const RingSection& s) { return RingGeometry{s.slots, s.slot_bytes}; }
+
+}  // namespace
 
 double RunWiring::now() const { return MPI_Wtime() - t0; }
 
 void RunWiring::event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes,
                       std::uint64_t count) const {
   if (trace) trace->record({labelRank(), roleName(role().role), kind, t_start, now(), version, bytes, count});
+}
+
+RoleContext RunWiring::context() const {
+  RoleContext c(cfg);
+  c.rank = rank();
+  c.label_rank = labelRank();
+  c.role = role().role;
+  c.ranks_on_node = ranks_on_node;
+  c.t0 = t0;
+  c.clock_offset = clock_offset;
+  c.trace = trace;
+  c.run_dir = run_dir;
+  c.resume_version = resume ? resume_version : -1;
+  return c;
 }
 
 int RunWiring::policyIndex(const std::string& policy) const {
@@ -22,33 +42,45 @@ int RunWiring::policyIndex(const std::string& policy) const {
   return -1;
 }
 
-fs::path checkpointPath(const fs::path& run_dir, std::int64_t version) {
-  return run_dir / "checkpoints" / fmt::format("step_{}.h5", version);
-}
-
-fs::path trainerCheckpointPath(const fs::path& run_dir, std::int64_t version, const std::string& policy) {
-  return run_dir / "checkpoints" / fmt::format("step_{}.{}.h5", version, policy);
-}
-
-fs::path bufferCheckpointPath(const fs::path& run_dir, std::int64_t version) {
-  return run_dir / "checkpoints" / fmt::format("step_{}.buffer.h5", version);
-}
-
-std::int64_t newestCheckpoint(const fs::path& run_dir, const std::vector<std::string>& policies) {
-  std::int64_t best = -1;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(run_dir / "checkpoints", ec)) {
-    const std::string name = entry.path().filename().string();
-    std::int64_t v = -1;
-    char tail[8] = {0};
-    // Exactly "step_<V>.h5": the dataflow file of a checkpoint.
-    if (std::sscanf(name.c_str(), "step_%ld%7s", &v, tail) != 2 || std::string(tail) != ".h5") continue;
-    if (v <= best) continue;
-    bool complete = fs::exists(bufferCheckpointPath(run_dir, v));
-    for (const auto& p : policies) complete = complete && fs::exists(trainerCheckpointPath(run_dir, v, p));
-    if (complete) best = v;
+void wireWindows(RunWiring& w) {
+  const Config& cfg = w.cfg;
+  const RoleMap& map = w.map;
+  const RoleComms& comms = w.comms;
+  const int me = comms.world.rank();
+  const int df_rank = map.dataflowRank();
+  // Windows, in the same order on every rank (each constructor is collective over its comm).
+  for (std::size_t p = 0; p < map.pools().size(); ++p) {
+    if (!comms.pools[p].valid()) {
+      w.task_rings.emplace_back();
+      w.trajectory_rings.emplace_back();
+      continue;
+    }
+    const auto& name = map.pools()[p].name;
+    w.task_rings.push_back(std::make_unique<RmaRing>(comms.pools[p], 0, geometryOf(cfg.dataflow.task_ring),
+                                                     RmaRing::Consumer::Remote, "task_ring:" + name));
+    w.trajectory_rings.push_back(std::make_unique<RmaRing>(comms.pools[p], 0, geometryOf(cfg.dataflow.trajectory_ring),
+                                                           RmaRing::Consumer::Host, "trajectory_ring:" + name));
   }
-  return best;
+  for (std::size_t g = 0; g < map.trainerGroups().size(); ++g) {
+    const auto& group = map.trainerGroups()[g];
+    if (comms.trainer_links[g].valid() && !group.world_ranks.empty()) {
+      w.batch_rings.push_back(std::make_unique<RmaRing>(comms.trainer_links[g], 0, geometryOf(cfg.dataflow.batch_ring),
+                                                        RmaRing::Consumer::Remote, "batch_ring:" + group.policy));
+    } else {
+      w.batch_rings.emplace_back();
+    }
+    if (comms.weight_links[g].valid()) {
+      // The first trainer rank (at a gateway site: the gateway) measures a version; everyone
+      // learns the store's size.
+      const int measurer = group.world_ranks.empty() ? df_rank : group.world_ranks.front();
+      std::uint64_t bytes = me == measurer ? w.weight_version_bytes(group.policy) : 0;
+      ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_MAX, comms.weight_links[g].raw()));
+      w.weight_stores.push_back(
+          std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy, weightStoreOptions(cfg.weights)));
+    } else {
+      w.weight_stores.emplace_back();
+    }
+  }
 }
 
 }  // namespace astraflow

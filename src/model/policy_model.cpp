@@ -216,4 +216,19 @@ std::pair<torch::Tensor, torch::Tensor> positionsForLeftPadded(const torch::Tens
   return {positions, valid};
 }
 
+torch::Tensor sequenceLogProbs(PolicyModelImpl& model, const torch::Tensor& tokens, const torch::Tensor& lengths,
+                               double temperature) {
+  const auto B = tokens.size(0), T = tokens.size(1);
+  const auto idx = torch::arange(T, torch::kLong).unsqueeze(0);
+  const auto valid = idx < lengths.unsqueeze(1);
+  const auto positions = idx.expand({B, T}).contiguous();
+  const auto logits = model.forward(tokens, positions, valid) / temperature;  // [B,T,V]
+  const auto logp = torch::log_softmax(logits.narrow(1, 0, T - 1).to(torch::kFloat32), -1)
+                        .gather(-1, tokens.narrow(1, 1, T - 1).unsqueeze(-1))
+                        .squeeze(-1);
+  // Padding targets (a never-generated <pad>: −inf) must not leak NaN through mask products.
+  const auto target_valid = valid.narrow(1, 1, T - 1);
+  return torch::cat({torch::zeros({B, 1}), torch::where(target_valid, logp, torch::zeros_like(logp))}, 1);
+}
+
 }  // namespace astraflow

@@ -1,6 +1,5 @@
-// A RaaS rank's loop (ARCHITECTURE §6): take tasks, run the episodes with the engine, return
-// trajectories, and refresh weights from the store when a newer version is published. It knows
-// nothing of batches, staleness or trainers.
+// A RaaS rank's loop: take tasks, run the episodes with the engine, return trajectories, and
+// refresh weights from the store when a newer version is published.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
@@ -9,13 +8,15 @@
 #include <limits>
 #include <map>
 
+#include "astraflow/rollout/raas_role.hpp"
+
 #include "astraflow/comm/backoff.hpp"
-#include "astraflow/dataflow/run_wiring.hpp"
+#include "astraflow/core/records.hpp"
+#include "astraflow/model/model_builder.hpp"
 #include "astraflow/model/weight_blob.hpp"
 #include "astraflow/rollout/episode.hpp"
-#include "astraflow/rollout/tokenizer.hpp"
 #include "astraflow/rollout/workflow.hpp"
-#include "astraflow/trainer/local_loop.hpp"
+#include "astraflow/text/tokenizer.hpp"
 
 namespace astraflow {
 
@@ -37,17 +38,17 @@ struct ServedPolicy {
 
 class RolloutRank {
  public:
-  explicit RolloutRank(RunWiring& w)
-      : w_(w),
-        pool_(w.role().pool),
+  explicit RolloutRank(const RolloutPorts& ports)
+      : ports_(ports),
+        ctx_(ports.ctx),
         tokenizer_(makeTaskTokenizer()),
-        generator_(at::detail::createCPUGenerator(w.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(w.rank()))) {
-    for (const auto& name : w.role().policies) {
+        generator_(at::detail::createCPUGenerator(ctx_.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(ctx_.rank))) {
+    for (const auto& s : ports.served) {
       ServedPolicy p;
-      p.name = name;
-      p.group = w.policyIndex(name);
-      p.store = w.weight_stores.at(p.group).get();
-      p.model = buildPolicyModel(w.cfg, *tokenizer_, name);
+      p.name = s.policy;
+      p.group = s.group;
+      p.store = s.store;
+      p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy);
       p.model->eval();
       p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId());
       served_.push_back(std::move(p));
@@ -68,8 +69,8 @@ class RolloutRank {
   Trajectory trajectoryOf(const Task& task, const Episode& e, const ServedPolicy& p, double t_start, double t_end);
   void pushTrajectory(const Trajectory& t);
 
-  RunWiring& w_;
-  int pool_;
+  const RolloutPorts& ports_;
+  const RoleContext& ctx_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<ServedPolicy> served_;
   at::Generator generator_;
@@ -83,7 +84,7 @@ ServedPolicy& RolloutRank::served(const std::string& policy) {
   for (auto& p : served_) {
     if (p.name == policy) return p;
   }
-  throw Error(fmt::format("rollout rank {} got a task for policy '{}', which its pool does not serve", w_.rank(), policy));
+  throw Error(fmt::format("rollout rank {} got a task for policy '{}', which its pool does not serve", ctx_.rank, policy));
 }
 
 // Each policy refreshes on its own: a newer version of one never waits for the others. A pull
@@ -93,16 +94,16 @@ bool RolloutRank::refreshWeights(bool force) {
   for (auto& p : served_) {
     const std::int64_t published = p.store->publishedVersion();
     if (published <= p.version) continue;
-    if (!force && p.version >= 0 && published - p.version < w_.cfg.weights.pull_every) continue;
-    const double t = w_.now();
+    if (!force && p.version >= 0 && published - p.version < ctx_.cfg.weights.pull_every) continue;
+    const double t = ctx_.now();
     const PullResult r = p.store->pull(p.replica);
     if (!r.moved) continue;
     unpackWeights(p.replica.blob, *p.model);
     p.version = r.version;
     ++p.pulls;
-    pull_seconds_ += w_.now() - t;
+    pull_seconds_ += ctx_.now() - t;
     // count: the policy's trainer group, as in the dataflow rank's "publish" events.
-    w_.event("weight_pull", t, r.version, r.bytes, static_cast<std::uint64_t>(p.group));
+    ctx_.event("weight_pull", t, r.version, r.bytes, static_cast<std::uint64_t>(p.group));
     pulled = true;
   }
   return pulled;
@@ -137,7 +138,7 @@ void RolloutRank::waitForVersions(const std::vector<Task>& tasks) {
 
 void RolloutRank::pushTrajectory(const Trajectory& t) {
   encodeInto(t, record_);
-  auto& ring = *w_.trajectory_rings[pool_];
+  auto& ring = *ports_.trajectories;
   try {
     ring.push(record_);
   } catch (const RecordTooLarge&) {
@@ -166,8 +167,8 @@ Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const S
   t.group_id = task.group_id;
   t.group_index = task.group_index;
   t.policy = p.name;
-  t.producer_rank = w_.labelRank();
-  t.pool_uid = static_cast<std::uint32_t>(pool_);
+  t.producer_rank = ctx_.label_rank;
+  t.pool_uid = static_cast<std::uint32_t>(ports_.pool);
   t.weight_version_min = t.weight_version_max = p.version;
   t.tokens = e.tokens;
   t.behav_logprobs = e.behav_logprobs;
@@ -193,30 +194,30 @@ std::vector<std::uint64_t> problemsOf(const std::vector<Task>& tasks) {
 void RolloutRank::runSingle(const std::vector<Task>& tasks, ServedPolicy& p, const SamplingOptions& sampling,
                             bool eval) {
   const auto problems = problemsOf(tasks);
-  const double t_start = w_.now();
-  const auto episodes = runEpisodes(*p.engine, *tokenizer_, w_.cfg.environment, problems, sampling, generator_);
-  const double t_end = w_.now();
+  const double t_start = ctx_.now();
+  const auto episodes = runEpisodes(*p.engine, *tokenizer_, ctx_.cfg.environment, problems, sampling, generator_);
+  const double t_end = ctx_.now();
   generate_seconds_ += t_end - t_start;
   const auto tokens_before = tokens_;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     pushTrajectory(trajectoryOf(tasks[i], episodes[i], p, t_start, t_end));
     ++(eval ? eval_pushed_ : pushed_);
   }
-  w_.event(eval ? "eval_generate" : "generate", t_start, p.version, tokens_ - tokens_before, tasks.size());
+  ctx_.event(eval ? "eval_generate" : "generate", t_start, p.version, tokens_ - tokens_before, tasks.size());
 }
 
 // A team episode per task; one trajectory per role, each carrying its role, its policy's
 // version and rewards {role reward, team reward}.
 void RolloutRank::runTeam(const std::vector<Task>& tasks, const SamplingOptions& sampling, bool eval) {
-  const auto& wf = w_.cfg.workflow;
+  const auto& wf = ctx_.cfg.workflow;
   const auto problems = problemsOf(tasks);
-  const double t_start = w_.now();
+  const double t_start = ctx_.now();
   auto generate = [this](const std::string& policy, const std::vector<std::vector<std::int32_t>>& prompts,
                          const SamplingOptions& options) {
     return served(policy).engine->generate(prompts, options, generator_);
   };
-  const auto team = runTeamEpisodes(wf, generate, *tokenizer_, w_.cfg.environment, problems, sampling);
-  const double t_end = w_.now();
+  const auto team = runTeamEpisodes(wf, generate, *tokenizer_, ctx_.cfg.environment, problems, sampling);
+  const double t_end = ctx_.now();
   generate_seconds_ += t_end - t_start;
   const auto tokens_before = tokens_;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
@@ -228,23 +229,23 @@ void RolloutRank::runTeam(const std::vector<Task>& tasks, const SamplingOptions&
       ++(eval ? eval_pushed_ : pushed_);
     }
   }
-  w_.event(eval ? "eval_generate" : "generate", t_start, served_.front().version, tokens_ - tokens_before,
+  ctx_.event(eval ? "eval_generate" : "generate", t_start, served_.front().version, tokens_ - tokens_before,
            tasks.size() * wf.roles.size());
 }
 
 void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
   if (tasks.empty()) return;
   waitForVersions(tasks);
-  SamplingOptions sampling = samplingFrom(w_.cfg);
+  SamplingOptions sampling = samplingFrom(ctx_.cfg);
   sampling.greedy = eval;
   if (!eval) {
     // A workload whose generations lengthen as training goes (bench_autoscale); the model's
     // max_seq_len still bounds every sequence.
     const double v = static_cast<double>(std::max<std::int64_t>(0, served_.front().version));
-    sampling.max_new_tokens += static_cast<int>(w_.cfg.rollout.max_new_tokens_growth * v);
-    sampling.min_new_tokens = std::min(sampling.max_new_tokens, static_cast<int>(w_.cfg.rollout.min_new_tokens_growth * v));
+    sampling.max_new_tokens += static_cast<int>(ctx_.cfg.rollout.max_new_tokens_growth * v);
+    sampling.min_new_tokens = std::min(sampling.max_new_tokens, static_cast<int>(ctx_.cfg.rollout.min_new_tokens_growth * v));
   }
-  if (w_.cfg.workflow.multiAgent()) {
+  if (ctx_.cfg.workflow.multiAgent()) {
     runTeam(tasks, sampling, eval);
     return;
   }
@@ -259,11 +260,11 @@ void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
 }
 
 RankReport RolloutRank::run() {
-  auto& tasks_ring = *w_.task_rings[pool_];
+  auto& tasks_ring = *ports_.tasks;
   Backoff idle(2000us);
   bool ended = false;
   std::vector<Task> train, eval;
-  const std::size_t batch = static_cast<std::size_t>(w_.cfg.rollout.batch_tasks);
+  const std::size_t batch = static_cast<std::size_t>(ctx_.cfg.rollout.batch_tasks);
   double idle_since = -1;
   while (!ended) {
     refreshWeights();
@@ -284,13 +285,13 @@ RankReport RolloutRank::run() {
     }
     if (train.empty() && eval.empty()) {
       if (ended) break;
-      if (idle_since < 0) idle_since = w_.now();
+      if (idle_since < 0) idle_since = ctx_.now();
       idle.wait();
       continue;
     }
     if (idle_since >= 0) {
-      w_.event("task_wait", idle_since, served_.front().version);
-      wait_seconds_ += w_.now() - idle_since;
+      ctx_.event("task_wait", idle_since, served_.front().version);
+      wait_seconds_ += ctx_.now() - idle_since;
       idle_since = -1;
     }
     idle.reset();
@@ -301,12 +302,8 @@ RankReport RolloutRank::run() {
   // rank ends on the trainers' final weights (and the report's checksums prove it).
   refreshWeights(true);
   // The last record of this rank: the dataflow rank counts one per rollout rank before it stops.
-  Trajectory end;
-  end.task_id = kEndOfStreamBatchId;
-  end.policy = served_.front().name;
-  end.producer_rank = w_.labelRank();
-  encodeInto(end, record_);
-  w_.trajectory_rings[pool_]->push(record_);
+  encodeInto(endOfStreamTrajectory(served_.front().name, ctx_.label_rank), record_);
+  ports_.trajectories->push(record_);
 
   RankReport r;
   r["pushed"] = static_cast<double>(pushed_);
@@ -348,9 +345,9 @@ RankReport RolloutRank::run() {
 
 }  // namespace
 
-RankReport runRolloutRole(RunWiring& w) {
-  configureThreads(w.cfg, w.ranks_on_node);
-  return RolloutRank(w).run();
+RankReport runRolloutRole(const RolloutPorts& ports) {
+  configureThreads(ports.ctx.cfg, ports.ctx.ranks_on_node);
+  return RolloutRank(ports).run();
 }
 
 }  // namespace astraflow

@@ -1,5 +1,5 @@
 // GRPO advantages, the PPO-clip / decoupled-PPO policy loss with KL penalty, per-token
-// log-probs and KL estimators (ARCHITECTURE §7; paper §3.4). M2PO masking is in loss_m2po.cpp.
+// log-probs and KL estimators (docs/architecture.md §7; paper §3.4). M2PO masking is in loss_m2po.cpp.
 #include "astraflow/trainer/loss.hpp"
 
 #include <sstream>

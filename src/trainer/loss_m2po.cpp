@@ -1,4 +1,4 @@
-// M2PO second-moment trust-region masking (ARCHITECTURE §7; paper App. A, "m²-threshold").
+// M2PO second-moment trust-region masking (docs/architecture.md §7; paper App. A, "m²-threshold").
 #include <limits>
 #include <sstream>
 #include <stdexcept>

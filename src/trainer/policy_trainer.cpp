@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "astraflow/rollout/generation.hpp"
 #include "astraflow/trainer/data_parallel.hpp"
 #include "astraflow/trainer/loss.hpp"
 
 namespace astraflow {
 
-TrainBatch collate(const std::vector<Episode>& episodes, const std::vector<std::int64_t>& group_ids,
+TrainBatch collate(const std::vector<TrainingSample>& episodes, const std::vector<std::int64_t>& group_ids,
                    std::int32_t pad_id) {
   TrainBatch b;
   std::vector<std::size_t> keep;
@@ -33,7 +32,7 @@ TrainBatch collate(const std::vector<Episode>& episodes, const std::vector<std::
   auto beh = b.behav.accessor<float, 2>();
   auto msk = b.mask.accessor<float, 2>();
   for (std::int64_t r = 0; r < B; ++r) {
-    const Episode& e = episodes[keep[r]];
+    const TrainingSample& e = episodes[keep[r]];
     for (std::size_t t = 0; t < e.tokens.size(); ++t) {
       tok[r][t] = e.tokens[t];
       beh[r][t] = e.behav_logprobs[t];

@@ -1,6 +1,5 @@
-// A trainer group's loop (ARCHITECTURE §7): pull a batch, optimise, publish the new version.
-// From here the dataflow layer is a stream of batches and the weight store a publication
-// target; the trainer never waits for rollouts to take a version.
+// A trainer group's loop: pull a batch, optimise, publish the new version. The trainer never
+// waits for rollouts to take a version.
 //
 // Data parallelism: rank 0 of the group pulls each batch and broadcasts it over the group's
 // comm; every rank trains on its share of the groups (group k goes to rank k mod D) and the
@@ -13,15 +12,15 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "astraflow/trainer/trainer_role.hpp"
+
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/mpi.hpp"
-#include "astraflow/dataflow/plugins.hpp"
-#include "astraflow/dataflow/run_wiring.hpp"
+#include "astraflow/core/records.hpp"
+#include "astraflow/core/run_files.hpp"
 #include "astraflow/model/checkpoint.hpp"
+#include "astraflow/model/model_builder.hpp"
 #include "astraflow/model/weight_blob.hpp"
-#include "astraflow/rollout/episode.hpp"
-#include "astraflow/rollout/tokenizer.hpp"
-#include "astraflow/trainer/local_loop.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
 #include "astraflow/trainer/trainer_checkpoint.hpp"
 
@@ -34,13 +33,12 @@ namespace fs = std::filesystem;
 
 class TrainerRank {
  public:
-  explicit TrainerRank(RunWiring& w)
-      : w_(w),
-        policy_(w.role().policy),
-        group_(w.policyIndex(policy_)),
-        comm_(w.comms.role),
-        tokenizer_(makeTaskTokenizer()),
-        trainer_(buildPolicyModel(w.cfg, *tokenizer_, policy_), w.cfg.trainer, w.cfg.rollout.temperature) {
+  explicit TrainerRank(const TrainerPorts& ports)
+      : ports_(ports),
+        ctx_(ports.ctx),
+        policy_(ports.policy),
+        comm_(ports.group),
+        trainer_(buildPolicyModel(ctx_.cfg, ports.tokens, policy_), ctx_.cfg.trainer, ctx_.cfg.rollout.temperature) {
     if (comm_.size() > 1) trainer_.setDataParallel(&comm_);
   }
 
@@ -52,11 +50,10 @@ class TrainerRank {
   void stage();
   void checkpoint();
 
-  RunWiring& w_;
+  const TrainerPorts& ports_;
+  const RoleContext& ctx_;
   std::string policy_;
-  int group_;
   const Comm& comm_;
-  std::unique_ptr<Tokenizer> tokenizer_;
   PolicyTrainer trainer_;
   std::int64_t version_ = 0;
   std::int64_t last_checkpoint_ = -1;
@@ -69,9 +66,9 @@ class TrainerRank {
 };
 
 void TrainerRank::warmStart() {
-  const auto& cfg = w_.cfg;
-  if (w_.resume) {
-    const auto path = trainerCheckpointPath(w_.run_dir, w_.resume_version, policy_).string();
+  const auto& cfg = ctx_.cfg;
+  if (ctx_.resuming()) {
+    const auto path = trainerCheckpointPath(ctx_.run_dir, ctx_.resume_version, policy_).string();
     version_ = loadTrainerCheckpoint(path, policy_, trainer_);
     last_checkpoint_ = version_;
     if (comm_.rank() == 0) spdlog::info("resumed {} at version {} from {}", policy_, version_, path);
@@ -91,10 +88,10 @@ void TrainerRank::warmStart() {
 
 // Rank 0 pulls; the group receives the same bytes. False at the end of the stream.
 bool TrainerRank::nextBatch(Batch& batch) {
-  const double t = w_.now();
+  const double t = ctx_.now();
   std::uint64_t size = 0;
   if (comm_.rank() == 0) {
-    auto& ring = *w_.batch_rings[group_];
+    auto& ring = *ports_.batches;
     Backoff backoff(2000us);
     while (!ring.tryPop(record_)) backoff.wait();
     size = record_.size();
@@ -107,48 +104,47 @@ bool TrainerRank::nextBatch(Batch& batch) {
   batch = std::move(decoded).value();
   if (isEndOfStream(batch)) return false;
   // Until the batch is usable (decoded): the same span as the trace's batch_wait event.
-  wait_seconds_ += w_.now() - t;
-  w_.event("batch_wait", t, version_);
+  wait_seconds_ += ctx_.now() - t;
+  ctx_.event("batch_wait", t, version_);
   return true;
 }
 
 void TrainerRank::stage() {
   if (comm_.rank() != 0) return;
   packWeights(*trainer_.model(), blob_);
-  const double t = w_.now();
-  w_.weight_stores[group_]->stage(version_, blob_, {wait_seconds_, step_seconds_});
-  w_.event("weight_stage", t, version_, blob_.size(), 1);
+  const double t = ctx_.now();
+  ports_.store->stage(version_, blob_, {wait_seconds_, step_seconds_});
+  ctx_.event("weight_stage", t, version_, blob_.size(), 1);
 }
 
 void TrainerRank::checkpoint() {
   if (comm_.rank() == 0) {
-    const double t = w_.now();
-    const auto path = trainerCheckpointPath(w_.run_dir, version_, policy_).string();
+    const double t = ctx_.now();
+    const auto path = trainerCheckpointPath(ctx_.run_dir, version_, policy_).string();
     const auto bytes = saveTrainerCheckpoint(path, policy_, trainer_, version_);
-    w_.event("checkpoint", t, version_, bytes, 1);
+    ctx_.event("checkpoint", t, version_, bytes, 1);
   }
   last_checkpoint_ = version_;
 }
 
 RankReport TrainerRank::run() {
-  const auto& cfg = w_.cfg;
+  const auto& cfg = ctx_.cfg;
   warmStart();
   stage();
-  const std::int64_t eta = servedStalenessBound(cfg);
   const int ranks = comm_.size();
   Batch batch;
   while (nextBatch(batch)) {
-    const double t = w_.now();
+    const double t = ctx_.now();
     if (batch.trainer_version != version_) ++version_mismatches_;
     // Split by whole groups (advantages are per group); every rank steps, even with no share.
-    std::vector<Episode> episodes;
+    std::vector<TrainingSample> episodes;
     std::vector<std::int64_t> groups;
     std::int64_t group_index = -1;
     std::uint64_t last_group = ~std::uint64_t{0};
     for (auto& traj : batch.trajectories) {
       const std::int64_t staleness = version_ - traj.weight_version_min;
       max_staleness_ = std::max(max_staleness_, staleness);
-      if (staleness > eta) ++stale_violations_;
+      if (staleness > batch.max_staleness) ++stale_violations_;
       if (traj.group_id != last_group) {
         ++group_index;
         last_group = traj.group_id;
@@ -156,7 +152,7 @@ RankReport TrainerRank::run() {
       reward_sum_ += traj.rewards.empty() ? 0.0 : traj.rewards[0];
       if (traj.policy != policy_) ++foreign_;  // generated by another policy's weights (a router's choice)
       if (group_index % ranks != comm_.rank()) continue;
-      Episode e;
+      TrainingSample e;
       e.problem_id = traj.problem_id;
       e.tokens = std::move(traj.tokens);
       e.behav_logprobs = std::move(traj.behav_logprobs);
@@ -168,13 +164,13 @@ RankReport TrainerRank::run() {
       episodes.push_back(std::move(e));
       groups.push_back(group_index);
     }
-    const auto stats = trainer_.rlStep(collate(episodes, groups, tokenizer_->padId()));
+    const auto stats = trainer_.rlStep(collate(episodes, groups, ports_.tokens.pad_id));
     trajectories_ += batch.trajectories.size();
     for (const auto& traj : batch.trajectories) remote_ += traj.pool_uid >= kSitePoolUidBase;
     ++steps_;
     ++version_;
-    step_seconds_ += w_.now() - t;
-    w_.event("train_step", t, version_, static_cast<std::uint64_t>(stats.tokens), batch.trajectories.size());
+    step_seconds_ += ctx_.now() - t;
+    ctx_.event("train_step", t, version_, static_cast<std::uint64_t>(stats.tokens), batch.trajectories.size());
     stage();
     if (cfg.run.checkpoint_every > 0 && version_ % cfg.run.checkpoint_every == 0) checkpoint();
   }
@@ -203,14 +199,9 @@ RankReport TrainerRank::run() {
 
 }  // namespace
 
-RankReport runTrainerRole(RunWiring& w) {
-  configureThreads(w.cfg, w.ranks_on_node);
-  return TrainerRank(w).run();
-}
-
-std::uint64_t weightVersionBytes(const Config& cfg, const std::string& policy) {
-  auto tokenizer = makeTaskTokenizer();
-  return packedWeightBytes(*buildPolicyModel(cfg, *tokenizer, policy));
+RankReport runTrainerRole(const TrainerPorts& ports) {
+  configureThreads(ports.ctx.cfg, ports.ctx.ranks_on_node);
+  return TrainerRank(ports).run();
 }
 
 }  // namespace astraflow

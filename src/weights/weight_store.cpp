@@ -24,9 +24,6 @@ constexpr std::uint64_t kHeaderBytes = 2048;
 static_assert(kLogTable + kLogEntryBytes * WeightStore::kMaxDeltaLog <= kHeaderBytes);
 constexpr std::uint64_t kChunk = 1ull << 30;  // MPI counts are ints: move data in ≤ 1 GiB calls
 
-std::atomic_ref<std::uint64_t> word(std::byte* base, std::uint64_t offset) {
-  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base + offset));
-}
 
 // One delta onto a replica, which moves to its target version; when it fails, the replica is
 // marked as needing a full version (its blob may be half-way) and the error goes on.
@@ -80,9 +77,9 @@ WeightStore::WeightStore(const Comm& comm, int host, std::uint64_t capacity, std
   win_.lockAll();
   if (is_host_) {
     std::memset(win_.base(), 0, kHeaderBytes);
-    word(win_.base(), kPubVersion).store(static_cast<std::uint64_t>(std::int64_t{-1}));
+    win_.localWord(kPubVersion).store(static_cast<std::uint64_t>(std::int64_t{-1}));
     for (int i = 0; i < kMaxDeltaLog; ++i) {
-      word(win_.base(), kLogTable + kLogEntryBytes * i).store(static_cast<std::uint64_t>(std::int64_t{-1}));
+      win_.localWord(kLogTable + kLogEntryBytes * i).store(static_cast<std::uint64_t>(std::int64_t{-1}));
     }
     win_.sync();
   }
@@ -100,18 +97,12 @@ void WeightStore::progress() const {
 // serialises atomics with a lock that plain loads/stores bypass (see RmaRing::readSeq).
 std::uint64_t WeightStore::atomicRead(std::uint64_t offset) {
   if (is_host_) win_.sync();
-  std::uint64_t v = 0;
-  ASTRA_MPI_CHECK(MPI_Fetch_and_op(nullptr, &v, MPI_UINT64_T, host_, static_cast<MPI_Aint>(offset), MPI_NO_OP,
-                                   win_.raw()));
-  win_.flush(host_);
-  return v;
+  return win_.atomicLoad(host_, offset);
 }
 
 void WeightStore::atomicWrite(std::uint64_t offset, std::uint64_t value) {
   if (is_host_) win_.sync();  // local writes before this (published data) are complete first
-  ASTRA_MPI_CHECK(MPI_Accumulate(&value, 1, MPI_UINT64_T, host_, static_cast<MPI_Aint>(offset), 1, MPI_UINT64_T,
-                                 MPI_REPLACE, win_.raw()));
-  win_.flush(host_);
+  win_.atomicStore(host_, offset, value);
 }
 
 void WeightStore::getBytes(std::uint64_t offset, std::byte* out, std::uint64_t n) {
@@ -159,11 +150,10 @@ void WeightStore::stage(std::int64_t version, std::span<const std::byte> weights
 std::int64_t WeightStore::publishStaged() {
   if (!is_host_) throw Error(fmt::format("weights:{}: only the host publishes", policy_));
   if (atomicRead(kStagedState) != 1) return -1;
-  std::byte* base = win_.base();
   win_.sync();
-  const auto version = static_cast<std::int64_t>(word(base, kStagedVersion).load());
-  const std::uint64_t bytes = word(base, kStagedBytes).load();
-  const std::uint64_t wait_bits = word(base, kStagedWait).load(), step_bits = word(base, kStagedStep).load();
+  const auto version = static_cast<std::int64_t>(win_.localWord(kStagedVersion).load());
+  const std::uint64_t bytes = win_.localWord(kStagedBytes).load();
+  const std::uint64_t wait_bits = win_.localWord(kStagedWait).load(), step_bits = win_.localWord(kStagedStep).load();
   std::memcpy(&last_clock_.wait_seconds, &wait_bits, 8);
   std::memcpy(&last_clock_.step_seconds, &step_bits, 8);
   publishFromStaging(version, bytes);
@@ -189,11 +179,11 @@ void WeightStore::publishFromStaging(std::int64_t version, std::uint64_t bytes) 
   // The delta is encoded before the seqlock turns odd: both copies are stable (the trainer waits
   // for the staging flag, only this rank writes the published copy), and readers keep reading.
   delta_ready_ = false;
-  const auto previous = static_cast<std::int64_t>(word(base, kPubVersion).load());
-  const std::uint64_t previous_bytes = word(base, kPubBytes).load();
+  const auto previous = static_cast<std::int64_t>(win_.localWord(kPubVersion).load());
+  const std::uint64_t previous_bytes = win_.localWord(kPubBytes).load();
   if (options_.delta && previous >= 0 && version == previous + 1 && bytes == previous_bytes) {
     const DeltaSummary d = encodeDelta(std::span<const std::byte>(base + kHeaderBytes, bytes), staged, previous,
-                                       version, delta_, {.zstd = options_.zstd}, word(base, kPubHash).load(), hash);
+                                       version, delta_, {.zstd = options_.zstd}, win_.localWord(kPubHash).load(), hash);
     last_delta_ = d;
     if (delta_.size() < bytes && delta_.size() <= log_bytes_) {
       delta_ready_ = true;
@@ -209,9 +199,9 @@ void WeightStore::publishFromStaging(std::int64_t version, std::uint64_t bytes) 
   const std::uint64_t seq = atomicRead(kSeq);
   atomicWrite(kSeq, seq + 1);
   std::memcpy(base + kHeaderBytes, staged.data(), bytes);
-  word(base, kPubVersion).store(static_cast<std::uint64_t>(version));
-  word(base, kPubBytes).store(bytes);
-  word(base, kPubHash).store(hash);
+  win_.localWord(kPubVersion).store(static_cast<std::uint64_t>(version));
+  win_.localWord(kPubBytes).store(bytes);
+  win_.localWord(kPubHash).store(hash);
   if (options_.delta) logDelta(version);
   atomicWrite(kSeq, seq + 2);
   stats_.published++;
@@ -222,7 +212,7 @@ void WeightStore::publishFromStaging(std::int64_t version, std::uint64_t bytes) 
 // newest version is broken, so the table empties and readers behind pull a full version.
 void WeightStore::logDelta(std::int64_t version) {
   std::byte* base = win_.base();
-  auto entry = [&](int i, std::uint64_t field) { return word(base, kLogTable + kLogEntryBytes * i + 8 * field); };
+  auto entry = [&](int i, std::uint64_t field) { return win_.localWord(kLogTable + kLogEntryBytes * i + 8 * field); };
   if (!delta_ready_) {
     for (int i = 0; i < options_.delta_log; ++i) entry(i, 0).store(static_cast<std::uint64_t>(std::int64_t{-1}));
     return;
@@ -249,8 +239,8 @@ std::span<std::byte> WeightStore::loggedDelta(std::int64_t version) {
   std::byte* base = win_.base();
   const int slot = static_cast<int>(version % options_.delta_log);
   const std::uint64_t at = kLogTable + kLogEntryBytes * slot;
-  if (static_cast<std::int64_t>(word(base, at).load()) != version) return {};
-  return {base + kHeaderBytes + 2 * capacity_ + word(base, at + 8).load(), word(base, at + 16).load()};
+  if (static_cast<std::int64_t>(win_.localWord(at).load()) != version) return {};
+  return {base + kHeaderBytes + 2 * capacity_ + win_.localWord(at + 8).load(), win_.localWord(at + 16).load()};
 }
 
 StoreUpdate WeightStore::updateFor(std::int64_t version, std::uint64_t hash, int deltas_since_full,
@@ -258,8 +248,8 @@ StoreUpdate WeightStore::updateFor(std::int64_t version, std::uint64_t hash, int
   if (!is_host_) throw Error(fmt::format("weights:{}: only the host serves updates", policy_));
   std::byte* base = win_.base();
   StoreUpdate u;
-  u.version = static_cast<std::int64_t>(word(base, kPubVersion).load());
-  u.hash = word(base, kPubHash).load();
+  u.version = static_cast<std::int64_t>(win_.localWord(kPubVersion).load());
+  u.hash = win_.localWord(kPubHash).load();
   if (u.version < 0 || (u.version <= version && hash == u.hash && !force_full)) return u;  // nothing newer
   const std::int64_t behind = u.version - version;
   if (!force_full && options_.delta && version >= 0 && behind > 0 && behind <= options_.delta_log &&
@@ -275,7 +265,7 @@ StoreUpdate WeightStore::updateFor(std::int64_t version, std::uint64_t hash, int
     if (!u.parts.empty()) return u;
   }
   u.full = true;
-  u.parts.emplace_back(base + kHeaderBytes, word(base, kPubBytes).load());
+  u.parts.emplace_back(base + kHeaderBytes, win_.localWord(kPubBytes).load());
   return u;
 }
 
@@ -301,13 +291,13 @@ void applyStoreUpdate(WeightReplica& replica, bool full, std::int64_t version, s
 
 std::span<const std::byte> WeightStore::publishedBytes() {
   if (!is_host_) throw Error(fmt::format("weights:{}: only the host holds the published bytes", policy_));
-  return {win_.base() + kHeaderBytes, word(win_.base(), kPubBytes).load()};
+  return {win_.base() + kHeaderBytes, win_.localWord(kPubBytes).load()};
 }
 
 std::int64_t WeightStore::publishedVersion() {
   if (is_host_) {
     win_.sync();
-    return static_cast<std::int64_t>(word(win_.base(), kPubVersion).load(std::memory_order_acquire));
+    return static_cast<std::int64_t>(win_.localWord(kPubVersion).load(std::memory_order_acquire));
   }
   std::int64_t v = -1;
   ASTRA_MPI_CHECK(MPI_Get(&v, 1, MPI_INT64_T, host_, static_cast<MPI_Aint>(kPubVersion), 1, MPI_INT64_T, win_.raw()));

@@ -145,7 +145,7 @@ PY
 # the same production figures and the same trainer wait fraction (to 1e-3).
 expect_rc 0 balance_text -- "$bin" trace "$work/job" --balance 2
 for line in "--- Window (last 2 iterations: v2..v4) ---" "rollout_wait_fraction" "--- Scaling decision ---" \
-            "G_target" "--- RaaS Instance Layout" "--- Total: 2 instances, 2 GPUs"; do
+            "G_target" "--- RaaS Instance Layout" "--- Total: 2 instances, 2 ranks"; do
   expect_text balance_text out "$line"
 done
 expect_rc 0 balance_json -- "$bin" trace "$work/job" --balance 2 --format json
@@ -158,7 +158,7 @@ for r in replayed:
     assert r["production"] == live["production"], (r["production"], live["production"])
     a, b = r["window"]["rollout_wait_fraction"], live["window"]["rollout_wait_fraction"]
     assert abs(a - b) < 1e-3, (a, b)
-    assert r["scaling_decision"]["G_target"] >= 1 and r["production"]["total_raas_gpus"] == 2
+    assert r["scaling_decision"]["G_target"] >= 1 and r["production"]["total_raas_ranks"] == 2
 PY
   fail "trace --balance disagrees with the live balance reports: $(cat "$work/balance_check.err")"
 expect_rc nonzero balance_missing -- "$bin" trace "$work/nope" --balance 2

@@ -20,7 +20,7 @@ if [ "$mode" = spawn_retire ]; then grow=4 shrink=12 versions=20; else grow=2 sh
 cat >"$work/maintainer.sh" <<SH
 #!/bin/sh
 v=\$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['version'])" "\$1")
-g=\$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['production']['total_raas_gpus'])" "\$1")
+g=\$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['production']['total_raas_ranks'])" "\$1")
 if [ "\$v" = $grow ]; then echo \$((g + 2)); elif [ "\$v" = $shrink ]; then echo \$((g - 2)); else echo \$g; fi
 SH
 chmod +x "$work/maintainer.sh"
@@ -77,7 +77,7 @@ if mode == "spawn_retire":
     trainer = [r for r in s["ranks"] if r["role"] == "trainer"][0]
     check(trainer["trajectories_trained"] == s["consumed"], "the trainer trained what was consumed")
     grown = [json.load(open(f"{run}/balance/{f}")) for f in reports]
-    check(any(r["production"]["total_raas_gpus"] == 4 for r in grown), "a window ran with 4 rollout ranks")
+    check(any(r["production"]["total_raas_ranks"] == 4 for r in grown), "a window ran with 4 rollout ranks")
 else:
     check(df["elastic_lost_ranks"] >= 1, f"the pool was lost: {df['elastic_lost_ranks']}")
     check(df["elastic_tasks_reissued"] > 0, f"its tasks were re-issued: {df['elastic_tasks_reissued']}")

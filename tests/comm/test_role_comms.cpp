@@ -1,5 +1,5 @@
 // At 4 ranks each rank gets the role the config gives it, and the split communicators hold
-// exactly the ranks ARCHITECTURE §2 says, with the dataflow rank first in pool/link comms.
+// exactly the ranks docs/architecture.md §2 says, with the dataflow rank first in pool/link comms.
 #include <gtest/gtest.h>
 
 #include "astraflow/comm/role_comms.hpp"

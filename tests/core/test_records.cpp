@@ -161,6 +161,7 @@ Batch sampleBatch() {
   b.batch_id = 12;
   b.policy = "sol";
   b.trainer_version = 3;
+  b.max_staleness = 6;
   b.trajectories = {sampleTrajectory(5, 1), Trajectory{}, sampleTrajectory(31, 2)};
   b.trajectories[0].rewards = {0.5};  // keep == usable: no NaN here
   b.trajectories[2].rewards = {};
@@ -206,6 +207,30 @@ TEST(Records, TrajectoryRoundTripKeepsEveryBit) {
             std::bit_cast<std::uint64_t>(nanWithPayload(0x1234567)));
 }
 
+// Every stream ends in-band; the end survives the wire and nothing else is taken for it.
+TEST(Records, EndOfStreamRecordsSurviveTheWire) {
+  const auto task = decodeTask(bytesOf(encode(endOfStreamTask())));
+  ASSERT_TRUE(task) << task.error();
+  EXPECT_TRUE(isEndOfStream(task.value()));
+  const auto traj = decodeTrajectory(bytesOf(encode(endOfStreamTrajectory("sol", 7))));
+  ASSERT_TRUE(traj) << traj.error();
+  EXPECT_TRUE(isEndOfStream(traj.value()));
+  EXPECT_EQ(traj.value().producer_rank, 7);
+  EXPECT_EQ(traj.value().policy, "sol");
+  const auto batch = decodeBatch(bytesOf(encode(endOfStreamBatch("sol"))));
+  ASSERT_TRUE(batch) << batch.error();
+  EXPECT_TRUE(isEndOfStream(batch.value()));
+
+  EXPECT_FALSE(isEndOfStream(sampleTrajectory(5, 1)));
+  EXPECT_FALSE(isEndOfStream(sampleBatch()));
+  Task ordinary;
+  ordinary.kind = "arithmetic";
+  EXPECT_FALSE(isEndOfStream(ordinary));
+  Batch with_data = endOfStreamBatch("sol");  // the end-of-stream id on a batch that carries data
+  with_data.trajectories.push_back(sampleTrajectory(5, 1));
+  EXPECT_FALSE(isEndOfStream(with_data));
+}
+
 TEST(Records, BatchRoundTrip) {
   const Batch b = sampleBatch();
   const auto bytes = encode(b);
@@ -234,7 +259,7 @@ TEST(Records, TaskBytesMatchTheDocumentedLayout) {
   t.lease_ms = 0x01020304;
   t.metadata = {{"k", "v"}};
   const auto b = encode(t);
-  const std::vector<std::uint8_t> expected = {'A', 'T', 'S', 'K', 2,   0,   0, 0, 57, 0,
+  const std::vector<std::uint8_t> expected = {'A', 'T', 'S', 'K', 3,   0,   0, 0, 57, 0,
                                               0,   0,  // magic, format_version, flags, payload_bytes
                                               8,   7,   6,   5,   4,   3,   2, 1,            // task_id
                                               2,   0,   0,   0,   0,   0,   0, 0,            // problem_id
@@ -254,7 +279,8 @@ TEST(Records, TrajectoryAndBatchMagicsAndNesting) {
   const auto b = encode(batch);
   EXPECT_EQ(std::memcmp(b.data(), "ABAT", 4), 0);
   // The first nested trajectory is a complete record right after the batch's fixed fields.
-  const std::size_t first = 12 + 8 + 4 + batch.policy.size() + 8 + 4;
+  // Header, batch_id, policy, trainer_version, max_staleness, count.
+  const std::size_t first = 12 + 8 + 4 + batch.policy.size() + 8 + 8 + 4;
   EXPECT_EQ(peek<std::uint32_t>(b, first - 4), 3u);
   const auto nested = encode(batch.trajectories[0]);
   ASSERT_LE(first + nested.size(), b.size());
@@ -410,7 +436,7 @@ TEST(Records, HeaderErrorsNameTheProblem) {
 
   b = good;
   poke(b, 4, std::uint16_t{7});
-  EXPECT_MESSAGE(decodeTrajectory(bytesOf(b)), "unsupported format_version 7 (this build reads 2)");
+  EXPECT_MESSAGE(decodeTrajectory(bytesOf(b)), "unsupported format_version 7 (this build reads 3)");
 
   b = good;
   poke(b, 6, std::uint16_t{4});
@@ -456,7 +482,7 @@ TEST(Records, SemanticInvariantsAreChecked) {
   Batch batch = sampleBatch();
   batch.trajectories[1].status = 9;
   const auto bytes = encode(batch);
-  const std::size_t second = 12 + 8 + 4 + batch.policy.size() + 8 + 4 + encodedSize(batch.trajectories[0]);
+  const std::size_t second = 12 + 8 + 4 + batch.policy.size() + 8 + 8 + 4 + encodedSize(batch.trajectories[0]);
   EXPECT_MESSAGE(decodeBatch(bytesOf(bytes)),
                  "batch: trajectory 1 of 3 at byte " + std::to_string(second) + ": trajectory: status 9");
   // A nested record of the wrong kind.

@@ -1,5 +1,5 @@
 // BatchAssembler: grouping, filters, the staleness bound, the admission capacity rule and
-// restore — the rules of ARCHITECTURE §4, without MPI.
+// restore — the rules of docs/architecture.md §4, without MPI.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -113,6 +113,27 @@ TEST(Replay, AdmissionScalesByTheFreshShareSoDataDoesNotAgePastTheBound) {
   EXPECT_LE(a.counters().stale_dropped, a.counters().produced / 50) << "produced " << a.counters().produced;
 }
 
+// The trainer checks staleness against the bound the batch carries, so the assembler must stamp
+// the same bound servedStalenessBound derives from the config: max(η, the sampler's own).
+TEST(Replay, BatchesCarryTheBoundTheyWereServedUnder) {
+  const auto cfg = parseConfig("policies: [{name: solver}]\nlayout: [{role: dataflow}, {role: trainer, policy: solver}, "
+                               "{role: rollout, policies: [solver]}]\ndataflow: {max_staleness: 3, sampler: {kind: "
+                               "replay, ratio: 0.5, max_staleness: 11}}\n",
+                               "bound.yaml");
+  BatchAssembler replay("solver", 1, 1, cfg.dataflow.max_staleness, {}, makeSampler(cfg.dataflow.sampler), 1);
+  replay.ingest(member(0, 0, 0, 1));
+  const auto b = replay.serve(0, 0);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->max_staleness, servedStalenessBound(cfg));
+  EXPECT_EQ(b->max_staleness, 11);
+
+  BatchAssembler fresh("solver", 1, 1, 3, {}, makeSampler(spec("fresh")), 1);
+  fresh.ingest(member(0, 0, 0, 1));
+  const auto f = fresh.serve(0, 0);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->max_staleness, 3);
+}
+
 TEST(Replay, RatioZeroIsPlainFreshSampling) {
   BatchAssembler a("solver", 1, 2, 10, {}, makeSampler(spec("replay", {{"ratio", "0"}})), 1);
   for (std::uint64_t g = 0; g < 6; ++g) a.ingest(member(g, 0, 0, 1));

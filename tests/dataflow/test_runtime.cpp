@@ -15,7 +15,7 @@
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/layout.hpp"
 #include "astraflow/dataflow/plugins.hpp"
-#include "astraflow/dataflow/runtime.hpp"
+#include "astraflow/run/runtime.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
 #include "runtime_test_util.hpp"

@@ -20,10 +20,10 @@ ModelConfig tiny() { return test_support::tinyModel(20, 16, 1, 2, 1, 32, 16); }
 // Rank r's batch at step s: 4 sequences of 6 tokens, the policy trains on the last 2.
 // Equal token counts on every rank make the mean of per-rank token-means equal the
 // token-mean over the union.
-std::vector<Episode> batchOf(int rank, int step) {
-  std::vector<Episode> out;
+std::vector<TrainingSample> batchOf(int rank, int step) {
+  std::vector<TrainingSample> out;
   for (int i = 0; i < 4; ++i) {
-    Episode e;
+    TrainingSample e;
     for (int t = 0; t < 6; ++t) e.tokens.push_back(2 + (rank * 7 + step * 3 + i * 5 + t * 11) % 18);
     e.behav_logprobs.assign(6, 0.0f);
     e.policy_mask = {0, 0, 0, 0, 1, 1};
@@ -63,7 +63,7 @@ TEST(DataParallel, RanksStayBitIdenticalAndMatchTheUnionBatch) {
   for (int step = 0; step < kSteps; ++step) {
     trainer.sftStep(collate(batchOf(rank, step), {}, 0), cfg.lr);
     if (rank == 0) {
-      std::vector<Episode> all;
+      std::vector<TrainingSample> all;
       for (int r = 0; r < size; ++r) {
         for (auto& e : batchOf(r, step)) all.push_back(e);
       }
@@ -91,7 +91,7 @@ TEST(DataParallel, RanksStayBitIdenticalAndMatchTheUnionBatch) {
   }
   // A rank with nothing to train on still joins the step (zero gradients): no hang, and the
   // weights stay identical.
-  trainer.sftStep(collate(rank == size - 1 ? std::vector<Episode>{} : batchOf(rank, 9), {}, 0), cfg.lr);
+  trainer.sftStep(collate(rank == size - 1 ? std::vector<TrainingSample>{} : batchOf(rank, 9), {}, 0), cfg.lr);
   sameEverywhere("after a step with an empty rank");
   comm.barrier();
 }

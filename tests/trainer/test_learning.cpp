@@ -7,7 +7,7 @@
 #include <filesystem>
 
 #include "astraflow/core/config.hpp"
-#include "astraflow/trainer/local_loop.hpp"
+#include "astraflow/run/local_loop.hpp"
 
 using namespace astraflow;
 

@@ -16,8 +16,8 @@ namespace {
 ModelConfig tiny() { return test_support::tinyModel(12, 16, 1, 2, 1, 32, 16); }
 
 // Prompt [1, 5] then one policy token.
-Episode episode(std::int32_t action, double reward) {
-  Episode e;
+TrainingSample episode(std::int32_t action, double reward) {
+  TrainingSample e;
   e.tokens = {1, 5, action};
   e.behav_logprobs = {0.f, 0.f, 0.f};
   e.policy_mask = {0, 0, 1};
@@ -28,7 +28,7 @@ Episode episode(std::int32_t action, double reward) {
 }  // namespace
 
 TEST(PolicyTrainer, NonFiniteSamplesAreDroppedAndCounted) {
-  std::vector<Episode> eps{episode(7, 1.0), episode(8, std::numeric_limits<double>::quiet_NaN()), episode(9, 0.0),
+  std::vector<TrainingSample> eps{episode(7, 1.0), episode(8, std::numeric_limits<double>::quiet_NaN()), episode(9, 0.0),
                            episode(7, std::numeric_limits<double>::infinity())};
   eps.push_back(episode(8, 1.0));
   eps.back().nonfinite = true;
@@ -63,7 +63,7 @@ TEST(PolicyTrainer, RlStepsShiftProbabilityTowardRewardedToken) {
   const double before = probOf(7);
   for (int step = 0; step < 20; ++step) {
     // A group where token 7 earns reward and tokens 8, 9 do not.
-    std::vector<Episode> group{episode(7, 1.0), episode(8, 0.0), episode(9, 0.0), episode(7, 1.0)};
+    std::vector<TrainingSample> group{episode(7, 1.0), episode(8, 0.0), episode(9, 0.0), episode(7, 1.0)};
     for (auto& e : group) {
       torch::NoGradGuard ng;
       const auto tokens = torch::tensor({{1, 5, e.tokens[2]}}, torch::kLong);

@@ -4,26 +4,50 @@
 // failure surfaces as an MpiError through ASTRA_MPI_CHECK.
 #include <mpi.h>
 
+#include <string>
 #include <utility>
+#include <vector>
 
 namespace astraflow {
 
 class Comm {
  public:
+  // How the owner lets go: MPI_Comm_free, or MPI_Comm_disconnect for an intercommunicator to
+  // processes this one spawned or was spawned by (it waits for their pending traffic, and
+  // afterwards the two jobs are independent).
+  enum class Release { Free, Disconnect };
+
   Comm() = default;  // null communicator (e.g. this rank is not a member)
   // Collective over `other`: duplicates it.
   static Comm duplicate(MPI_Comm other);
-  // Adopts a communicator this process created (e.g. from MPI_Comm_spawn); frees it later.
-  static Comm adopt(MPI_Comm owned);
+  // Adopts a communicator this process created; releases it later as `release` says.
+  static Comm adopt(MPI_Comm owned, Release release = Release::Free);
+  // The intercommunicator to this process's parent job (MPI_Comm_get_parent; released by
+  // disconnecting), or a null Comm when it was not started by MPI_Comm_spawn.
+  static Comm parent();
+  // Collective over MPI_COMM_SELF: starts `ranks` processes of `command` with `args` and
+  // returns the intercommunicator to them (released by disconnecting). A failed spawn returns
+  // a null Comm and says why in `error`; it is not thrown, the caller decides what to do.
+  static Comm spawn(const std::string& command, const std::vector<std::string>& args, int ranks, std::string& error);
 
   ~Comm();
-  Comm(Comm&& o) noexcept : comm_(std::exchange(o.comm_, MPI_COMM_NULL)) {}
+  Comm(Comm&& o) noexcept
+      : comm_(std::exchange(o.comm_, MPI_COMM_NULL)), release_(std::exchange(o.release_, Release::Free)) {}
   Comm& operator=(Comm&& o) noexcept;
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
   // Collective over this comm; same order on all ranks. color < 0: not a member (null result).
   Comm split(int color, int key) const;
+  // Collective over this intercommunicator: one intracommunicator of both groups, this group's
+  // ranks after the other's when `high`.
+  Comm merge(bool high) const;
+  // Collective over this comm: releases it now (free or disconnect, as adopted).
+  void release();
+  // Gives the handle up without releasing it, for a communicator with a lost member: freeing
+  // or disconnecting is collective and would wait for the dead process forever. The handle is
+  // leaked on purpose; the process ends with _exit (docs/architecture.md §9).
+  void abandon() noexcept { comm_ = MPI_COMM_NULL; }
 
   bool valid() const { return comm_ != MPI_COMM_NULL; }
   int rank() const;
@@ -33,8 +57,9 @@ class Comm {
   MPI_Comm raw() const { return comm_; }
 
  private:
-  explicit Comm(MPI_Comm c) : comm_(c) {}
+  explicit Comm(MPI_Comm c, Release release = Release::Free) : comm_(c), release_(release) {}
   MPI_Comm comm_ = MPI_COMM_NULL;
+  Release release_ = Release::Free;
 };
 
 // RAII MPI_Info with string key/values.

@@ -38,7 +38,7 @@ class MpiEnvironment {
   MpiEnvironment& operator=(const MpiEnvironment&) = delete;
 
   int providedThreadLevel() const { return provided_; }
-  // After a peer was lost MPI_Finalize can hang (ARCHITECTURE §9): the caller flushes its
+  // After a peer was lost MPI_Finalize can hang (docs/architecture.md §9): the caller flushes its
   // files and leaves with _exit instead; this makes the destructor skip MPI_Finalize.
   void skipFinalize() { finalize_ = false; }
 

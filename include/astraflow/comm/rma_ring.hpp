@@ -1,5 +1,5 @@
 #pragma once
-// RmaRing — the generic bounded MPMC queue over one MPI_Win_allocate window (ARCHITECTURE §5).
+// RmaRing — the generic bounded MPMC queue over one MPI_Win_allocate window (docs/architecture.md §5).
 // The same type carries tasks (dataflow → rollout), trajectories (rollout → dataflow) and
 // batches (dataflow → trainer).
 //

@@ -1,5 +1,5 @@
 #pragma once
-// The communicators of one process, split from MPI_COMM_WORLD by the layout (ARCHITECTURE §2):
+// The communicators of one process, split from MPI_COMM_WORLD by the layout (docs/architecture.md §2):
 //   world      a duplicate of MPI_COMM_WORLD (errors return)
 //   role       the ranks of this rank's role group: the dataflow rank, the trainer group of
 //              one policy, or all rollout ranks
@@ -29,6 +29,9 @@ struct RoleComms {
   static RoleComms split(const RoleMap& map);
   // The same over `base` (a spawned pool's merged comm, whose rank 0 is the dataflow rank).
   static RoleComms split(const RoleMap& map, MPI_Comm base);
+
+  // Gives up every communicator without freeing it (a member was lost; see Comm::abandon).
+  void abandon() noexcept;
 };
 
 }  // namespace astraflow

@@ -3,6 +3,7 @@
 // the window's error handler returns errors so ASTRA_MPI_CHECK can report them.
 #include <mpi.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -48,6 +49,19 @@ class Win {
   void flush(int target) const;
   // Memory barrier between this process's local loads/stores and RMA to its own memory.
   void sync() const;
+
+  // 64-bit words of the window on rank `target`, through MPI atomics, each flushed before it
+  // returns (so the operation is complete at the target). The one implementation of the ring's
+  // and the weight store's counters and sequence words: osc sm serialises its atomics with a
+  // lock that plain loads/stores bypass, so even the host reads its own words this way.
+  std::uint64_t atomicLoad(int target, std::uint64_t offset) const;
+  void atomicStore(int target, std::uint64_t offset, std::uint64_t value) const;
+  std::uint64_t fetchAdd(int target, std::uint64_t offset, std::uint64_t add) const;  // returns the old value
+  bool compareSwap(int target, std::uint64_t offset, std::uint64_t expected, std::uint64_t desired) const;
+  // A word of this rank's own window, for the host's local-only words (never touched by RMA).
+  std::atomic_ref<std::uint64_t> localWord(std::uint64_t offset) const {
+    return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base_ + offset));
+  }
 
   std::byte* base() const { return base_; }
   std::size_t bytes() const { return bytes_; }

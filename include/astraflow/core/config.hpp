@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "astraflow/model/model_config.hpp"
-#include "astraflow/rollout/environment.hpp"
+#include "astraflow/core/environment_options.hpp"
+#include "astraflow/core/model_config.hpp"
 
 namespace astraflow {
 
@@ -86,7 +86,7 @@ struct EvalSection {
   int every = 10;      // optimiser steps between evaluations
 };
 
-// Weight transfer from trainers to rollout ranks (ARCHITECTURE §8, docs/weights.md).
+// Weight transfer from trainers to rollout ranks (docs/architecture.md §8, docs/weights.md).
 struct WeightsSection {
   std::string mode = "delta";       // full | delta: sparse bf16 deltas between consecutive versions
   int full_sync_every = 16;         // a reader applies at most this many deltas in a row, then pulls a full version
@@ -143,7 +143,7 @@ struct LayoutEntry {
   int line = 0;
 };
 
-// Geometry of one RMA ring (ARCHITECTURE §5): `slots` slots of `slot_bytes` payload each.
+// Geometry of one RMA ring (docs/architecture.md §5): `slots` slots of `slot_bytes` payload each.
 struct RingSection {
   std::uint64_t slots = 256;
   std::uint64_t slot_bytes = 1024;

@@ -1,5 +1,5 @@
 #pragma once
-// The rank-role map: which world rank plays which role (ARCHITECTURE §2). Pure data, no MPI,
+// The rank-role map: which world rank plays which role (docs/architecture.md §2). Pure data, no MPI,
 // so it can be computed, printed and tested anywhere.
 #include <string>
 #include <vector>

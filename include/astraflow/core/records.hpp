@@ -1,12 +1,13 @@
 #pragma once
-// The records that flow between components (ARCHITECTURE §3) and their binary wire format.
+// The records that flow between components (docs/architecture.md, "Records") and their binary wire format.
 // Pure data: no LibTorch, MPI or HDF5 here, so every rank kind and every offline tool can use it.
 //
-// Wire format, version 2 (version 2 added Trajectory.role; a build reads only its own version). A record is a 12-byte header followed by its payload:
+// Wire format, version 3 (version 2 added Trajectory.role, version 3 Batch.max_staleness; a build
+// reads only its own version). A record is a 12-byte header followed by its payload:
 //
 //   offset size  field
 //   0      4     magic          "ATSK" Task, "ATRJ" Trajectory, "ABAT" Batch (ASCII, in this order)
-//   4      2     format_version 2
+//   4      2     format_version 3
 //   6      2     flags          0 (no flags are defined; any other value is refused)
 //   8      4     payload_bytes  exactly the bytes that follow the header
 //
@@ -20,7 +21,7 @@
 //               producer_rank i32, pool_uid u32, weight_version_min i64, weight_version_max i64,
 //               tokens [i32], behav_logprobs [f32], policy_mask [u8], rewards [f64],
 //               t_queued f64, t_started f64, t_finished f64, turns u32, status u8
-//   Batch:      batch_id u64, policy str, trainer_version i64, u32 count + that many complete
+//   Batch:      batch_id u64, policy str, trainer_version i64, max_staleness i64, u32 count + that many complete
 //               Trajectory records (header included), so each one can be checked and sliced alone.
 //
 // Decoding takes the bytes of exactly one record, never reads outside them, never allocates more
@@ -40,7 +41,7 @@
 
 namespace astraflow {
 
-inline constexpr std::uint16_t kWireFormatVersion = 2;
+inline constexpr std::uint16_t kWireFormatVersion = 3;
 inline constexpr std::size_t kWireHeaderBytes = 12;
 
 struct Task {
@@ -86,10 +87,34 @@ struct Batch {
   std::uint64_t batch_id = 0;
   std::string policy;
   std::int64_t trainer_version = 0;  // the version the batch was built for
+  // The staleness the dataflow rank served it under (η, or a replay sampler's own bound): the
+  // trainer counts a trajectory older than this as a violation, without knowing the config.
+  std::int64_t max_staleness = 0;
   std::vector<Trajectory> trajectories;
 
   bool operator==(const Batch&) const = default;
 };
+
+// End of a stream, in-band: the dataflow rank sends an end-of-stream task to each rollout rank
+// and an end-of-stream batch to each trainer group; a rollout rank's last trajectory is one too.
+// So no rank is ever stopped in the middle of a record.
+inline constexpr const char* kEndOfStreamKind = "end-of-stream";
+inline constexpr std::uint64_t kEndOfStreamId = ~std::uint64_t{0};
+
+inline bool isEndOfStream(const Task& task) { return task.kind == kEndOfStreamKind; }
+inline bool isEndOfStream(const Trajectory& t) { return t.task_id == kEndOfStreamId && t.tokens.empty(); }
+inline bool isEndOfStream(const Batch& batch) { return batch.batch_id == kEndOfStreamId && batch.trajectories.empty(); }
+Task endOfStreamTask();
+Trajectory endOfStreamTrajectory(const std::string& policy, std::int32_t producer_rank);
+Batch endOfStreamBatch(const std::string& policy);
+
+// Task metadata keys the dataflow rank sets and RaaS ranks read.
+inline constexpr const char* kTaskEvalKey = "eval";               // present: greedy evaluation task
+inline constexpr const char* kTaskMinVersionKey = "min_version";  // generate with weights >= this
+
+// Trajectories from a remote site carry pool_uid = kSitePoolUidBase + the site's index at home
+// (local pools: their pool index), so trainers and trajectories.h5 can tell them apart.
+inline constexpr std::uint32_t kSitePoolUidBase = 1u << 16;
 
 // Either a decoded value or a one-line error. value() on an error throws Error with that line,
 // for callers that prefer exceptions; the decoders themselves never throw.

@@ -1,5 +1,5 @@
 #pragma once
-// The balance report and the three-zone scaling policy (ARCHITECTURE §9, paper §4.2.1 and A.4).
+// The balance report and the three-zone scaling policy (docs/architecture.md §9, paper §4.2.1 and A.4).
 // Pure data and formatting: the dataflow rank fills a report every K trainer versions from what
 // it observes live, and `astraflow trace --balance K` fills the same report from a run's trace.
 //

@@ -1,5 +1,5 @@
 #pragma once
-// BatchAssembler — the trajectory side of the dataflow layer for one policy (ARCHITECTURE §4):
+// BatchAssembler — the trajectory side of the dataflow layer for one policy (docs/architecture.md §4):
 // groups arriving trajectories by GRPO group, filters them, holds complete groups in a FIFO
 // ready pool and serves trainer batches that respect the staleness bound η. Pure logic (no MPI,
 // no tensors), so every rule here is unit-tested on its own; the dataflow rank's loop drives it.
@@ -65,7 +65,7 @@ class BatchAssembler {
   // receives, per served trajectory, version − weight_version_min.
   std::optional<Batch> serve(std::int64_t version, std::uint64_t batch_id);
 
-  // The admission capacity rule (ARCHITECTURE §4): trajectories that may be admitted now,
+  // The admission capacity rule (docs/architecture.md §4): trajectories that may be admitted now,
   // given `in_flight` admitted but not yet received, when the trainer is at `version`:
   //   (η + V + 1)·f·B − consumed − in_flight − buffered, floored at 0, where f is the sampler's
   //   fresh fraction (1, or 1 − ratio for replay).

@@ -1,5 +1,5 @@
 #pragma once
-// The dataflow rank's part of a checkpoint (ARCHITECTURE §10): counters, prompt-source cursor,
+// The dataflow rank's part of a checkpoint (docs/architecture.md §10): counters, prompt-source cursor,
 // evaluation so far, the config used, and the trajectories it holds. Written by the dataflow
 // rank alone (one writer per HDF5 file); the trainers write their own files next to it.
 //

@@ -1,5 +1,5 @@
 #pragma once
-// Data-algorithm plug-ins of the dataflow layer (ARCHITECTURE §4): composed by name from the
+// Data-algorithm plug-ins of the dataflow layer (docs/architecture.md §4): composed by name from the
 // config, each with its own parameters, counters and checkpointed state. Trainers, RaaS ranks
 // and the orchestration never see them.
 //
@@ -115,6 +115,9 @@ std::vector<std::string> curatorKinds();
 std::vector<std::string> filterKinds();
 std::vector<std::string> samplerKinds();
 std::vector<std::string> routerKinds();
+
+// Lets parseConfig build every plug-in of a dataflow section to check it (core/config_checks.hpp).
+void registerDataflowConfigChecks();
 
 // The oldest data a batch may hold under this config: η (0 in sync mode), or the sampler's own
 // bound when it serves older data (a replay pool). Trainers check every batch against it.

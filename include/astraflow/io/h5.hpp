@@ -1,6 +1,6 @@
 #pragma once
 // Owning wrappers around HDF5 handles (HighFive-style: one object owns one identifier) and the
-// typed reads and writes the run's files need (docs: ARCHITECTURE.md section 10).
+// typed reads and writes the run's files need (docs: docs/architecture.md §10).
 //
 // <hdf5.h> stays out of this header so that every module touching a file does not pay for
 // it; handles appear as std::int64_t, which is what hid_t is since HDF5 1.10 (checked by a

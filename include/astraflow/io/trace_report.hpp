@@ -1,6 +1,6 @@
 #pragma once
 // What `astraflow trace <run>` reports: per-role figures computed from a run's trace events
-// (ARCHITECTURE.md section 10). The computation is a pure function of the events so that tests
+// (docs/architecture.md §10). The computation is a pure function of the events so that tests
 // and other front ends (a JSON output) share it; printing lives in src/apps/trace_command.cpp.
 //
 // Event kinds read, per role (times are seconds from the run's start):

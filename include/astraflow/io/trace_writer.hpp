@@ -1,5 +1,5 @@
 #pragma once
-// Timeline traces (ARCHITECTURE.md section 10): one table of events per file, readable by
+// Timeline traces (docs/runtime-notes.md, "Trace events"): one table of events per file, readable by
 // h5py/h5dump without astraflow.
 //
 // Layout of a trace file:
@@ -15,22 +15,12 @@
 #include <string>
 #include <vector>
 
+#include "astraflow/core/trace_event.hpp"
 #include "astraflow/io/h5.hpp"
 
 namespace astraflow::io {
 
-struct TraceEvent {
-  std::int32_t rank = 0;
-  std::string role;  // stored in 16 bytes; longer values are cut (at a UTF-8 boundary)
-  std::string kind;  // stored in 24 bytes; likewise
-  double t_start = 0;
-  double t_end = 0;
-  std::int64_t version = 0;
-  std::uint64_t bytes = 0;
-  std::uint64_t count = 0;  // items the event handled: trajectories, tokens, … (docs/runtime-notes.md)
-
-  bool operator==(const TraceEvent&) const = default;
-};
+using astraflow::TraceEvent;
 
 inline constexpr std::size_t kTraceRoleBytes = 16;
 inline constexpr std::size_t kTraceKindBytes = 24;
@@ -42,17 +32,17 @@ inline constexpr std::int64_t kTraceFormatVersion = 2;
 // Events are buffered and appended every `flush_every` events, on flush() and on
 // destruction; each append is followed by H5Fflush, so a crash loses at most the buffered
 // events and leaves the file readable.
-class TraceWriter {
+class TraceWriter final : public TraceSink {
  public:
   // Creates (truncates) `path`.
   explicit TraceWriter(const std::string& path, std::size_t flush_every = 256);
-  ~TraceWriter();  // flushes; a failure is logged, not thrown
+  ~TraceWriter() override;  // flushes; a failure is logged, not thrown
   TraceWriter(TraceWriter&&) noexcept = default;
   TraceWriter& operator=(TraceWriter&& other) noexcept;
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
 
-  void record(const TraceEvent& event);
+  void record(const TraceEvent& event) override;
   // Appends many events at once, bypassing the buffer's size trigger (used by merging).
   void recordAll(const std::vector<TraceEvent>& events);
   void flush();

@@ -1,5 +1,5 @@
 #pragma once
-// The run's trajectory log, <run>/trajectories.h5 (ARCHITECTURE.md section 10): every finished
+// The run's trajectory log, <run>/trajectories.h5 (docs/architecture.md §10): every finished
 // trajectory as one row, readable by h5py/h5dump without astraflow.
 //
 // Layout of a trajectory file:

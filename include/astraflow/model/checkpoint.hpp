@@ -1,5 +1,5 @@
 #pragma once
-// Model weights in HDF5 (ARCHITECTURE §10): one group per policy holding a `weights/` group
+// Model weights in HDF5 (docs/architecture.md §10): one group per policy holding a `weights/` group
 // with one float32 dataset per parameter (flattened, with a `shape` attribute "d0,d1,…"),
 // and the model sizes as attributes, readable by h5py without astraflow.
 #include <string>

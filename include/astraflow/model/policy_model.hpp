@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "astraflow/model/model_config.hpp"
+#include "astraflow/core/model_config.hpp"
 
 namespace astraflow {
 
@@ -76,5 +76,11 @@ TORCH_MODULE(PolicyModel);
 // Positions and validity for right-aligned (left-padded) prompts: positions count valid
 // tokens only, so a padded row computes exactly what it would alone.
 std::pair<torch::Tensor, torch::Tensor> positionsForLeftPadded(const torch::Tensor& tokens, std::int64_t pad_id);
+
+// Log-probs of given tokens (the trainer's, and what generation must match): full causal forward over each
+// right-padded sequence; entry t of row b is log π(tokens[b][t] | tokens[b][<t]) under
+// logits / temperature (entry 0 is 0). [B, T] float32.
+torch::Tensor sequenceLogProbs(PolicyModelImpl& model, const torch::Tensor& tokens, const torch::Tensor& lengths,
+                               double temperature = 1.0);
 
 }  // namespace astraflow

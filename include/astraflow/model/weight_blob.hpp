@@ -1,5 +1,5 @@
 #pragma once
-// A full bf16 weight version as one byte string: what the weight store moves (ARCHITECTURE §8).
+// A full bf16 weight version as one byte string: what the weight store moves (docs/architecture.md §8).
 //
 // Layout (little-endian):
 //   0   4  magic "AWGT"

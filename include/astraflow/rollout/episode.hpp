@@ -6,22 +6,16 @@
 #include <string>
 #include <vector>
 
-#include "astraflow/rollout/environment.hpp"
+#include "astraflow/tasks/environment.hpp"
+#include "astraflow/model/training_sample.hpp"
 #include "astraflow/rollout/generation.hpp"
-#include "astraflow/rollout/tokenizer.hpp"
+#include "astraflow/text/tokenizer.hpp"
 
 namespace astraflow {
 
-struct Episode {
-  std::uint64_t problem_id = 0;
-  std::vector<std::int32_t> tokens;    // <bos> prompt, then turns and observations
-  std::vector<float> behav_logprobs;   // per token; 0 where policy_mask is 0
-  std::vector<std::uint8_t> policy_mask;
-  double reward = 0.0;
-  int turns = 0;
-  bool nonfinite = false;  // generation met NaN/inf logits: drop, do not train on it
-  bool truncated = false;  // ran out of context or turns without finishing
-};
+// An agent episode is a training sample: policy tokens with their behaviour log-probs (mask 1)
+// between context tokens (mask 0), and the reward the environment gave.
+using Episode = TrainingSample;
 
 // Runs one episode per problem id, batching the generation of all unfinished episodes turn
 // by turn.

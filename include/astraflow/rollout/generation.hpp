@@ -11,6 +11,8 @@
 
 namespace astraflow {
 
+struct Config;
+
 struct SamplingOptions {
   double temperature = 1.0;
   double top_p = 1.0;
@@ -44,10 +46,8 @@ class GenerationEngine {
   std::int32_t pad_id_;
 };
 
-// Log-probs the trainer computes for the same tokens: full causal forward over each
-// right-padded sequence; entry t of row b is log π(tokens[b][t] | tokens[b][<t]) under
-// logits / temperature (entry 0 is 0). [B, T] float32.
-torch::Tensor sequenceLogProbs(PolicyModelImpl& model, const torch::Tensor& tokens, const torch::Tensor& lengths,
-                               double temperature = 1.0);
+
+// The rollout section's sampling settings (temperature, top_p, max_new_tokens).
+SamplingOptions samplingFrom(const Config& config);
 
 }  // namespace astraflow

@@ -1,5 +1,5 @@
 #pragma once
-// Multi-agent workflows (ARCHITECTURE §6, docs/multi-policy.md): one team episode runs several
+// Multi-agent workflows (docs/architecture.md §6, docs/multi-policy.md): one team episode runs several
 // roles, each on its own policy, and yields one trajectory per role. Every role keeps its own
 // transcript: before each of its turns the workflow appends the role's team-context template
 // (config `workflow.context`) rendered from the team's state, then the role's policy generates.

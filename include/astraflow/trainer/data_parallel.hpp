@@ -1,5 +1,5 @@
 #pragma once
-// Data parallelism within one policy's trainer group (ARCHITECTURE §7): every rank computes
+// Data parallelism within one policy's trainer group (docs/architecture.md §7): every rank computes
 // gradients on its own batch; the group averages them before the optimiser step, so the
 // ranks' weights stay bit-identical.
 #include <torch/torch.h>

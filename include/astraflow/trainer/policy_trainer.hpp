@@ -1,6 +1,6 @@
 #pragma once
 // One policy's optimiser: RL steps (GRPO advantages + PPO-family loss) and supervised steps
-// on episodes. Used by `train-local`, `sft` and the distributed trainer role.
+// on training samples. Used by `train-local`, `sft` and the distributed trainer role.
 #include <torch/torch.h>
 
 #include <memory>
@@ -9,11 +9,11 @@
 #include "astraflow/comm/comm.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/model/policy_model.hpp"
-#include "astraflow/rollout/episode.hpp"
+#include "astraflow/model/training_sample.hpp"
 
 namespace astraflow {
 
-// Right-padded tensors of a list of episodes.
+// Right-padded tensors of a list of training samples.
 struct TrainBatch {
   torch::Tensor tokens;     // [B,T] int64, pad after each sequence
   torch::Tensor lengths;    // [B] int64
@@ -24,8 +24,8 @@ struct TrainBatch {
   std::int64_t dropped = 0; // episodes left out: NaN/inf reward or logits
 };
 
-// Episodes with a non-finite reward or a nonfinite flag are dropped and counted.
-TrainBatch collate(const std::vector<Episode>& episodes, const std::vector<std::int64_t>& group_ids,
+// Samples with a non-finite reward or a nonfinite flag are dropped and counted.
+TrainBatch collate(const std::vector<TrainingSample>& episodes, const std::vector<std::int64_t>& group_ids,
                    std::int32_t pad_id);
 
 struct RlStepStats {

@@ -1,5 +1,5 @@
 #pragma once
-// A trainer group's part of a checkpoint (ARCHITECTURE §10), written by the group's rank 0:
+// A trainer group's part of a checkpoint (docs/architecture.md §10), written by the group's rank 0:
 //   checkpoints/step_<V>.<policy>.h5
 //     attributes  format = "astraflow-checkpoint", part = "trainer", policy, version = V
 //     /policies/<policy>/weights/<tensor>               fp32 (the master weights, not bf16)

@@ -1,5 +1,5 @@
 #pragma once
-// Sparse bf16 weight deltas (ARCHITECTURE §8): between two consecutive versions of one
+// Sparse bf16 weight deltas (docs/architecture.md §8): between two consecutive versions of one
 // policy's packed weights (model/weight_blob.hpp — every byte after the header is bf16, and
 // the header never changes), only the 16-bit words that differ bit for bit are sent.
 //

@@ -1,6 +1,6 @@
 #pragma once
 // WeightStore — the versioned weight store of one policy, hosted by the dataflow rank
-// (ARCHITECTURE §8). The trainer stages each new version into the store's staging area and
+// (docs/architecture.md §8). The trainer stages each new version into the store's staging area and
 // moves on; the host publishes it; rollout ranks read the published version number with one
 // small MPI_Get and pull only when they choose. A seqlock makes a torn read (the host
 // republishing mid-pull) detectable: it is retried, never applied.

@@ -1,4 +1,4 @@
-#include "astraflow/dataflow/runtime.hpp"
+#include "astraflow/run/runtime.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -14,14 +14,15 @@
 #include "astraflow/dataflow/dataflow_checkpoint.hpp"
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "astraflow/io/trace_writer.hpp"
+#include "astraflow/model/model_builder.hpp"
+#include "astraflow/run/role_entry.hpp"
+#include "astraflow/text/tokenizer.hpp"
 
 namespace astraflow {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-RingGeometry geometryOf(const RingSection& s) { return RingGeometry{s.slots, s.slot_bytes}; }
 
 int ranksOnNode(const Comm& world) {
   MPI_Comm node = MPI_COMM_NULL;
@@ -215,48 +216,6 @@ nlohmann::json summarize(const Config& cfg, const std::vector<nlohmann::json>& r
 
 }  // namespace
 
-void wireWindows(RunWiring& w) {
-  const Config& cfg = w.cfg;
-  const RoleMap& map = w.map;
-  const RoleComms& comms = w.comms;
-  const int me = comms.world.rank();
-  const int df_rank = map.dataflowRank();
-  // Windows, in the same order on every rank (each constructor is collective over its comm).
-  for (std::size_t p = 0; p < map.pools().size(); ++p) {
-    if (!comms.pools[p].valid()) {
-      w.task_rings.emplace_back();
-      w.trajectory_rings.emplace_back();
-      continue;
-    }
-    const auto& name = map.pools()[p].name;
-    w.task_rings.push_back(std::make_unique<RmaRing>(comms.pools[p], 0, geometryOf(cfg.dataflow.task_ring),
-                                                     RmaRing::Consumer::Remote, "task_ring:" + name));
-    w.trajectory_rings.push_back(std::make_unique<RmaRing>(comms.pools[p], 0, geometryOf(cfg.dataflow.trajectory_ring),
-                                                           RmaRing::Consumer::Host, "trajectory_ring:" + name));
-  }
-  for (std::size_t g = 0; g < map.trainerGroups().size(); ++g) {
-    const auto& group = map.trainerGroups()[g];
-    if (comms.trainer_links[g].valid() && !group.world_ranks.empty()) {
-      w.batch_rings.push_back(std::make_unique<RmaRing>(comms.trainer_links[g], 0, geometryOf(cfg.dataflow.batch_ring),
-                                                        RmaRing::Consumer::Remote, "batch_ring:" + group.policy));
-    } else {
-      w.batch_rings.emplace_back();
-    }
-    if (comms.weight_links[g].valid()) {
-      // The first trainer rank (at a gateway site: the gateway) measures a version; everyone
-      // learns the store's size.
-      const int measurer = group.world_ranks.empty() ? df_rank : group.world_ranks.front();
-      std::uint64_t bytes = me == measurer ? weightVersionBytes(cfg, group.policy) : 0;
-      ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_MAX, comms.weight_links[g].raw()));
-      w.weight_stores.push_back(
-          std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy, weightStoreOptions(cfg.weights)));
-    } else {
-      w.weight_stores.emplace_back();
-    }
-  }
-
-}
-
 RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& comms, const RuntimeOptions& options) {
   const Comm& world = comms.world;
   const int me = world.rank();
@@ -302,6 +261,9 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   w.resume = resume;
   w.resume_version = resume_version;
   w.ranks_on_node = ranksOnNode(world);
+  w.weight_version_bytes = [&cfg](const std::string& policy) {
+    return weightVersionBytes(cfg, tokenSpecOf(*makeTaskTokenizer()), policy);
+  };
   wireWindows(w);
 
   if (resume) {
@@ -318,12 +280,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
     io::TraceWriter trace(rank_trace.string());
     w.trace = &trace;
     w.event("startup", 0.0, resume_version);
-    switch (w.role().role) {
-      case Role::Dataflow: report = runDataflowRole(w); break;
-      case Role::Rollout: report = runRolloutRole(w); break;
-      case Role::Trainer: report = runTrainerRole(w); break;
-      case Role::Gateway: report = runGatewayRole(w); break;
-    }
+    report = runRole(w);
     w.trace = nullptr;
   }
 

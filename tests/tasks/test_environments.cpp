@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "astraflow/rollout/environment.hpp"
+#include "astraflow/tasks/environment.hpp"
 
 namespace astraflow {
 namespace {

@@ -1,7 +1,16 @@
 #pragma once
 // Sizes of the policy transformer (config key policies[i].model). No LibTorch here, so the
 // config parser and the layout code stay cheap to compile.
+#include <cstdint>
+
 namespace astraflow {
+
+// What a model needs of its tokenizer: the vocabulary size, and the ids it must never generate.
+struct TokenSpec {
+  std::int32_t vocab_size = 0;
+  std::int32_t pad_id = 0;
+  std::int32_t bos_id = 0;
+};
 
 struct ModelConfig {
   int vocab_size = 0;        // 0 in config: taken from the tokenizer

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "astraflow/core/model_config.hpp"
+
 namespace astraflow {
 
 class Tokenizer {
@@ -37,5 +39,8 @@ class Tokenizer {
 // throws std::out_of_range on an id outside the vocabulary; tokenText() gives every token's
 // spelling, specials included. Ids are stable: adding tokens appends.
 std::unique_ptr<Tokenizer> makeTaskTokenizer();
+
+// The ids and size a model built for this tokenizer needs (buildPolicyModel).
+inline TokenSpec tokenSpecOf(const Tokenizer& t) { return {t.vocabSize(), t.padId(), t.bosId()}; }
 
 }  // namespace astraflow

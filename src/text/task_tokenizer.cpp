@@ -1,4 +1,4 @@
-// The built-in task vocabulary (include/astraflow/rollout/tokenizer.hpp): whole-token tags
+// The built-in task vocabulary (include/astraflow/text/tokenizer.hpp): whole-token tags
 // plus single characters, encoded by greedy longest match.
 #include <algorithm>
 #include <array>
@@ -7,7 +7,7 @@
 #include <string>
 #include <unordered_map>
 
-#include "astraflow/rollout/tokenizer.hpp"
+#include "astraflow/text/tokenizer.hpp"
 
 namespace astraflow {
 namespace {

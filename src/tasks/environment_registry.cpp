@@ -5,8 +5,9 @@
 #include <array>
 #include <stdexcept>
 
-#include "astraflow/rollout/environment.hpp"
-#include "rollout/builtin_environments.hpp"
+#include "astraflow/core/config_checks.hpp"
+#include "astraflow/tasks/environment.hpp"
+#include "tasks/builtin_environments.hpp"
 
 namespace astraflow {
 namespace {
@@ -36,5 +37,7 @@ std::vector<std::string> environmentNames() {
   for (const auto& entry : kEnvironments) names.emplace_back(entry.name);
   return names;
 }
+
+void registerTaskConfigChecks() { configChecks().environment_names = &environmentNames; }
 
 }  // namespace astraflow

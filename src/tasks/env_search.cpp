@@ -17,8 +17,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "rollout/builtin_environments.hpp"
-#include "rollout/deterministic_hash.hpp"
+#include "tasks/builtin_environments.hpp"
+#include "tasks/deterministic_hash.hpp"
 
 namespace astraflow {
 namespace {

@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "rollout/builtin_environments.hpp"
-#include "rollout/deterministic_hash.hpp"
+#include "tasks/builtin_environments.hpp"
+#include "tasks/deterministic_hash.hpp"
 
 namespace astraflow {
 namespace {

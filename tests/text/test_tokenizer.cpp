@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "astraflow/rollout/environment.hpp"
-#include "astraflow/rollout/tokenizer.hpp"
+#include "astraflow/tasks/environment.hpp"
+#include "astraflow/text/tokenizer.hpp"
 
 namespace astraflow {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "astraflow/core/config.hpp"
 #include "astraflow/rollout/generation.hpp"
-#include "astraflow/rollout/tokenizer.hpp"
+#include "astraflow/text/tokenizer.hpp"
 
 namespace astraflow {
 
@@ -34,14 +34,5 @@ LocalRunResult runWorkflowSft(const Config& config);
 double evaluateRoleGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config,
                           std::size_t role, int problems);
 LocalRunResult runTrainLocal(const Config& config);
-
-// Builds a policy's model (vocab from the tokenizer) with the run seed; the first policy's
-// when `policy` is empty. Throws Error for a policy the config does not define.
-PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer, const std::string& policy = {});
-// The rollout section's sampling settings (temperature, top_p, max_new_tokens).
-SamplingOptions samplingFrom(const Config& config);
-
-// Threads for LibTorch/OpenBLAS from run.threads_per_rank (0: cores / ranks_on_node).
-void configureThreads(const Config& config, int ranks_on_node);
 
 }  // namespace astraflow

@@ -11,8 +11,10 @@
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/model/checkpoint.hpp"
+#include "astraflow/model/model_builder.hpp"
+#include "astraflow/tasks/environment.hpp"
 #include "astraflow/rollout/workflow.hpp"
-#include "astraflow/trainer/local_loop.hpp"
+#include "astraflow/run/local_loop.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
 
 namespace astraflow {
@@ -77,7 +79,7 @@ LocalRunResult runWorkflowSft(const Config& config) {
   for (std::size_t role = 0; role < wf.roles.size(); ++role) {
     const auto& policy = *config.findPolicy(wf.roles[role].policy);
     const double target = policy.sft_target_accuracy >= 0 ? policy.sft_target_accuracy : config.sft.target_accuracy;
-    PolicyModel model = buildPolicyModel(config, *tokenizer, policy.name);
+    PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer), policy.name);
     // Like the paper's teams (every role starts from the same base model), a later role starts
     // from the first role's warm start when their models have the same shape: the verifier and
     // the selector need the solver's arithmetic to judge answers.

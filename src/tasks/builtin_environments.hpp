@@ -3,7 +3,7 @@
 // is their only caller.
 #include <memory>
 
-#include "astraflow/rollout/environment.hpp"
+#include "astraflow/tasks/environment.hpp"
 
 namespace astraflow::detail {
 

@@ -1,5 +1,5 @@
 #pragma once
-// Environments with verifiable rewards (ARCHITECTURE §6), behind one interface and a
+// Environments with verifiable rewards (docs/architecture.md §6), behind one interface and a
 // registry by name. Pure C++: no tensors, no MPI.
 #include <cstdint>
 #include <map>
@@ -8,19 +8,9 @@
 #include <string_view>
 #include <vector>
 
-namespace astraflow {
+#include "astraflow/core/environment_options.hpp"
 
-// Options of the built-in environments (config section `environment`, docs/configuration.md).
-struct EnvironmentOptions {
-  std::string name = "arithmetic";
-  // arithmetic
-  int digits = 2;                 // operands have 1..digits digits
-  std::string operators = "+-";   // any of + - *
-  // search
-  int corpus_size = 64;           // key–value facts generated from the seed
-  int max_turns = 4;              // agent turns per episode
-  std::uint64_t corpus_seed = 7;  // the corpus is a function of this seed
-};
+namespace astraflow {
 
 struct StepResult {
   std::string observation;  // text the environment appends to the context (may be empty)
@@ -64,5 +54,8 @@ class Environment {
 // registered names.
 std::unique_ptr<Environment> makeEnvironment(const EnvironmentOptions& options);
 std::vector<std::string> environmentNames();
+
+// Lets parseConfig check environment.name against this registry (core/config_checks.hpp).
+void registerTaskConfigChecks();
 
 }  // namespace astraflow

@@ -1,10 +1,8 @@
-#include "astraflow/trainer/local_loop.hpp"
+#include "astraflow/run/local_loop.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
-
-#include <dlfcn.h>
 
 #include <chrono>
 #include <filesystem>
@@ -13,6 +11,8 @@
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/model/checkpoint.hpp"
+#include "astraflow/model/model_builder.hpp"
+#include "astraflow/tasks/environment.hpp"
 #include "astraflow/rollout/episode.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
 
@@ -26,14 +26,6 @@ double secondsSince(Clock::time_point t0) { return std::chrono::duration<double>
 
 }  // namespace
 
-SamplingOptions samplingFrom(const Config& c) {
-  SamplingOptions s;
-  s.temperature = c.rollout.temperature;
-  s.top_p = c.rollout.top_p;
-  s.max_new_tokens = c.rollout.max_new_tokens;
-  return s;
-}
-
 std::string LocalRunResult::json() const {
   nlohmann::json j;
   j["eval_accuracy_start"] = eval_accuracy_start;
@@ -42,33 +34,6 @@ std::string LocalRunResult::json() const {
   j["wall_seconds"] = wall_seconds;
   j["dropped_nonfinite"] = dropped;
   return j.dump();
-}
-
-void configureThreads(const Config& config, int ranks_on_node) {
-  int threads = config.run.threads_per_rank;
-  if (threads <= 0) {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    threads = std::max(1, cores / std::max(1, ranks_on_node));
-  }
-  torch::set_num_threads(threads);
-  // Debian's LibTorch calls BLAS through libblas.so.3; OpenBLAS keeps its own thread pool,
-  // which torch::set_num_threads does not size. Without this, oversubscribed ranks thrash
-  // and sums change with the thread count (runs stop being reproducible).
-  using SetThreads = void (*)(int);
-  if (auto set_blas = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-    set_blas(threads);
-  }
-}
-
-PolicyModel buildPolicyModel(const Config& config, const Tokenizer& tokenizer, const std::string& policy) {
-  const PolicySection* section = policy.empty() ? &config.policies.front() : config.findPolicy(policy);
-  if (!section) throw Error(fmt::format("no policy '{}' in {}", policy, config.source));
-  ModelConfig m = section->model;
-  m.vocab_size = tokenizer.vocabSize();
-  torch::manual_seed(config.run.seed);
-  PolicyModel model(m);
-  model->setNeverGenerate({tokenizer.padId(), tokenizer.bosId()});
-  return model;
 }
 
 double evaluateGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config, int problems) {
@@ -94,7 +59,7 @@ LocalRunResult runSft(const Config& config) {
   const auto t0 = Clock::now();
   configureThreads(config, 1);
   auto tokenizer = makeTaskTokenizer();
-  PolicyModel model = buildPolicyModel(config, *tokenizer);
+  PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer));
   GenerationEngine engine(model, tokenizer->padId());
   PolicyTrainer trainer(model, config.trainer, 1.0);
   auto env = makeEnvironment(config.environment);
@@ -138,7 +103,7 @@ LocalRunResult runTrainLocal(const Config& config) {
   const auto t0 = Clock::now();
   configureThreads(config, 1);
   auto tokenizer = makeTaskTokenizer();
-  PolicyModel model = buildPolicyModel(config, *tokenizer);
+  PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer));
   LocalRunResult result;
   std::string init = config.local.init_checkpoint.empty() ? config.sft.checkpoint : config.local.init_checkpoint;
   if (std::filesystem::exists(init)) {

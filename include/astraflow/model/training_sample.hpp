@@ -1,0 +1,21 @@
+#pragma once
+// One sequence a trainer learns from: tokens with the behaviour log-prob and policy mask of
+// each, and the sequence's reward. Rollout produces them (an Episode is one), the trainer
+// consumes them; neither module includes the other.
+#include <cstdint>
+#include <vector>
+
+namespace astraflow {
+
+struct TrainingSample {
+  std::uint64_t problem_id = 0;
+  std::vector<std::int32_t> tokens;    // <bos> prompt, then turns and observations
+  std::vector<float> behav_logprobs;   // per token; 0 where policy_mask is 0
+  std::vector<std::uint8_t> policy_mask;  // 1: the policy's own token (trained on); 0: context
+  double reward = 0.0;
+  int turns = 0;
+  bool nonfinite = false;  // generation met NaN/inf logits: drop, do not train on it
+  bool truncated = false;  // ran out of context or turns without finishing
+};
+
+}  // namespace astraflow

@@ -1,0 +1,32 @@
+#pragma once
+// A trainer group's loop (docs/architecture.md, "Roles") and the ports it is given: the ring
+// its batches arrive on (read by the group's first rank), the weight store it publishes into,
+// and the group's own communicator for data parallelism. From here the dataflow layer is a
+// stream of batches and the weight store a publication target.
+#include <string>
+#include <utility>
+
+#include "astraflow/comm/comm.hpp"
+#include "astraflow/comm/rma_ring.hpp"
+#include "astraflow/comm/role_context.hpp"
+#include "astraflow/core/model_config.hpp"
+#include "astraflow/core/rank_report.hpp"
+#include "astraflow/weights/weight_store.hpp"
+
+namespace astraflow {
+
+struct TrainerPorts {
+  TrainerPorts(RoleContext c, const Comm& group_comm) : ctx(std::move(c)), group(group_comm) {}
+
+  RoleContext ctx;
+  const Comm& group;              // the policy's trainer ranks (collective steps, same order on all)
+  std::string policy;
+  RmaRing* batches = nullptr;     // popped by the group's rank 0; null on the others
+  WeightStore* store = nullptr;   // staged into by rank 0
+  TokenSpec tokens;               // the model's vocabulary and pad id (from the run's tokenizer)
+};
+
+// Runs until the end-of-stream batch, then writes the final checkpoint.
+RankReport runTrainerRole(const TrainerPorts& ports);
+
+}  // namespace astraflow

@@ -1,0 +1,47 @@
+// Building a run's policy models from the config, and the LibTorch/BLAS thread count per rank.
+#include "astraflow/model/model_builder.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/model/weight_blob.hpp"
+
+namespace astraflow {
+
+void configureThreads(const Config& config, int ranks_on_node) {
+  int threads = config.run.threads_per_rank;
+  if (threads <= 0) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    threads = std::max(1, cores / std::max(1, ranks_on_node));
+  }
+  torch::set_num_threads(threads);
+  // Debian's LibTorch calls BLAS through libblas.so.3; OpenBLAS keeps its own thread pool,
+  // which torch::set_num_threads does not size. Without this, oversubscribed ranks thrash
+  // and sums change with the thread count (runs stop being reproducible).
+  using SetThreads = void (*)(int);
+  if (auto set_blas = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set_blas(threads);
+  }
+}
+
+PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, const std::string& policy) {
+  const PolicySection* section = policy.empty() ? &config.policies.front() : config.findPolicy(policy);
+  if (!section) throw Error(fmt::format("no policy '{}' in {}", policy, config.source));
+  ModelConfig m = section->model;
+  m.vocab_size = tokens.vocab_size;
+  torch::manual_seed(config.run.seed);
+  PolicyModel model(m);
+  model->setNeverGenerate({tokens.pad_id, tokens.bos_id});
+  return model;
+}
+
+std::uint64_t weightVersionBytes(const Config& config, const TokenSpec& tokens, const std::string& policy) {
+  return packedWeightBytes(*buildPolicyModel(config, tokens, policy));
+}
+
+}  // namespace astraflow
