@@ -65,9 +65,8 @@ int main(int argc, char** argv) {
   } rows[2];
   const char* modes[2] = {"async", "sync"};
   for (int m = 0; m < 2; ++m) {
-    const auto s = astraflow::bench::runJob(modes[m], [&](const std::string& dir) {
-      return workload(modes[m], versions, max_new_tokens, world, dir);
-    });
+    const auto s = astraflow::bench::runJob(
+        modes[m], [&](const std::string& dir) { return workload(modes[m], versions, max_new_tokens, world, dir); });
     if (rank != 0) continue;
     double step = 0;
     for (const auto& r : s["ranks"]) {
@@ -76,9 +75,10 @@ int main(int argc, char** argv) {
     rows[m] = {modes[m], step, s["trainer_wait_fraction"].get<double>(), s["rollout_trajectories_per_s"].get<double>()};
   }
   if (rank == 0) {
-    std::printf("bench_async_vs_sync: %d ranks (1 dataflow, 1 trainer, %d rollout), %d versions, 128 trajectories per "
-                "step, max_new_tokens %d (geometric lengths)\n",
-                world, world - 2, versions, max_new_tokens);
+    std::printf(
+        "bench_async_vs_sync: %d ranks (1 dataflow, 1 trainer, %d rollout), %d versions, 128 trajectories per "
+        "step, max_new_tokens %d (geometric lengths)\n",
+        world, world - 2, versions, max_new_tokens);
     std::printf("  %-6s %16s %22s %20s\n", "mode", "s / trainer step", "trainer wait fraction", "trajectories / s");
     for (const auto& r : rows) std::printf("  %-6s %16.3f %22.3f %20.1f\n", r.mode, r.step_s, r.wait, r.traj_s);
     std::printf("  sync / async time per step: %.2fx\n", rows[1].step_s / std::max(1e-9, rows[0].step_s));

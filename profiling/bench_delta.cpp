@@ -19,9 +19,7 @@ using namespace astraflow;
 
 namespace {
 
-double seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Best of `reps` runs of fn (seconds).
 template <class Fn>
@@ -72,8 +70,9 @@ int main(int argc, char** argv) {
     // The store passes the checksums it already has; so does the benchmark.
     const double t_enc =
         best(reps, [&] { s = encodeDelta(base_bytes, target_bytes, 0, 1, delta, {}, base_hash, target_hash); });
-    const double t_enc_z = best(
-        reps, [&] { sz = encodeDelta(base_bytes, target_bytes, 0, 1, delta_z, {.zstd = true}, base_hash, target_hash); });
+    const double t_enc_z = best(reps, [&] {
+      sz = encodeDelta(base_bytes, target_bytes, 0, 1, delta_z, {.zstd = true}, base_hash, target_hash);
+    });
     // Apply to a fresh copy of the base each time; the copy is not timed.
     double t_apply = 1e30;
     for (int i = 0; i < reps; ++i) {

@@ -29,17 +29,25 @@ astraflow::Config workload(const std::string& mode, int versions, int max_new_to
                             std::to_string(3 * (2 * max_new_tokens + 12)) + "}";
   const std::string yaml =
       "run: {name: bench_team_" + mode + ", output_dir: " + dir + ", seed: 13, mode: " + mode +
-      ", versions: " + std::to_string(versions) + ", progress_every: 1000000, log_level: warn}\n"
+      ", versions: " + std::to_string(versions) +
+      ", progress_every: 1000000, log_level: warn}\n"
       "policies:\n"
-      "  - {name: solver, model: " + model + "}\n"
-      "  - {name: verifier, model: " + model + "}\n"
+      "  - {name: solver, model: " +
+      model +
+      "}\n"
+      "  - {name: verifier, model: " +
+      model +
+      "}\n"
       "workflow: {kind: solver_verifier, roles: {solver: solver, verifier: verifier}, max_rounds: 3}\n"
       "layout:\n"
       "  - {role: dataflow, ranks: 1}\n"
       "  - {role: trainer, policy: solver, ranks: 1}\n"
       "  - {role: trainer, policy: verifier, ranks: 1}\n"
-      "  - {role: rollout, policies: [solver, verifier], ranks: " + std::to_string(world - 3) + "}\n"
-      "rollout: {group_size: 8, temperature: 1.0, max_new_tokens: " + std::to_string(max_new_tokens) +
+      "  - {role: rollout, policies: [solver, verifier], ranks: " +
+      std::to_string(world - 3) +
+      "}\n"
+      "rollout: {group_size: 8, temperature: 1.0, max_new_tokens: " +
+      std::to_string(max_new_tokens) +
       ", batch_tasks: 32}\n"
       "trainer: {groups_per_step: 8, lr: 0.0002}\n"
       "eval: {problems: 0}\n"
@@ -83,15 +91,16 @@ int main(int argc, char** argv) {
     rows[m].traj_s = s["rollout_trajectories_per_s"].get<double>();
   }
   if (rank == 0) {
-    std::printf("bench_multi_policy: solver_verifier, %d ranks (1 dataflow, 2 trainers, %d rollout), %d versions per "
-                "policy, 64 team episodes per step, max_new_tokens %d, up to 3 rounds\n",
-                world, world - 3, versions, max_new_tokens);
+    std::printf(
+        "bench_multi_policy: solver_verifier, %d ranks (1 dataflow, 2 trainers, %d rollout), %d versions per "
+        "policy, 64 team episodes per step, max_new_tokens %d, up to 3 rounds\n",
+        world, world - 3, versions, max_new_tokens);
     std::printf("  %-6s %-9s %16s %14s %10s %20s\n", "mode", "trainer", "s / iteration", "wait fraction", "wall s",
                 "trajectories / s");
     for (int m = 0; m < 2; ++m) {
       for (const auto& [policy, step] : rows[m].step_s) {
-        std::printf("  %-6s %-9s %16.3f %14.3f %10.1f %20.1f\n", modes[m], policy.c_str(), step,
-                    rows[m].wait[policy], rows[m].wall, rows[m].traj_s);
+        std::printf("  %-6s %-9s %16.3f %14.3f %10.1f %20.1f\n", modes[m], policy.c_str(), step, rows[m].wait[policy],
+                    rows[m].wall, rows[m].traj_s);
       }
     }
     for (const auto& [policy, step] : rows[0].step_s) {

@@ -87,8 +87,8 @@ Result benchRawPut(const Comm& comm, std::size_t record_bytes, int per_producer)
     const std::size_t base = (comm.rank() - 1) * region;
     for (int i = 0; i < per_producer; ++i) {
       const std::size_t off = base + (i % 64) * record_bytes;
-      ASTRA_MPI_CHECK(MPI_Put(record.data(), int(record_bytes), MPI_BYTE, 0, MPI_Aint(off), int(record_bytes),
-                              MPI_BYTE, win.raw()));
+      ASTRA_MPI_CHECK(MPI_Put(record.data(), int(record_bytes), MPI_BYTE, 0, MPI_Aint(off), int(record_bytes), MPI_BYTE,
+                              win.raw()));
       win.flush(0);
     }
     MPI_Request req;

@@ -1,20 +1,20 @@
 // astraflow — the command-line program: run a job, validate a config, print layout sizes.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
+#include "apps/balance_replay.hpp"
+#include "apps/run_job.hpp"
+#include "apps/trace_command.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/error.hpp"
 #include "astraflow/core/layout.hpp"
-#include "apps/run_job.hpp"
-#include "apps/balance_replay.hpp"
-#include "astraflow/run/role_entry.hpp"
-#include "apps/trace_command.hpp"
 #include "astraflow/core/log.hpp"
 #include "astraflow/run/local_loop.hpp"
+#include "astraflow/run/role_entry.hpp"
 
 namespace {
 
@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
 
   auto* layout_size = app.add_subcommand("layout-size", "print the number of ranks a config's layout needs");
   layout_size->add_option("config", config_path, "YAML config")->required();
-  auto* warm_start = app.add_subcommand("warm-start-path", "print the warm-start checkpoint a run of this config loads (empty for a gateway site)");
+  auto* warm_start = app.add_subcommand(
+      "warm-start-path", "print the warm-start checkpoint a run of this config loads (empty for a gateway site)");
   warm_start->add_option("config", config_path, "YAML config")->required();
 
   std::string trace_path;
@@ -98,8 +99,9 @@ int main(int argc, char** argv) {
   trace->add_option("--format", trace_format, "text tables (default) or one JSON document")
       ->check(CLI::IsMember({"text", "json"}));
   int balance_every = 0;
-  trace->add_option("--balance", balance_every,
-                    "recompute the balance report (paper A.4) for every window of K versions from the trace alone")
+  trace
+      ->add_option("--balance", balance_every,
+                   "recompute the balance report (paper A.4) for every window of K versions from the trace alone")
       ->check(CLI::Range(1, 1 << 20));
 
   auto* sft = app.add_subcommand("sft", "warm start: supervised training on the environment's reference solutions");
@@ -120,7 +122,7 @@ int main(int argc, char** argv) {
     try {
       const auto cfg = astraflow::loadConfig(config_path);
       // A gateway site loads no warm start (its weights come from home): an empty line.
-      std::printf("%s\n", cfg.isGatewaySite()                ? ""
+      std::printf("%s\n", cfg.isGatewaySite()               ? ""
                           : cfg.run.init_checkpoint.empty() ? cfg.sft.checkpoint.c_str()
                                                             : cfg.run.init_checkpoint.c_str());
       return 0;

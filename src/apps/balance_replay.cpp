@@ -59,8 +59,9 @@ std::vector<BalanceReport> replayBalance(const std::vector<io::TraceEvent>& even
     if (e.role == "rollout") rollout_ranks.insert(e.rank);
   }
   if (books.empty()) {
-    throw Error("the trace has no dataflow 'books' events (runs recorded before the balance report have none); "
-                "the production figures cannot be recomputed");
+    throw Error(
+        "the trace has no dataflow 'books' events (runs recorded before the balance report have none); "
+        "the production figures cannot be recomputed");
   }
   std::vector<BalanceReport> out;
   const std::int64_t last_version = published.empty() ? 0 : published.rbegin()->first;

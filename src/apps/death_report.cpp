@@ -63,9 +63,9 @@ void installDeathReport(const Comm& world, const RoleMap& map) {
   for (int r = 0; r < world.size(); ++r) {
     if (std::strncmp(&hosts[64 * r], host, 64) != 0) continue;
     if (r == world.rank()) g_my_index = static_cast<int>(peers->size());
-    peers->push_back({static_cast<pid_t>(pids[r]),
-                      fmt::format("astraflow: rank {} ({}, pid {} on {}) died; the job stops\n", r,
-                                  map.of(r).label(), pids[r], &hosts[64 * r])});
+    peers->push_back(
+        {static_cast<pid_t>(pids[r]), fmt::format("astraflow: rank {} ({}, pid {} on {}) died; the job stops\n", r,
+                                                  map.of(r).label(), pids[r], &hosts[64 * r])});
   }
   g_peers_on_node = peers;
   g_dead = new std::vector<char>(peers->size(), 0);

@@ -16,11 +16,11 @@
 
 #include "astraflow/comm/mpi.hpp"
 #include "astraflow/comm/rma_ring.hpp"
-#include "astraflow/run/runtime.hpp"
 #include "astraflow/comm/role_comms.hpp"
 #include "astraflow/core/layout.hpp"
 #include "astraflow/core/log.hpp"
 #include "astraflow/io/trace_writer.hpp"
+#include "astraflow/run/runtime.hpp"
 
 namespace astraflow {
 

@@ -12,7 +12,9 @@ namespace astraflow {
 
 namespace {
 
-nlohmann::json optionalVersion(const std::optional<std::int64_t>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+nlohmann::json optionalVersion(const std::optional<std::int64_t>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
 
 }  // namespace
 

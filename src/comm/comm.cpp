@@ -32,15 +32,17 @@ Comm Comm::spawn(const std::string& command, const std::vector<std::string>& arg
   argv.push_back(nullptr);
   std::vector<int> codes(static_cast<std::size_t>(ranks), MPI_SUCCESS);
   MPI_Comm inter = MPI_COMM_NULL;
-  const int rc = MPI_Comm_spawn(command.c_str(), argv.data(), ranks, MPI_INFO_NULL, 0, self.raw(), &inter, codes.data());
+  const int rc =
+      MPI_Comm_spawn(command.c_str(), argv.data(), ranks, MPI_INFO_NULL, 0, self.raw(), &inter, codes.data());
   int started = 0;
   for (const int c : codes) started += c == MPI_SUCCESS;
   if (rc != MPI_SUCCESS || started != ranks) {
     char text[MPI_MAX_ERROR_STRING] = {0};
     int len = 0;
     if (rc != MPI_SUCCESS) MPI_Error_string(rc, text, &len);
-    error = rc != MPI_SUCCESS ? std::string(text, static_cast<std::size_t>(len))
-                              : std::to_string(ranks - started) + " of " + std::to_string(ranks) + " ranks did not start";
+    error = rc != MPI_SUCCESS
+                ? std::string(text, static_cast<std::size_t>(len))
+                : std::to_string(ranks - started) + " of " + std::to_string(ranks) + " ranks did not start";
     // A partial intercommunicator is left alone: disconnecting is collective with ranks that
     // may never have started.
     return Comm();
@@ -61,7 +63,8 @@ void Comm::release() {
 Comm::~Comm() {
   if (comm_ == MPI_COMM_NULL || MpiEnvironment::finalized()) return;
   const int rc = release_ == Release::Disconnect ? MPI_Comm_disconnect(&comm_) : MPI_Comm_free(&comm_);
-  if (rc != MPI_SUCCESS) spdlog::error(release_ == Release::Disconnect ? "MPI_Comm_disconnect failed" : "MPI_Comm_free failed");
+  if (rc != MPI_SUCCESS)
+    spdlog::error(release_ == Release::Disconnect ? "MPI_Comm_disconnect failed" : "MPI_Comm_free failed");
 }
 
 Comm& Comm::operator=(Comm&& o) noexcept {

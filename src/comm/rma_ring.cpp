@@ -27,11 +27,14 @@ constexpr std::chrono::microseconds kHostMaxNap{50};
 constexpr std::uint32_t kHostYields = 64;  // osc ucx here: 4 yields -> 4k rec/s, 64 -> 17k (bench_ring)
 constexpr std::chrono::microseconds kRemoteMaxNap{1000};
 
-
 }  // namespace
 
 RmaRing::RmaRing(const Comm& comm, int host, RingGeometry geometry, Consumer consumer, std::string name)
-    : comm_(comm.raw()), host_(host), is_host_(comm.rank() == host), geo_(geometry), consumer_(consumer),
+    : comm_(comm.raw()),
+      host_(host),
+      is_host_(comm.rank() == host),
+      geo_(geometry),
+      consumer_(consumer),
       name_(std::move(name)) {
   if (geo_.slots < 2 || geo_.slot_bytes < 16 || geo_.slot_bytes % 8 != 0) {
     throw Error(fmt::format("ring '{}': {} slots of {} bytes; allowed: >= 2 slots of a multiple of 8 bytes >= 16",
@@ -51,7 +54,9 @@ RmaRing::RmaRing(const Comm& comm, int host, RingGeometry geometry, Consumer con
 
 RmaRing::~RmaRing() = default;
 
-std::uint64_t RmaRing::windowBytes(const RingGeometry& g) { return kHeaderBytes + 8 * g.slots + g.slots * g.slot_bytes; }
+std::uint64_t RmaRing::windowBytes(const RingGeometry& g) {
+  return kHeaderBytes + 8 * g.slots + g.slots * g.slot_bytes;
+}
 
 std::size_t RmaRing::maxRecordBytes() const {
   // MPI counts are ints: one record moves in at most two calls of < 2 GiB.
@@ -71,17 +76,18 @@ std::uint64_t RmaRing::slotsFor(std::size_t record_bytes) const {
 
 void RmaRing::checkSize(std::size_t record_bytes) const {
   if (record_bytes > maxRecordBytes()) {
-    throw RecordTooLarge(fmt::format("ring '{}': a record of {} bytes can never fit ({} slots x {} bytes hold at "
-                                     "most {} bytes); raise the ring's slots or slot_bytes",
-                                     name_, record_bytes, geo_.slots, geo_.slot_bytes, maxRecordBytes()));
+    throw RecordTooLarge(
+        fmt::format("ring '{}': a record of {} bytes can never fit ({} slots x {} bytes hold at "
+                    "most {} bytes); raise the ring's slots or slot_bytes",
+                    name_, record_bytes, geo_.slots, geo_.slot_bytes, maxRecordBytes()));
   }
 }
 
 std::uint64_t RmaRing::ticketsClaimed() { return readCounter(kTailOffset); }
 
 std::string RmaRing::describeState() {
-  const std::uint64_t head = consumer_ == Consumer::Host && is_host_ ? win_.localWord(kHeadOffset).load()
-                                                                      : readCounter(kHeadOffset);
+  const std::uint64_t head =
+      consumer_ == Consumer::Host && is_host_ ? win_.localWord(kHeadOffset).load() : readCounter(kHeadOffset);
   const std::uint64_t tail = readCounter(kTailOffset);
   std::string seqs;
   for (std::uint64_t i = 0; i < std::min<std::uint64_t>(geo_.slots, 16); ++i) {
@@ -219,8 +225,8 @@ void RmaRing::releaseSlots(std::uint64_t ticket, std::uint64_t k) {
   for (std::uint64_t done = 0; done < k;) {
     const std::uint64_t run = std::min(k - done, geo_.slots - (ticket + done) % geo_.slots);
     ASTRA_MPI_CHECK(MPI_Accumulate(seq_scratch_.data() + done, static_cast<int>(run), MPI_UINT64_T, host_,
-                                   static_cast<MPI_Aint>(seqOffset(ticket + done)), static_cast<int>(run),
-                                   MPI_UINT64_T, MPI_REPLACE, win_.raw()));
+                                   static_cast<MPI_Aint>(seqOffset(ticket + done)), static_cast<int>(run), MPI_UINT64_T,
+                                   MPI_REPLACE, win_.raw()));
     done += run;
   }
   win_.flush(host_);

@@ -7,9 +7,7 @@ namespace astraflow {
 namespace {
 
 // Key that puts the dataflow rank first (comm rank 0) and the others in world order.
-int hostFirstKey(const RoleMap& map, int world_rank) {
-  return world_rank == map.dataflowRank() ? -1 : world_rank;
-}
+int hostFirstKey(const RoleMap& map, int world_rank) { return world_rank == map.dataflowRank() ? -1 : world_rank; }
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 

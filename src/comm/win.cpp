@@ -40,10 +40,10 @@ Win Win::allocate(const Comm& comm, std::size_t local_bytes, const char* what) {
   long long worst[2] = {-1, 0};
   ASTRA_MPI_CHECK(MPI_Allreduce(mine, worst, 2, MPI_LONG_LONG, MPI_MAX, comm.raw()));
   if (worst[0] >= 0) {
-    throw WindowAllocationError(fmt::format(
-        "{}: window '{}' needs {} on rank {} of its communicator{}; reduce its size in the config",
-        processLocation(), what, humanBytes(static_cast<std::uint64_t>(worst[1])), worst[0],
-        fits ? "" : fmt::format(", this node has {} available", humanBytes(avail))));
+    throw WindowAllocationError(
+        fmt::format("{}: window '{}' needs {} on rank {} of its communicator{}; reduce its size in the config",
+                    processLocation(), what, humanBytes(static_cast<std::uint64_t>(worst[1])), worst[0],
+                    fits ? "" : fmt::format(", this node has {} available", humanBytes(avail))));
   }
 
   Win w;

@@ -99,11 +99,12 @@ void parseModel(YamlReader r, ModelConfig& m) {
     r.fail("kv_heads", fmt::format("given {}; allowed: a divisor of heads ({})", m.kv_heads, m.heads));
   }
   if (m.head_dim == 0 && m.d_model % m.heads != 0) {
-    r.fail("heads", fmt::format("given {}; allowed: a divisor of d_model ({}) unless head_dim is set", m.heads, m.d_model));
+    r.fail("heads",
+           fmt::format("given {}; allowed: a divisor of d_model ({}) unless head_dim is set", m.heads, m.d_model));
   }
   if (m.headDim() % 2 != 0) {
-    r.fail("head_dim", fmt::format("head size {} is odd; allowed: an even size (rotary embeddings pair dimensions)",
-                                   m.headDim()));
+    r.fail("head_dim",
+           fmt::format("head size {} is odd; allowed: an even size (rotary embeddings pair dimensions)", m.headDim()));
   }
   r.finish();
 }
@@ -117,8 +118,8 @@ void parseEnvironment(YamlReader r, EnvironmentOptions& e) {
   }
   e.corpus_size = static_cast<int>(r.getInt("corpus_size", e.corpus_size, 4, 10000, "facts"));
   e.max_turns = static_cast<int>(r.getInt("max_turns", e.max_turns, 1, 16, "turns"));
-  e.corpus_seed = static_cast<std::uint64_t>(r.getInt("corpus_seed", static_cast<std::int64_t>(e.corpus_seed), 0,
-                                                      std::numeric_limits<std::int64_t>::max()));
+  e.corpus_seed = static_cast<std::uint64_t>(
+      r.getInt("corpus_seed", static_cast<std::int64_t>(e.corpus_seed), 0, std::numeric_limits<std::int64_t>::max()));
   r.finish();
 }
 
@@ -225,7 +226,8 @@ void parseElastic(YamlReader r, ElasticSection& e) {
   e.target_file = r.getString("target_file", e.target_file);
   e.lease_seconds = r.getDouble("lease_seconds", e.lease_seconds, 0.5, 86400.0);
   e.spawn_max = static_cast<int>(r.getInt("spawn_max", e.spawn_max, 1, 1024, "ranks"));
-  if (e.mode != "off" && e.every == 0) r.fail("every", "0 with mode " + e.mode + "; allowed: >= 1 (decisions come with the reports)");
+  if (e.mode != "off" && e.every == 0)
+    r.fail("every", "0 with mode " + e.mode + "; allowed: >= 1 (decisions come with the reports)");
   if (e.tau_low > e.tau_high) {
     r.fail("tau_low", fmt::format("given {} above tau_high {}; allowed: tau_low <= tau_high (the dead band)", e.tau_low,
                                   e.tau_high));
@@ -266,7 +268,8 @@ std::vector<PolicySection> parsePolicies(YamlReader& top, const std::string& sou
 }
 
 void parseRing(YamlReader r, RingSection& ring) {
-  ring.slots = static_cast<std::uint64_t>(r.getInt("slots", static_cast<std::int64_t>(ring.slots), 2, 1 << 24, "slots"));
+  ring.slots =
+      static_cast<std::uint64_t>(r.getInt("slots", static_cast<std::int64_t>(ring.slots), 2, 1 << 24, "slots"));
   ring.slot_bytes = static_cast<std::uint64_t>(
       r.getInt("slot_bytes", static_cast<std::int64_t>(ring.slot_bytes), 16, 1ll << 30, "bytes"));
   if (ring.slot_bytes % 8 != 0) {
@@ -297,7 +300,8 @@ PluginSpec parsePluginSpec(YamlReader& r, const YAML::Node& node, const std::str
     }
     if (spec.kind.empty()) r.failAt(line, key_path + ".kind", "missing; every plug-in mapping needs a kind");
   } else {
-    r.failAt(line, key_path, "given " + detail::describe(node) + "; allowed: a plug-in name or {kind: name, parameters...}");
+    r.failAt(line, key_path,
+             "given " + detail::describe(node) + "; allowed: a plug-in name or {kind: name, parameters...}");
   }
   return spec;
 }
@@ -398,8 +402,9 @@ static std::vector<LayoutEntry> parseLayout(YamlReader& top, const std::vector<P
     out.push_back(std::move(e));
   }
   if (dataflow_entries == 0) {
-    top.fail("layout", "no dataflow entry; allowed: exactly one {role: dataflow, ranks: 1} (or, for a remote "
-                       "site's job, one {role: gateway, ranks: 1})");
+    top.fail("layout",
+             "no dataflow entry; allowed: exactly one {role: dataflow, ranks: 1} (or, for a remote "
+             "site's job, one {role: gateway, ranks: 1})");
   }
   if (gateway && !trainer_line.empty()) {
     top.failAt(trainer_line.begin()->second, "layout",
@@ -408,12 +413,16 @@ static std::vector<LayoutEntry> parseLayout(YamlReader& top, const std::vector<P
   }
   for (const auto& p : policies) {
     if (!gateway && !trainer_line.count(p.name)) {
-      top.failAt(p.line, "layout", fmt::format("policy '{}' has no trainer entry; every policy needs one "
-                                               "{{role: trainer, policy: {}}}", p.name, p.name));
+      top.failAt(p.line, "layout",
+                 fmt::format("policy '{}' has no trainer entry; every policy needs one "
+                             "{{role: trainer, policy: {}}}",
+                             p.name, p.name));
     }
     if (!served.count(p.name)) {
-      top.failAt(p.line, "layout", fmt::format("policy '{}' is served by no rollout entry; every policy needs "
-                                               "a {{role: rollout, policies: [{}]}}", p.name, p.name));
+      top.failAt(p.line, "layout",
+                 fmt::format("policy '{}' is served by no rollout entry; every policy needs "
+                             "a {{role: rollout, policies: [{}]}}",
+                             p.name, p.name));
     }
   }
   return out;
@@ -425,8 +434,8 @@ namespace {
 void applyOverride(YAML::Node& root, const std::string& setting, const std::string& source_name) {
   const auto eq = setting.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw ConfigError(fmt::format("{}: --set '{}': expected key.path=value (e.g. run.versions=4)", source_name,
-                                  setting));
+    throw ConfigError(
+        fmt::format("{}: --set '{}': expected key.path=value (e.g. run.versions=4)", source_name, setting));
   }
   std::vector<std::string> keys;
   std::stringstream path(setting.substr(0, eq));
@@ -467,8 +476,10 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   }
   Config cfg;
   cfg.source = source_name;
-  if (!root || root.IsNull()) throw ConfigError(source_name + ": the config is empty; it needs at least "
-                                                "`policies` and `layout`");
+  if (!root || root.IsNull())
+    throw ConfigError(source_name +
+                      ": the config is empty; it needs at least "
+                      "`policies` and `layout`");
   cfg.text = yaml_text;
   if (!overrides.empty()) {
     for (const auto& setting : overrides) applyOverride(root, setting, source_name);

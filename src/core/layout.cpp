@@ -20,8 +20,8 @@ std::string RankRole::label() const {
 RoleMap::RoleMap(const Config& config, int world_size) {
   const int needed = config.layoutRanks();
   if (needed != world_size) {
-    throw LayoutError(fmt::format("layout needs {} ranks, mpirun started {} (config {})", needed,
-                                  world_size, config.source));
+    throw LayoutError(
+        fmt::format("layout needs {} ranks, mpirun started {} (config {})", needed, world_size, config.source));
   }
   int next = 0;
   for (const auto& entry : config.layout) {
@@ -69,12 +69,12 @@ static std::string rankList(const std::vector<int>& ranks) {
 std::string RoleMap::describe() const {
   std::string out = fmt::format("role map ({} ranks)\n", ranks_.size());
   out += fmt::format("  {:<10} {:<10} {:<24} {}\n", "role", "ranks", "policy/pool", "world ranks");
-  out += fmt::format("  {:<10} {:<10} {:<24} {}\n", ranks_.at(dataflow_rank_).role == Role::Gateway ? "gateway" : "dataflow",
-                     1, "-", dataflow_rank_);
+  out += fmt::format("  {:<10} {:<10} {:<24} {}\n",
+                     ranks_.at(dataflow_rank_).role == Role::Gateway ? "gateway" : "dataflow", 1, "-", dataflow_rank_);
   for (const auto& g : trainer_groups_) {
     if (g.world_ranks.empty()) continue;
-    out += fmt::format("  {:<10} {:<10} {:<24} {}\n", "trainer", g.world_ranks.size(), g.policy,
-                       rankList(g.world_ranks));
+    out +=
+        fmt::format("  {:<10} {:<10} {:<24} {}\n", "trainer", g.world_ranks.size(), g.policy, rankList(g.world_ranks));
   }
   for (const auto& p : pools_) {
     out += fmt::format("  {:<10} {:<10} {:<24} {}\n", "rollout", p.world_ranks.size(),

@@ -17,7 +17,8 @@ double PluginSpec::number(const std::string& param, double fallback, double low,
   errno = 0;
   const double v = std::strtod(it->second.c_str(), &end);
   if (end == it->second.c_str() || *end != '\0' || errno != 0 || !(v >= low && v <= high)) {
-    throw ConfigError(fmt::format("{}.{}: given '{}'; allowed: a number in [{}, {}]", key, param, it->second, low, high));
+    throw ConfigError(
+        fmt::format("{}.{}: given '{}'; allowed: a number in [{}, {}]", key, param, it->second, low, high));
   }
   return v;
 }
@@ -30,7 +31,8 @@ std::int64_t PluginSpec::integer(const std::string& param, std::int64_t fallback
   errno = 0;
   const long long v = std::strtoll(it->second.c_str(), &end, 10);
   if (end == it->second.c_str() || *end != '\0' || errno != 0 || v < low || v > high) {
-    throw ConfigError(fmt::format("{}.{}: given '{}'; allowed: an integer in [{}, {}]", key, param, it->second, low, high));
+    throw ConfigError(
+        fmt::format("{}.{}: given '{}'; allowed: an integer in [{}, {}]", key, param, it->second, low, high));
   }
   return v;
 }

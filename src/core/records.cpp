@@ -25,8 +25,8 @@ std::size_t payloadSize(const Task& t) {
 }
 
 std::size_t payloadSize(const Trajectory& t) {
-  return 8 + 8 + 8 + 4 + sizeOf(t.policy) + sizeOf(t.role) + 4 + 4 + 8 + 8 + sizeOf(t.tokens) + sizeOf(t.behav_logprobs) +
-         sizeOf(t.policy_mask) + sizeOf(t.rewards) + 8 + 8 + 8 + 4 + 1;
+  return 8 + 8 + 8 + 4 + sizeOf(t.policy) + sizeOf(t.role) + 4 + 4 + 8 + 8 + sizeOf(t.tokens) +
+         sizeOf(t.behav_logprobs) + sizeOf(t.policy_mask) + sizeOf(t.rewards) + 8 + 8 + 8 + 4 + 1;
 }
 
 std::size_t payloadSize(const Batch& b) {
@@ -136,8 +136,8 @@ bool read(Reader& r, Task& t) {
 
 bool read(Reader& r, Trajectory& t) {
   return r.get(t.task_id, "task_id") && r.get(t.problem_id, "problem_id") && r.get(t.group_id, "group_id") &&
-         r.get(t.group_index, "group_index") && r.getString(t.policy, "policy") &&
-         r.getString(t.role, "role") && r.get(t.producer_rank, "producer_rank") && r.get(t.pool_uid, "pool_uid") &&
+         r.get(t.group_index, "group_index") && r.getString(t.policy, "policy") && r.getString(t.role, "role") &&
+         r.get(t.producer_rank, "producer_rank") && r.get(t.pool_uid, "pool_uid") &&
          r.get(t.weight_version_min, "weight_version_min") && r.get(t.weight_version_max, "weight_version_max") &&
          r.getArray(t.tokens, "tokens") && r.getArray(t.behav_logprobs, "behav_logprobs") &&
          r.getArray(t.policy_mask, "policy_mask") && r.getArray(t.rewards, "rewards") &&

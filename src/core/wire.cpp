@@ -105,7 +105,8 @@ bool readHeader(std::span<const std::byte> bytes, std::uint32_t expected_magic, 
     return false;
   }
   if (flags != 0) {
-    error = fmt::format("{}: unsupported flags 0x{:04x} (format_version {} defines none)", what, flags, kWireFormatVersion);
+    error =
+        fmt::format("{}: unsupported flags 0x{:04x} (format_version {} defines none)", what, flags, kWireFormatVersion);
     return false;
   }
   if (payload > bytes.size() - kWireHeaderBytes) {

@@ -35,10 +35,10 @@ std::vector<std::string> WorkflowSection::policies() const {
 namespace {
 
 struct KindSpec {
-  std::vector<std::string> roles;                            // in the only order the kind runs them
-  std::map<std::string, std::vector<std::string>> rewards;   // allowed rules per role, default first
-  std::map<std::string, std::string> context;                // default templates
-  bool loops;                                                // needs a turn limit
+  std::vector<std::string> roles;                           // in the only order the kind runs them
+  std::map<std::string, std::vector<std::string>> rewards;  // allowed rules per role, default first
+  std::map<std::string, std::string> context;               // default templates
+  bool loops;                                               // needs a turn limit
 };
 
 const std::map<std::string, KindSpec>& kinds() {
@@ -68,15 +68,16 @@ void checkTemplate(YamlReader& r, int line, const std::string& key_path, const s
     }
     const std::string name = text.substr(i + 1, close - i - 1);
     if (std::find(kPlaceholders.begin(), kPlaceholders.end(), name) == kPlaceholders.end()) {
-      r.failAt(line, key_path, fmt::format("unknown placeholder {{{}}} in '{}'; allowed: {{{}}}", name, text,
-                                           fmt::join(kPlaceholders, "} {")));
+      r.failAt(line, key_path,
+               fmt::format("unknown placeholder {{{}}} in '{}'; allowed: {{{}}}", name, text,
+                           fmt::join(kPlaceholders, "} {")));
     }
   }
 }
 
 // A mapping role → scalar; keys must be roles of the workflow.
 std::map<std::string, std::pair<std::string, int>> roleMap(YamlReader& r, const std::string& key,
-                                                            const std::vector<std::string>& roles) {
+                                                           const std::vector<std::string>& roles) {
   std::map<std::string, std::pair<std::string, int>> out;
   const auto node = r.raw(key);
   if (!node) return out;
@@ -86,9 +87,11 @@ std::map<std::string, std::pair<std::string, int>> roleMap(YamlReader& r, const 
     const int line = kv.first.Mark().line + 1;
     const std::string path = r.keyPath(key) + "." + role;
     if (std::find(roles.begin(), roles.end(), role) == roles.end()) {
-      r.failAt(line, path, fmt::format("'{}' is not a role of this workflow; allowed: {}", role, fmt::join(roles, ", ")));
+      r.failAt(line, path,
+               fmt::format("'{}' is not a role of this workflow; allowed: {}", role, fmt::join(roles, ", ")));
     }
-    if (!kv.second.IsScalar()) r.failAt(line, path, "given " + detail::describe(kv.second) + "; allowed: a name or text");
+    if (!kv.second.IsScalar())
+      r.failAt(line, path, "given " + detail::describe(kv.second) + "; allowed: a name or text");
     out[role] = {kv.second.Scalar(), line};
   }
   return out;
@@ -125,13 +128,15 @@ void parseWorkflow(YamlReader r, Config& cfg) {
     order = r.requireStringList("order");
     for (std::size_t i = 0; i < order.size(); ++i) {
       if (!roles.count(order[i])) {
-        r.failAt(r.lineOf("order"), fmt::format("{}[{}]", r.keyPath("order"), i),
-                 fmt::format("'{}' is not a role of this workflow; allowed: {}", order[i], fmt::join(spec.roles, ", ")));
+        r.failAt(
+            r.lineOf("order"), fmt::format("{}[{}]", r.keyPath("order"), i),
+            fmt::format("'{}' is not a role of this workflow; allowed: {}", order[i], fmt::join(spec.roles, ", ")));
       }
     }
     if (order != spec.roles) {
       r.fail("order", fmt::format("given [{}]; allowed: [{}] (the {} workflow runs its roles in this order, each once "
-                                  "per round)", fmt::join(order, ", "), fmt::join(spec.roles, ", "), wf.kind));
+                                  "per round)",
+                                  fmt::join(order, ", "), fmt::join(spec.roles, ", "), wf.kind));
     }
   }
   const auto context = roleMap(r, "context", spec.roles);
@@ -149,7 +154,8 @@ void parseWorkflow(YamlReader r, Config& cfg) {
     if (!used_policies.insert(policy).second) {
       r.failAt(line, r.keyPath("roles") + "." + role,
                fmt::format("policy '{}' already serves another role; allowed: one policy per role (each role's "
-                           "trajectories form its own policy's GRPO groups)", policy));
+                           "trajectories form its own policy's GRPO groups)",
+                           policy));
     }
     out.context = spec.context.at(role);
     if (auto it = context.find(role); it != context.end()) {
@@ -189,9 +195,10 @@ void parseWorkflow(YamlReader r, Config& cfg) {
   const auto team = wf.policies();
   for (const auto& p : cfg.policies) {
     if (std::find(team.begin(), team.end(), p.name) == team.end()) {
-      throw ConfigError(fmt::format("{}:{}: policies: policy '{}' is used by no role of workflow {} (its trainer "
-                                    "would never get data); allowed: a policy of workflow.roles",
-                                    source, p.line, p.name, wf.kind));
+      throw ConfigError(
+          fmt::format("{}:{}: policies: policy '{}' is used by no role of workflow {} (its trainer "
+                      "would never get data); allowed: a policy of workflow.roles",
+                      source, p.line, p.name, wf.kind));
     }
   }
   bool served = false;
@@ -202,9 +209,10 @@ void parseWorkflow(YamlReader r, Config& cfg) {
     });
   }
   if (!served) {
-    throw ConfigError(fmt::format("{}: layout: no rollout entry serves every policy of workflow {} (a team episode "
-                                  "runs on one rank); allowed: a {{role: rollout, policies: [{}]}}",
-                                  source, wf.kind, fmt::join(team, ", ")));
+    throw ConfigError(
+        fmt::format("{}: layout: no rollout entry serves every policy of workflow {} (a team episode "
+                    "runs on one rank); allowed: a {{role: rollout, policies: [{}]}}",
+                    source, wf.kind, fmt::join(team, ", ")));
   }
   // Route each role's trajectories to its policy's trainer unless the config chose a router.
   auto& router = cfg.dataflow.router;

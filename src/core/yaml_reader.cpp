@@ -4,8 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <charconv>
-#include <optional>
 #include <limits>
+#include <optional>
 
 namespace astraflow::detail {
 
@@ -19,14 +19,11 @@ std::string describe(const YAML::Node& node) {
 YamlReader::YamlReader(YAML::Node node, std::string path, const std::string& source)
     : node_(std::move(node)), path_(std::move(path)), source_(source) {
   if (node_ && !node_.IsNull() && !node_.IsMap()) {
-    failAt(line(), path_.empty() ? "(top level)" : path_,
-           "expected a mapping of keys, given " + describe(node_));
+    failAt(line(), path_.empty() ? "(top level)" : path_, "expected a mapping of keys, given " + describe(node_));
   }
 }
 
-std::string YamlReader::keyPath(const std::string& key) const {
-  return path_.empty() ? key : path_ + "." + key;
-}
+std::string YamlReader::keyPath(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
 int YamlReader::line() const {
   if (!node_) return 0;
@@ -66,10 +63,9 @@ std::optional<YAML::Node> YamlReader::valueOf(const std::string& key) {
   return v;
 }
 
-std::int64_t YamlReader::toInt(const YAML::Node& v, const std::string& key, std::int64_t min,
-                               std::int64_t max, const char* unit) const {
-  const std::string range = fmt::format("an integer in [{}, {}]{}{}", min, max,
-                                        *unit ? " " : "", unit);
+std::int64_t YamlReader::toInt(const YAML::Node& v, const std::string& key, std::int64_t min, std::int64_t max,
+                               const char* unit) const {
+  const std::string range = fmt::format("an integer in [{}, {}]{}{}", min, max, *unit ? " " : "", unit);
   if (!v.IsScalar()) fail(key, "given " + describe(v) + "; allowed: " + range);
   const std::string& s = v.Scalar();
   std::int64_t out = 0;
@@ -81,14 +77,13 @@ std::int64_t YamlReader::toInt(const YAML::Node& v, const std::string& key, std:
   return out;
 }
 
-std::int64_t YamlReader::getInt(const std::string& key, std::int64_t fallback, std::int64_t min,
-                                std::int64_t max, const char* unit) {
+std::int64_t YamlReader::getInt(const std::string& key, std::int64_t fallback, std::int64_t min, std::int64_t max,
+                                const char* unit) {
   const auto v = valueOf(key);
   return v ? toInt(*v, key, min, max, unit) : fallback;
 }
 
-std::int64_t YamlReader::requireInt(const std::string& key, std::int64_t min, std::int64_t max,
-                                    const char* unit) {
+std::int64_t YamlReader::requireInt(const std::string& key, std::int64_t min, std::int64_t max, const char* unit) {
   const auto v = valueOf(key);
   if (!v) fail(key, fmt::format("required key is missing; allowed: an integer in [{}, {}]", min, max));
   return toInt(*v, key, min, max, unit);
@@ -152,8 +147,7 @@ std::string YamlReader::getChoice(const std::string& key, const std::string& fal
   fail(key, "given " + describe(*v) + "; allowed: " + joinChoices(allowed));
 }
 
-std::string YamlReader::requireChoice(const std::string& key,
-                                      const std::vector<std::string>& allowed) {
+std::string YamlReader::requireChoice(const std::string& key, const std::vector<std::string>& allowed) {
   if (!valueOf(key)) fail(key, "required key is missing; allowed: " + joinChoices(allowed));
   return getChoice(key, "", allowed);
 }

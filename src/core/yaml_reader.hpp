@@ -19,16 +19,14 @@ class YamlReader {
   YamlReader(YAML::Node node, std::string path, const std::string& source);
 
   bool has(const std::string& key) const;
-  std::int64_t getInt(const std::string& key, std::int64_t fallback, std::int64_t min,
-                      std::int64_t max, const char* unit = "");
-  std::int64_t requireInt(const std::string& key, std::int64_t min, std::int64_t max,
-                          const char* unit = "");
+  std::int64_t getInt(const std::string& key, std::int64_t fallback, std::int64_t min, std::int64_t max,
+                      const char* unit = "");
+  std::int64_t requireInt(const std::string& key, std::int64_t min, std::int64_t max, const char* unit = "");
   double getDouble(const std::string& key, double fallback, double min, double max);
   bool getBool(const std::string& key, bool fallback);
   std::string getString(const std::string& key, const std::string& fallback);
   std::string requireString(const std::string& key);
-  std::string getChoice(const std::string& key, const std::string& fallback,
-                        const std::vector<std::string>& allowed);
+  std::string getChoice(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed);
   std::string requireChoice(const std::string& key, const std::vector<std::string>& allowed);
   std::vector<std::string> requireStringList(const std::string& key);
 
@@ -52,8 +50,8 @@ class YamlReader {
 
  private:
   std::optional<YAML::Node> valueOf(const std::string& key);  // marks known; nullopt when absent or null
-  std::int64_t toInt(const YAML::Node& v, const std::string& key, std::int64_t min,
-                     std::int64_t max, const char* unit) const;
+  std::int64_t toInt(const YAML::Node& v, const std::string& key, std::int64_t min, std::int64_t max,
+                     const char* unit) const;
 
   YAML::Node node_;
   std::string path_;

@@ -73,15 +73,16 @@ std::string formatBalanceReport(const BalanceReport& r) {
   s += "--- Production ---\n";
   s += fmt::format("total_raas_ranks : {}\nproduced : {}\nentered : {}\naccept_rate : {:.4f}\nconsumed : {}\n", r.g,
                    r.produced, r.accepted, ratio(r.accepted, r.produced), r.consumed);
-  s += fmt::format("stale_skipped : {}\nstale_rate : {:.4f}\nthroughput_per_rank : {:.2f}\nproduce_consume_ratio : {:.4f}\n",
-                   r.stale, ratio(r.stale, r.accepted), ratio(r.accepted, r.g), ratio(r.accepted, r.consumed));
+  s += fmt::format(
+      "stale_skipped : {}\nstale_rate : {:.4f}\nthroughput_per_rank : {:.2f}\nproduce_consume_ratio : {:.4f}\n",
+      r.stale, ratio(r.stale, r.accepted), ratio(r.accepted, r.g), ratio(r.accepted, r.consumed));
   s += "--- Scaling decision ---\n";
   s += fmt::format("branch : {}\nG_target : {}\nestimated_delta_ranks : {:+d}\nweight_transfer_active : {}\n",
                    branchName(r.decision.branch), r.decision.g_target, r.decision.g_target - r.g,
                    r.weight_transfer_active ? "true" : "false");
   s += fmt::format("--- RaaS Instance Layout (last {} iterations) ---\n", r.iterations);
-  s += fmt::format("{:<16} {:>5} {:>9} {:>9} {:>11} {:>15} {}\n", "uid", "ranks", "produced", "accepted",
-                   "accept_rate", "throughput/rank", "status");
+  s += fmt::format("{:<16} {:>5} {:>9} {:>9} {:>11} {:>15} {}\n", "uid", "ranks", "produced", "accepted", "accept_rate",
+                   "throughput/rank", "status");
   int ranks = 0;
   std::uint64_t produced = 0, accepted = 0;
   bool accepted_known = true;
@@ -106,48 +107,48 @@ std::string formatBalanceReport(const BalanceReport& r) {
 std::string balanceReportJson(const BalanceReport& r, const BalanceParams& p) {
   nlohmann::json instances = nlohmann::json::array();
   for (const auto& i : r.instances) {
-    instances.push_back({{"uid", i.uid},
-                         {"ranks", i.ranks},
-                         {"produced", i.produced},
-                         {"accepted", i.accepted ? nlohmann::json(*i.accepted) : nlohmann::json(nullptr)},
-                         {"accept_rate", i.accepted ? nlohmann::json(ratio(*i.accepted, i.produced)) : nlohmann::json(nullptr)},
-                         {"throughput_per_rank", ratio(i.accepted.value_or(i.produced), i.ranks)},
-                         {"status", i.status}});
+    instances.push_back(
+        {{"uid", i.uid},
+         {"ranks", i.ranks},
+         {"produced", i.produced},
+         {"accepted", i.accepted ? nlohmann::json(*i.accepted) : nlohmann::json(nullptr)},
+         {"accept_rate", i.accepted ? nlohmann::json(ratio(*i.accepted, i.produced)) : nlohmann::json(nullptr)},
+         {"throughput_per_rank", ratio(i.accepted.value_or(i.produced), i.ranks)},
+         {"status", i.status}});
   }
-  const nlohmann::json j = {
-      {"version", r.version_last},
-      {"source", r.source},
-      {"window",
-       {{"iterations", r.iterations},
-        {"version_first", r.version_first},
-        {"version_last", r.version_last},
-        {"wall_time_sec", r.wall_s},
-        {"eval_time_sec", r.eval_s},
-        {"training_time_sec", r.training_s},
-        {"avg_step_time_sec", r.avg_step_s},
-        {"avg_batch_wait_sec", r.avg_wait_s},
-        {"rollout_wait_fraction", r.wait_fraction}}},
-      {"production",
-       {{"total_raas_ranks", r.g},
-        {"produced", r.produced},
-        {"entered", r.accepted},
-        {"accept_rate", ratio(r.accepted, r.produced)},
-        {"consumed", r.consumed},
-        {"stale_skipped", r.stale},
-        {"stale_rate", ratio(r.stale, r.accepted)},
-        {"throughput_per_rank", ratio(r.accepted, r.g)},
-        {"produce_consume_ratio", ratio(r.accepted, r.consumed)}}},
-      {"scaling_decision",
-       {{"branch", branchName(r.decision.branch)},
-        {"G_target", r.decision.g_target},
-        {"estimated_delta_ranks", r.decision.g_target - r.g},
-        {"weight_transfer_active", r.weight_transfer_active},
-        {"tau_low", p.tau_low},
-        {"tau_high", p.tau_high},
-        {"rho", p.rho},
-        {"G_min", p.g_min},
-        {"G_max", p.g_max}}},
-      {"instances", instances}};
+  const nlohmann::json j = {{"version", r.version_last},
+                            {"source", r.source},
+                            {"window",
+                             {{"iterations", r.iterations},
+                              {"version_first", r.version_first},
+                              {"version_last", r.version_last},
+                              {"wall_time_sec", r.wall_s},
+                              {"eval_time_sec", r.eval_s},
+                              {"training_time_sec", r.training_s},
+                              {"avg_step_time_sec", r.avg_step_s},
+                              {"avg_batch_wait_sec", r.avg_wait_s},
+                              {"rollout_wait_fraction", r.wait_fraction}}},
+                            {"production",
+                             {{"total_raas_ranks", r.g},
+                              {"produced", r.produced},
+                              {"entered", r.accepted},
+                              {"accept_rate", ratio(r.accepted, r.produced)},
+                              {"consumed", r.consumed},
+                              {"stale_skipped", r.stale},
+                              {"stale_rate", ratio(r.stale, r.accepted)},
+                              {"throughput_per_rank", ratio(r.accepted, r.g)},
+                              {"produce_consume_ratio", ratio(r.accepted, r.consumed)}}},
+                            {"scaling_decision",
+                             {{"branch", branchName(r.decision.branch)},
+                              {"G_target", r.decision.g_target},
+                              {"estimated_delta_ranks", r.decision.g_target - r.g},
+                              {"weight_transfer_active", r.weight_transfer_active},
+                              {"tau_low", p.tau_low},
+                              {"tau_high", p.tau_high},
+                              {"rho", p.rho},
+                              {"G_min", p.g_min},
+                              {"G_max", p.g_max}}},
+                            {"instances", instances}};
   return j.dump(2);
 }
 

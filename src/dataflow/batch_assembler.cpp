@@ -147,8 +147,9 @@ std::int64_t BatchAssembler::admissionRoom(std::int64_t version, std::int64_t in
   // Only the fresh share f of each batch consumes new data (a replay sampler fills the rest), so
   // the rule runs on f·B: with plain B, producers would run ahead and their data age past η.
   const double fresh_batch = sampler_->freshFraction() * static_cast<double>(b);
-  const auto room = static_cast<std::int64_t>(std::floor(static_cast<double>(max_staleness_ + version + 1) * fresh_batch)) -
-                    static_cast<std::int64_t>(counters_.consumed) - in_flight - static_cast<std::int64_t>(buffered());
+  const auto room =
+      static_cast<std::int64_t>(std::floor(static_cast<double>(max_staleness_ + version + 1) * fresh_batch)) -
+      static_cast<std::int64_t>(counters_.consumed) - in_flight - static_cast<std::int64_t>(buffered());
   return std::max<std::int64_t>(room, 0);
 }
 

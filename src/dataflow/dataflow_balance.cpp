@@ -83,8 +83,9 @@ void DataflowRank::balanceReport(const PolicyState& lead, std::int64_t v) {
     return i >= 0 && i < static_cast<std::int64_t>(times.size()) ? times[static_cast<std::size_t>(i)] : -1.0;
   };
   auto clock = [&](std::int64_t i) {
-    return i >= 0 && i < static_cast<std::int64_t>(lead.trainer_clock.size()) ? lead.trainer_clock[static_cast<std::size_t>(i)]
-                                                                             : TrainerClock{-1, -1};
+    return i >= 0 && i < static_cast<std::int64_t>(lead.trainer_clock.size())
+               ? lead.trainer_clock[static_cast<std::size_t>(i)]
+               : TrainerClock{-1, -1};
   };
   // A resumed trainer's clock restarts at zero: the window then starts at the first version
   // this segment published.

@@ -27,7 +27,8 @@ std::uint64_t* counterField(AssemblerCounters& c, int i) {
 }
 
 constexpr int kPluginCounters = 6;
-const char* const kPluginCounterNames[kPluginCounters] = {"admitted", "skipped", "kept", "dropped", "replayed", "errors"};
+const char* const kPluginCounterNames[kPluginCounters] = {"admitted", "skipped",  "kept",
+                                                          "dropped",  "replayed", "errors"};
 
 std::uint64_t* pluginCounterField(PluginCounters& c, int i) {
   std::uint64_t* fields[kPluginCounters] = {&c.admitted, &c.skipped, &c.kept, &c.dropped, &c.replayed, &c.errors};
@@ -85,7 +86,8 @@ std::uint64_t writeDataflowCheckpoint(const fs::path& run_dir, const DataflowSna
     for (const auto& [policy, c] : snap.counters) {
       auto g = counters.createGroup(policy);
       AssemblerCounters copy = c;
-      for (int i = 0; i < kCounters; ++i) g.writeAttribute(kCounterNames[i], static_cast<std::int64_t>(*counterField(copy, i)));
+      for (int i = 0; i < kCounters; ++i)
+        g.writeAttribute(kCounterNames[i], static_cast<std::int64_t>(*counterField(copy, i)));
     }
     auto plugins = df.createGroup("plugins");
     for (const auto& p : snap.plugins) {
@@ -148,10 +150,12 @@ DataflowSnapshot readDataflowCheckpoint(const fs::path& run_dir, std::int64_t ve
       for (const auto& name : plugins.childNames()) {
         auto ds = plugins.openDataset(name);
         const auto states = ds.readStrings();
-        if (states.size() != 1) throw Error(fmt::format("dataset dataflow/plugins/{}: {} rows, expected 1", name, states.size()));
+        if (states.size() != 1)
+          throw Error(fmt::format("dataset dataflow/plugins/{}: {} rows, expected 1", name, states.size()));
         PluginSnapshot p{name, states.front(), {}};
         for (int i = 0; i < kPluginCounters; ++i) {
-          *pluginCounterField(p.counters, i) = static_cast<std::uint64_t>(ds.readInt64Attribute(kPluginCounterNames[i]));
+          *pluginCounterField(p.counters, i) =
+              static_cast<std::uint64_t>(ds.readInt64Attribute(kPluginCounterNames[i]));
         }
         snap.plugins.push_back(std::move(p));
       }

@@ -47,13 +47,13 @@ struct PolicyState {
   std::unique_ptr<BatchAssembler> assembler;
   std::vector<int> pools;  // pools serving the policy
   std::size_t next_pool = 0;
-  std::int64_t published = -1;  // newest published version
-  std::int64_t next_batch = 0;  // batch i is built for trainer version i
-  std::int64_t target = 0;      // last version of the run (run.versions, or where a wall-time stop fell)
+  std::int64_t published = -1;    // newest published version
+  std::int64_t next_batch = 0;    // batch i is built for trainer version i
+  std::int64_t target = 0;        // last version of the run (run.versions, or where a wall-time stop fell)
   std::deque<Batch> unconfirmed;  // served, not yet trained (id >= published)
   std::optional<std::vector<std::byte>> pending_batch;  // encoded, waiting for ring space
-  std::int64_t in_flight = 0;   // training tasks admitted, trajectories not yet received
-  std::deque<Task> outbox;      // admitted tasks waiting for task-ring space
+  std::int64_t in_flight = 0;                           // training tasks admitted, trajectories not yet received
+  std::deque<Task> outbox;                              // admitted tasks waiting for task-ring space
   // Progress between two progress lines.
   double reward_sum = 0;
   std::uint64_t reward_count = 0;
@@ -143,12 +143,12 @@ class DataflowRank {
   std::vector<std::uint64_t> prompt_order_;  // this epoch's order of the prompt pool
   std::uint64_t prompt_epoch_ = ~std::uint64_t{0};
   std::mt19937_64 curator_rng_;
-  std::unique_ptr<SiteHub> hub_;  // cross_site.listen: remote sites' gateways
+  std::unique_ptr<SiteHub> hub_;           // cross_site.listen: remote sites' gateways
   std::unique_ptr<ElasticPools> elastic_;  // elastic.mode auto|external: spawned pools
   int spawn_failures_in_row_ = 0;
   double spawn_retry_at_ = 0;
-  std::map<std::int64_t, InstanceTally> instances_;  // this balance window, by instanceKey
-  BookTotals report_base_;                          // totals at the previous report
+  std::map<std::int64_t, InstanceTally> instances_;    // this balance window, by instanceKey
+  BookTotals report_base_;                             // totals at the previous report
   std::vector<std::pair<double, double>> eval_spans_;  // finished evaluation rounds: (start, end)
 };
 

@@ -85,7 +85,8 @@ bool DataflowRank::nextAdmittedProblem(std::int64_t version, std::uint64_t& prob
       try {
         admitted = c->admit(prompt, curator_rng_);
       } catch (const std::exception& e) {
-        if (c->counters().errors++ < 3) spdlog::warn("curator {}: admit failed (prompt admitted): {}", c->name(), e.what());
+        if (c->counters().errors++ < 3)
+          spdlog::warn("curator {}: admit failed (prompt admitted): {}", c->name(), e.what());
         admitted = true;
       }
       if (!admitted) break;
@@ -116,11 +117,12 @@ void DataflowRank::progressLine(PolicyState& p) {
       break;
     }
   }
-  spdlog::info("{} v{:<4} reward {:.3f} | eval {} | trainer wait {:.0f}% | {:.1f} traj/s | produced {} consumed {} "
-               "buffered {} stale {} filtered {}",
-               p.name, p.published, p.reward_count ? p.reward_sum / static_cast<double>(p.reward_count) : 0.0, eval,
-               wait + busy > 0 ? 100.0 * wait / (wait + busy) : 0.0, static_cast<double>(c.produced) / elapsed,
-               c.produced, c.consumed, p.assembler->buffered(), c.stale_dropped, c.filtered);
+  spdlog::info(
+      "{} v{:<4} reward {:.3f} | eval {} | trainer wait {:.0f}% | {:.1f} traj/s | produced {} consumed {} "
+      "buffered {} stale {} filtered {}",
+      p.name, p.published, p.reward_count ? p.reward_sum / static_cast<double>(p.reward_count) : 0.0, eval,
+      wait + busy > 0 ? 100.0 * wait / (wait + busy) : 0.0, static_cast<double>(c.produced) / elapsed, c.produced,
+      c.consumed, p.assembler->buffered(), c.stale_dropped, c.filtered);
   p.reward_sum = 0;
   p.reward_count = 0;
   const double now = w_.now();

@@ -26,10 +26,10 @@ DataflowRank::DataflowRank(RunWiring& w)
     p.target = w.cfg.run.versions;
     std::vector<std::unique_ptr<Filter>> filters;
     for (const auto& spec : cfg_.dataflow.filters) filters.push_back(makeFilter(spec));
-    p.assembler = std::make_unique<BatchAssembler>(p.name, cfg_.rollout.group_size, cfg_.trainer.groups_per_step,
-                                                   cfg_.run.mode == "sync" ? 0 : cfg_.dataflow.max_staleness,
-                                                   std::move(filters), makeSampler(cfg_.dataflow.sampler),
-                                                   cfg_.run.seed * 1009 + g);
+    p.assembler =
+        std::make_unique<BatchAssembler>(p.name, cfg_.rollout.group_size, cfg_.trainer.groups_per_step,
+                                         cfg_.run.mode == "sync" ? 0 : cfg_.dataflow.max_staleness, std::move(filters),
+                                         makeSampler(cfg_.dataflow.sampler), cfg_.run.seed * 1009 + g);
     p.assembler->setEntryObserver([this](const Trajectory& t, bool entered) {
       if (entered) instances_[instanceKey(t)].entered++;
     });
@@ -200,7 +200,8 @@ void DataflowRank::route(Trajectory t) {
                round.expected);
       std::string roles;  // each role's own mean reward, for a team
       for (const auto& [role, sum] : round.role_reward) {
-        roles += fmt::format("{}{} {:.3f}", roles.empty() ? "; " : ", ", role, sum / static_cast<double>(round.expected));
+        roles +=
+            fmt::format("{}{} {:.3f}", roles.empty() ? "; " : ", ", role, sum / static_cast<double>(round.expected));
       }
       spdlog::info("eval: held-out greedy {} {:.3f} on {} problems (weights v{}{}{})",
                    roles.empty() ? "accuracy" : "team accuracy", round.accuracy(), round.expected, round.version_low,
@@ -222,8 +223,9 @@ void DataflowRank::route(Trajectory t) {
   }
   if (target < 0 || target >= static_cast<int>(policies_.size())) {
     // Unroutable: counted, and still kept by the policy that asked for it, so nothing is lost.
-    if (unroutable_++ < 5) spdlog::warn("router {}: no trainer for the trajectory of task {} (policy '{}')",
-                                        router_->name(), t.task_id, t.policy);
+    if (unroutable_++ < 5)
+      spdlog::warn("router {}: no trainer for the trajectory of task {} (policy '{}')", router_->name(), t.task_id,
+                   t.policy);
     target = -1;
     for (std::size_t i = 0; i < policies_.size(); ++i) {
       if (policies_[i].name == t.policy) target = static_cast<int>(i);
@@ -258,9 +260,10 @@ bool DataflowRank::serve() {
       }
       auto bytes = encode(*batch);
       if (bytes.size() > ring.maxRecordBytes()) {
-        throw Error(fmt::format("a batch of policy '{}' takes {} bytes but dataflow.batch_ring holds at most {}; "
-                                "raise dataflow.batch_ring.slots or slot_bytes",
-                                p.name, bytes.size(), ring.maxRecordBytes()));
+        throw Error(
+            fmt::format("a batch of policy '{}' takes {} bytes but dataflow.batch_ring holds at most {}; "
+                        "raise dataflow.batch_ring.slots or slot_bytes",
+                        p.name, bytes.size(), ring.maxRecordBytes()));
       }
       w_.event("serve_batch", t, batch->trainer_version, bytes.size(), batch->trajectories.size());
       for (const auto& [s, n] : staleness) w_.event("batch_staleness", t, s, 0, n);
@@ -327,9 +330,9 @@ bool DataflowRank::admitUnit(const AdmissionUnit& unit) {
     groups = std::min(room / group_size, needed / group_size + (needed > 0 ? 1 : 0));
   }
   // Keep the outbox short: admission happens as task-ring space frees up, not all at once.
-  groups = std::min<std::int64_t>(groups, std::max<std::int64_t>(0, 2 * cfg_.trainer.groups_per_step -
-                                                                         static_cast<std::int64_t>(carrier.outbox.size()) /
-                                                                             group_size));
+  groups = std::min<std::int64_t>(
+      groups, std::max<std::int64_t>(
+                  0, 2 * cfg_.trainer.groups_per_step - static_cast<std::int64_t>(carrier.outbox.size()) / group_size));
   bool did = false;
   for (std::int64_t g = 0; g < groups; ++g) {
     std::uint64_t problem = 0;
@@ -364,7 +367,9 @@ void DataflowRank::startEval(std::int64_t min_version) {
     t.metadata[kTaskMinVersionKey] = std::to_string(min_version);
     if (cfg_.workflow.multiAgent()) {
       for (const auto& q : policies_) {
-        if (&q != &p) t.metadata[std::string(kTaskMinVersionKey) + "." + q.name] = std::to_string(std::max<std::int64_t>(q.published, 0));
+        if (&q != &p)
+          t.metadata[std::string(kTaskMinVersionKey) + "." + q.name] =
+              std::to_string(std::max<std::int64_t>(q.published, 0));
       }
     }
     eval_tasks_[t.task_id] = {index, per_task};
@@ -446,7 +451,8 @@ RankReport DataflowRank::run() {
     if (!wall_stop && cfg_.run.max_wall_seconds > 0 && w_.segmentSeconds() > cfg_.run.max_wall_seconds) {
       wall_stop = true;
       for (auto& p : policies_) p.target = std::min(p.target, p.next_batch);
-      spdlog::info("run.max_wall_seconds ({:.0f} s) reached: finishing the batches already served", cfg_.run.max_wall_seconds);
+      spdlog::info("run.max_wall_seconds ({:.0f} s) reached: finishing the batches already served",
+                   cfg_.run.max_wall_seconds);
     }
     if (did) {
       backoff.reset();
@@ -487,7 +493,9 @@ RankReport DataflowRank::run() {
   endStreams();
   // Local rollout ranks and those of every remote site that joined (a lost site's ranks count
   // as ended: they will send nothing more).
-  auto expected = [&] { return rollout_ranks + (hub_ ? hub_->rolloutRanks() : 0) + (elastic_ ? elastic_->ranksEver() : 0); };
+  auto expected = [&] {
+    return rollout_ranks + (hub_ ? hub_->rolloutRanks() : 0) + (elastic_ ? elastic_->ranksEver() : 0);
+  };
   auto ended = [&] { return rollout_ended_ + (hub_ ? hub_->lostRanks() : 0) + (elastic_ ? elastic_->ranksDone() : 0); };
   while (ended() < expected()) {
     if (elastic_) elastic_->reap();

@@ -130,7 +130,8 @@ bool ElasticPools::spawn(int ranks) {
   // The mirrors start at every policy's current version.
   for (std::size_t g = 0; g < home_.weight_stores.size(); ++g) {
     auto& store = *home_.weight_stores[g];
-    if (store.publishedVersion() >= 0) p->wiring->weight_stores[g]->publish(store.publishedVersion(), store.publishedBytes());
+    if (store.publishedVersion() >= 0)
+      p->wiring->weight_stores[g]->publish(store.publishedVersion(), store.publishedBytes());
   }
   p->last_heard = home_.now();
   spawned_ranks_ += static_cast<std::uint64_t>(ranks);
@@ -269,7 +270,8 @@ bool ElasticPools::progress(const std::function<void(Task)>& reissue) {
     }
     if (p->state == SpawnedPool::State::Lost) continue;
     if (!p->leased.empty() && now - p->last_heard > home_.cfg.elastic.lease_seconds) {
-      lose(*p, fmt::format("silent for {:.0f} s with {} task(s) leased", now - p->last_heard, p->leased.size()), reissue);
+      lose(*p, fmt::format("silent for {:.0f} s with {} task(s) leased", now - p->last_heard, p->leased.size()),
+           reissue);
       did = true;
     }
   }
@@ -383,35 +385,35 @@ int runSpawnedPool(int argc, char** argv, const RolloutLoop& rollout) {
   ASTRA_MPI_CHECK(MPI_Bcast(&clock, 1, MPI_DOUBLE, 0, merged.raw()));
   const int size = merged.size();
   try {
-  const Config base = parseConfig(text, "spawned pool");
-  const Config view = poolView(base, size - 1, fmt::format("spawn{}", k));
-  const RoleMap map(view, size);
-  RoleComms comms = RoleComms::split(map, merged.raw());
-  RunWiring w(view, map, comms);
-  w.run_dir = dir;
-  w.t0 = MPI_Wtime() - clock;
-  w.rank_label_offset = kSpawnRankLabel * (k + 1);
-  initLogging(w.labelRank(), fmt::format("rollout:spawn{}", k), base.run.log_level);
-  wireWindows(w);
-  std::vector<int> pids;
-  std::vector<std::string> hosts;
-  gatherIdentity(merged, pids, hosts);
-  RankReport report;
-  {
-    io::TraceWriter trace((w.run_dir / "trace" / fmt::format("spawn{}_rank_{}.h5", k, w.rank())).string());
-    w.trace = &trace;
-    w.event("startup", 0.0, -1);
-    report = rollout(w);
-    w.trace = nullptr;
-  }
-  nlohmann::json mine(report);
-  mine["rank"] = w.labelRank();
-  mine["role"] = "rollout";
-  mine["label"] = fmt::format("rollout:spawn{}", k);
-  gatherReports(merged, mine.dump());
-  for (auto& s : w.weight_stores) s.reset();
-  w.trajectory_rings.clear();
-  w.task_rings.clear();
+    const Config base = parseConfig(text, "spawned pool");
+    const Config view = poolView(base, size - 1, fmt::format("spawn{}", k));
+    const RoleMap map(view, size);
+    RoleComms comms = RoleComms::split(map, merged.raw());
+    RunWiring w(view, map, comms);
+    w.run_dir = dir;
+    w.t0 = MPI_Wtime() - clock;
+    w.rank_label_offset = kSpawnRankLabel * (k + 1);
+    initLogging(w.labelRank(), fmt::format("rollout:spawn{}", k), base.run.log_level);
+    wireWindows(w);
+    std::vector<int> pids;
+    std::vector<std::string> hosts;
+    gatherIdentity(merged, pids, hosts);
+    RankReport report;
+    {
+      io::TraceWriter trace((w.run_dir / "trace" / fmt::format("spawn{}_rank_{}.h5", k, w.rank())).string());
+      w.trace = &trace;
+      w.event("startup", 0.0, -1);
+      report = rollout(w);
+      w.trace = nullptr;
+    }
+    nlohmann::json mine(report);
+    mine["rank"] = w.labelRank();
+    mine["role"] = "rollout";
+    mine["label"] = fmt::format("rollout:spawn{}", k);
+    gatherReports(merged, mine.dump());
+    for (auto& s : w.weight_stores) s.reset();
+    w.trajectory_rings.clear();
+    w.task_rings.clear();
   } catch (const std::exception& e) {
     // Alone in its own job: the dataflow rank sees it go (a lost pool) and re-issues its tasks.
     spdlog::error("spawned pool: {}", e.what());

@@ -34,8 +34,8 @@ struct SpawnedPool {
   std::string name;
   int ranks = 0;
   State state = State::Active;
-  Comm inter;   // to the spawned job (released by disconnecting)
-  Comm merged;  // dataflow rank (0) + the pool's ranks: its windows live here
+  Comm inter;                   // to the spawned job (released by disconnecting)
+  Comm merged;                  // dataflow rank (0) + the pool's ranks: its windows live here
   std::unique_ptr<Config> cfg;  // the pool's view: layout {gateway (this rank), rollout (ranks)}
   std::unique_ptr<RoleMap> map;
   std::unique_ptr<RoleComms> comms;
@@ -75,16 +75,16 @@ class ElasticPools {
   // Retired pools whose ranks all ended are disconnected (collective with them).
   void reap();
 
-  int activeRanks() const;                 // ranks of pools not retiring/gone/lost
+  int activeRanks() const;  // ranks of pools not retiring/gone/lost
   struct PoolInfo {
     std::string name;
     int ranks;
     std::int32_t label;  // its ranks' label base, kSpawnRankLabel·(k+1)
   };
   std::vector<PoolInfo> activePools() const;
-  std::uint64_t ranksEver() const;         // every rank ever spawned
-  std::uint64_t ranksDone() const;         // ranks that ended, or were lost
-  std::vector<int> activeRings() const;    // ring indices of active pools (for task admission)
+  std::uint64_t ranksEver() const;                  // every rank ever spawned
+  std::uint64_t ranksDone() const;                  // ranks that ended, or were lost
+  std::vector<int> activeRings() const;             // ring indices of active pools (for task admission)
   std::string uidOfRank(std::int32_t label) const;  // "spawn<k>"
   int ranksOf(const std::string& uid) const;
   void report(std::map<std::string, double>& r) const;

@@ -66,7 +66,7 @@ class GatewayRank {
   UcxConnection home_;
   std::vector<MirroredPolicy> policies_;
   std::deque<std::vector<std::byte>> tasks_;  // from home, waiting for task-ring space
-  std::int64_t credit_out_ = 0;              // granted to home, not yet used
+  std::int64_t credit_out_ = 0;               // granted to home, not yet used
   std::size_t local_ranks_ = 0, local_ended_ = 0;
   bool home_ended_ = false, local_ended_sent_ = false, home_lost_ = false;
   std::string home_lost_reason_;
@@ -117,7 +117,8 @@ void GatewayRank::connect() {
   if (answer.kind != kWelcome) throw SiteProtocolError(fmt::format("expected welcome, got {}", kindName(answer.kind)));
   MessageReader in(answer.payload, answer.kind);
   const auto n = in.getCount(8, "policies");
-  if (n != policies_.size()) throw SiteProtocolError(fmt::format("welcome for {} policies, this site has {}", n, policies_.size()));
+  if (n != policies_.size())
+    throw SiteProtocolError(fmt::format("welcome for {} policies, this site has {}", n, policies_.size()));
   for (auto& p : policies_) p.home_published = in.get<std::int64_t>("published");
   in.finish();
   spdlog::info("cross-site: site '{}' joined home {} ({} rollout rank(s))", cfg_.cross_site.site,
@@ -149,8 +150,8 @@ void GatewayRank::applyUpdate(const UcxMessage& m) {
     // Corrupt, truncated or wrong-base: never applied; the next request asks for a full version.
     ++p.rejected;
     p.force_full = true;
-    spdlog::warn("cross-site: weight update of '{}' to v{} rejected ({}); asking for the full version", p.name,
-                 version, e.what());
+    spdlog::warn("cross-site: weight update of '{}' to v{} rejected ({}); asking for the full version", p.name, version,
+                 e.what());
     return;
   }
   p.force_full = false;
@@ -172,9 +173,7 @@ void GatewayRank::handle(const UcxMessage& m) {
       policies_[index].home_published = std::max(policies_[index].home_published, version);
       return;
     }
-    case kWeightUpdate:
-      applyUpdate(m);
-      return;
+    case kWeightUpdate: applyUpdate(m); return;
     case kTasks: {
       MessageReader in(m.payload, m.kind);
       const auto n = in.getCount(8, "records");
@@ -187,9 +186,7 @@ void GatewayRank::handle(const UcxMessage& m) {
       credit_out_ -= n;
       return;
     }
-    case kEnd:
-      home_ended_ = true;
-      return;
+    case kEnd: home_ended_ = true; return;
     default:
       throw SiteProtocolError(fmt::format("unexpected {} message (kind {}) from home", kindName(m.kind), m.kind));
   }
@@ -248,7 +245,8 @@ bool GatewayRank::forwardTrajectories() {
   while (n < 256 && ring.tryPop(record_)) {
     auto decoded = decodeTrajectory(record_);
     if (!decoded) {
-      if (malformed_++ < 5) spdlog::warn("cross-site: malformed trajectory record from the local pool: {}", decoded.error());
+      if (malformed_++ < 5)
+        spdlog::warn("cross-site: malformed trajectory record from the local pool: {}", decoded.error());
       continue;
     }
     if (isEndOfStream(decoded.value())) ++local_ended_;

@@ -66,7 +66,8 @@ std::optional<int> askMaintainer(const ElasticSection& e, const std::string& rep
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(e.command_timeout_s);
   bool open = true, timed_out = false;
   while (open) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;

@@ -37,7 +37,8 @@ std::unique_ptr<T> make(const PluginSpec& spec, const char* what) {
   if (it == r.factories.end()) {
     std::vector<std::string> kinds;
     for (const auto& [k, f] : r.factories) kinds.push_back(k);
-    throw ConfigError(fmt::format("{}: unknown {} '{}'; allowed: {}", spec.key, what, spec.kind, fmt::join(kinds, ", ")));
+    throw ConfigError(
+        fmt::format("{}: unknown {} '{}'; allowed: {}", spec.key, what, spec.kind, fmt::join(kinds, ", ")));
   }
   return it->second(spec);
 }
@@ -195,7 +196,6 @@ void ensureBuiltins() {
     });
     registry<Curator>().factories.emplace("greso", makeGresoCurator);
     registry<Curator>().factories.emplace("curriculum", makeCurriculumCurator);
-
   });
 }
 

@@ -149,9 +149,10 @@ class ReplaySampler : public Sampler {
 
 std::unique_ptr<Sampler> makeReplaySampler(const PluginSpec& spec) {
   spec.allowOnly({"ratio", "size", "max_staleness"});
-  return std::make_unique<ReplaySampler>(spec.number("ratio", 0.0, 0.0, 1.0),
-                                         static_cast<std::uint64_t>(spec.integer("size", 10000, 0, std::int64_t{1} << 40)),
-                                         spec.integer("max_staleness", 8, 0, 1000000));
+  return std::make_unique<ReplaySampler>(
+      spec.number("ratio", 0.0, 0.0, 1.0),
+      static_cast<std::uint64_t>(spec.integer("size", 10000, 0, std::int64_t{1} << 40)),
+      spec.integer("max_staleness", 8, 0, 1000000));
 }
 
 }  // namespace astraflow

@@ -75,8 +75,8 @@ void wireWindows(RunWiring& w) {
       const int measurer = group.world_ranks.empty() ? df_rank : group.world_ranks.front();
       std::uint64_t bytes = me == measurer ? w.weight_version_bytes(group.policy) : 0;
       ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_MAX, comms.weight_links[g].raw()));
-      w.weight_stores.push_back(
-          std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy, weightStoreOptions(cfg.weights)));
+      w.weight_stores.push_back(std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy,
+                                                              weightStoreOptions(cfg.weights)));
     } else {
       w.weight_stores.emplace_back();
     }

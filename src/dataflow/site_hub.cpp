@@ -124,9 +124,7 @@ void SiteHub::handle(RemoteSite& site, const UcxMessage& m,
     throw SiteProtocolError(fmt::format("{} message before hello", kindName(m.kind)));
   }
   switch (m.kind) {
-    case kHello:
-      welcome(site, m);
-      return;
+    case kHello: welcome(site, m); return;
     case kCredit: {
       MessageReader in(m.payload, m.kind);
       site.credits += in.get<std::uint32_t>("credits");
@@ -143,9 +141,7 @@ void SiteHub::handle(RemoteSite& site, const UcxMessage& m,
       in.finish();
       return;
     }
-    case kWeightRequest:
-      sendUpdate(site, m.payload);
-      return;
+    case kWeightRequest: sendUpdate(site, m.payload); return;
     case kBye:
       site.ended = true;
       spdlog::info("cross-site: site '{}' ended ({} tasks sent, {} trajectories back)", site.name, site.tasks_sent,

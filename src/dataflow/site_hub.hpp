@@ -23,10 +23,10 @@ struct RemoteSite {
   std::string name;
   UcxConnection link;
   std::uint32_t rollout_ranks = 0;
-  std::uint32_t pool_uid = 0;               // kSitePoolUidBase + its index: stamped on its trajectories
-  std::int64_t credits = 0;                 // tasks it can still take
-  std::map<std::uint64_t, Task> leased;     // tasks sent, trajectories not yet back
-  bool ended = false;                       // said Bye
+  std::uint32_t pool_uid = 0;            // kSitePoolUidBase + its index: stamped on its trajectories
+  std::int64_t credits = 0;              // tasks it can still take
+  std::map<std::uint64_t, Task> leased;  // tasks sent, trajectories not yet back
+  bool ended = false;                    // said Bye
   bool lost = false;
   std::uint64_t tasks_sent = 0, trajectories = 0, weight_updates = 0, weight_bytes = 0, full_updates = 0;
 };

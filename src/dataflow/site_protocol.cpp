@@ -28,9 +28,10 @@ std::string resolveToken(const CrossSiteSection& c) {
     if (const char* v = std::getenv(c.token_env.c_str()); v && *v) return v;
   }
   if (!c.token.empty()) return c.token;
-  throw ConfigError(fmt::format("cross_site: no shared token; set the environment variable {} (cross_site.token_env) "
-                                "or cross_site.token, the same at both sites",
-                                c.token_env.empty() ? "named by cross_site.token_env" : c.token_env));
+  throw ConfigError(
+      fmt::format("cross_site: no shared token; set the environment variable {} (cross_site.token_env) "
+                  "or cross_site.token, the same at both sites",
+                  c.token_env.empty() ? "named by cross_site.token_env" : c.token_env));
 }
 
 std::pair<std::string, std::uint16_t> splitHostPort(const std::string& address) {
@@ -71,8 +72,8 @@ std::string MessageReader::getString(const char* field) {
 std::span<const std::byte> MessageReader::getBlob(const char* field) {
   const auto n = get<std::uint64_t>(field);
   if (n > b_.size() - at_) {
-    throw SiteProtocolError(fmt::format("malformed {} message: {} claims {} bytes, {} left", kindName(kind_), field, n,
-                                        b_.size() - at_));
+    throw SiteProtocolError(
+        fmt::format("malformed {} message: {} claims {} bytes, {} left", kindName(kind_), field, n, b_.size() - at_));
   }
   const std::byte* p = need(static_cast<std::size_t>(n), field);
   return {p, static_cast<std::size_t>(n)};

@@ -9,33 +9,27 @@ namespace astraflow::io {
 
 // ---- H5Attribute -------------------------------------------------------------------------
 
-H5Attribute H5Attribute::create(const H5Object& owner, const std::string& name,
-                                const H5Datatype& type, const H5Dataspace& space) {
+H5Attribute H5Attribute::create(const H5Object& owner, const std::string& name, const H5Datatype& type,
+                                const H5Dataspace& space) {
   H5Attribute attr;
-  attr.id_ = detail::H5Id(
-      ASTRA_H5_CHECK(
-          H5Acreate2(owner.id(), name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT),
-          fmt::format("creating attribute '{}' on '{}'", name, owner.name())),
-      detail::H5Kind::Attribute);
+  attr.id_ =
+      detail::H5Id(ASTRA_H5_CHECK(H5Acreate2(owner.id(), name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT),
+                                  fmt::format("creating attribute '{}' on '{}'", name, owner.name())),
+                   detail::H5Kind::Attribute);
   return attr;
 }
 
 H5Attribute H5Attribute::open(const H5Object& owner, const std::string& name) {
   H5Attribute attr;
-  attr.id_ = detail::H5Id(
-      ASTRA_H5_CHECK(H5Aopen(owner.id(), name.c_str(), H5P_DEFAULT),
-                     fmt::format("opening attribute '{}' of '{}'", name, owner.name())),
-      detail::H5Kind::Attribute);
+  attr.id_ = detail::H5Id(ASTRA_H5_CHECK(H5Aopen(owner.id(), name.c_str(), H5P_DEFAULT),
+                                         fmt::format("opening attribute '{}' of '{}'", name, owner.name())),
+                          detail::H5Kind::Attribute);
   return attr;
 }
 
-H5Datatype H5Attribute::type() const {
-  return H5Datatype::adopt(ASTRA_H5_CHECK(H5Aget_type(id())));
-}
+H5Datatype H5Attribute::type() const { return H5Datatype::adopt(ASTRA_H5_CHECK(H5Aget_type(id()))); }
 
-H5Dataspace H5Attribute::space() const {
-  return H5Dataspace::adopt(ASTRA_H5_CHECK(H5Aget_space(id())));
-}
+H5Dataspace H5Attribute::space() const { return H5Dataspace::adopt(ASTRA_H5_CHECK(H5Aget_space(id()))); }
 
 void H5Attribute::write(const H5Datatype& mem_type, const void* data) const {
   ASTRA_H5_CHECK(H5Awrite(id(), mem_type.id(), data));
@@ -67,9 +61,9 @@ H5Attribute openScalarOfClass(const H5Object& owner, const std::string& name, H5
   const auto space = attr.space();
   const bool is_scalar = space.rank() == 0 || space.elementCount() == 1;
   if (cls != wanted || !is_scalar) {
-    ASTRA_H5_FAIL(fmt::format("attribute '{}' of '{}' in '{}' holds {}{}, read as {}", name,
-                              owner.name(), owner.fileName(), type.describe(),
-                              is_scalar ? "" : " (not a single value)", wanted_text));
+    ASTRA_H5_FAIL(fmt::format("attribute '{}' of '{}' in '{}' holds {}{}, read as {}", name, owner.name(),
+                              owner.fileName(), type.describe(), is_scalar ? "" : " (not a single value)",
+                              wanted_text));
   }
   return attr;
 }
@@ -77,8 +71,8 @@ H5Attribute openScalarOfClass(const H5Object& owner, const std::string& name, H5
 }  // namespace
 
 bool H5Object::hasAttribute(const std::string& attr) const {
-  return ASTRA_H5_CHECK(H5Aexists(id(), attr.c_str()),
-                        fmt::format("looking up attribute '{}' of '{}'", attr, name())) > 0;
+  return ASTRA_H5_CHECK(H5Aexists(id(), attr.c_str()), fmt::format("looking up attribute '{}' of '{}'", attr, name())) >
+         0;
 }
 
 void H5Object::writeAttribute(const std::string& attr, std::string_view value) const {
@@ -90,8 +84,7 @@ void H5Object::writeAttribute(const std::string& attr, std::string_view value) c
 }
 
 void H5Object::writeAttribute(const std::string& attr, std::int64_t value) const {
-  recreate(*this, attr, H5Datatype::fileTypeOf(ElementType::Int64))
-      .write(H5Datatype::of(ElementType::Int64), &value);
+  recreate(*this, attr, H5Datatype::fileTypeOf(ElementType::Int64)).write(H5Datatype::of(ElementType::Int64), &value);
 }
 
 void H5Object::writeAttribute(const std::string& attr, double value) const {
@@ -121,8 +114,8 @@ std::int64_t H5Object::readInt64Attribute(const std::string& attr) const {
   const auto opened = openScalarOfClass(*this, attr, H5T_INTEGER, "an integer");
   const auto stored = opened.type();
   if (stored.size() > 8 || (stored.size() == 8 && !stored.holds(ElementType::Int64))) {
-    ASTRA_H5_FAIL(fmt::format("attribute '{}' of '{}' holds {}, which does not fit int64", attr,
-                              name(), stored.describe()));
+    ASTRA_H5_FAIL(
+        fmt::format("attribute '{}' of '{}' holds {}, which does not fit int64", attr, name(), stored.describe()));
   }
   std::int64_t value = 0;
   opened.read(H5Datatype::of(ElementType::Int64), &value);

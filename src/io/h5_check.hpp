@@ -12,8 +12,7 @@
 
 #include "astraflow/io/h5.hpp"
 
-static_assert(std::is_same_v<hid_t, std::int64_t>,
-              "h5.hpp passes hid_t as std::int64_t; this HDF5 is older than 1.10");
+static_assert(std::is_same_v<hid_t, std::int64_t>, "h5.hpp passes hid_t as std::int64_t; this HDF5 is older than 1.10");
 
 namespace astraflow::io::detail {
 
@@ -24,14 +23,12 @@ void silenceAutoErrorPrinting() noexcept;
 // The default error stack as text (one line per entry), and clears it.
 std::string takeErrorStack();
 
-[[noreturn]] void throwCallFailure(const char* call_text, const char* file, int line,
-                                   std::string_view context);
+[[noreturn]] void throwCallFailure(const char* call_text, const char* file, int line, std::string_view context);
 // For content that does not match what the caller asked for (wrong type, wrong rank...).
 [[noreturn]] void throwContentError(std::string_view what, const char* file, int line);
 
 template <class R>
-R h5Check(R result, const char* call_text, const char* file, int line,
-          std::string_view context = {}) {
+R h5Check(R result, const char* call_text, const char* file, int line, std::string_view context = {}) {
   if (result < 0) throwCallFailure(call_text, file, line, context);
   return result;
 }

@@ -9,9 +9,7 @@ H5Dataset H5Dataset::adopt(std::int64_t id) { return H5Dataset(id); }
 
 H5Datatype H5Dataset::type() const { return H5Datatype::adopt(ASTRA_H5_CHECK(H5Dget_type(id()))); }
 
-H5Dataspace H5Dataset::space() const {
-  return H5Dataspace::adopt(ASTRA_H5_CHECK(H5Dget_space(id())));
-}
+H5Dataspace H5Dataset::space() const { return H5Dataspace::adopt(ASTRA_H5_CHECK(H5Dget_space(id()))); }
 
 std::vector<std::uint64_t> H5Dataset::shape() const { return space().dims(); }
 
@@ -24,10 +22,9 @@ std::uint64_t H5Dataset::checkedElementCount(ElementType wanted, int rank) const
   const auto stored = type();
   const auto dims = shape();
   if (!stored.holds(wanted) || static_cast<int>(dims.size()) != rank) {
-    ASTRA_H5_FAIL(fmt::format(
-        "dataset '{}' in '{}' holds {} with rank {} (shape [{}]), read as {} with rank {}", name(),
-        fileName(), stored.describe(), dims.size(), fmt::join(dims, ", "), elementTypeName(wanted),
-        rank));
+    ASTRA_H5_FAIL(fmt::format("dataset '{}' in '{}' holds {} with rank {} (shape [{}]), read as {} with rank {}",
+                              name(), fileName(), stored.describe(), dims.size(), fmt::join(dims, ", "),
+                              elementTypeName(wanted), rank));
   }
   std::uint64_t count = 1;
   for (const auto d : dims) count *= d;
@@ -46,8 +43,7 @@ void H5Dataset::readRaw(const H5Datatype& mem_type, void* out) const {
                  fmt::format("reading dataset '{}'", name()));
 }
 
-void H5Dataset::appendRaw(const H5Datatype& mem_type, const void* data,
-                          std::uint64_t new_rows) const {
+void H5Dataset::appendRaw(const H5Datatype& mem_type, const void* data, std::uint64_t new_rows) const {
   if (new_rows == 0) return;
   auto file_space = space();
   auto dims = file_space.dims();
@@ -60,9 +56,8 @@ void H5Dataset::appendRaw(const H5Datatype& mem_type, const void* data,
   const std::uint64_t old_rows = dims[0];
   dims[0] = old_rows + new_rows;
   std::vector<hsize_t> new_dims(dims.begin(), dims.end());
-  ASTRA_H5_CHECK(
-      H5Dset_extent(id(), new_dims.data()),
-      fmt::format("growing dataset '{}' (created extendible?) to {} rows", name(), dims[0]));
+  ASTRA_H5_CHECK(H5Dset_extent(id(), new_dims.data()),
+                 fmt::format("growing dataset '{}' (created extendible?) to {} rows", name(), dims[0]));
 
   file_space = space();
   std::vector<std::uint64_t> start(dims.size(), 0);
@@ -79,8 +74,8 @@ void H5Dataset::appendElements(ElementType type, const void* data, std::size_t c
   const auto stored = this->type();
   const auto dims = shape();
   if (!stored.holds(type)) {
-    ASTRA_H5_FAIL(fmt::format("appending {} values to dataset '{}', which holds {}",
-                              elementTypeName(type), name(), stored.describe()));
+    ASTRA_H5_FAIL(fmt::format("appending {} values to dataset '{}', which holds {}", elementTypeName(type), name(),
+                              stored.describe()));
   }
   const std::uint64_t columns = dims.size() == 2 ? dims[1] : 1;
   if (columns == 0 || count % columns != 0) {

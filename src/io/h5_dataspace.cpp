@@ -24,16 +24,14 @@ H5Dataspace H5Dataspace::adopt(std::int64_t id) {
 
 H5Dataspace H5Dataspace::scalar() { return adopt(ASTRA_H5_CHECK(H5Screate(H5S_SCALAR))); }
 
-H5Dataspace H5Dataspace::simple(std::span<const std::uint64_t> dims,
-                                std::span<const std::uint64_t> maxdims) {
+H5Dataspace H5Dataspace::simple(std::span<const std::uint64_t> dims, std::span<const std::uint64_t> maxdims) {
   if (!maxdims.empty() && maxdims.size() != dims.size()) {
-    ASTRA_H5_FAIL(
-        fmt::format("dataspace with {} dims but {} maxdims", dims.size(), maxdims.size()));
+    ASTRA_H5_FAIL(fmt::format("dataspace with {} dims but {} maxdims", dims.size(), maxdims.size()));
   }
   const auto hdims = toHsize(dims);
   const auto hmax = toHsize(maxdims);
-  return adopt(ASTRA_H5_CHECK(H5Screate_simple(static_cast<int>(hdims.size()), hdims.data(),
-                                               hmax.empty() ? nullptr : hmax.data())));
+  return adopt(ASTRA_H5_CHECK(
+      H5Screate_simple(static_cast<int>(hdims.size()), hdims.data(), hmax.empty() ? nullptr : hmax.data())));
 }
 
 int H5Dataspace::rank() const { return ASTRA_H5_CHECK(H5Sget_simple_extent_ndims(id())); }
@@ -58,12 +56,10 @@ std::uint64_t H5Dataspace::elementCount() const {
   return static_cast<std::uint64_t>(ASTRA_H5_CHECK(H5Sget_simple_extent_npoints(id())));
 }
 
-void H5Dataspace::selectHyperslab(std::span<const std::uint64_t> start,
-                                  std::span<const std::uint64_t> count) {
+void H5Dataspace::selectHyperslab(std::span<const std::uint64_t> start, std::span<const std::uint64_t> count) {
   const auto hstart = toHsize(start);
   const auto hcount = toHsize(count);
-  ASTRA_H5_CHECK(
-      H5Sselect_hyperslab(id(), H5S_SELECT_SET, hstart.data(), nullptr, hcount.data(), nullptr));
+  ASTRA_H5_CHECK(H5Sselect_hyperslab(id(), H5S_SELECT_SET, hstart.data(), nullptr, hcount.data(), nullptr));
 }
 
 }  // namespace astraflow::io

@@ -62,13 +62,9 @@ hid_t standardTypeOf(ElementType type) {
   ASTRA_H5_FAIL("unknown ElementType");
 }
 
-bool isSignedType(ElementType type) {
-  return type == ElementType::Int32 || type == ElementType::Int64;
-}
+bool isSignedType(ElementType type) { return type == ElementType::Int32 || type == ElementType::Int64; }
 
-bool isFloatType(ElementType type) {
-  return type == ElementType::Float32 || type == ElementType::Float64;
-}
+bool isFloatType(ElementType type) { return type == ElementType::Float32 || type == ElementType::Float64; }
 
 }  // namespace
 
@@ -78,13 +74,9 @@ H5Datatype H5Datatype::adopt(std::int64_t id) {
   return type;
 }
 
-H5Datatype H5Datatype::of(ElementType type) {
-  return adopt(ASTRA_H5_CHECK(H5Tcopy(detail::nativeTypeOf(type))));
-}
+H5Datatype H5Datatype::of(ElementType type) { return adopt(ASTRA_H5_CHECK(H5Tcopy(detail::nativeTypeOf(type)))); }
 
-H5Datatype H5Datatype::fileTypeOf(ElementType type) {
-  return adopt(ASTRA_H5_CHECK(H5Tcopy(standardTypeOf(type))));
-}
+H5Datatype H5Datatype::fileTypeOf(ElementType type) { return adopt(ASTRA_H5_CHECK(H5Tcopy(standardTypeOf(type)))); }
 
 H5Datatype H5Datatype::fixedString(std::size_t bytes) {
   auto type = adopt(ASTRA_H5_CHECK(H5Tcopy(H5T_C_S1)));
@@ -106,14 +98,10 @@ H5Datatype H5Datatype::variableLengthOf(const H5Datatype& base) {
   return adopt(ASTRA_H5_CHECK(H5Tvlen_create(base.id())));
 }
 
-H5Datatype H5Datatype::compound(std::size_t bytes) {
-  return adopt(ASTRA_H5_CHECK(H5Tcreate(H5T_COMPOUND, bytes)));
-}
+H5Datatype H5Datatype::compound(std::size_t bytes) { return adopt(ASTRA_H5_CHECK(H5Tcreate(H5T_COMPOUND, bytes))); }
 
-void H5Datatype::insertMember(const std::string& name, std::size_t offset,
-                              const H5Datatype& member) {
-  ASTRA_H5_CHECK(H5Tinsert(id(), name.c_str(), offset, member.id()),
-                 fmt::format("adding compound member '{}'", name));
+void H5Datatype::insertMember(const std::string& name, std::size_t offset, const H5Datatype& member) {
+  ASTRA_H5_CHECK(H5Tinsert(id(), name.c_str(), offset, member.id()), fmt::format("adding compound member '{}'", name));
 }
 
 std::size_t H5Datatype::size() const {

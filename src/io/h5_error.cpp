@@ -17,9 +17,8 @@ herr_t appendStackEntry(unsigned n, const H5E_error2_t* err, void* data) {
   std::array<char, 160> minor{};
   if (H5Eget_msg(err->maj_num, nullptr, major.data(), major.size()) < 0) major[0] = '\0';
   if (H5Eget_msg(err->min_num, nullptr, minor.data(), minor.size()) < 0) minor[0] = '\0';
-  fmt::format_to(std::back_inserter(*out), "\n  #{:03} {}(): {} [{}: {}]", n,
-                 err->func_name ? err->func_name : "?", err->desc ? err->desc : "", major.data(),
-                 minor.data());
+  fmt::format_to(std::back_inserter(*out), "\n  #{:03} {}(): {} [{}: {}]", n, err->func_name ? err->func_name : "?",
+                 err->desc ? err->desc : "", major.data(), minor.data());
   return 0;
 }
 
@@ -46,14 +45,12 @@ std::string takeErrorStack() {
 
 void throwCallFailure(const char* call_text, const char* file, int line, std::string_view context) {
   std::string stack = takeErrorStack();
-  throw H5Error(fmt::format("HDF5 error on {} at {}:{}: {}{}{} failed; HDF5 error stack:{}",
-                            processLocation(), shortSourcePath(file), line, context,
-                            context.empty() ? "" : ": ", call_text, stack));
+  throw H5Error(fmt::format("HDF5 error on {} at {}:{}: {}{}{} failed; HDF5 error stack:{}", processLocation(),
+                            shortSourcePath(file), line, context, context.empty() ? "" : ": ", call_text, stack));
 }
 
 void throwContentError(std::string_view what, const char* file, int line) {
-  throw H5Error(fmt::format("HDF5 error on {} at {}:{}: {}", processLocation(),
-                            shortSourcePath(file), line, what));
+  throw H5Error(fmt::format("HDF5 error on {} at {}:{}: {}", processLocation(), shortSourcePath(file), line, what));
 }
 
 }  // namespace astraflow::io::detail

@@ -26,9 +26,8 @@ H5Group H5Location::createGroup(const std::string& path) const {
 }
 
 H5Group H5Location::openGroup(const std::string& path) const {
-  return H5Group(
-      ASTRA_H5_CHECK(H5Gopen2(id(), path.c_str(), H5P_DEFAULT),
-                     fmt::format("opening group '{}' in '{}' of '{}'", path, name(), fileName())));
+  return H5Group(ASTRA_H5_CHECK(H5Gopen2(id(), path.c_str(), H5P_DEFAULT),
+                                fmt::format("opening group '{}' in '{}' of '{}'", path, name(), fileName())));
 }
 
 namespace {
@@ -67,8 +66,7 @@ bool H5Location::exists(const std::string& path) const {
                          fmt::format("looking up '{}' in '{}'", prefix, name())) <= 0) {
         return false;
       }
-      if (end < path.size() &&
-          ASTRA_H5_CHECK(H5Oexists_by_name(id(), prefix.c_str(), H5P_DEFAULT)) <= 0) {
+      if (end < path.size() && ASTRA_H5_CHECK(H5Oexists_by_name(id(), prefix.c_str(), H5P_DEFAULT)) <= 0) {
         return false;  // a dangling soft link: nothing below it exists
       }
     }
@@ -77,19 +75,18 @@ bool H5Location::exists(const std::string& path) const {
   return true;
 }
 
-H5Dataset H5Location::createDataset(const std::string& path, const H5Datatype& file_type,
-                                    const H5Dataspace& space, const H5PropertyList& dcpl) const {
+H5Dataset H5Location::createDataset(const std::string& path, const H5Datatype& file_type, const H5Dataspace& space,
+                                    const H5PropertyList& dcpl) const {
   auto lcpl = H5PropertyList::linkCreate();
   lcpl.setCreateIntermediateGroups();
-  return H5Dataset(ASTRA_H5_CHECK(
-      H5Dcreate2(id(), path.c_str(), file_type.id(), space.id(), lcpl.id(), dcpl.id(), H5P_DEFAULT),
-      fmt::format("creating dataset '{}' in '{}'", path, name())));
+  return H5Dataset(
+      ASTRA_H5_CHECK(H5Dcreate2(id(), path.c_str(), file_type.id(), space.id(), lcpl.id(), dcpl.id(), H5P_DEFAULT),
+                     fmt::format("creating dataset '{}' in '{}'", path, name())));
 }
 
 H5Dataset H5Location::openDataset(const std::string& path) const {
-  return H5Dataset(ASTRA_H5_CHECK(
-      H5Dopen2(id(), path.c_str(), H5P_DEFAULT),
-      fmt::format("opening dataset '{}' in '{}' of '{}'", path, name(), fileName())));
+  return H5Dataset(ASTRA_H5_CHECK(H5Dopen2(id(), path.c_str(), H5P_DEFAULT),
+                                  fmt::format("opening dataset '{}' in '{}' of '{}'", path, name(), fileName())));
 }
 
 H5Dataset H5Location::writeElements(const std::string& path, ElementType type, const void* data,
@@ -97,15 +94,14 @@ H5Dataset H5Location::writeElements(const std::string& path, ElementType type, c
   const std::uint64_t dims[] = {count};
   auto dataset = createDataset(path, H5Datatype::fileTypeOf(type), H5Dataspace::simple(dims));
   if (count > 0) {
-    ASTRA_H5_CHECK(
-        H5Dwrite(dataset.id(), detail::nativeTypeOf(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
-        fmt::format("writing {} values to '{}'", count, path));
+    ASTRA_H5_CHECK(H5Dwrite(dataset.id(), detail::nativeTypeOf(type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
+                   fmt::format("writing {} values to '{}'", count, path));
   }
   return dataset;
 }
 
-H5Dataset H5Location::createExtendible(const std::string& path, const H5Datatype& file_type,
-                                       std::uint64_t columns, std::uint64_t chunk_rows) const {
+H5Dataset H5Location::createExtendible(const std::string& path, const H5Datatype& file_type, std::uint64_t columns,
+                                       std::uint64_t chunk_rows) const {
   const std::uint64_t row_elements = std::max<std::uint64_t>(1, columns);
   if (chunk_rows == 0) chunk_rows = autoChunkRows(row_elements * file_type.size());
   auto dcpl = H5PropertyList::datasetCreate();

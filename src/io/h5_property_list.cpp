@@ -5,8 +5,7 @@ namespace astraflow::io {
 
 H5PropertyList H5PropertyList::datasetCreate() {
   H5PropertyList list;
-  list.id_ =
-      detail::H5Id(ASTRA_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), detail::H5Kind::PropertyList);
+  list.id_ = detail::H5Id(ASTRA_H5_CHECK(H5Pcreate(H5P_DATASET_CREATE)), detail::H5Kind::PropertyList);
   return list;
 }
 
@@ -23,8 +22,6 @@ void H5PropertyList::setChunk(std::span<const std::uint64_t> chunk_dims) {
 
 void H5PropertyList::setDeflate(unsigned level) { ASTRA_H5_CHECK(H5Pset_deflate(id(), level)); }
 
-void H5PropertyList::setCreateIntermediateGroups() {
-  ASTRA_H5_CHECK(H5Pset_create_intermediate_group(id(), 1));
-}
+void H5PropertyList::setCreateIntermediateGroups() { ASTRA_H5_CHECK(H5Pset_create_intermediate_group(id(), 1)); }
 
 }  // namespace astraflow::io

@@ -6,9 +6,7 @@
 namespace astraflow::io {
 namespace {
 
-H5Datatype sequenceMemType() {
-  return H5Datatype::variableLengthOf(H5Datatype::of(ElementType::Int32));
-}
+H5Datatype sequenceMemType() { return H5Datatype::variableLengthOf(H5Datatype::of(ElementType::Int32)); }
 
 // Checks that a dataset holds 1-D vlen<int32> before touching its data.
 void requireSequences(const H5Dataset& dataset) {

@@ -43,9 +43,7 @@ void copyTruncated(char* field, std::size_t width, const std::string& value) {
   std::memcpy(field, value.data(), length);
 }
 
-std::string fromField(const char* field, std::size_t width) {
-  return std::string(field, strnlen(field, width));
-}
+std::string fromField(const char* field, std::size_t width) { return std::string(field, strnlen(field, width)); }
 
 EventRecord toRecord(const TraceEvent& event) {
   EventRecord record{};
@@ -149,8 +147,7 @@ void TraceWriter::closeQuietly() noexcept {
     flush();
   } catch (const std::exception& e) {
     try {
-      spdlog::error("trace writer {}: {} buffered events lost: {}", file_.path(), buffer_.size(),
-                    e.what());
+      spdlog::error("trace writer {}: {} buffered events lost: {}", file_.path(), buffer_.size(), e.what());
     } catch (...) {  // logging failed too: nothing left to do in a destructor
     }
   }
@@ -181,8 +178,7 @@ void TraceWriter::flush() {
 
 std::vector<TraceEvent> readTraceEvents(const std::string& path) {
   const auto file = H5File::openReadOnly(path);
-  const std::string format =
-      file.hasAttribute("format") ? file.readStringAttribute("format") : std::string("(none)");
+  const std::string format = file.hasAttribute("format") ? file.readStringAttribute("format") : std::string("(none)");
   if (format != kFormatName) {
     ASTRA_H5_FAIL(
         fmt::format("'{}' is not an astraflow trace: attribute format is '{}', "
@@ -191,8 +187,8 @@ std::vector<TraceEvent> readTraceEvents(const std::string& path) {
   }
   const std::int64_t version = file.readInt64Attribute("format_version");
   if (version != kTraceFormatVersion) {
-    ASTRA_H5_FAIL(fmt::format("trace '{}' has format_version {}, this build reads {}", path,
-                              version, kTraceFormatVersion));
+    ASTRA_H5_FAIL(
+        fmt::format("trace '{}' has format_version {}, this build reads {}", path, version, kTraceFormatVersion));
   }
   const auto dataset = file.openDataset(kEventsPath);
   const auto stored = dataset.type();
@@ -220,8 +216,7 @@ void mergeTraceFiles(const std::vector<std::string>& inputs, const std::string& 
       throw Error(fmt::format("merging traces: output '{}' is also an input", output));
     }
     auto events = readTraceEvents(input);
-    all.insert(all.end(), std::make_move_iterator(events.begin()),
-               std::make_move_iterator(events.end()));
+    all.insert(all.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
   }
   std::stable_sort(all.begin(), all.end(),
                    [](const TraceEvent& a, const TraceEvent& b) { return a.t_start < b.t_start; });

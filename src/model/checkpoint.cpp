@@ -51,11 +51,14 @@ void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl&
   policy_group.writeAttribute("max_seq_len", std::int64_t{m.max_seq_len});
   policy_group.writeAttribute("rope_theta", m.rope_theta);
   policy_group.writeAttribute("rms_eps", m.rms_eps);
-  policy_group.writeAttribute("parameter_order", fmt::format("{}", fmt::join([&] {
-    std::vector<std::string> names;
-    for (const auto& p : model.orderedParameters()) names.push_back(p.name);
-    return names;
-  }(), ",")));
+  policy_group.writeAttribute("parameter_order", fmt::format("{}", fmt::join(
+                                                                       [&] {
+                                                                         std::vector<std::string> names;
+                                                                         for (const auto& p : model.orderedParameters())
+                                                                           names.push_back(p.name);
+                                                                         return names;
+                                                                       }(),
+                                                                       ",")));
 }
 
 void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model) {

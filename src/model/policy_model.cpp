@@ -149,7 +149,7 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
     auto qg = q.reshape({B, KV, group * T, hd});
     auto scores = torch::matmul(qg, k.transpose(-1, -2)) * scale + mask_g;  // [B,KV,group*T,K]
     auto attn = torch::softmax(scores, -1);
-    auto out = torch::matmul(attn, v);                                       // [B,KV,group*T,hd]
+    auto out = torch::matmul(attn, v);  // [B,KV,group*T,hd]
     out = out.view({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
     x = x + torch::linear(out, L.o);
     h = rmsNorm(x, L.mlp_norm, config_.rms_eps);
@@ -197,7 +197,8 @@ void PolicyModelImpl::importTensors(const std::vector<NamedTensor>& tensors) {
     if (!source[i]) throw Error(fmt::format("weights: tensor '{}' is missing", ordered_[i].name));
   }
   torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < ordered_.size(); ++i) ordered_[i].tensor.copy_(source[i]->tensor.to(ordered_[i].tensor.dtype()));
+  for (std::size_t i = 0; i < ordered_.size(); ++i)
+    ordered_[i].tensor.copy_(source[i]->tensor.to(ordered_[i].tensor.dtype()));
 }
 
 void PolicyModelImpl::setNeverGenerate(const std::vector<std::int64_t>& token_ids) {

@@ -153,7 +153,6 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
   return out;
 }
 
-
 SamplingOptions samplingFrom(const Config& c) {
   SamplingOptions s;
   s.temperature = c.rollout.temperature;

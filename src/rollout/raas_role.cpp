@@ -42,7 +42,8 @@ class RolloutRank {
       : ports_(ports),
         ctx_(ports.ctx),
         tokenizer_(makeTaskTokenizer()),
-        generator_(at::detail::createCPUGenerator(ctx_.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(ctx_.rank))) {
+        generator_(
+            at::detail::createCPUGenerator(ctx_.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(ctx_.rank))) {
     for (const auto& s : ports.served) {
       ServedPolicy p;
       p.name = s.policy;
@@ -84,7 +85,8 @@ ServedPolicy& RolloutRank::served(const std::string& policy) {
   for (auto& p : served_) {
     if (p.name == policy) return p;
   }
-  throw Error(fmt::format("rollout rank {} got a task for policy '{}', which its pool does not serve", ctx_.rank, policy));
+  throw Error(
+      fmt::format("rollout rank {} got a task for policy '{}', which its pool does not serve", ctx_.rank, policy));
 }
 
 // Each policy refreshes on its own: a newer version of one never waits for the others. A pull
@@ -145,9 +147,10 @@ void RolloutRank::pushTrajectory(const Trajectory& t) {
     // Too large for the trajectory ring: refused, counted here, and reported to the dataflow
     // rank as an error-status stand-in so the group completes and the loss is on the books.
     if (oversize_++ < 5) {
-      spdlog::warn("trajectory of task {} takes {} bytes, more than dataflow.trajectory_ring holds ({}); sent as an "
-                   "error record",
-                   t.task_id, record_.size(), ring.maxRecordBytes());
+      spdlog::warn(
+          "trajectory of task {} takes {} bytes, more than dataflow.trajectory_ring holds ({}); sent as an "
+          "error record",
+          t.task_id, record_.size(), ring.maxRecordBytes());
     }
     Trajectory stub = t;
     stub.tokens.clear();
@@ -230,7 +233,7 @@ void RolloutRank::runTeam(const std::vector<Task>& tasks, const SamplingOptions&
     }
   }
   ctx_.event(eval ? "eval_generate" : "generate", t_start, served_.front().version, tokens_ - tokens_before,
-           tasks.size() * wf.roles.size());
+             tasks.size() * wf.roles.size());
 }
 
 void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
@@ -243,7 +246,8 @@ void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
     // max_seq_len still bounds every sequence.
     const double v = static_cast<double>(std::max<std::int64_t>(0, served_.front().version));
     sampling.max_new_tokens += static_cast<int>(ctx_.cfg.rollout.max_new_tokens_growth * v);
-    sampling.min_new_tokens = std::min(sampling.max_new_tokens, static_cast<int>(ctx_.cfg.rollout.min_new_tokens_growth * v));
+    sampling.min_new_tokens =
+        std::min(sampling.max_new_tokens, static_cast<int>(ctx_.cfg.rollout.min_new_tokens_growth * v));
   }
   if (ctx_.cfg.workflow.multiAgent()) {
     runTeam(tasks, sampling, eval);

@@ -185,8 +185,8 @@ void runSolverVerifier(const WorkflowSection& wf, const PolicyGenerate& generate
     team[i].team_reward = approved[i] ? final_answer[i] : first[i];
     for (std::size_t r = 0; r < wf.roles.size(); ++r) {
       const std::string& rule = wf.roles[r].reward;
-      double reward = team[i].team_reward;                           // team_correct
-      if (rule == "own_correct") reward = correct[i];                // the solver's last answer
+      double reward = team[i].team_reward;             // team_correct
+      if (rule == "own_correct") reward = correct[i];  // the solver's last answer
       if (rule == "verdict_correct") reward = verdicts[i] ? verdicts_right[i] / verdicts[i] : 0.0;
       team[i].roles[r].reward = reward;
     }
@@ -300,9 +300,11 @@ RoleExample roleExample(const WorkflowSection& wf, std::size_t role, const Token
   return ex;
 }
 
-bool sameDecision(const WorkflowSection& wf, std::size_t role, const std::string& output, const std::string& reference) {
+bool sameDecision(const WorkflowSection& wf, std::size_t role, const std::string& output,
+                  const std::string& reference) {
   const std::string& name = wf.roles.at(role).name;
-  if (name == "verifier") return parseVerdict(output) != Verdict::Missing && parseVerdict(output) == parseVerdict(reference);
+  if (name == "verifier")
+    return parseVerdict(output) != Verdict::Missing && parseVerdict(output) == parseVerdict(reference);
   if (name == "selector") return parsePick(output) >= 0 && parsePick(output) == parsePick(reference);
   return output == reference;
 }

@@ -1,8 +1,8 @@
 #include "astraflow/run/local_loop.hpp"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <filesystem>
@@ -12,8 +12,8 @@
 #include "astraflow/core/error.hpp"
 #include "astraflow/model/checkpoint.hpp"
 #include "astraflow/model/model_builder.hpp"
-#include "astraflow/tasks/environment.hpp"
 #include "astraflow/rollout/episode.hpp"
+#include "astraflow/tasks/environment.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
 
 namespace astraflow {
@@ -75,9 +75,10 @@ LocalRunResult runSft(const Config& config) {
     for (int i = 0; i < config.sft.batch_size; ++i) {
       batch.push_back(referenceEpisode(*tokenizer, config.environment, env->trainingId(rng() >> 32)));
       if (batch.back().tokens.size() > static_cast<std::size_t>(model->config().max_seq_len)) {
-        throw Error(fmt::format("policies[0].model.max_seq_len ({}) is shorter than a reference episode of "
-                                "environment '{}' ({} tokens)", model->config().max_seq_len,
-                                config.environment.name, batch.back().tokens.size()));
+        throw Error(
+            fmt::format("policies[0].model.max_seq_len ({}) is shorter than a reference episode of "
+                        "environment '{}' ({} tokens)",
+                        model->config().max_seq_len, config.environment.name, batch.back().tokens.size()));
       }
     }
     const double loss = trainer.sftStep(collate(batch, {}, tokenizer->padId()), config.sft.lr);

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 #include <mpi.h>
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -44,8 +44,8 @@ std::vector<nlohmann::json> gatherReports(const Comm& world, int root, const nlo
     total += sizes[i];
   }
   std::string all(static_cast<std::size_t>(total), '\0');
-  ASTRA_MPI_CHECK(MPI_Gatherv(text.data(), size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, root,
-                              world.raw()));
+  ASTRA_MPI_CHECK(
+      MPI_Gatherv(text.data(), size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, root, world.raw()));
   std::vector<nlohmann::json> out;
   for (std::size_t i = 0; i < sizes.size(); ++i) out.push_back(nlohmann::json::parse(all.substr(offsets[i], sizes[i])));
   return out;
@@ -70,18 +70,17 @@ nlohmann::json weightsSummary(const Config& cfg, const std::vector<nlohmann::jso
     }
     const double compared = dfNumber("compared_elements");
     const double logged = dfNumber("deltas_logged");
-    out["policies"][p.name] = {
-        {"version_bytes", static_cast<std::int64_t>(version_bytes)},
-        {"deltas_logged", static_cast<std::int64_t>(logged)},
-        {"deltas_skipped", static_cast<std::int64_t>(dfNumber("deltas_skipped"))},
-        {"mean_density", compared > 0 ? dfNumber("changed_elements") / compared : 0.0},
-        {"mean_delta_bytes", logged > 0 ? dfNumber("delta_bytes_logged") / logged : 0.0},
-        {"rollout_pulls", static_cast<std::int64_t>(pulls)},
-        {"rollout_full_pulls", static_cast<std::int64_t>(full)},
-        {"rollout_deltas_applied", static_cast<std::int64_t>(deltas)},
-        {"rollout_deltas_rejected", static_cast<std::int64_t>(rejected)},
-        {"rollout_bytes_pulled", static_cast<std::int64_t>(bytes)},
-        {"rollout_bytes_if_full", static_cast<std::int64_t>(pulls * version_bytes)}};
+    out["policies"][p.name] = {{"version_bytes", static_cast<std::int64_t>(version_bytes)},
+                               {"deltas_logged", static_cast<std::int64_t>(logged)},
+                               {"deltas_skipped", static_cast<std::int64_t>(dfNumber("deltas_skipped"))},
+                               {"mean_density", compared > 0 ? dfNumber("changed_elements") / compared : 0.0},
+                               {"mean_delta_bytes", logged > 0 ? dfNumber("delta_bytes_logged") / logged : 0.0},
+                               {"rollout_pulls", static_cast<std::int64_t>(pulls)},
+                               {"rollout_full_pulls", static_cast<std::int64_t>(full)},
+                               {"rollout_deltas_applied", static_cast<std::int64_t>(deltas)},
+                               {"rollout_deltas_rejected", static_cast<std::int64_t>(rejected)},
+                               {"rollout_bytes_pulled", static_cast<std::int64_t>(bytes)},
+                               {"rollout_bytes_if_full", static_cast<std::int64_t>(pulls * version_bytes)}};
   }
   return out;
 }
@@ -232,14 +231,16 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
     // the first role's versions, so a resumed team's books would not balance (measured: a
     // verifier trained 48 trajectories, its books said 40). Refused until checkpoints are taken
     // at a version every policy has reached.
-    throw ConfigError(fmt::format("--resume {}: resuming a multi-policy run (workflow {}) is not supported yet "
-                                  "(docs/multi-policy.md); start a new run",
-                                  run_dir.string(), cfg.workflow.kind));
+    throw ConfigError(
+        fmt::format("--resume {}: resuming a multi-policy run (workflow {}) is not supported yet "
+                    "(docs/multi-policy.md); start a new run",
+                    run_dir.string(), cfg.workflow.kind));
   }
   if (resume && cfg.isGatewaySite()) {
-    throw ConfigError(fmt::format("--resume {}: a gateway site keeps no checkpoints (its home job does); start it "
-                                  "anew, it reconnects and pulls the current weights",
-                                  run_dir.string()));
+    throw ConfigError(
+        fmt::format("--resume {}: a gateway site keeps no checkpoints (its home job does); start it "
+                    "anew, it reconnects and pulls the current weights",
+                    run_dir.string()));
   }
   if (resume) {
     if (is_df) resume_version = newestCheckpoint(run_dir, policies);
@@ -309,7 +310,8 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
       fs::rename(merged, before);
       inputs.push_back(before.string());
     }
-    for (int r = 0; r < world.size(); ++r) inputs.push_back((run_dir / "trace" / fmt::format("rank_{}.h5", r)).string());
+    for (int r = 0; r < world.size(); ++r)
+      inputs.push_back((run_dir / "trace" / fmt::format("rank_{}.h5", r)).string());
     // Spawned pools' ranks wrote their own files; one killed mid-run may have left an unreadable one.
     for (const auto& entry : fs::directory_iterator(run_dir / "trace")) {
       const std::string name = entry.path().filename().string();

@@ -12,9 +12,9 @@
 #include "astraflow/core/error.hpp"
 #include "astraflow/model/checkpoint.hpp"
 #include "astraflow/model/model_builder.hpp"
-#include "astraflow/tasks/environment.hpp"
 #include "astraflow/rollout/workflow.hpp"
 #include "astraflow/run/local_loop.hpp"
+#include "astraflow/tasks/environment.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
 
 namespace astraflow {
@@ -37,8 +37,8 @@ bool copySameShapeWeights(PolicyModelImpl& from, PolicyModelImpl& to) {
 
 }  // namespace
 
-double evaluateRoleGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config,
-                          std::size_t role, int problems) {
+double evaluateRoleGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config, std::size_t role,
+                          int problems) {
   if (problems <= 0) return 0.0;
   // The solver answers the environment's own prompt: scored as the single-agent warm start is.
   const auto& r = config.workflow.roles.at(role);
@@ -101,9 +101,10 @@ LocalRunResult runWorkflowSft(const Config& config) {
         const auto ex = roleExample(wf, role, *tokenizer, config.environment, env->trainingId(rng() >> 32), rng);
         batch.push_back(roleReferenceEpisode(ex, *tokenizer));
         if (batch.back().tokens.size() > static_cast<std::size_t>(model->config().max_seq_len)) {
-          throw Error(fmt::format("policies: {}.model.max_seq_len ({}) is shorter than a {} example of workflow {} "
-                                  "({} tokens)", policy.name, model->config().max_seq_len, wf.roles[role].name,
-                                  wf.kind, batch.back().tokens.size()));
+          throw Error(fmt::format(
+              "policies: {}.model.max_seq_len ({}) is shorter than a {} example of workflow {} "
+              "({} tokens)",
+              policy.name, model->config().max_seq_len, wf.roles[role].name, wf.kind, batch.back().tokens.size()));
         }
       }
       const double loss = trainer.sftStep(collate(batch, {}, tokenizer->padId()), config.sft.lr);
@@ -124,7 +125,8 @@ LocalRunResult runWorkflowSft(const Config& config) {
     models.push_back(model);
   }
   std::vector<std::pair<std::string, const PolicyModelImpl*>> out;
-  for (std::size_t role = 0; role < wf.roles.size(); ++role) out.emplace_back(wf.roles[role].policy, models[role].get());
+  for (std::size_t role = 0; role < wf.roles.size(); ++role)
+    out.emplace_back(wf.roles[role].policy, models[role].get());
   result.checkpoint = config.sft.checkpoint;
   saveCheckpointFile(result.checkpoint, out, 0);
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

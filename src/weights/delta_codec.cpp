@@ -1,9 +1,9 @@
 #include "astraflow/weights/delta_codec.hpp"
 
-#include <Kokkos_Core.hpp>
 #include <fmt/format.h>
 #include <xxhash.h>
 #include <zstd.h>
+#include <Kokkos_Core.hpp>
 
 #include <cstdlib>
 #include <cstring>
@@ -71,10 +71,10 @@ void writeHeader(std::byte* p, const Header& h) {
 }
 
 Header readHeader(const std::byte* p) {
-  return {getField<std::uint32_t>(p, 0),   getField<std::uint32_t>(p, 4),   getField<std::int64_t>(p, 8),
-          getField<std::int64_t>(p, 16),   getField<std::uint64_t>(p, 24),  getField<std::uint64_t>(p, 32),
-          getField<std::uint64_t>(p, 40),  getField<std::uint64_t>(p, 48),  getField<std::uint32_t>(p, 56),
-          getField<std::uint32_t>(p, 60),  getField<std::uint64_t>(p, 64),  getField<std::uint64_t>(p, 72),
+  return {getField<std::uint32_t>(p, 0),  getField<std::uint32_t>(p, 4),  getField<std::int64_t>(p, 8),
+          getField<std::int64_t>(p, 16),  getField<std::uint64_t>(p, 24), getField<std::uint64_t>(p, 32),
+          getField<std::uint64_t>(p, 40), getField<std::uint64_t>(p, 48), getField<std::uint32_t>(p, 56),
+          getField<std::uint32_t>(p, 60), getField<std::uint64_t>(p, 64), getField<std::uint64_t>(p, 72),
           getField<std::uint64_t>(p, 80)};
 }
 
@@ -216,12 +216,12 @@ std::uint64_t chunkCount(std::uint64_t words, std::uint32_t chunk_words) {
 
 std::uint64_t weightsHash(std::span<const std::byte> blob) { return XXH3_64bits(blob.data(), blob.size()); }
 
-DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::byte> target,
-                         std::int64_t base_version, std::int64_t target_version, std::vector<std::byte>& out,
-                         const DeltaEncodeOptions& options, std::uint64_t base_hash, std::uint64_t target_hash) {
+DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::byte> target, std::int64_t base_version,
+                         std::int64_t target_version, std::vector<std::byte>& out, const DeltaEncodeOptions& options,
+                         std::uint64_t base_hash, std::uint64_t target_hash) {
   if (base.size() != target.size() || base.size() % 2 != 0) {
-    throw DeltaError(fmt::format("delta: base ({} bytes) and target ({} bytes) must be the same even size",
-                                 base.size(), target.size()));
+    throw DeltaError(fmt::format("delta: base ({} bytes) and target ({} bytes) must be the same even size", base.size(),
+                                 target.size()));
   }
   ensureKokkos();
   const std::uint64_t words = base.size() / 2;
@@ -268,9 +268,19 @@ DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::b
         writeChunk(b, t, begin, end, &flags(c * kFlagWordsPerChunk), entries + chunk_bytes(c));
       });
 
-  Header h{kMagic, kFormatVersion, base_version, target_version, words,
-           base_hash ? base_hash : weightsHash(base), target_hash ? target_hash : weightsHash(target), changed,
-           kDeltaChunkElements, 0, raw_body, raw_body, 0};
+  Header h{kMagic,
+           kFormatVersion,
+           base_version,
+           target_version,
+           words,
+           base_hash ? base_hash : weightsHash(base),
+           target_hash ? target_hash : weightsHash(target),
+           changed,
+           kDeltaChunkElements,
+           0,
+           raw_body,
+           raw_body,
+           0};
   if (options.zstd && raw_body > 0) {
     std::vector<std::byte> packed(ZSTD_compressBound(raw_body));
     const std::size_t n = ZSTD_compress(packed.data(), packed.size(), body, raw_body, options.zstd_level);
@@ -290,8 +300,8 @@ DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::b
 
 DeltaSummary inspectDelta(std::span<const std::byte> delta) {
   if (delta.size() < kDeltaHeaderBytes) {
-    throw DeltaError(fmt::format("delta: truncated ({} bytes, the header alone has {})", delta.size(),
-                                 kDeltaHeaderBytes));
+    throw DeltaError(
+        fmt::format("delta: truncated ({} bytes, the header alone has {})", delta.size(), kDeltaHeaderBytes));
   }
   const Header h = readHeader(delta.data());
   if (h.magic != kMagic) throw DeltaError("delta: bad magic (not an astraflow weight delta)");
@@ -384,8 +394,8 @@ DeltaSummary applyDelta(std::span<std::byte> blob, std::int64_t blob_version, st
         decodeChunk(entries + off[c], entries + off[c + 1], begin, end, w, true);
       });
   if (weightsHash(blob) != h.target_hash) {
-    throw DeltaError(fmt::format("delta: v{} checksum mismatch after applying (replica must resync)",
-                                 h.target_version));
+    throw DeltaError(
+        fmt::format("delta: v{} checksum mismatch after applying (replica must resync)", h.target_version));
   }
   return s;
 }

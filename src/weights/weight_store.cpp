@@ -24,7 +24,6 @@ constexpr std::uint64_t kHeaderBytes = 2048;
 static_assert(kLogTable + kLogEntryBytes * WeightStore::kMaxDeltaLog <= kHeaderBytes);
 constexpr std::uint64_t kChunk = 1ull << 30;  // MPI counts are ints: move data in ≤ 1 GiB calls
 
-
 // One delta onto a replica, which moves to its target version; when it fails, the replica is
 // marked as needing a full version (its blob may be half-way) and the error goes on.
 void applyToReplica(WeightReplica& replica, std::span<const std::byte> delta) {
@@ -70,8 +69,8 @@ WeightStore::WeightStore(const Comm& comm, int host, std::uint64_t capacity, std
       options_(options),
       log_bytes_(logBytesOf(capacity, options)) {
   if (options_.delta_log < 1 || options_.delta_log > kMaxDeltaLog) {
-    throw Error(fmt::format("weights:{}: delta log of {} versions; allowed 1..{}", policy_, options_.delta_log,
-                            kMaxDeltaLog));
+    throw Error(
+        fmt::format("weights:{}: delta log of {} versions; allowed 1..{}", policy_, options_.delta_log, kMaxDeltaLog));
   }
   win_ = Win::allocate(comm, is_host_ ? windowBytes(capacity_, options_) : 0, ("weights:" + policy_).c_str());
   win_.lockAll();
@@ -112,8 +111,8 @@ void WeightStore::getBytes(std::uint64_t offset, std::byte* out, std::uint64_t n
   }
   for (std::uint64_t done = 0; done < n; done += kChunk) {
     const int count = static_cast<int>(std::min(kChunk, n - done));
-    ASTRA_MPI_CHECK(MPI_Get(out + done, count, MPI_BYTE, host_, static_cast<MPI_Aint>(offset + done), count, MPI_BYTE,
-                            win_.raw()));
+    ASTRA_MPI_CHECK(
+        MPI_Get(out + done, count, MPI_BYTE, host_, static_cast<MPI_Aint>(offset + done), count, MPI_BYTE, win_.raw()));
   }
   win_.flush(host_);
 }
@@ -121,8 +120,8 @@ void WeightStore::getBytes(std::uint64_t offset, std::byte* out, std::uint64_t n
 void WeightStore::putBytes(std::uint64_t offset, const std::byte* in, std::uint64_t n) {
   for (std::uint64_t done = 0; done < n; done += kChunk) {
     const int count = static_cast<int>(std::min(kChunk, n - done));
-    ASTRA_MPI_CHECK(MPI_Put(in + done, count, MPI_BYTE, host_, static_cast<MPI_Aint>(offset + done), count, MPI_BYTE,
-                            win_.raw()));
+    ASTRA_MPI_CHECK(
+        MPI_Put(in + done, count, MPI_BYTE, host_, static_cast<MPI_Aint>(offset + done), count, MPI_BYTE, win_.raw()));
   }
   win_.flush(host_);
 }
@@ -139,8 +138,8 @@ void WeightStore::stage(std::int64_t version, std::span<const std::byte> weights
   std::uint64_t meta[4] = {static_cast<std::uint64_t>(version), weights.size(), 0, 0};
   std::memcpy(&meta[2], &clock.wait_seconds, 8);
   std::memcpy(&meta[3], &clock.step_seconds, 8);
-  ASTRA_MPI_CHECK(MPI_Put(meta, 4, MPI_UINT64_T, host_, static_cast<MPI_Aint>(kStagedVersion), 4, MPI_UINT64_T,
-                          win_.raw()));
+  ASTRA_MPI_CHECK(
+      MPI_Put(meta, 4, MPI_UINT64_T, host_, static_cast<MPI_Aint>(kStagedVersion), 4, MPI_UINT64_T, win_.raw()));
   win_.flush(host_);
   // Only now, with data and metadata complete at the host, does the flag say "full".
   atomicWrite(kStagedState, 1);
@@ -243,8 +242,7 @@ std::span<std::byte> WeightStore::loggedDelta(std::int64_t version) {
   return {base + kHeaderBytes + 2 * capacity_ + win_.localWord(at + 8).load(), win_.localWord(at + 16).load()};
 }
 
-StoreUpdate WeightStore::updateFor(std::int64_t version, std::uint64_t hash, int deltas_since_full,
-                                   bool force_full) {
+StoreUpdate WeightStore::updateFor(std::int64_t version, std::uint64_t hash, int deltas_since_full, bool force_full) {
   if (!is_host_) throw Error(fmt::format("weights:{}: only the host serves updates", policy_));
   std::byte* base = win_.base();
   StoreUpdate u;
@@ -282,7 +280,8 @@ void applyStoreUpdate(WeightReplica& replica, bool full, std::int64_t version, s
   }
   for (const auto& d : parts) applyToReplica(replica, d);
   if (replica.version != version || replica.hash != hash) {
-    const std::string why = fmt::format("weights: deltas ended at v{}, the update announced v{}", replica.version, version);
+    const std::string why =
+        fmt::format("weights: deltas ended at v{}, the update announced v{}", replica.version, version);
     replica.version = -1;
     replica.hash = 0;
     throw DeltaError(why);
@@ -334,13 +333,9 @@ PullResult WeightStore::pull(WeightReplica& replica) {
         log[i] = {static_cast<std::int64_t>(e[0]), e[1], e[2]};
       }
       switch (pullDeltas(replica, seq, published, log, result)) {
-        case DeltaPull::Applied:
-          return result;
-        case DeltaPull::Torn:
-          backoff.wait();
-          continue;
-        case DeltaPull::Unavailable:
-          break;  // the full version below
+        case DeltaPull::Applied: return result;
+        case DeltaPull::Torn: backoff.wait(); continue;
+        case DeltaPull::Unavailable: break;  // the full version below
       }
     }
     if (pullFull(replica, header[kPubBytes / 8], header[kPubHash / 8], published, seq, result)) return result;

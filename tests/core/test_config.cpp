@@ -83,8 +83,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"unknown top-level key", "dataflow:", "dataflw:", "bad.yaml:12: dataflw: unknown key"},
         BadCase{"unknown nested key", "  seed: 7", "  sed: 7", "bad.yaml:3: run.sed: unknown key"},
         BadCase{"wrong type", "  seed: 7", "  seed: seven", "run.seed: given 'seven', not an integer"},
-        BadCase{"out of range", "max_staleness: 2", "max_staleness: -1", "dataflow.max_staleness: given -1, out of range"},
-        BadCase{"bad log level", "  seed: 7", "  log_level: loud", "run.log_level: given 'loud'; allowed: trace|debug|info|warn|error"},
+        BadCase{"out of range", "max_staleness: 2", "max_staleness: -1",
+                "dataflow.max_staleness: given -1, out of range"},
+        BadCase{"bad log level", "  seed: 7", "  log_level: loud",
+                "run.log_level: given 'loud'; allowed: trace|debug|info|warn|error"},
         BadCase{"unknown role", "{role: trainer, policy: verifier}", "{role: coach, policy: verifier}",
                 "layout[2].role: given 'coach'; allowed: dataflow|trainer|rollout"},
         BadCase{"rollout serves undefined policy", "policies: [solver, verifier]", "policies: [solver, critic]",
@@ -97,7 +99,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "dataflow.task_ring.slot_bytes: given 100; allowed: a multiple of 8 bytes"},
         BadCase{"ring is a scalar", "task_ring: {slots: 64}", "task_ring: 64",
                 "dataflow.task_ring: given '64'; allowed: a mapping of keys"},
-        BadCase{"duplicate policy", "  - name: verifier", "  - name: solver", "policies[1].name: policy 'solver' is defined twice"},
+        BadCase{"duplicate policy", "  - name: verifier", "  - name: solver",
+                "policies[1].name: policy 'solver' is defined twice"},
         BadCase{"two dataflow entries", "{role: trainer, policy: verifier}", "{role: dataflow}",
                 "layout[2].role: a second dataflow or gateway entry"},
         BadCase{"policy without trainer", "  - {role: trainer, policy: verifier}\n", "",
@@ -125,9 +128,7 @@ TEST(Config, MissingFileIsAClearError) {
   }
 }
 
-TEST(Config, EmptyFileIsAClearError) {
-  EXPECT_THROW(parseConfig("", "empty.yaml"), ConfigError);
-}
+TEST(Config, EmptyFileIsAClearError) { EXPECT_THROW(parseConfig("", "empty.yaml"), ConfigError); }
 
 // Cross-site: a remote site's layout (gateway + rollout, no trainers) and its section's checks.
 TEST(Config, GatewaySiteAndCrossSiteKeys) {

@@ -79,10 +79,10 @@ TEST(BalanceReport, TemplateAndJsonCarryTheFigures) {
   decide(r, kPaper);
   EXPECT_EQ(r.decision.g_target, 5);  // ⌈3 / 0.6⌉
   const std::string text = formatBalanceReport(r);
-  for (const char* line : {"rollout_wait_fraction : 0.4000", "total_raas_ranks : 3", "entered : 900",
-                           "accept_rate : 0.9000", "stale_rate : 0.0500", "produce_consume_ratio : 1.1250",
-                           "branch : scale_up", "G_target : 5", "estimated_delta_ranks : +2",
-                           "--- Total: 3 instances, 3 ranks, 1000 produced, 900 accepted"}) {
+  for (const char* line :
+       {"rollout_wait_fraction : 0.4000", "total_raas_ranks : 3", "entered : 900", "accept_rate : 0.9000",
+        "stale_rate : 0.0500", "produce_consume_ratio : 1.1250", "branch : scale_up", "G_target : 5",
+        "estimated_delta_ranks : +2", "--- Total: 3 instances, 3 ranks, 1000 produced, 900 accepted"}) {
     EXPECT_NE(text.find(line), std::string::npos) << "missing '" << line << "' in\n" << text;
   }
   const auto j = nlohmann::json::parse(balanceReportJson(r, kPaper));

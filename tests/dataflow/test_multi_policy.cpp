@@ -18,7 +18,8 @@ namespace {
 Config teamConfig(const std::string& dir, const std::string& extra_run = "") {
   const int rollouts = worldSize() - 3;
   const std::string yaml = R"(
-run: {name: team, output_dir: )" + dir + R"(, seed: 3, threads_per_rank: 1, progress_every: 2)" + extra_run + R"(}
+run: {name: team, output_dir: )" +
+                           dir + R"(, seed: 3, threads_per_rank: 1, progress_every: 2)" + extra_run + R"(}
 policies:
   - name: solver
     model: {d_model: 32, layers: 1, heads: 2, kv_heads: 1, ffn_hidden: 64, max_seq_len: 48}
@@ -32,7 +33,8 @@ layout:
   - {role: dataflow, ranks: 1}
   - {role: trainer, policy: solver}
   - {role: trainer, policy: verifier}
-  - {role: rollout, policies: [solver, verifier], ranks: )" + std::to_string(rollouts) + R"(}
+  - {role: rollout, policies: [solver, verifier], ranks: )" +
+                           std::to_string(rollouts) + R"(}
 rollout: {group_size: 4, max_new_tokens: 4, batch_tasks: 8}
 trainer: {groups_per_step: 2, lr: 0.003}
 eval: {problems: 6, every: 2}

@@ -80,7 +80,8 @@ TEST(Replay, ServesTheRatioWithinBinomialToleranceAndHonoursSizeAndStaleness) {
         ++replayed_slots;
         // Size: only the last size/group_size groups served can come back.
         const auto pos = std::find(fresh_order.begin(), fresh_order.end(), t.group_id) - fresh_order.begin();
-        EXPECT_GE(pos, static_cast<std::ptrdiff_t>(fresh_order.size()) - static_cast<std::ptrdiff_t>(size / group_size));
+        EXPECT_GE(pos,
+                  static_cast<std::ptrdiff_t>(fresh_order.size()) - static_cast<std::ptrdiff_t>(size / group_size));
         // Staleness: never older than max_staleness.
         EXPECT_LE(v - t.weight_version_min, 3);
       } else {
@@ -102,7 +103,8 @@ TEST(Replay, AdmissionScalesByTheFreshShareSoDataDoesNotAgePastTheBound) {
   // weights, arriving at once); η = 2, B = 8 groups of 1, replay ratio 0.5. Without the fresh
   // share in the rule, the buffer grows faster than batches drain it and data goes stale.
   const int eta = 2;
-  BatchAssembler a("solver", 1, 8, eta, {}, makeSampler(spec("replay", {{"ratio", "0.5"}, {"max_staleness", "50"}})), 9);
+  BatchAssembler a("solver", 1, 8, eta, {}, makeSampler(spec("replay", {{"ratio", "0.5"}, {"max_staleness", "50"}})),
+                   9);
   std::uint64_t next = 0;
   for (int v = 0; v < 300; ++v) {
     for (std::int64_t room = a.admissionRoom(v, 0); room > 0; --room) a.ingest(member(next++, 0, v, 1));
@@ -116,10 +118,11 @@ TEST(Replay, AdmissionScalesByTheFreshShareSoDataDoesNotAgePastTheBound) {
 // The trainer checks staleness against the bound the batch carries, so the assembler must stamp
 // the same bound servedStalenessBound derives from the config: max(η, the sampler's own).
 TEST(Replay, BatchesCarryTheBoundTheyWereServedUnder) {
-  const auto cfg = parseConfig("policies: [{name: solver}]\nlayout: [{role: dataflow}, {role: trainer, policy: solver}, "
-                               "{role: rollout, policies: [solver]}]\ndataflow: {max_staleness: 3, sampler: {kind: "
-                               "replay, ratio: 0.5, max_staleness: 11}}\n",
-                               "bound.yaml");
+  const auto cfg = parseConfig(
+      "policies: [{name: solver}]\nlayout: [{role: dataflow}, {role: trainer, policy: solver}, "
+      "{role: rollout, policies: [solver]}]\ndataflow: {max_staleness: 3, sampler: {kind: "
+      "replay, ratio: 0.5, max_staleness: 11}}\n",
+      "bound.yaml");
   BatchAssembler replay("solver", 1, 1, cfg.dataflow.max_staleness, {}, makeSampler(cfg.dataflow.sampler), 1);
   replay.ingest(member(0, 0, 0, 1));
   const auto b = replay.serve(0, 0);
@@ -155,7 +158,7 @@ TEST(Greso, ProbabilitiesFollowTheHandComputedTrajectory) {
   greso->observe(PromptInfo{1, 0, {}}, {1, 1});  // easy, zero variance (z = 1)
   greso->observe(PromptInfo{2, 0, {}}, {0, 1});  // easy (mean 0.5), varied → window: easy 1/2 zero-variance > 0.083
   EXPECT_NEAR(p().first, 0.49, 1e-12);
-  EXPECT_NEAR(p().second, 0.50, 1e-12);  // no hard group in the window: unchanged
+  EXPECT_NEAR(p().second, 0.50, 1e-12);                // no hard group in the window: unchanged
   greso->observe(PromptInfo{3, 0, {}}, {0, 0});        // hard, zero variance (z = 1)
   greso->observe(PromptInfo{4, 0, {}}, {0, 1, 0, 0});  // hard, varied → hard 1/2 > 0.167
   EXPECT_NEAR(p().first, 0.49, 1e-12);
@@ -240,9 +243,10 @@ TEST(Plugins, AFilterThatThrowsKeepsTheDataAndIsCounted) {
 }
 
 void expectConfigError(const std::string& dataflow_yaml, const std::string& needle) {
-  const std::string yaml = "policies: [{name: solver}]\nlayout: [{role: dataflow}, {role: trainer, policy: solver}, "
-                           "{role: rollout, policies: [solver]}]\ndataflow: " +
-                           dataflow_yaml + "\n";
+  const std::string yaml =
+      "policies: [{name: solver}]\nlayout: [{role: dataflow}, {role: trainer, policy: solver}, "
+      "{role: rollout, policies: [solver]}]\ndataflow: " +
+      dataflow_yaml + "\n";
   try {
     parseConfig(yaml, "plugins.yaml");
     ADD_FAILURE() << "accepted: " << dataflow_yaml;
@@ -258,10 +262,11 @@ TEST(Plugins, BadNamesAndParametersAreConfigErrorsNamingTheKey) {
   expectConfigError("{sampler: {kind: replay, ratoi: 0.3}}", "dataflow.sampler.ratoi: unknown parameter");
   expectConfigError("{curators: [{kind: greso, floor_easy: 2}]}", "dataflow.curators[0].floor_easy");
   expectConfigError("{router: by_rol}", "dataflow.router: unknown router 'by_rol'");
-  const auto ok = parseConfig("policies: [{name: solver}]\nlayout: [{role: dataflow}, {role: trainer, policy: "
-                              "solver}, {role: rollout, policies: [solver]}]\ndataflow: {curators: [greso], filters: "
-                              "[zero_advantage], sampler: {kind: replay, ratio: 0.3, size: 10000, max_staleness: 8}}\n",
-                              "ok.yaml");
+  const auto ok = parseConfig(
+      "policies: [{name: solver}]\nlayout: [{role: dataflow}, {role: trainer, policy: "
+      "solver}, {role: rollout, policies: [solver]}]\ndataflow: {curators: [greso], filters: "
+      "[zero_advantage], sampler: {kind: replay, ratio: 0.3, size: 10000, max_staleness: 8}}\n",
+      "ok.yaml");
   EXPECT_EQ(ok.dataflow.filters.at(0).kind, "zero_advantage");
   EXPECT_EQ(ok.dataflow.sampler.params.at("ratio"), "0.3");
   EXPECT_EQ(servedStalenessBound(ok), 8);

@@ -15,9 +15,9 @@
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/layout.hpp"
 #include "astraflow/dataflow/plugins.hpp"
-#include "astraflow/run/runtime.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
+#include "astraflow/run/runtime.hpp"
 #include "runtime_test_util.hpp"
 
 namespace astraflow {
@@ -26,13 +26,15 @@ namespace {
 Config tinyConfig(const std::string& dir, const std::string& extra_run = "", const std::string& extra = "") {
   const int trainers = worldSize() - 3;
   const std::string yaml = R"(
-run: {name: rt, output_dir: )" + dir + R"(, seed: 5, threads_per_rank: 1, progress_every: 2)" + extra_run + R"(}
+run: {name: rt, output_dir: )" +
+                           dir + R"(, seed: 5, threads_per_rank: 1, progress_every: 2)" + extra_run + R"(}
 policies:
   - name: solver
     model: {d_model: 32, layers: 1, heads: 2, kv_heads: 1, ffn_hidden: 64, max_seq_len: 32}
 layout:
   - {role: dataflow, ranks: 1}
-  - {role: trainer, policy: solver, ranks: )" + std::to_string(trainers) + R"(}
+  - {role: trainer, policy: solver, ranks: )" +
+                           std::to_string(trainers) + R"(}
   - {role: rollout, policies: [solver], ranks: 2}
 rollout: {group_size: 4, max_new_tokens: 6, batch_tasks: 8}
 trainer: {groups_per_step: 2, lr: 0.003}
@@ -206,7 +208,8 @@ TEST(Runtime, PluginStateAndCountersComeBackOnResume) {
     ASSERT_TRUE(first["plugins"].contains(key)) << key;
     for (const auto& [counter, value] : first["plugins"][key].items()) {
       // Counters carry over: never below what the first segment ended with.
-      EXPECT_GE(second["plugins"][key][counter].get<std::int64_t>(), value.get<std::int64_t>()) << key << "." << counter;
+      EXPECT_GE(second["plugins"][key][counter].get<std::int64_t>(), value.get<std::int64_t>())
+          << key << "." << counter;
     }
   }
   // (A reset would show: the resumed segment needs few new prompts, the buffer carried over.)

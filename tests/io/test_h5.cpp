@@ -31,15 +31,13 @@ std::string h5ErrorOf(Body&& body) {
 
 template <class T>
 class ScalarRoundTrip : public ::testing::Test {};
-using ScalarTypes =
-    ::testing::Types<std::int32_t, std::int64_t, std::uint16_t, std::uint64_t, float, double>;
+using ScalarTypes = ::testing::Types<std::int32_t, std::int64_t, std::uint16_t, std::uint64_t, float, double>;
 TYPED_TEST_SUITE(ScalarRoundTrip, ScalarTypes);
 
 TYPED_TEST(ScalarRoundTrip, FixedVectorSurvivesReopen) {
   using T = TypeParam;
   using Limits = std::numeric_limits<T>;
-  const std::vector<T> values = {Limits::lowest(), Limits::max(), T(0), T(1), T(42),
-                                 Limits::min(),    T(7)};
+  const std::vector<T> values = {Limits::lowest(), Limits::max(), T(0), T(1), T(42), Limits::min(), T(7)};
   TempDir dir;
   const auto path = dir.file("scalars.h5");
   {
@@ -71,8 +69,7 @@ TYPED_TEST(ScalarRoundTrip, ExtendibleVectorGrowsWithEachAppend) {
   }
   const auto file = H5File::openReadOnly(path);
   EXPECT_EQ(file.readVector<T>("grow"), expected);
-  EXPECT_EQ(file.openDataset("grow").space().maxDims(),
-            std::vector<std::uint64_t>{H5Dataspace::kUnlimited});
+  EXPECT_EQ(file.openDataset("grow").space().maxDims(), std::vector<std::uint64_t>{H5Dataspace::kUnlimited});
 }
 
 TEST(H5Extendible, MatrixAppendsKeepRowsAndColumns) {
@@ -101,8 +98,7 @@ TEST(H5Extendible, MatrixAppendsKeepRowsAndColumns) {
   EXPECT_EQ(matrix.cols, kCols);
   EXPECT_EQ(matrix.values, expected);
   EXPECT_DOUBLE_EQ(matrix.at(6, 2), 20.25);
-  EXPECT_EQ(file.openDataset("m").space().maxDims(),
-            (std::vector<std::uint64_t>{H5Dataspace::kUnlimited, kCols}));
+  EXPECT_EQ(file.openDataset("m").space().maxDims(), (std::vector<std::uint64_t>{H5Dataspace::kUnlimited, kCols}));
 }
 
 TEST(H5Sequences, VariableLengthRoundTripIncludingEmpty) {
@@ -141,9 +137,8 @@ TEST(H5Attributes, EveryKindOnFileGroupAndDataset) {
     auto file = H5File::create(path);
     auto group = file.createGroup("policy");
     auto dataset = group.writeVector("weights", std::vector<std::uint16_t>{1, 2});
-    for (const H5Object* owner :
-         {static_cast<const H5Object*>(&file), static_cast<const H5Object*>(&group),
-          static_cast<const H5Object*>(&dataset)}) {
+    for (const H5Object* owner : {static_cast<const H5Object*>(&file), static_cast<const H5Object*>(&group),
+                                  static_cast<const H5Object*>(&dataset)}) {
       owner->writeAttribute("text", unicode);
       owner->writeAttribute("empty", "");
       owner->writeAttribute("count", std::int64_t{-9'000'000'000'000});
@@ -157,9 +152,8 @@ TEST(H5Attributes, EveryKindOnFileGroupAndDataset) {
   const auto file = H5File::openReadOnly(path);
   const auto group = file.openGroup("policy");
   const auto dataset = file.openDataset("policy/weights");
-  for (const H5Object* owner :
-       {static_cast<const H5Object*>(&file), static_cast<const H5Object*>(&group),
-        static_cast<const H5Object*>(&dataset)}) {
+  for (const H5Object* owner : {static_cast<const H5Object*>(&file), static_cast<const H5Object*>(&group),
+                                static_cast<const H5Object*>(&dataset)}) {
     SCOPED_TRACE(owner->name());
     EXPECT_EQ(owner->readStringAttribute("text"), unicode);
     EXPECT_EQ(owner->readStringAttribute("empty"), "");
@@ -202,8 +196,7 @@ TEST(H5Groups, NestedPathsCreateOpenAndExist) {
   EXPECT_EQ(file.readVector<std::int64_t>("a/b/c/data"), (std::vector<std::int64_t>{5, 6, 7}));
   const auto b = file.openGroup("a/b");
   EXPECT_EQ(b.name(), "/a/b");
-  EXPECT_EQ(b.openGroup("c").readVector<std::int64_t>("data"),
-            (std::vector<std::int64_t>{5, 6, 7}));
+  EXPECT_EQ(b.openGroup("c").readVector<std::int64_t>("data"), (std::vector<std::int64_t>{5, 6, 7}));
   EXPECT_EQ(b.readVector<float>("sibling/leaf/x"), std::vector<float>{1.5f});
   EXPECT_EQ(file.readVector<std::int32_t>("d/e/auto"), std::vector<std::int32_t>{9});
 }

@@ -55,9 +55,8 @@ TEST(TraceWriter, ThousandEventsRoundTripExactly) {
   const auto file = H5File::openReadOnly(path);
   EXPECT_EQ(file.readStringAttribute("format"), "astraflow-trace");
   EXPECT_EQ(file.readInt64Attribute("format_version"), 2);
-  EXPECT_EQ(
-      file.openDataset("events").type().memberNames(),
-      (std::vector<std::string>{"rank", "role", "kind", "t_start", "t_end", "version", "bytes", "count"}));
+  EXPECT_EQ(file.openDataset("events").type().memberNames(),
+            (std::vector<std::string>{"rank", "role", "kind", "t_start", "t_end", "version", "bytes", "count"}));
 }
 
 TEST(TraceWriter, DestructorAndFlushWriteTheBuffer) {
@@ -143,9 +142,8 @@ TEST(TraceWriter, ReadableByRealH5dump) {
   ASSERT_EQ(status, 0) << "h5dump failed:\n" << output;
   EXPECT_NE(output.find("DATASET \"events\""), std::string::npos) << output;
   for (const char* field : {"rank", "role", "kind", "t_start", "t_end", "version", "bytes", "count"}) {
-    EXPECT_NE(output.find(std::string("\"") + field + "\""), std::string::npos)
-        << "field " << field << " missing:\n"
-        << output;
+    EXPECT_NE(output.find(std::string("\"") + field + "\""), std::string::npos) << "field " << field << " missing:\n"
+                                                                                << output;
   }
   // h5dump shows the NUL padding of fixed strings ("rollout\000..."): match the opening quote.
   EXPECT_NE(output.find("\"rollout"), std::string::npos) << output;
@@ -176,9 +174,8 @@ TEST(TraceMerge, TwoFilesMergeSortedByStartTime) {
   mergeTraceFiles({a, b}, merged);
   const auto events = readTraceEvents(merged);
   ASSERT_EQ(events.size(), 120u);
-  EXPECT_TRUE(std::is_sorted(
-      events.begin(), events.end(),
-      [](const TraceEvent& x, const TraceEvent& y) { return x.t_start < y.t_start; }));
+  EXPECT_TRUE(std::is_sorted(events.begin(), events.end(),
+                             [](const TraceEvent& x, const TraceEvent& y) { return x.t_start < y.t_start; }));
   auto by_time = [](const TraceEvent& x, const TraceEvent& y) {
     return std::tie(x.t_start, x.rank, x.kind) < std::tie(y.t_start, y.rank, y.kind);
   };

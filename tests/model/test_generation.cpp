@@ -76,7 +76,8 @@ TEST(Generation, KvCacheDoesNotChangeGreedyOutput) {
   for (std::size_t i = 0; i < cached.size(); ++i) {
     EXPECT_EQ(cached[i].tokens, full[i].tokens) << "row " << i;
     ASSERT_EQ(cached[i].logprobs.size(), full[i].logprobs.size());
-    for (std::size_t k = 0; k < cached[i].logprobs.size(); ++k) EXPECT_NEAR(cached[i].logprobs[k], full[i].logprobs[k], 1e-4);
+    for (std::size_t k = 0; k < cached[i].logprobs.size(); ++k)
+      EXPECT_NEAR(cached[i].logprobs[k], full[i].logprobs[k], 1e-4);
   }
 }
 
@@ -144,7 +145,8 @@ TEST(Generation, NonFiniteLogitsAreFlagged) {
   // A row is flagged exactly when token 9 (NaN embedding) is in its context.
   const auto P = prompts();
   for (std::size_t i = 0; i < out.size(); ++i) {
-    const bool has9 = std::count(P[i].begin(), P[i].end(), 9) + std::count(out[i].tokens.begin(), out[i].tokens.end(), 9) > 0;
+    const bool has9 =
+        std::count(P[i].begin(), P[i].end(), 9) + std::count(out[i].tokens.begin(), out[i].tokens.end(), 9) > 0;
     EXPECT_EQ(out[i].nonfinite, has9) << "row " << i;
   }
 }

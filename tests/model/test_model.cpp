@@ -3,8 +3,8 @@
 // checkpoint that does not fit the config is refused naming the tensor.
 #include <gtest/gtest.h>
 
-#include "test_model_config.hpp"
 #include <unistd.h>
+#include "test_model_config.hpp"
 
 #include <cstdlib>
 #include <filesystem>
@@ -40,8 +40,8 @@ TEST(PolicyModel, KvCacheMatchesFullForward) {
   const auto full = model->forward(tokens, pos, valid);
 
   auto cache = model->newCache(3, 12);
-  std::vector<torch::Tensor> parts{model->forwardCached(tokens.narrow(1, 0, 5), pos.narrow(1, 0, 5),
-                                                        valid.narrow(1, 0, 5), cache)};
+  std::vector<torch::Tensor> parts{
+      model->forwardCached(tokens.narrow(1, 0, 5), pos.narrow(1, 0, 5), valid.narrow(1, 0, 5), cache)};
   for (int t = 5; t < 12; ++t) {
     parts.push_back(model->forwardCached(tokens.narrow(1, t, 1), pos.narrow(1, t, 1), valid.narrow(1, t, 1), cache));
   }

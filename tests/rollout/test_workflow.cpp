@@ -59,7 +59,8 @@ TEST(WorkflowConfig, SolverVerifierParsesInOrderWithByRoleRouting) {
   EXPECT_EQ(c.workflow.roles[1].context, "{problem}{solution}<verifier>");
   EXPECT_EQ(c.workflow.max_rounds, 3);
   EXPECT_EQ(c.dataflow.router.kind, "by_role");
-  EXPECT_EQ(c.dataflow.router.params, (std::map<std::string, std::string>{{"solver", "solver"}, {"verifier", "verifier"}}));
+  EXPECT_EQ(c.dataflow.router.params,
+            (std::map<std::string, std::string>{{"solver", "solver"}, {"verifier", "verifier"}}));
   // The router built from it sends each role to its policy and a role-less trajectory to its own.
   auto router = makeRouter(c.dataflow.router);
   Trajectory t;
@@ -199,8 +200,7 @@ TEST(Workflow, ApprovedWrongAnswerEndsTheEpisodeAndRoundsAreCapped) {
   // rejected three times → capped at max_rounds, the final (last) answer is right, all verdicts wrong.
   // Calls interleave a and b within a round.
   Script s{*tok,
-           {{"solver", {wrong_a, right_b, right_b, right_b}},
-            {"verifier", {"<approve>", "<reject>", "<reject>", "x"}}},
+           {{"solver", {wrong_a, right_b, right_b, right_b}}, {"verifier", {"<approve>", "<reject>", "<reject>", "x"}}},
            {}};
   auto team = runTeamEpisodes(c.workflow, s.fn(), *tok, c.environment, {a, b}, SamplingOptions{});
   EXPECT_EQ(team[0].rounds, 1);

@@ -3,8 +3,8 @@
 // that match a single-process run on the union of the batches (within float tolerance).
 #include <gtest/gtest.h>
 
-#include "test_model_config.hpp"
 #include <xxhash.h>
+#include "test_model_config.hpp"
 
 #include <vector>
 
@@ -82,10 +82,9 @@ TEST(DataParallel, RanksStayBitIdenticalAndMatchTheUnionBatch) {
     // The group's averaged gradient equals the union batch's gradient up to float summation order.
     double max_diff = 0;
     for (std::size_t i = 0; i < model->orderedParameters().size(); ++i) {
-      max_diff = std::max(max_diff, (model->orderedParameters()[i].tensor - reference->orderedParameters()[i].tensor)
-                                        .abs()
-                                        .max()
-                                        .item<double>());
+      max_diff = std::max(
+          max_diff,
+          (model->orderedParameters()[i].tensor - reference->orderedParameters()[i].tensor).abs().max().item<double>());
     }
     EXPECT_LT(max_diff, 1e-5) << "data-parallel training differs from the union-batch run";
   }

@@ -28,8 +28,8 @@ TrainingSample episode(std::int32_t action, double reward) {
 }  // namespace
 
 TEST(PolicyTrainer, NonFiniteSamplesAreDroppedAndCounted) {
-  std::vector<TrainingSample> eps{episode(7, 1.0), episode(8, std::numeric_limits<double>::quiet_NaN()), episode(9, 0.0),
-                           episode(7, std::numeric_limits<double>::infinity())};
+  std::vector<TrainingSample> eps{episode(7, 1.0), episode(8, std::numeric_limits<double>::quiet_NaN()),
+                                  episode(9, 0.0), episode(7, std::numeric_limits<double>::infinity())};
   eps.push_back(episode(8, 1.0));
   eps.back().nonfinite = true;
   const TrainBatch b = collate(eps, {0, 0, 0, 0, 0}, 0);

@@ -152,8 +152,8 @@ TEST(DeltaCodec, CorruptDeltasAreRejectedAndNeverApplied) {
       EXPECT_TRUE(replica == base) << what << ": the replica was modified";
     };
     // A flipped bit anywhere: header, checksum field, chunk index, entries.
-    for (std::size_t at : {std::size_t{2}, std::size_t{30}, std::size_t{84}, kDeltaHeaderBytes + 3,
-                           delta.size() / 2, delta.size() - 1}) {
+    for (std::size_t at : {std::size_t{2}, std::size_t{30}, std::size_t{84}, kDeltaHeaderBytes + 3, delta.size() / 2,
+                           delta.size() - 1}) {
       auto bad = delta;
       bad[at] ^= std::byte{0x10};
       expectRejected(bad, 3, base_hash, "flipped byte");

@@ -168,7 +168,8 @@ TEST(WeightStore, DeltaReadersFollowTheLogAndResync) {
   Comm comm = Comm::duplicate(MPI_COMM_WORLD);
   if (comm.size() < 3) GTEST_SKIP() << "needs a host, a trainer and a reader";
   constexpr int kFullSyncEvery = 5, kLog = 4;
-  WeightStore store(comm, 0, kCapacity, "solver", {.delta = true, .delta_log = kLog, .full_sync_every = kFullSyncEvery});
+  WeightStore store(comm, 0, kCapacity, "solver",
+                    {.delta = true, .delta_log = kLog, .full_sync_every = kFullSyncEvery});
   WeightReplica replica;
   const bool reader = comm.rank() >= 2;
   auto publish = [&](std::int64_t v) {

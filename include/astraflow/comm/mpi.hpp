@@ -20,12 +20,12 @@ class MpiError : public Error {
 
 [[noreturn]] void throwMpiError(int code, const char* call, const char* file, int line);
 
-#define ASTRA_MPI_CHECK(call)                                                      \
-  do {                                                                             \
-    const int astra_mpi_rc_ = (call);                                              \
-    if (astra_mpi_rc_ != MPI_SUCCESS) {                                            \
-      ::astraflow::throwMpiError(astra_mpi_rc_, #call, __FILE__, __LINE__);        \
-    }                                                                              \
+#define ASTRA_MPI_CHECK(call)                                               \
+  do {                                                                      \
+    const int astra_mpi_rc_ = (call);                                       \
+    if (astra_mpi_rc_ != MPI_SUCCESS) {                                     \
+      ::astraflow::throwMpiError(astra_mpi_rc_, #call, __FILE__, __LINE__); \
+    }                                                                       \
   } while (0)
 
 // Owns MPI_Init_thread / MPI_Finalize for one process. Checks that the provided thread level

@@ -17,9 +17,9 @@ struct RoleContext {
   int rank = 0;        // in the job's world communicator
   int label_rank = 0;  // in traces and trajectories (a spawned pool's ranks are offset to stay unique)
   Role role = Role::Rollout;
-  int ranks_on_node = 1;      // sizes LibTorch/BLAS threads (run.threads_per_rank = 0)
-  double t0 = 0;              // the run clock's zero in MPI_Wtime() (same on every rank up to skew)
-  double clock_offset = 0;    // run time of earlier segments: a resumed run's clock continues
+  int ranks_on_node = 1;       // sizes LibTorch/BLAS threads (run.threads_per_rank = 0)
+  double t0 = 0;               // the run clock's zero in MPI_Wtime() (same on every rank up to skew)
+  double clock_offset = 0;     // run time of earlier segments: a resumed run's clock continues
   TraceSink* trace = nullptr;  // null: events are not recorded
   std::filesystem::path run_dir;
   std::int64_t resume_version = -1;  // >= 0: the run resumes from this checkpoint

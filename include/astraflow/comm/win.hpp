@@ -37,8 +37,10 @@ class Win {
 
   ~Win();
   Win(Win&& o) noexcept
-      : win_(std::exchange(o.win_, MPI_WIN_NULL)), base_(std::exchange(o.base_, nullptr)),
-        bytes_(o.bytes_), locked_(std::exchange(o.locked_, false)) {}
+      : win_(std::exchange(o.win_, MPI_WIN_NULL)),
+        base_(std::exchange(o.base_, nullptr)),
+        bytes_(o.bytes_),
+        locked_(std::exchange(o.locked_, false)) {}
   Win& operator=(Win&& o) noexcept;
   Win(const Win&) = delete;
   Win& operator=(const Win&) = delete;

@@ -22,12 +22,12 @@ struct RunSection {
   std::string log_level = "info";  // trace|debug|info|warn|error
   int threads_per_rank = 0;        // LibTorch/OpenBLAS threads; 0 = cores on node / ranks on node
   // The distributed run (`astraflow run`).
-  std::string mode = "async";      // async | sync (colocated-synchronous baseline, for comparisons)
-  int versions = 100;              // stop once every policy's trainer has published this version
-  double max_wall_seconds = 0;     // also stop after this long (0 = no limit); the run still ends cleanly
-  int checkpoint_every = 0;        // versions between checkpoints (0 = only the final one)
-  int progress_every = 5;          // versions between progress lines
-  std::string init_checkpoint;     // warm start for every policy; empty = <output_dir>/sft.h5 if it exists
+  std::string mode = "async";   // async | sync (colocated-synchronous baseline, for comparisons)
+  int versions = 100;           // stop once every policy's trainer has published this version
+  double max_wall_seconds = 0;  // also stop after this long (0 = no limit); the run still ends cleanly
+  int checkpoint_every = 0;     // versions between checkpoints (0 = only the final one)
+  int progress_every = 5;       // versions between progress lines
+  std::string init_checkpoint;  // warm start for every policy; empty = <output_dir>/sft.h5 if it exists
 };
 
 struct PolicySection {
@@ -39,17 +39,17 @@ struct PolicySection {
 
 // How RaaS samples (rollout section).
 struct RolloutSection {
-  int group_size = 8;         // samples per prompt (GRPO group)
+  int group_size = 8;  // samples per prompt (GRPO group)
   double temperature = 1.0;
   double top_p = 1.0;
-  int max_new_tokens = 8;     // per agent turn
+  int max_new_tokens = 8;            // per agent turn
   double max_new_tokens_growth = 0;  // tokens the cap grows by per weight version (a growing workload; 0: fixed)
   double min_new_tokens_growth = 0;  // tokens the minimum (no stop before it) grows by per weight version
-  int batch_tasks = 64;       // most tasks a RaaS rank generates together in one batch
+  int batch_tasks = 64;              // most tasks a RaaS rank generates together in one batch
 };
 
 struct LossSection {
-  std::string kind = "ppo";        // ppo | decoupled
+  std::string kind = "ppo";  // ppo | decoupled
   double clip_low = 0.2;
   double clip_high = 0.28;
   double kl_coef = 0.0;
@@ -65,9 +65,9 @@ struct TrainerSection {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double weight_decay = 0.0;
-  double grad_clip = 1.0;     // max global gradient norm; 0 = off
-  int groups_per_step = 16;   // prompts (groups) per RL step
-  int ppo_epochs = 1;         // optimiser steps on each RL batch
+  double grad_clip = 1.0;    // max global gradient norm; 0 = off
+  int groups_per_step = 16;  // prompts (groups) per RL step
+  int ppo_epochs = 1;        // optimiser steps on each RL batch
   LossSection loss;
 };
 
@@ -88,11 +88,11 @@ struct EvalSection {
 
 // Weight transfer from trainers to rollout ranks (docs/architecture.md §8, docs/weights.md).
 struct WeightsSection {
-  std::string mode = "delta";       // full | delta: sparse bf16 deltas between consecutive versions
-  int full_sync_every = 16;         // a reader applies at most this many deltas in a row, then pulls a full version
-  int delta_log = 8;                // deltas the store keeps per policy (a reader further behind pulls a full version)
+  std::string mode = "delta";        // full | delta: sparse bf16 deltas between consecutive versions
+  int full_sync_every = 16;          // a reader applies at most this many deltas in a row, then pulls a full version
+  int delta_log = 8;                 // deltas the store keeps per policy (a reader further behind pulls a full version)
   std::string compression = "none";  // none | zstd (on top of the delta encoding)
-  int pull_every = 1;               // a rollout rank pulls once the store is this many versions ahead of it
+  int pull_every = 1;                // a rollout rank pulls once the store is this many versions ahead of it
 };
 
 // The balance report and the three-zone policy (docs/elastic.md, paper §4.2.1).
@@ -106,9 +106,9 @@ struct ElasticSection {
   std::string mode = "off";  // off | auto (spawn/retire by the report) | external (a maintainer command decides)
   std::string command;       // external: run with the report's JSON path; its last stdout line is G_target
   double command_timeout_s = 30;
-  std::string target_file;   // external: a file holding G_target, read at each report (default <run>/balance/target)
-  double lease_seconds = 60; // a spawned pool silent this long while holding tasks is lost; its tasks are re-issued
-  int spawn_max = 8;         // ranks one spawn adds at most
+  std::string target_file;    // external: a file holding G_target, read at each report (default <run>/balance/target)
+  double lease_seconds = 60;  // a spawned pool silent this long while holding tasks is lost; its tasks are re-issued
+  int spawn_max = 8;          // ranks one spawn adds at most
 };
 
 // Cross-site rollout (docs/cross-site.md). A home job's dataflow rank listens for gateways; a
@@ -116,14 +116,14 @@ struct ElasticSection {
 // that connects home over UCX, mirrors the weights for its local rollout pool and forwards
 // their trajectories.
 struct CrossSiteSection {
-  std::string listen;                          // home: "host:port" to accept gateways on ("": none)
-  std::string connect;                         // gateway: "host:port" of the home dataflow rank
-  std::string site = "remote";                 // gateway: this site's name (logs, home summary)
-  std::string token;                           // shared secret (token_env is preferred)
+  std::string listen;                              // home: "host:port" to accept gateways on ("": none)
+  std::string connect;                             // gateway: "host:port" of the home dataflow rank
+  std::string site = "remote";                     // gateway: this site's name (logs, home summary)
+  std::string token;                               // shared secret (token_env is preferred)
   std::string token_env = "ASTRAFLOW_SITE_TOKEN";  // environment variable holding the secret
-  int wait_for_sites = 0;                      // home: gateways to wait for before admitting tasks
-  double wait_seconds = 120;                   // home: how long to wait; gateway: how long to try to connect
-  int tasks_in_flight = 256;                   // gateway: tasks it holds from home at most
+  int wait_for_sites = 0;                          // home: gateways to wait for before admitting tasks
+  double wait_seconds = 120;                       // home: how long to wait; gateway: how long to try to connect
+  int tasks_in_flight = 256;                       // gateway: tasks it holds from home at most
 };
 
 // The single-process reference loop (`astraflow train-local`).
@@ -168,9 +168,9 @@ struct DataflowSection {
   RingSection task_ring{256, 512};
   RingSection trajectory_ring{1024, 4096};
   RingSection batch_ring{8, 1u << 20};
-  int max_staleness = 4;  // η, in weight versions
-  std::uint64_t prompt_pool = 0;  // prompts recur: cycle over this many training problems (0 = endless new ones)
-  std::vector<PluginSpec> curators;                       // pre-rollout, in order
+  int max_staleness = 4;             // η, in weight versions
+  std::uint64_t prompt_pool = 0;     // prompts recur: cycle over this many training problems (0 = endless new ones)
+  std::vector<PluginSpec> curators;  // pre-rollout, in order
   std::vector<PluginSpec> filters{{"keep_all", {}, "dataflow.filters[0]"}};  // post-rollout, in order
   PluginSpec sampler{"fresh", {}, "dataflow.sampler"};
   PluginSpec router{"by_policy", {}, "dataflow.router"};
@@ -190,10 +190,10 @@ struct WorkflowRole {
 // single- or multi-turn episode. `solver_verifier` and `solver_selector`: several policies per
 // episode, one trajectory per role, each routed to its own policy's trainer.
 struct WorkflowSection {
-  std::string kind = "single";       // single | solver_verifier | solver_selector
-  std::vector<WorkflowRole> roles;   // in turn order (workflow.order)
-  int max_rounds = 1;                // solver_verifier: solver attempts (reject → retry)
-  int candidates = 1;                // solver_selector: 2 (the solver writes two candidates)
+  std::string kind = "single";      // single | solver_verifier | solver_selector
+  std::vector<WorkflowRole> roles;  // in turn order (workflow.order)
+  int max_rounds = 1;               // solver_verifier: solver attempts (reject → retry)
+  int candidates = 1;               // solver_selector: 2 (the solver writes two candidates)
   bool multiAgent() const { return kind != "single"; }
   const WorkflowRole* findRole(const std::string& name) const;
   // The roles' distinct policies, in role order.
@@ -218,7 +218,7 @@ struct Config {
   ElasticSection elastic;
   LocalSection local;
 
-  int layoutRanks() const;  // world size the layout needs
+  int layoutRanks() const;     // world size the layout needs
   bool isGatewaySite() const;  // the layout has a gateway (a remote site's job)
   const PolicySection* findPolicy(const std::string& name) const;
 };

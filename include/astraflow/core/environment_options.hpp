@@ -10,8 +10,8 @@ namespace astraflow {
 struct EnvironmentOptions {
   std::string name = "arithmetic";
   // arithmetic
-  int digits = 2;                 // operands have 1..digits digits
-  std::string operators = "+-";   // any of + - *
+  int digits = 2;                // operands have 1..digits digits
+  std::string operators = "+-";  // any of + - *
   // search
   int corpus_size = 64;           // key–value facts generated from the seed
   int max_turns = 4;              // agent turns per episode

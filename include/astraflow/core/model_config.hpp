@@ -13,14 +13,14 @@ struct TokenSpec {
 };
 
 struct ModelConfig {
-  int vocab_size = 0;        // 0 in config: taken from the tokenizer
-  int d_model = 64;          // hidden size
-  int layers = 2;            // decoder blocks
-  int heads = 4;             // query heads
-  int kv_heads = 2;          // key/value heads (grouped-query attention), divides heads
-  int head_dim = 0;          // 0: d_model / heads
-  int ffn_hidden = 176;      // SwiGLU inner size
-  int max_seq_len = 64;      // longest context (prompt + generated + environment tokens)
+  int vocab_size = 0;    // 0 in config: taken from the tokenizer
+  int d_model = 64;      // hidden size
+  int layers = 2;        // decoder blocks
+  int heads = 4;         // query heads
+  int kv_heads = 2;      // key/value heads (grouped-query attention), divides heads
+  int head_dim = 0;      // 0: d_model / heads
+  int ffn_hidden = 176;  // SwiGLU inner size
+  int max_seq_len = 64;  // longest context (prompt + generated + environment tokens)
   bool tied_embeddings = true;
   double rope_theta = 10000.0;
   double rms_eps = 1e-6;

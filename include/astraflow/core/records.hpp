@@ -65,8 +65,8 @@ struct Trajectory {
   std::uint64_t problem_id = 0;
   std::uint64_t group_id = 0;
   std::uint32_t group_index = 0;
-  std::string policy;                   // the policy whose weights produced the tokens it trains on
-  std::string role;                     // workflow role ("solver", "verifier", …); empty for single-agent episodes
+  std::string policy;  // the policy whose weights produced the tokens it trains on
+  std::string role;    // workflow role ("solver", "verifier", …); empty for single-agent episodes
   std::int32_t producer_rank = -1;
   std::uint32_t pool_uid = 0;
   std::int64_t weight_version_min = 0;  // versions used (a multi-turn rollout may span several)

@@ -20,11 +20,11 @@
 namespace astraflow {
 
 struct BalanceParams {
-  int every = 10;         // K: trainer versions per report (0: no reports)
-  double tau_low = 0.05;  // below: over-allocated (scale down)
-  double tau_high = 0.10; // above: the trainer starves (scale up)
-  double rho = 1.10;      // shrink margin
-  int g_min = 1;          // rollout ranks, bounds of G_target
+  int every = 10;          // K: trainer versions per report (0: no reports)
+  double tau_low = 0.05;   // below: over-allocated (scale down)
+  double tau_high = 0.10;  // above: the trainer starves (scale up)
+  double rho = 1.10;       // shrink margin
+  int g_min = 1;           // rollout ranks, bounds of G_target
   int g_max = 1 << 20;
 };
 
@@ -43,7 +43,7 @@ ScalingDecision threeZone(int g, double w, std::uint64_t accepted, std::uint64_t
 
 // One rollout instance in the window: a rollout rank, or a remote site (its ranks together).
 struct InstanceWindow {
-  std::string uid;                       // "rank3", "site:site_b"
+  std::string uid;  // "rank3", "site:site_b"
   int ranks = 1;
   std::uint64_t produced = 0;
   std::optional<std::uint64_t> accepted;  // unknown in a replay from the trace alone

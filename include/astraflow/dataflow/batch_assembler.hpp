@@ -34,8 +34,8 @@ struct AssemblerCounters {
   std::uint64_t filtered_nonfinite = 0;  // of filtered: NaN/inf reward or non-finite generation
   std::uint64_t filtered_error = 0;      // of filtered: error status (e.g. a record too large for the ring)
   std::uint64_t stale_dropped = 0;
-  std::uint64_t consumed = 0;      // fresh trajectories served (each at most once)
-  std::uint64_t replayed = 0;      // trajectories served again by a replay sampler (not in consumed)
+  std::uint64_t consumed = 0;  // fresh trajectories served (each at most once)
+  std::uint64_t replayed = 0;  // trajectories served again by a replay sampler (not in consumed)
   std::uint64_t batches = 0;
   std::uint64_t accepted() const { return produced - filtered - stale_dropped; }
 };

@@ -39,8 +39,8 @@ struct DataflowSnapshot {
   std::uint64_t next_task_id = 0;
   std::uint64_t next_group_id = 0;
   std::int64_t eval_rounds = 0;
-  double eval_accuracy_start = -1;  // −1: not measured
-  double wall_seconds = 0;          // run time before this checkpoint (all segments)
+  double eval_accuracy_start = -1;                                  // −1: not measured
+  double wall_seconds = 0;                                          // run time before this checkpoint (all segments)
   std::vector<std::pair<std::string, AssemblerCounters>> counters;  // per policy
   std::vector<Trajectory> held;
   std::string config_text;

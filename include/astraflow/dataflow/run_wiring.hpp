@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "astraflow/comm/rma_ring.hpp"
-#include "astraflow/comm/role_context.hpp"
 #include "astraflow/comm/role_comms.hpp"
+#include "astraflow/comm/role_context.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/layout.hpp"
 #include "astraflow/core/rank_report.hpp"
@@ -36,13 +36,13 @@ struct RunWiring {
   const Config& cfg;
   const RoleMap& map;
   const RoleComms& comms;
-  std::vector<std::unique_ptr<RmaRing>> task_rings;        // per pool; null where not a member
-  std::vector<std::unique_ptr<RmaRing>> trajectory_rings;  // per pool
-  std::vector<std::unique_ptr<RmaRing>> batch_rings;       // per trainer group (policy)
-  std::vector<std::unique_ptr<WeightStore>> weight_stores; // per trainer group (policy)
+  std::vector<std::unique_ptr<RmaRing>> task_rings;         // per pool; null where not a member
+  std::vector<std::unique_ptr<RmaRing>> trajectory_rings;   // per pool
+  std::vector<std::unique_ptr<RmaRing>> batch_rings;        // per trainer group (policy)
+  std::vector<std::unique_ptr<WeightStore>> weight_stores;  // per trainer group (policy)
   io::TraceWriter* trace = nullptr;
-  double t0 = 0;                     // the run clock's zero in MPI_Wtime() (same on every rank up to skew)
-  double clock_offset = 0;           // run time of earlier segments: a resumed run's clock continues
+  double t0 = 0;            // the run clock's zero in MPI_Wtime() (same on every rank up to skew)
+  double clock_offset = 0;  // run time of earlier segments: a resumed run's clock continues
   std::filesystem::path run_dir;
   bool resume = false;               // continuing from the newest checkpoint in run_dir
   std::int64_t resume_version = -1;  // that checkpoint's version (set before the loops start)

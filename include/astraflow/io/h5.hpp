@@ -40,9 +40,8 @@ namespace astraflow::io {
 enum class ElementType : std::uint8_t { Int32, Int64, UInt16, UInt64, Float32, Float64 };
 
 template <class T>
-concept H5Scalar = std::same_as<T, std::int32_t> || std::same_as<T, std::int64_t> ||
-    std::same_as<T, std::uint16_t> || std::same_as<T, std::uint64_t> || std::same_as<T, float> ||
-    std::same_as<T, double>;
+concept H5Scalar = std::same_as<T, std::int32_t> || std::same_as<T, std::int64_t> || std::same_as<T, std::uint16_t> ||
+    std::same_as<T, std::uint64_t> || std::same_as<T, float> || std::same_as<T, double>;
 
 template <H5Scalar T>
 constexpr ElementType elementTypeOf() {
@@ -75,15 +74,7 @@ using Sequences = std::vector<std::vector<std::int32_t>>;
 
 namespace detail {
 
-enum class H5Kind : std::uint8_t {
-  File,
-  Group,
-  Dataset,
-  Dataspace,
-  Datatype,
-  PropertyList,
-  Attribute
-};
+enum class H5Kind : std::uint8_t { File, Group, Dataset, Dataspace, Datatype, PropertyList, Attribute };
 
 // One owned identifier. Closing uses the close call of its kind and only logs on failure,
 // because it runs from destructors.
@@ -122,8 +113,7 @@ class H5Dataspace {
   H5Dataspace() = default;
   static H5Dataspace scalar();
   // maxdims empty: fixed size. An entry of kUnlimited makes that dimension extendible.
-  static H5Dataspace simple(std::span<const std::uint64_t> dims,
-                            std::span<const std::uint64_t> maxdims = {});
+  static H5Dataspace simple(std::span<const std::uint64_t> dims, std::span<const std::uint64_t> maxdims = {});
   static H5Dataspace adopt(std::int64_t id);  // takes ownership of an id from HDF5
 
   static constexpr std::uint64_t kUnlimited = ~std::uint64_t{0};
@@ -207,9 +197,8 @@ class H5Object {
   void writeAttribute(const std::string& attr, std::int64_t value) const;
   void writeAttribute(const std::string& attr, double value) const;
   template <std::integral I>
-  requires(!std::same_as<I, bool> &&
-           !std::same_as<I, std::int64_t>) void writeAttribute(const std::string& attr,
-                                                               I value) const {
+  requires(!std::same_as<I, bool> && !std::same_as<I, std::int64_t>) void writeAttribute(const std::string& attr,
+                                                                                         I value) const {
     writeAttribute(attr, static_cast<std::int64_t>(value));
   }
   // Reads validate the stored type (string, any integer, any float) and that it is scalar.
@@ -313,16 +302,15 @@ class H5Location : public H5Object {
   bool exists(const std::string& path) const;
   std::vector<std::string> childNames() const;  // links directly below, in name order
 
-  H5Dataset createDataset(const std::string& path, const H5Datatype& file_type,
-                          const H5Dataspace& space, const H5PropertyList& dcpl = {}) const;
+  H5Dataset createDataset(const std::string& path, const H5Datatype& file_type, const H5Dataspace& space,
+                          const H5PropertyList& dcpl = {}) const;
   H5Dataset openDataset(const std::string& path) const;
 
   // A fixed-size 1-D dataset holding `values`.
   template <H5ScalarRange R>
   H5Dataset writeVector(const std::string& path, const R& values) const {
     using T = std::remove_cv_t<std::ranges::range_value_t<R>>;
-    return writeElements(path, elementTypeOf<T>(), std::ranges::data(values),
-                         std::ranges::size(values));
+    return writeElements(path, elementTypeOf<T>(), std::ranges::data(values), std::ranges::size(values));
   }
   template <H5Scalar T>
   std::vector<T> readVector(const std::string& path) const {
@@ -332,12 +320,11 @@ class H5Location : public H5Object {
   // An empty chunked dataset that appendRows grows: 1-D when columns == 0, else 2-D with a
   // fixed second dimension. chunk_rows == 0 picks about 64 KiB per chunk.
   template <H5Scalar T>
-  H5Dataset createExtendible(const std::string& path, std::uint64_t columns = 0,
-                             std::uint64_t chunk_rows = 0) const {
+  H5Dataset createExtendible(const std::string& path, std::uint64_t columns = 0, std::uint64_t chunk_rows = 0) const {
     return createExtendible(path, H5Datatype::fileTypeOf(elementTypeOf<T>()), columns, chunk_rows);
   }
-  H5Dataset createExtendible(const std::string& path, const H5Datatype& file_type,
-                             std::uint64_t columns = 0, std::uint64_t chunk_rows = 0) const;
+  H5Dataset createExtendible(const std::string& path, const H5Datatype& file_type, std::uint64_t columns = 0,
+                             std::uint64_t chunk_rows = 0) const;
 
   // An empty extendible 1-D dataset of variable-length int32 arrays.
   H5Dataset createSequences(const std::string& path, std::uint64_t chunk_rows = 0) const;
@@ -355,8 +342,7 @@ class H5Location : public H5Object {
   H5Location& operator=(H5Location&&) noexcept = default;
 
  private:
-  H5Dataset writeElements(const std::string& path, ElementType type, const void* data,
-                          std::size_t count) const;
+  H5Dataset writeElements(const std::string& path, ElementType type, const void* data, std::size_t count) const;
 };
 
 class H5Group : public H5Location {
@@ -382,8 +368,7 @@ class H5File : public H5Location {
   const std::string& path() const noexcept { return path_; }
 
  private:
-  H5File(std::int64_t id, std::string path) noexcept
-      : H5Location(id, detail::H5Kind::File), path_(std::move(path)) {}
+  H5File(std::int64_t id, std::string path) noexcept : H5Location(id, detail::H5Kind::File), path_(std::move(path)) {}
 
   std::string path_;
 };

@@ -9,8 +9,8 @@ namespace astraflow {
 
 struct TrainingSample {
   std::uint64_t problem_id = 0;
-  std::vector<std::int32_t> tokens;    // <bos> prompt, then turns and observations
-  std::vector<float> behav_logprobs;   // per token; 0 where policy_mask is 0
+  std::vector<std::int32_t> tokens;       // <bos> prompt, then turns and observations
+  std::vector<float> behav_logprobs;      // per token; 0 where policy_mask is 0
   std::vector<std::uint8_t> policy_mask;  // 1: the policy's own token (trained on); 0: context
   double reward = 0.0;
   int turns = 0;

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "astraflow/tasks/environment.hpp"
 #include "astraflow/model/training_sample.hpp"
 #include "astraflow/rollout/generation.hpp"
+#include "astraflow/tasks/environment.hpp"
 #include "astraflow/text/tokenizer.hpp"
 
 namespace astraflow {

@@ -46,7 +46,6 @@ class GenerationEngine {
   std::int32_t pad_id_;
 };
 
-
 // The rollout section's sampling settings (temperature, top_p, max_new_tokens).
 SamplingOptions samplingFrom(const Config& config);
 

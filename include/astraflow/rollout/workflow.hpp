@@ -45,7 +45,8 @@ using PolicyGenerate = std::function<std::vector<Generation>(
 // Runs one team episode per problem, batching each role's turn across all unfinished episodes.
 std::vector<TeamEpisode> runTeamEpisodes(const WorkflowSection& workflow, const PolicyGenerate& generate,
                                          const Tokenizer& tokenizer, const EnvironmentOptions& env_options,
-                                         const std::vector<std::uint64_t>& problem_ids, const SamplingOptions& sampling);
+                                         const std::vector<std::uint64_t>& problem_ids,
+                                         const SamplingOptions& sampling);
 
 // A supervised example of one role's first turn (warm-start SFT and its evaluation): the
 // tokens the role sees before its turn and the text a perfect role writes. Verifier examples

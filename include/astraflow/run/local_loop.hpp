@@ -31,8 +31,8 @@ LocalRunResult runSft(const Config& config);
 LocalRunResult runWorkflowSft(const Config& config);
 // Share of held-out examples of a workflow role whose greedy output makes the reference's
 // decision (sameDecision: the verdict, the pick, the solver's exact answer).
-double evaluateRoleGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config,
-                          std::size_t role, int problems);
+double evaluateRoleGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, const Config& config, std::size_t role,
+                          int problems);
 LocalRunResult runTrainLocal(const Config& config);
 
 }  // namespace astraflow

@@ -15,13 +15,13 @@ namespace astraflow {
 
 // Right-padded tensors of a list of training samples.
 struct TrainBatch {
-  torch::Tensor tokens;     // [B,T] int64, pad after each sequence
-  torch::Tensor lengths;    // [B] int64
-  torch::Tensor behav;      // [B,T] float behaviour log-probs (0 off-policy-mask)
-  torch::Tensor mask;       // [B,T] float: 1 on the policy's own tokens
-  torch::Tensor rewards;    // [B] float
-  torch::Tensor group_ids;  // [B] int64
-  std::int64_t dropped = 0; // episodes left out: NaN/inf reward or logits
+  torch::Tensor tokens;      // [B,T] int64, pad after each sequence
+  torch::Tensor lengths;     // [B] int64
+  torch::Tensor behav;       // [B,T] float behaviour log-probs (0 off-policy-mask)
+  torch::Tensor mask;        // [B,T] float: 1 on the policy's own tokens
+  torch::Tensor rewards;     // [B] float
+  torch::Tensor group_ids;   // [B] int64
+  std::int64_t dropped = 0;  // episodes left out: NaN/inf reward or logits
 };
 
 // Samples with a non-finite reward or a nonfinite flag are dropped and counted.
@@ -37,8 +37,8 @@ struct RlStepStats {
   double grad_norm = 0;
   double max_abs_behav_diff = 0;  // |log π_θ − log π_behav| on policy tokens before the step
   std::int64_t tokens = 0;
-  std::int64_t dropped = 0;       // episodes + tokens dropped for non-finite values
-  std::int64_t skipped_steps = 0; // optimiser steps skipped: NaN/inf loss or gradient
+  std::int64_t dropped = 0;        // episodes + tokens dropped for non-finite values
+  std::int64_t skipped_steps = 0;  // optimiser steps skipped: NaN/inf loss or gradient
 };
 
 class PolicyTrainer {

@@ -19,11 +19,11 @@ struct TrainerPorts {
   TrainerPorts(RoleContext c, const Comm& group_comm) : ctx(std::move(c)), group(group_comm) {}
 
   RoleContext ctx;
-  const Comm& group;              // the policy's trainer ranks (collective steps, same order on all)
+  const Comm& group;  // the policy's trainer ranks (collective steps, same order on all)
   std::string policy;
-  RmaRing* batches = nullptr;     // popped by the group's rank 0; null on the others
-  WeightStore* store = nullptr;   // staged into by rank 0
-  TokenSpec tokens;               // the model's vocabulary and pad id (from the run's tokenizer)
+  RmaRing* batches = nullptr;    // popped by the group's rank 0; null on the others
+  WeightStore* store = nullptr;  // staged into by rank 0
+  TokenSpec tokens;              // the model's vocabulary and pad id (from the run's tokenizer)
 };
 
 // Runs until the end-of-stream batch, then writes the final checkpoint.

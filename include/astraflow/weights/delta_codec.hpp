@@ -54,10 +54,10 @@ struct DeltaEncodeOptions {
 struct DeltaSummary {
   std::int64_t base_version = -1;
   std::int64_t target_version = -1;
-  std::uint64_t words = 0;            // u16 words in the blob
-  std::uint64_t changed = 0;          // words that differ
-  std::uint64_t raw_body_bytes = 0;   // chunk offsets + entries, before zstd
-  std::uint64_t bytes = 0;            // the whole delta as shipped
+  std::uint64_t words = 0;           // u16 words in the blob
+  std::uint64_t changed = 0;         // words that differ
+  std::uint64_t raw_body_bytes = 0;  // chunk offsets + entries, before zstd
+  std::uint64_t bytes = 0;           // the whole delta as shipped
   std::uint64_t target_hash = 0;
   bool zstd = false;
   double density() const { return words ? static_cast<double>(changed) / static_cast<double>(words) : 0.0; }
@@ -69,8 +69,8 @@ std::uint64_t weightsHash(std::span<const std::byte> blob);
 // Encodes target relative to base (same size, a multiple of 2 bytes) into `out` (resized).
 // `base_hash`/`target_hash` are the blobs' weightsHash when the caller already has them (0:
 // computed here).
-DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::byte> target,
-                         std::int64_t base_version, std::int64_t target_version, std::vector<std::byte>& out,
+DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::byte> target, std::int64_t base_version,
+                         std::int64_t target_version, std::vector<std::byte>& out,
                          const DeltaEncodeOptions& options = {}, std::uint64_t base_hash = 0,
                          std::uint64_t target_hash = 0);
 

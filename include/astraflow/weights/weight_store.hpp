@@ -51,18 +51,18 @@ struct WeightStoreStats {
   std::uint64_t staged = 0;
   std::uint64_t published = 0;
   // Host, delta mode.
-  std::uint64_t deltas_logged = 0;      // versions published with a delta in the log
-  std::uint64_t deltas_skipped = 0;     // versions whose delta was not smaller than the full version
+  std::uint64_t deltas_logged = 0;   // versions published with a delta in the log
+  std::uint64_t deltas_skipped = 0;  // versions whose delta was not smaller than the full version
   std::uint64_t delta_bytes_logged = 0;
-  std::uint64_t changed_elements = 0;   // bf16 words that changed, over the logged deltas
-  std::uint64_t elements = 0;           // bf16 words compared, over the logged deltas
+  std::uint64_t changed_elements = 0;  // bf16 words that changed, over the logged deltas
+  std::uint64_t elements = 0;          // bf16 words compared, over the logged deltas
   // Readers.
-  std::uint64_t pulls = 0;              // pulls that moved the replica forward
+  std::uint64_t pulls = 0;  // pulls that moved the replica forward
   std::uint64_t full_pulls = 0;
   std::uint64_t deltas_applied = 0;
-  std::uint64_t bytes_pulled = 0;       // full versions and deltas, as read from the window
-  std::uint64_t torn_retries = 0;       // pulls restarted because the host republished mid-read
-  std::uint64_t deltas_rejected = 0;    // corrupt / wrong-base deltas (each followed by a full pull)
+  std::uint64_t bytes_pulled = 0;     // full versions and deltas, as read from the window
+  std::uint64_t torn_retries = 0;     // pulls restarted because the host republished mid-read
+  std::uint64_t deltas_rejected = 0;  // corrupt / wrong-base deltas (each followed by a full pull)
 };
 
 // The trainer's cumulative batch-wait and step seconds when it staged a version: they travel
@@ -82,11 +82,11 @@ struct WeightReplica {
 
 // What a pull moved: for the trace and the caller's bookkeeping.
 struct PullResult {
-  std::int64_t version = -1;    // the replica's version afterwards (−1: nothing published yet)
-  bool moved = false;           // the replica changed
-  bool full = false;            // by a full version (else by deltas)
-  std::uint64_t bytes = 0;      // read from the window
-  std::uint64_t deltas = 0;     // deltas applied
+  std::int64_t version = -1;  // the replica's version afterwards (−1: nothing published yet)
+  bool moved = false;         // the replica changed
+  bool full = false;          // by a full version (else by deltas)
+  std::uint64_t bytes = 0;    // read from the window
+  std::uint64_t deltas = 0;   // deltas applied
 };
 
 // What a reader needs to reach the published version (WeightStore::updateFor): the deltas in
@@ -159,7 +159,7 @@ class WeightStore {
   void putBytes(std::uint64_t offset, const std::byte* in, std::uint64_t n);
   enum class DeltaPull { Applied, Torn, Unavailable };
   void publishFromStaging(std::int64_t version, std::uint64_t bytes);  // host
-  void logDelta(std::int64_t version);  // host, inside the seqlock
+  void logDelta(std::int64_t version);                                 // host, inside the seqlock
   DeltaPull pullDeltas(WeightReplica& replica, std::uint64_t seq, std::int64_t published,
                        const std::vector<LogEntry>& log, PullResult& result);
   bool pullFull(WeightReplica& replica, std::uint64_t bytes, std::uint64_t hash, std::int64_t version,
