@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Fails when a tracked C++ file does not match .clang-format or has a line past 120 columns.
+# Fails when a C++ file of the repository (tracked, or new and not ignored) does not match .clang-format or has a line past 120 columns.
 #   scripts/check_format.sh          check (the `format_check` test runs this)
 #   scripts/check_format.sh --fix    rewrite the files in place
 set -euo pipefail
 cd "$(dirname "$0")/.."
 clang_format=${CLANG_FORMAT:-clang-format}
-mapfile -t files < <(git ls-files '*.cpp' '*.hpp' 2>/dev/null || find src include tests profiling -name '*.[ch]pp')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cpp' '*.hpp' 2>/dev/null ||
+                        find src include tests profiling -name '*.[ch]pp')
 if [ "${1:-}" = --fix ]; then
   "$clang_format" -i "${files[@]}"
   exit 0

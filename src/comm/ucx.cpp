@@ -84,30 +84,6 @@ unsigned UcpWorker::progress() { return ucp_worker_progress(worker_); }
 
 namespace astraflow::ucx_detail {
 
-void putU32(std::vector<std::byte>& out, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
-}
-
-void putU64(std::vector<std::byte>& out, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::byte>((v >> (8 * i)) & 0xff));
-}
-
-std::optional<std::uint32_t> getU32(std::span<const std::byte> in, std::size_t& pos) {
-  if (in.size() < pos + 4) return std::nullopt;
-  std::uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= std::to_integer<std::uint32_t>(in[pos + i]) << (8 * i);
-  pos += 4;
-  return v;
-}
-
-std::optional<std::uint64_t> getU64(std::span<const std::byte> in, std::size_t& pos) {
-  if (in.size() < pos + 8) return std::nullopt;
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= std::to_integer<std::uint64_t>(in[pos + i]) << (8 * i);
-  pos += 8;
-  return v;
-}
-
 Deadline::Deadline(double timeout_s) {
   // Anything beyond a year is "forever"; it also keeps the duration cast in range.
   if (!std::isfinite(timeout_s) || timeout_s > 3.0e7) return;

@@ -193,11 +193,9 @@ void UcxConnection::Impl::sendBytes(std::span<const std::span<const std::byte>> 
 }
 
 void UcxConnection::Impl::sendFrame(std::uint32_t kind, std::span<const std::byte> payload, const Deadline& deadline) {
-  std::vector<std::byte> frame_header;
-  frame_header.reserve(kFrameHeaderBytes);
-  ucx_detail::putU32(frame_header, kind);
-  ucx_detail::putU64(frame_header, payload.size());
-  const std::span<const std::byte> parts[] = {frame_header, payload};
+  ByteWriter frame_header;
+  frame_header.put(kind).put(static_cast<std::uint64_t>(payload.size()));
+  const std::span<const std::byte> parts[] = {frame_header.bytes(), payload};
   sendBytes(parts, deadline);
 }
 
@@ -237,9 +235,11 @@ bool UcxConnection::Impl::recvDone() {
 }
 
 std::optional<UcxMessage> UcxConnection::Impl::headerArrived(std::uint64_t limit) {
-  std::size_t pos = 0;
-  incoming_kind = *ucx_detail::getU32(header, pos);
-  const std::uint64_t length = *ucx_detail::getU64(header, pos);
+  // The header was received whole (kFrameHeaderBytes), so these reads cannot fail.
+  ByteReader in(header, "UCX frame header");
+  std::uint64_t length = 0;
+  in.get(incoming_kind, "kind");
+  in.get(length, "length");
   if (length > limit) {
     const std::string reason = fmt::format("incoming frame of kind {:#x} announces {} bytes, over the limit of {}",
                                            incoming_kind, length, limit);
@@ -375,12 +375,10 @@ UcxConnection connectTo(UcpWorker& worker, const std::string& host, std::uint16_
   auto impl = std::make_unique<UcxConnection::Impl>(worker.raw(), sockaddrToString(addr), options);
   impl->createClientEndpoint(addr);
 
-  std::vector<std::byte> hello;
-  putU32(hello, kHandshakeMagic);
-  putU32(hello, options.protocol_version);
-  putU64(hello, options.max_message_bytes);
-  putU32(hello, static_cast<std::uint32_t>(options.token.size()));
-  for (const char c : options.token) hello.push_back(static_cast<std::byte>(c));
+  ByteWriter hello_frame;
+  hello_frame.put(kHandshakeMagic).put(options.protocol_version).put(options.max_message_bytes);
+  hello_frame.putString(options.token);
+  const std::span<const std::byte> hello = hello_frame.bytes();
 
   UcxMessage answer;
   try {
@@ -397,27 +395,26 @@ UcxConnection connectTo(UcpWorker& worker, const std::string& host, std::uint16_
                                  impl->peer, timeout_s));
   }
 
-  std::size_t pos = 0;
-  const std::span<const std::byte> in(answer.payload);
-  const auto magic = getU32(in, pos);
-  const auto accepted = getU32(in, pos);
-  const auto server_max = getU64(in, pos);
-  const auto reason_bytes = getU32(in, pos);
-  if (answer.kind != kWelcomeKind || magic != kHandshakeMagic || !accepted || !server_max || !reason_bytes ||
-      in.size() - pos != *reason_bytes) {
+  ByteReader in(answer.payload, "UCX handshake answer");
+  std::uint32_t magic = 0, accepted = 0;
+  std::uint64_t server_max = 0;
+  std::string reason;
+  const bool well_formed = answer.kind == kWelcomeKind && in.get(magic, "magic") && magic == kHandshakeMagic &&
+                           in.get(accepted, "accepted") && in.get(server_max, "max message bytes") &&
+                           in.getString(reason, "reason") && in.finish();
+  if (!well_formed) {
     const std::string why = "the server's handshake answer is not an astraflow UCX answer";
     spdlog::warn("closing UCX connection to {}: {}", impl->peer, why);
     impl->markClosed(why);
     throw UcxMalformedMessage(0, fmt::format("{}: UCX connect to {}: {}", processLocation(), impl->peer, why));
   }
-  const std::string reason(reinterpret_cast<const char*>(in.data() + pos), *reason_bytes);
-  if (*accepted == 0) {
+  if (accepted == 0) {
     // The server waits for this side to hang up after reading the reason.
     impl->close(options.close_timeout_s);
     throw UcxHandshakeRefused(
         fmt::format("{}: UCX server {} refused this client: {}", processLocation(), impl->peer, reason), reason);
   }
-  impl->peer_max_message_bytes = *server_max;
+  impl->peer_max_message_bytes = server_max;
   return UcxConnection(std::move(impl));
 }
 

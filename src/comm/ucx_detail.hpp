@@ -16,6 +16,7 @@
 
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/ucx.hpp"
+#include "astraflow/core/byte_io.hpp"
 
 namespace astraflow::ucx_detail {
 
@@ -27,12 +28,6 @@ inline constexpr std::uint32_t kWelcomeKind = 0xA57F0002u;
 inline constexpr std::uint32_t kHandshakeMagic = 0x46545341u;  // "ASTF"
 inline constexpr std::size_t kMaxHandshakeBytes = 16 * 1024;
 inline constexpr std::size_t kMaxTokenBytes = 8 * 1024;
-
-void putU32(std::vector<std::byte>& out, std::uint32_t v);
-void putU64(std::vector<std::byte>& out, std::uint64_t v);
-// Reads at `pos` and advances it; nullopt when the bytes run out.
-std::optional<std::uint32_t> getU32(std::span<const std::byte> in, std::size_t& pos);
-std::optional<std::uint64_t> getU64(std::span<const std::byte> in, std::size_t& pos);
 
 // A point in time to give up at; infinite when built from kUcxWaitForever.
 class Deadline {

@@ -73,36 +73,33 @@ bool UcxListener::Impl::handshake(UcxConnection::Impl& conn, const Deadline& acc
     return false;
   }
 
-  std::size_t pos = 0;
-  const std::span<const std::byte> in(hello.payload);
-  const auto magic = getU32(in, pos);
-  const auto version = getU32(in, pos);
-  const auto client_max = getU64(in, pos);
-  const auto token_bytes = getU32(in, pos);
+  ByteReader in(hello.payload, "UCX hello");
+  std::uint32_t magic = 0, version = 0, token_bytes = 0;
+  std::uint64_t client_max = 0;
+  std::span<const std::byte> token;
+  const bool well_formed = hello.kind == kHelloKind && in.get(magic, "magic") && magic == kHandshakeMagic &&
+                           in.get(version, "protocol version") && in.get(client_max, "max message bytes") &&
+                           in.get(token_bytes, "token length") && in.getBytes(token, token_bytes, "token") &&
+                           in.finish();
   std::string reason;
-  if (hello.kind != kHelloKind || magic != kHandshakeMagic || !version || !client_max || !token_bytes ||
-      in.size() - pos != *token_bytes) {
+  if (!well_formed) {
     reason = "not an astraflow UCX hello";
-  } else if (*version != options.protocol_version) {
-    reason = fmt::format("protocol version {}, this side speaks {}", *version, options.protocol_version);
-  } else if (!tokensEqual(in.subspan(pos), options.token)) {
+  } else if (version != options.protocol_version) {
+    reason = fmt::format("protocol version {}, this side speaks {}", version, options.protocol_version);
+  } else if (!tokensEqual(token, options.token)) {
     reason = "token mismatch";
   }
 
-  std::vector<std::byte> answer;
-  putU32(answer, kHandshakeMagic);
-  putU32(answer, reason.empty() ? 1u : 0u);
-  putU64(answer, options.max_message_bytes);
-  putU32(answer, static_cast<std::uint32_t>(reason.size()));
-  for (const char c : reason) answer.push_back(static_cast<std::byte>(c));
+  ByteWriter answer;
+  answer.put(kHandshakeMagic).put(reason.empty() ? 1u : 0u).put(options.max_message_bytes).putString(reason);
   try {
-    conn.sendFrame(kWelcomeKind, answer, deadline);
+    conn.sendFrame(kWelcomeKind, answer.bytes(), deadline);
   } catch (const UcxError& e) {
     spdlog::warn("UCX listener {}: dropped client {} during the handshake: {}", address, conn.peer, e.what());
     return false;
   }
   if (reason.empty()) {
-    conn.peer_max_message_bytes = *client_max;
+    conn.peer_max_message_bytes = client_max;
     spdlog::debug("UCX listener {}: accepted client {}", address, conn.peer);
     return true;
   }

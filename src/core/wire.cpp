@@ -6,49 +6,6 @@
 
 namespace astraflow::wire {
 
-bool Reader::fail(std::string message) {
-  if (error_.empty()) error_ = std::move(message);
-  return false;
-}
-
-bool Reader::need(std::uint64_t bytes, const char* field) {
-  if (failed()) return false;
-  if (bytes > remaining()) {
-    return fail(fmt::format("{}: truncated at byte {} reading {} (need {}, have {})", what_, offset(), field, bytes,
-                            remaining()));
-  }
-  return true;
-}
-
-bool Reader::getCount(std::uint32_t& n, std::size_t min_item_bytes, const char* field) {
-  if (!get(n, field)) return false;
-  const std::uint64_t at_least = std::uint64_t(n) * min_item_bytes;  // <= 2^32 * small: no overflow
-  if (at_least > remaining()) {
-    return fail(fmt::format("{}: truncated at byte {} reading {} (need {}, have {})", what_, offset(), field, at_least,
-                            remaining()));
-  }
-  return true;
-}
-
-bool Reader::getString(std::string& out, const char* field) {
-  std::uint32_t n = 0;
-  if (!get(n, field)) return false;
-  if (n > remaining()) {
-    return fail(fmt::format("{}: {}: string of {} bytes exceeds the record ({} left at byte {})", what_, field, n,
-                            remaining(), offset()));
-  }
-  out.assign(reinterpret_cast<const char*>(data_.data() + pos_), n);
-  pos_ += n;
-  return true;
-}
-
-bool Reader::getBytes(std::span<const std::byte>& out, std::size_t n, const char* field) {
-  if (!need(n, field)) return false;
-  out = data_.subspan(pos_, n);
-  pos_ += n;
-  return true;
-}
-
 namespace {
 
 // "ATRJ" when printable, else hex, for messages about a magic.

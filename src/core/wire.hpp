@@ -1,11 +1,7 @@
 #pragma once
-// Low-level byte writer and bounds-checked reader behind the record wire format
-// (include/astraflow/core/records.hpp).
-//
-// Byte order: scalars are copied with memcpy in host order, and the build refuses hosts that are
-// not little-endian with IEEE 754 floats. Every machine astraflow targets (x86-64, aarch64,
-// ppc64le) is one; memcpy keeps the per-token arrays a single bulk copy instead of a loop of
-// byte shifts on the rollout hot path.
+// The writer behind the record wire format (include/astraflow/core/records.hpp): it fills a
+// buffer sized exactly by the encoder, so a record is one allocation (none when the caller's
+// buffer suffices). Reading goes through ByteReader (core/byte_io.hpp), as every decoder does.
 #include <bit>
 #include <concepts>
 #include <cstddef>
@@ -19,17 +15,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "astraflow/core/byte_io.hpp"
 #include "astraflow/core/records.hpp"
 
 namespace astraflow::wire {
 
-static_assert(std::endian::native == std::endian::little,
-              "the astraflow wire format is little-endian and is copied with memcpy; port wire.hpp first");
-static_assert(std::numeric_limits<float>::is_iec559 && sizeof(float) == 4, "IEEE 754 binary32 float required");
-static_assert(std::numeric_limits<double>::is_iec559 && sizeof(double) == 8, "IEEE 754 binary64 double required");
-
 template <class T>
-concept Scalar = std::is_arithmetic_v<T> && !std::same_as<T, bool>;
+concept Scalar = ByteScalar<T>;
 
 // Four ASCII characters, stored in that order on the wire.
 constexpr std::uint32_t magic(const char (&s)[5]) {
@@ -89,64 +81,8 @@ class Writer {
   std::byte* end_;
 };
 
-// Reads one record's bytes. Each get* either fills its output and advances, or records the
-// first error and returns false; nothing is read after an error. Counts are checked against
-// the bytes left before any container is resized, so the largest allocation is bounded by the
-// record's own size.
-class Reader {
- public:
-  // what: the record kind for messages ("trajectory"); offset: where data starts in the record,
-  // so messages give offsets from the record's first byte.
-  Reader(std::span<const std::byte> data, std::string_view what, std::size_t offset)
-      : data_(data), what_(what), base_(offset) {}
-
-  template <Scalar T>
-  bool get(T& out, const char* field) {
-    if (!need(sizeof(T), field)) return false;
-    std::memcpy(&out, data_.data() + pos_, sizeof(T));
-    pos_ += sizeof(T);
-    return true;
-  }
-
-  // A u32 count of items each at least min_item_bytes long; refused when they cannot fit in
-  // the bytes that remain.
-  bool getCount(std::uint32_t& n, std::size_t min_item_bytes, const char* field);
-
-  bool getString(std::string& out, const char* field);
-
-  template <Scalar T>
-  bool getArray(std::vector<T>& out, const char* field) {
-    std::uint32_t n = 0;
-    if (!getCount(n, sizeof(T), field)) return false;
-    out.resize(n);
-    if (n != 0) std::memcpy(out.data(), data_.data() + pos_, std::size_t(n) * sizeof(T));
-    pos_ += std::size_t(n) * sizeof(T);
-    return true;
-  }
-
-  // The next n bytes as a sub-span (nested records); false when fewer remain.
-  bool getBytes(std::span<const std::byte>& out, std::size_t n, const char* field);
-
-  // Records an error (the first one wins) and returns false.
-  bool fail(std::string message);
-
-  // The unread bytes, for a nested record whose length its own header gives.
-  std::span<const std::byte> rest() const { return data_.subspan(pos_); }
-  // Offset from the record's first byte of the next unread byte.
-  std::size_t offset() const { return base_ + pos_; }
-  std::size_t remaining() const { return data_.size() - pos_; }
-  bool failed() const { return !error_.empty(); }
-  const std::string& error() const { return error_; }
-
- private:
-  bool need(std::uint64_t bytes, const char* field);
-
-  std::span<const std::byte> data_;
-  std::string_view what_;
-  std::size_t base_;
-  std::size_t pos_ = 0;
-  std::string error_;
-};
+// Records are read through core's one bounds-checked reader (astraflow/core/byte_io.hpp).
+using Reader = ByteReader;
 
 // Checks the header of the record starting at bytes[0]: magic, version, flags, and that the
 // payload fits in bytes. On success returns true and sets record_bytes to header + payload

@@ -103,49 +103,39 @@ void GatewayRank::connect() {
       backoff.wait();
     }
   }
-  MessageWriter hello;
-  hello.putString(cfg_.cross_site.site).put(static_cast<std::uint32_t>(local_ranks_));
-  hello.put(static_cast<std::uint32_t>(policies_.size()));
-  for (const auto& p : policies_) hello.putString(p.name).put(p.store->capacity());
-  home_.send(kHello, hello.bytes());
+  Hello hello{cfg_.cross_site.site, static_cast<std::uint32_t>(local_ranks_), {}};
+  for (const auto& p : policies_) hello.policies.push_back({p.name, p.store->capacity()});
+  home_.send(kHello, encode(hello));
   const UcxMessage answer = home_.recv(60.0);
   if (answer.kind == kRefuse) {
-    MessageReader in(answer.payload, answer.kind);
     throw Error(fmt::format("cross-site: home {} refused site '{}': {}", cfg_.cross_site.connect, cfg_.cross_site.site,
-                            in.getString("reason")));
+                            decodeRefuse(answer.payload).reason));
   }
   if (answer.kind != kWelcome) throw SiteProtocolError(fmt::format("expected welcome, got {}", kindName(answer.kind)));
-  MessageReader in(answer.payload, answer.kind);
-  const auto n = in.getCount(8, "policies");
-  if (n != policies_.size())
-    throw SiteProtocolError(fmt::format("welcome for {} policies, this site has {}", n, policies_.size()));
-  for (auto& p : policies_) p.home_published = in.get<std::int64_t>("published");
-  in.finish();
+  const Welcome welcome = decodeWelcome(answer.payload);
+  if (welcome.published.size() != policies_.size()) {
+    throw SiteProtocolError(
+        fmt::format("welcome for {} policies, this site has {}", welcome.published.size(), policies_.size()));
+  }
+  for (std::size_t i = 0; i < policies_.size(); ++i) policies_[i].home_published = welcome.published[i];
   spdlog::info("cross-site: site '{}' joined home {} ({} rollout rank(s))", cfg_.cross_site.site,
                cfg_.cross_site.connect, local_ranks_);
 }
 
 void GatewayRank::applyUpdate(const UcxMessage& m) {
-  MessageReader in(m.payload, m.kind);
-  const auto index = in.get<std::uint32_t>("policy");
-  if (index >= policies_.size()) throw SiteProtocolError(fmt::format("weight update for policy #{}", index));
-  auto& p = policies_[index];
-  const bool full = in.get<std::uint8_t>("full") != 0;
-  const auto version = in.get<std::int64_t>("version");
-  const auto hash = in.get<std::uint64_t>("hash");
-  const auto n = in.getCount(8, "parts");
-  std::vector<std::span<const std::byte>> parts;
+  const WeightUpdate u = decodeWeightUpdate(m.payload);
+  if (u.policy >= policies_.size()) throw SiteProtocolError(fmt::format("weight update for policy #{}", u.policy));
+  auto& p = policies_[u.policy];
+  const bool full = u.full;
+  const auto version = u.version;
+  const auto& parts = u.parts;
   std::uint64_t bytes = 0;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    parts.push_back(in.getBlob("part"));
-    bytes += parts.back().size();
-  }
-  in.finish();
+  for (const auto& part : parts) bytes += part.size();
   p.requested = false;
   if (parts.empty()) return;  // already current
   const double t = w_.now();
   try {
-    applyStoreUpdate(p.replica, full, version, hash, parts);
+    applyStoreUpdate(p.replica, full, version, u.hash, parts);
   } catch (const DeltaError& e) {
     // Corrupt, truncated or wrong-base: never applied; the next request asks for a full version.
     ++p.rejected;
@@ -165,25 +155,17 @@ void GatewayRank::applyUpdate(const UcxMessage& m) {
 void GatewayRank::handle(const UcxMessage& m) {
   switch (m.kind) {
     case kPublished: {
-      MessageReader in(m.payload, m.kind);
-      const auto index = in.get<std::uint32_t>("policy");
-      const auto version = in.get<std::int64_t>("version");
-      in.finish();
-      if (index >= policies_.size()) throw SiteProtocolError(fmt::format("published for policy #{}", index));
-      policies_[index].home_published = std::max(policies_[index].home_published, version);
+      const Published pub = decodePublished(m.payload);
+      if (pub.policy >= policies_.size()) throw SiteProtocolError(fmt::format("published for policy #{}", pub.policy));
+      policies_[pub.policy].home_published = std::max(policies_[pub.policy].home_published, pub.version);
       return;
     }
     case kWeightUpdate: applyUpdate(m); return;
     case kTasks: {
-      MessageReader in(m.payload, m.kind);
-      const auto n = in.getCount(8, "records");
-      for (std::uint32_t i = 0; i < n; ++i) {
-        const auto record = in.getBlob("record");
-        tasks_.emplace_back(record.begin(), record.end());
-      }
-      in.finish();
-      tasks_received_ += n;
-      credit_out_ -= n;
+      const RecordList list = decodeRecordList(m.payload, m.kind);
+      for (const auto record : list.records) tasks_.emplace_back(record.begin(), record.end());
+      tasks_received_ += list.records.size();
+      credit_out_ -= static_cast<std::int64_t>(list.records.size());
       return;
     }
     case kEnd: home_ended_ = true; return;
@@ -199,10 +181,9 @@ bool GatewayRank::requestWeights() {
   for (std::size_t i = 0; i < policies_.size(); ++i) {
     auto& p = policies_[i];
     if (p.requested || (p.home_published <= p.replica.version && !p.force_full) || p.home_published < 0) continue;
-    MessageWriter out;
-    out.put(static_cast<std::uint32_t>(i)).put(p.replica.version).put(p.replica.hash);
-    out.put(static_cast<std::uint32_t>(p.replica.deltas_since_full)).put(static_cast<std::uint8_t>(p.force_full));
-    home_.send(kWeightRequest, out.bytes());
+    home_.send(kWeightRequest,
+               encode(WeightRequest{static_cast<std::uint32_t>(i), p.replica.version, p.replica.hash,
+                                    static_cast<std::uint32_t>(p.replica.deltas_since_full), p.force_full}));
     p.requested = true;
     did = true;
   }
@@ -232,13 +213,12 @@ bool GatewayRank::grantCredit() {
   if (home_ended_) return false;
   const std::int64_t room = cfg_.cross_site.tasks_in_flight - static_cast<std::int64_t>(tasks_.size()) - credit_out_;
   if (room < std::max<std::int64_t>(1, cfg_.cross_site.tasks_in_flight / 4)) return false;
-  home_.send(kCredit, MessageWriter().put(static_cast<std::uint32_t>(room)).bytes());
+  home_.send(kCredit, encode(Credit{static_cast<std::uint32_t>(room)}));
   credit_out_ += room;
   return true;
 }
 
 bool GatewayRank::forwardTrajectories() {
-  MessageWriter out;
   std::uint32_t n = 0;
   std::vector<std::vector<std::byte>> records;
   auto& ring = *w_.trajectory_rings.front();
@@ -258,9 +238,9 @@ bool GatewayRank::forwardTrajectories() {
     trajectories_undelivered_ += n;
     return true;
   }
-  out.put(n);
-  for (const auto& r : records) out.putBlob(r);
-  home_.send(kTrajectories, out.bytes());
+  RecordList out;
+  for (const auto& r : records) out.records.emplace_back(r.data(), r.size());
+  home_.send(kTrajectories, encode(out));
   trajectories_forwarded_ += n;
   return true;
 }

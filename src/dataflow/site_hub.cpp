@@ -38,7 +38,7 @@ void SiteHub::accept() {
   site->link = std::move(*conn);
   site->name = site->link.peer();
   if (ended_) {
-    site->link.send(kRefuse, MessageWriter().putString("the home run has ended").bytes());
+    site->link.send(kRefuse, encode(Refuse{"the home run has ended"}));
     ++refused_;
     return;
   }
@@ -47,18 +47,15 @@ void SiteHub::accept() {
 
 // The hello must name every home policy with the same version size (the same model config).
 void SiteHub::welcome(RemoteSite& site, const UcxMessage& hello) {
-  MessageReader in(hello.payload, hello.kind);
-  const std::string name = in.getString("site");
-  const auto ranks = in.get<std::uint32_t>("rollout ranks");
-  const auto n = in.getCount(12, "policies");
+  const Hello h = decodeHello(hello.payload);
+  const std::string& name = h.site;
+  const auto ranks = h.rollout_ranks;
   std::map<std::string, std::uint64_t> served;
   std::vector<std::string> order;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    const std::string p = in.getString("policy");
-    order.push_back(p);
-    served[p] = in.get<std::uint64_t>("version bytes");
+  for (const auto& p : h.policies) {
+    order.push_back(p.name);
+    served[p.name] = p.version_bytes;
   }
-  in.finish();
   std::string refusal;
   // Weight requests name policies by index: both sites must list them in the same order.
   if (order != policies_ && order.size() == policies_.size()) {
@@ -78,7 +75,7 @@ void SiteHub::welcome(RemoteSite& site, const UcxMessage& hello) {
   if (ranks == 0 && refusal.empty()) refusal = fmt::format("site '{}' has no rollout ranks", name);
   if (!refusal.empty()) {
     spdlog::warn("cross-site: refused gateway {}: {}", site.link.peer(), refusal);
-    site.link.send(kRefuse, MessageWriter().putString(refusal).bytes());
+    site.link.send(kRefuse, encode(Refuse{refusal}));
     site.lost = true;  // never welcomed: no ranks counted
     site.link.close(1.0);
     ++refused_;
@@ -87,32 +84,21 @@ void SiteHub::welcome(RemoteSite& site, const UcxMessage& hello) {
   site.name = name;
   site.rollout_ranks = ranks;
   site.pool_uid = kSitePoolUidBase + static_cast<std::uint32_t>(joined_++);
-  MessageWriter out;
-  out.put(static_cast<std::uint32_t>(policies_.size()));
-  for (auto v : published_) out.put(v);
-  site.link.send(kWelcome, out.bytes());
+  site.link.send(kWelcome, encode(Welcome{published_}));
   spdlog::info("cross-site: site '{}' joined from {} with {} rollout rank(s)", name, site.link.peer(), ranks);
 }
 
 void SiteHub::sendUpdate(RemoteSite& site, std::span<const std::byte> request) {
-  MessageReader in(request, kWeightRequest);
-  const auto policy = in.get<std::uint32_t>("policy");
-  const auto version = in.get<std::int64_t>("version");
-  const auto hash = in.get<std::uint64_t>("hash");
-  const auto deltas = in.get<std::uint32_t>("deltas since full");
-  const auto force_full = in.get<std::uint8_t>("full");
-  in.finish();
-  if (policy >= stores_.size()) throw SiteProtocolError(fmt::format("weight request for policy #{}", policy));
-  const StoreUpdate u = stores_[policy]->updateFor(version, hash, static_cast<int>(deltas), force_full != 0);
-  MessageWriter out;
-  out.put(policy).put(static_cast<std::uint8_t>(u.full)).put(u.version).put(u.hash);
-  out.put(static_cast<std::uint32_t>(u.parts.size()));
+  const WeightRequest r = decodeWeightRequest(request);
+  if (r.policy >= stores_.size()) throw SiteProtocolError(fmt::format("weight request for policy #{}", r.policy));
+  const StoreUpdate u = stores_[r.policy]->updateFor(r.version, r.hash, static_cast<int>(r.deltas_since_full), r.full);
+  WeightUpdate out{r.policy, u.full, u.version, u.hash, {}};
   std::uint64_t bytes = 0;
   for (const auto& part : u.parts) {
-    out.putBlob(part);
+    out.parts.emplace_back(part.data(), part.size());
     bytes += part.size();
   }
-  site.link.send(kWeightUpdate, out.bytes());
+  site.link.send(kWeightUpdate, encode(out));
   site.weight_updates++;
   site.weight_bytes += bytes;
   site.full_updates += u.full ? 1 : 0;
@@ -126,19 +112,14 @@ void SiteHub::handle(RemoteSite& site, const UcxMessage& m,
   switch (m.kind) {
     case kHello: welcome(site, m); return;
     case kCredit: {
-      MessageReader in(m.payload, m.kind);
-      site.credits += in.get<std::uint32_t>("credits");
-      in.finish();
+      site.credits += decodeCredit(m.payload).tasks;
       return;
     }
     case kTrajectories: {
-      MessageReader in(m.payload, m.kind);
-      const auto n = in.getCount(8, "records");
-      for (std::uint32_t i = 0; i < n; ++i) {
-        ingest(in.getBlob("record"), site.pool_uid);
+      for (const auto record : decodeRecordList(m.payload, m.kind).records) {
+        ingest(record, site.pool_uid);
         site.trajectories++;
       }
-      in.finish();
       return;
     }
     case kWeightRequest: sendUpdate(site, m.payload); return;
@@ -195,10 +176,8 @@ bool SiteHub::tryPushTask(const Task& task, std::span<const std::byte> record) {
     if (!best || s->credits > best->credits) best = s.get();
   }
   if (!best) return false;
-  MessageWriter out;
-  out.put(std::uint32_t{1}).putBlob(record);
   try {
-    best->link.send(kTasks, out.bytes());
+    best->link.send(kTasks, encode(RecordList{{record}}));
   } catch (const UcxError&) {
     return false;  // progress() finds the link closed and re-issues what the site holds
   }
@@ -216,12 +195,11 @@ void SiteHub::returned(std::uint64_t task_id) {
 
 void SiteHub::published(std::size_t policy, std::int64_t version) {
   published_.at(policy) = version;
-  MessageWriter out;
-  out.put(static_cast<std::uint32_t>(policy)).put(version);
+  const auto message = encode(Published{static_cast<std::uint32_t>(policy), version});
   for (auto& s : sites_) {
     if (s->lost || s->ended || s->rollout_ranks == 0) continue;
     try {
-      s->link.send(kPublished, out.bytes());
+      s->link.send(kPublished, message);
     } catch (const UcxError&) {
       // progress() notices the closed link and handles the loss.
     }

@@ -39,59 +39,179 @@ std::pair<std::string, std::uint16_t> splitHostPort(const std::string& address) 
   return {address.substr(0, colon), static_cast<std::uint16_t>(std::stoul(address.substr(colon + 1)))};
 }
 
-MessageWriter& MessageWriter::putString(const std::string& s) {
-  put(static_cast<std::uint32_t>(s.size()));
-  const auto at = bytes_.size();
-  bytes_.resize(at + s.size());
-  if (!s.empty()) std::memcpy(bytes_.data() + at, s.data(), s.size());
-  return *this;
-}
+namespace {
 
-MessageWriter& MessageWriter::putBlob(std::span<const std::byte> b) {
-  put(static_cast<std::uint64_t>(b.size()));
-  bytes_.insert(bytes_.end(), b.begin(), b.end());
-  return *this;
-}
+// Reads one message; every failure becomes a SiteProtocolError naming it.
+class Decoder {
+ public:
+  Decoder(std::span<const std::byte> payload, std::uint32_t kind)
+      : what_(fmt::format("malformed {} message", kindName(kind))), in_(payload, what_) {}
 
-const std::byte* MessageReader::need(std::size_t n, const char* field) {
-  if (n > b_.size() - at_) {
-    throw SiteProtocolError(fmt::format("malformed {} message: {} needs {} bytes at offset {}, {} left",
-                                        kindName(kind_), field, n, at_, b_.size() - at_));
+  template <ByteScalar T>
+  T get(const char* field) {
+    T v{};
+    check(in_.get(v, field));
+    return v;
   }
-  const std::byte* p = b_.data() + at_;
-  at_ += n;
-  return p;
-}
-
-std::string MessageReader::getString(const char* field) {
-  const auto n = get<std::uint32_t>(field);
-  const std::byte* p = need(n, field);
-  return {reinterpret_cast<const char*>(p), n};
-}
-
-std::span<const std::byte> MessageReader::getBlob(const char* field) {
-  const auto n = get<std::uint64_t>(field);
-  if (n > b_.size() - at_) {
-    throw SiteProtocolError(
-        fmt::format("malformed {} message: {} claims {} bytes, {} left", kindName(kind_), field, n, b_.size() - at_));
+  std::string getString(const char* field) {
+    std::string s;
+    check(in_.getString(s, field));
+    return s;
   }
-  const std::byte* p = need(static_cast<std::size_t>(n), field);
-  return {p, static_cast<std::size_t>(n)};
+  std::span<const std::byte> getBlob(const char* field) {
+    std::span<const std::byte> b;
+    check(in_.getBlob(b, field));
+    return b;
+  }
+  // A u8 that must be 0 or 1, so every message has exactly one encoding.
+  bool getFlag(const char* field) {
+    const auto v = get<std::uint8_t>(field);
+    if (v > 1) throw SiteProtocolError(fmt::format("{}: {} is {} (must be 0 or 1)", what_, field, v));
+    return v == 1;
+  }
+  std::uint32_t getCount(std::size_t min_item_bytes, const char* field) {
+    std::uint32_t n = 0;
+    check(in_.getCount(n, min_item_bytes, field));
+    return n;
+  }
+  void finish() { check(in_.finish()); }
+
+ private:
+  void check(bool ok) const {
+    if (!ok) throw SiteProtocolError(in_.error());
+  }
+  std::string what_;  // before in_: it holds a view of this
+  ByteReader in_;
+};
+
+}  // namespace
+
+std::vector<std::byte> encode(const Hello& m) {
+  ByteWriter out;
+  out.putString(m.site).put(m.rollout_ranks).put(static_cast<std::uint32_t>(m.policies.size()));
+  for (const auto& p : m.policies) out.putString(p.name).put(p.version_bytes);
+  return out.take();
 }
 
-std::uint32_t MessageReader::getCount(std::size_t min_item_bytes, const char* field) {
-  const auto n = get<std::uint32_t>(field);
-  if (min_item_bytes > 0 && n > (b_.size() - at_) / min_item_bytes) {
-    throw SiteProtocolError(fmt::format("malformed {} message: {} = {} items cannot fit in {} bytes", kindName(kind_),
-                                        field, n, b_.size() - at_));
+Hello decodeHello(std::span<const std::byte> payload) {
+  Decoder in(payload, kHello);
+  Hello m;
+  m.site = in.getString("site");
+  m.rollout_ranks = in.get<std::uint32_t>("rollout ranks");
+  const auto n = in.getCount(12, "policies");
+  for (std::uint32_t i = 0; i < n; ++i) {
+    PolicyOffer p;
+    p.name = in.getString("policy");
+    p.version_bytes = in.get<std::uint64_t>("version bytes");
+    m.policies.push_back(std::move(p));
   }
-  return n;
+  in.finish();
+  return m;
 }
 
-void MessageReader::finish() const {
-  if (at_ != b_.size()) {
-    throw SiteProtocolError(fmt::format("malformed {} message: {} trailing bytes", kindName(kind_), b_.size() - at_));
-  }
+std::vector<std::byte> encode(const Welcome& m) {
+  ByteWriter out;
+  out.put(static_cast<std::uint32_t>(m.published.size()));
+  for (const auto v : m.published) out.put(v);
+  return out.take();
+}
+
+Welcome decodeWelcome(std::span<const std::byte> payload) {
+  Decoder in(payload, kWelcome);
+  Welcome m;
+  const auto n = in.getCount(8, "policies");
+  for (std::uint32_t i = 0; i < n; ++i) m.published.push_back(in.get<std::int64_t>("published"));
+  in.finish();
+  return m;
+}
+
+std::vector<std::byte> encode(const Refuse& m) { return ByteWriter().putString(m.reason).take(); }
+
+Refuse decodeRefuse(std::span<const std::byte> payload) {
+  Decoder in(payload, kRefuse);
+  Refuse m{in.getString("reason")};
+  in.finish();
+  return m;
+}
+
+std::vector<std::byte> encode(const Credit& m) { return ByteWriter().put(m.tasks).take(); }
+
+Credit decodeCredit(std::span<const std::byte> payload) {
+  Decoder in(payload, kCredit);
+  Credit m{in.get<std::uint32_t>("credits")};
+  in.finish();
+  return m;
+}
+
+std::vector<std::byte> encode(const RecordList& m) {
+  ByteWriter out;
+  out.put(static_cast<std::uint32_t>(m.records.size()));
+  for (const auto& r : m.records) out.putBlob(r);
+  return out.take();
+}
+
+RecordList decodeRecordList(std::span<const std::byte> payload, std::uint32_t kind) {
+  Decoder in(payload, kind);
+  RecordList m;
+  const auto n = in.getCount(8, "records");
+  m.records.reserve(n);  // bounded by the check: at most payload / 8
+  for (std::uint32_t i = 0; i < n; ++i) m.records.push_back(in.getBlob("record"));
+  in.finish();
+  return m;
+}
+
+std::vector<std::byte> encode(const Published& m) { return ByteWriter().put(m.policy).put(m.version).take(); }
+
+Published decodePublished(std::span<const std::byte> payload) {
+  Decoder in(payload, kPublished);
+  Published m;
+  m.policy = in.get<std::uint32_t>("policy");
+  m.version = in.get<std::int64_t>("version");
+  in.finish();
+  return m;
+}
+
+std::vector<std::byte> encode(const WeightRequest& m) {
+  return ByteWriter()
+      .put(m.policy)
+      .put(m.version)
+      .put(m.hash)
+      .put(m.deltas_since_full)
+      .put(static_cast<std::uint8_t>(m.full))
+      .take();
+}
+
+WeightRequest decodeWeightRequest(std::span<const std::byte> payload) {
+  Decoder in(payload, kWeightRequest);
+  WeightRequest m;
+  m.policy = in.get<std::uint32_t>("policy");
+  m.version = in.get<std::int64_t>("version");
+  m.hash = in.get<std::uint64_t>("hash");
+  m.deltas_since_full = in.get<std::uint32_t>("deltas since full");
+  m.full = in.getFlag("full");
+  in.finish();
+  return m;
+}
+
+std::vector<std::byte> encode(const WeightUpdate& m) {
+  ByteWriter out;
+  out.put(m.policy).put(static_cast<std::uint8_t>(m.full)).put(m.version).put(m.hash);
+  out.put(static_cast<std::uint32_t>(m.parts.size()));
+  for (const auto& part : m.parts) out.putBlob(part);
+  return out.take();
+}
+
+WeightUpdate decodeWeightUpdate(std::span<const std::byte> payload) {
+  Decoder in(payload, kWeightUpdate);
+  WeightUpdate m;
+  m.policy = in.get<std::uint32_t>("policy");
+  m.full = in.getFlag("full");
+  m.version = in.get<std::int64_t>("version");
+  m.hash = in.get<std::uint64_t>("hash");
+  const auto n = in.getCount(8, "parts");
+  for (std::uint32_t i = 0; i < n; ++i) m.parts.push_back(in.getBlob("part"));
+  in.finish();
+  return m;
 }
 
 }  // namespace astraflow::site

@@ -9,16 +9,16 @@
 //   home → gateway  Published {policy, version}     gateway → home  WeightRequest {policy, have, hash, deltas, full?}
 //   home → gateway  WeightUpdate {policy, full, version, hash, parts: the deltas in order or one full version}
 //   home → gateway  End: end every local stream     gateway → home  Bye: all its ranks ended
-// Every field is read through a bounds-checked reader: a malformed message is a SiteProtocolError
-// naming the message and field, and the link is dropped (its tasks re-issued), never a crash.
+// Every field is read through core's ByteReader: a malformed message is a SiteProtocolError naming
+// the message and field, and the link is dropped (its tasks re-issued), never a crash.
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "astraflow/core/byte_io.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/error.hpp"
 
@@ -54,44 +54,71 @@ class SiteProtocolError : public Error {
   using Error::Error;
 };
 
-class MessageWriter {
- public:
-  template <class T>
-  MessageWriter& put(T v) {
-    const auto at = bytes_.size();
-    bytes_.resize(at + sizeof v);
-    std::memcpy(bytes_.data() + at, &v, sizeof v);
-    return *this;
-  }
-  MessageWriter& putString(const std::string& s);
-  MessageWriter& putBlob(std::span<const std::byte> b);  // u64 length + bytes
-  std::span<const std::byte> bytes() const { return bytes_; }
-  void clear() { bytes_.clear(); }
+// The messages, typed. Record lists and weight parts are views into the frame they were
+// decoded from (no copy): they live as long as that frame's payload.
+struct PolicyOffer {
+  std::string name;
+  std::uint64_t version_bytes = 0;  // bytes of one full version: the model configs must agree
 
- private:
-  std::vector<std::byte> bytes_;
+  bool operator==(const PolicyOffer&) const = default;
+};
+struct Hello {
+  std::string site;
+  std::uint32_t rollout_ranks = 0;
+  std::vector<PolicyOffer> policies;  // in the gateway's order; home requires its own
+
+  bool operator==(const Hello&) const = default;
+};
+struct Welcome {
+  std::vector<std::int64_t> published;  // home's newest version per policy, in home order
+};
+struct Refuse {
+  std::string reason;
+};
+struct Credit {
+  std::uint32_t tasks = 0;  // the gateway can take this many more
+};
+struct RecordList {  // kTasks and kTrajectories: complete wire records
+  std::vector<std::span<const std::byte>> records;
+};
+struct Published {
+  std::uint32_t policy = 0;  // index in home order
+  std::int64_t version = -1;
+};
+struct WeightRequest {
+  std::uint32_t policy = 0;
+  std::int64_t version = -1;  // what the gateway's mirror holds
+  std::uint64_t hash = 0;
+  std::uint32_t deltas_since_full = 0;
+  bool full = false;  // ask for a full version (its last delta was rejected)
+};
+struct WeightUpdate {
+  std::uint32_t policy = 0;
+  bool full = false;
+  std::int64_t version = -1;
+  std::uint64_t hash = 0;
+  std::vector<std::span<const std::byte>> parts;  // the deltas in order, or one full version; none: already current
 };
 
-class MessageReader {
- public:
-  MessageReader(std::span<const std::byte> b, std::uint32_t kind) : b_(b), kind_(kind) {}
-  template <class T>
-  T get(const char* field) {
-    T v;
-    std::memcpy(&v, need(sizeof v, field), sizeof v);
-    return v;
-  }
-  std::string getString(const char* field);
-  std::span<const std::byte> getBlob(const char* field);
-  // A count of items each at least min_item_bytes long, refused when they cannot fit.
-  std::uint32_t getCount(std::size_t min_item_bytes, const char* field);
-  void finish() const;  // throws when bytes are left over
+std::vector<std::byte> encode(const Hello& m);
+std::vector<std::byte> encode(const Welcome& m);
+std::vector<std::byte> encode(const Refuse& m);
+std::vector<std::byte> encode(const Credit& m);
+std::vector<std::byte> encode(const RecordList& m);
+std::vector<std::byte> encode(const Published& m);
+std::vector<std::byte> encode(const WeightRequest& m);
+std::vector<std::byte> encode(const WeightUpdate& m);
 
- private:
-  const std::byte* need(std::size_t n, const char* field);
-  std::span<const std::byte> b_;
-  std::uint32_t kind_;
-  std::size_t at_ = 0;
-};
+// Each reads exactly one message's payload through ByteReader and throws SiteProtocolError
+// ("malformed <kind> message: ...", naming the field and offset) on anything else: truncation,
+// a count that cannot fit, trailing bytes.
+Hello decodeHello(std::span<const std::byte> payload);
+Welcome decodeWelcome(std::span<const std::byte> payload);
+Refuse decodeRefuse(std::span<const std::byte> payload);
+Credit decodeCredit(std::span<const std::byte> payload);
+RecordList decodeRecordList(std::span<const std::byte> payload, std::uint32_t kind);
+Published decodePublished(std::span<const std::byte> payload);
+WeightRequest decodeWeightRequest(std::span<const std::byte> payload);
+WeightUpdate decodeWeightUpdate(std::span<const std::byte> payload);
 
 }  // namespace astraflow::site

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "astraflow/core/byte_io.hpp"
 #include "astraflow/core/error.hpp"
 #include "astraflow/model/policy_model.hpp"
 
@@ -24,31 +25,29 @@ std::size_t descriptorBytes(const NamedTensor& t) {
 
 std::size_t dataBytes(const torch::Tensor& t) { return pad8(2 * static_cast<std::size_t>(t.numel())); }
 
-// Bounds-checked cursor over an untrusted blob.
+// An untrusted blob, read through core's ByteReader; a problem throws Error naming the field.
 class Cursor {
  public:
-  explicit Cursor(std::span<const std::byte> b) : b_(b) {}
-  template <class T>
+  explicit Cursor(std::span<const std::byte> b) : in_(b, "weights blob") {}
+  template <ByteScalar T>
   T get(const char* field) {
-    T v;
-    std::memcpy(&v, need(sizeof v, field), sizeof v);
+    T v{};
+    check(in_.get(v, field));
     return v;
   }
   const std::byte* need(std::size_t n, const char* field) {
-    if (n > b_.size() - at_) {
-      throw Error(fmt::format("weights blob: truncated at byte {} reading {} ({} bytes left, {} needed)", at_, field,
-                              b_.size() - at_, n));
-    }
-    const std::byte* p = b_.data() + at_;
-    at_ += n;
-    return p;
+    std::span<const std::byte> bytes;
+    check(in_.getBytes(bytes, n, field));
+    return bytes.data();
   }
-  void alignTo8() { need(pad8(at_) - at_, "padding"); }
-  std::size_t at() const { return at_; }
+  void alignTo8() { check(in_.skip(pad8(in_.offset()) - in_.offset(), "padding")); }
+  std::size_t at() const { return in_.offset(); }
 
  private:
-  std::span<const std::byte> b_;
-  std::size_t at_ = 0;
+  void check(bool ok) const {
+    if (!ok) throw Error(in_.error());
+  }
+  ByteReader in_;
 };
 
 }  // namespace

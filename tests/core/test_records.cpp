@@ -352,7 +352,7 @@ TEST(Records, EveryTruncationIsAnError) {
       setPayloadBytes(cut);
       const auto r2 = decodeTrajectory(bytesOf(cut));
       ASSERT_FALSE(r2.ok()) << "accepted a consistent record cut to " << n << " bytes";
-      EXPECT_TRUE(contains(r2.error(), "truncated") || contains(r2.error(), "exceeds the record") ||
+      EXPECT_TRUE(contains(r2.error(), "truncated") || contains(r2.error(), "exceeds the message") ||
                   contains(r2.error(), "lengths differ"))
           << r2.error();
     }
@@ -399,7 +399,7 @@ TEST(Records, HugeCountsAreRefusedWithoutAllocating) {
     AllocationProbe probe;
     const auto r = decodeTrajectory(bytesOf(s));
     EXPECT_LT(probe.largest(), s.size() + 1024);
-    EXPECT_MESSAGE(r, "policy: string of 4000000000 bytes exceeds the record");
+    EXPECT_MESSAGE(r, "policy: string of 4000000000 bytes exceeds the message");
   }
   // A task claiming 2^31 metadata pairs.
   Task task = sampleTask();
