@@ -110,6 +110,7 @@ void UcxConnection::Impl::markClosed(const std::string& reason) {
   close_reason = reason;
   closeEndpoint(/*force=*/true, options.close_timeout_s);
   releaseRecvRequest();
+  releaseOutbox();
   incoming.clear();
   incoming.shrink_to_fit();
   phase = RecvPhase::Idle;
@@ -120,8 +121,9 @@ void UcxConnection::Impl::close(double timeout_s) {
     closed = true;
     close_reason = "closed by this side";
   }
-  closeEndpoint(/*force=*/failed, timeout_s);
+  closeEndpoint(/*force=*/failed, timeout_s);  // a graceful close flushes the outbox first
   releaseRecvRequest();
+  releaseOutbox();
   incoming.clear();
   phase = RecvPhase::Idle;
 }
@@ -337,7 +339,8 @@ void UcxConnection::sendUnframedForTesting(std::span<const std::byte> bytes, dou
 std::optional<UcxMessage> UcxConnection::tryRecv() {
   if (!impl_) throwEmpty();
   impl_->throwIfClosed();
-  ucp_worker_progress(impl_->worker);
+  impl_->progressOutbox();  // progresses the worker once
+  impl_->throwIfClosed();
   return impl_->pollRecv(impl_->options.max_message_bytes);
 }
 
@@ -348,6 +351,10 @@ UcxMessage UcxConnection::recv(double timeout_s) {
 
 void UcxConnection::close(double timeout_s) {
   if (impl_) impl_->close(timeout_s);
+}
+
+void UcxConnection::abort(const std::string& reason) {
+  if (impl_) impl_->markClosed(reason);
 }
 
 bool UcxConnection::isOpen() const { return impl_ && !impl_->closed; }

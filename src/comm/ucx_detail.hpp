@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <span>
 #include <string>
@@ -99,6 +100,13 @@ struct UcxConnection::Impl {
   // Waits up to timeout_s for the peer to hang up (the endpoint's error handler to fire).
   bool waitForPeerClose(double timeout_s);
 
+  // The outbox (src/comm/ucx_outbox.cpp): frames posted without waiting, in order.
+  void post(std::uint32_t kind, std::vector<std::byte> payload);
+  // Frees the frames that have left; closes the connection when one failed. Never blocks.
+  void progressOutbox();
+  // After the endpoint is closed (which completes or cancels its sends): releases every request.
+  void releaseOutbox();
+
   static void onEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
 
   ucp_worker_h worker;
@@ -121,6 +129,17 @@ struct UcxConnection::Impl {
   std::uint32_t incoming_kind = 0;
   std::vector<std::byte> incoming;
   void* recv_request = nullptr;
+
+  // A posted frame: its header and payload stay here, at a fixed address, until UCX is done
+  // with them (a deque does not move its elements when either end changes).
+  struct QueuedFrame {
+    std::array<std::byte, ucx_detail::kFrameHeaderBytes> header{};
+    std::vector<std::byte> payload;
+    std::array<void*, 2> requests{};  // nullptr: that part completed at once
+    std::chrono::steady_clock::time_point posted;
+  };
+  std::deque<QueuedFrame> outbox;
+  std::uint64_t outbox_bytes = 0;  // payload + header bytes of the frames in the outbox
 
  private:
   // Posts a WAITALL stream receive of exactly `bytes` into `into`; true when it completed

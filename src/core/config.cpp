@@ -193,6 +193,8 @@ void parseCrossSite(YamlReader r, Config& cfg) {
   c.wait_for_sites = static_cast<int>(r.getInt("wait_for_sites", c.wait_for_sites, 0, 1024, "gateways"));
   c.wait_seconds = r.getDouble("wait_seconds", c.wait_seconds, 0.0, 86400.0);
   c.tasks_in_flight = static_cast<int>(r.getInt("tasks_in_flight", c.tasks_in_flight, 1, 1 << 20, "tasks"));
+  c.outbox_bytes = static_cast<std::uint64_t>(r.getInt("outbox_bytes", 0, 0, std::int64_t{1} << 40, "bytes"));
+  c.stall_seconds = r.getDouble("stall_seconds", c.stall_seconds, 0.1, 86400.0);
   for (const auto& [key, value] : {std::pair{"listen", c.listen}, std::pair{"connect", c.connect}}) {
     const auto colon = value.rfind(':');
     if (!value.empty() && (colon == std::string::npos || colon == 0 || colon + 1 == value.size() ||

@@ -20,7 +20,9 @@ SiteHub::SiteHub(const Config& cfg, std::vector<WeightStore*> stores, std::vecto
   options.token = resolveToken(cfg.cross_site);
   options.protocol_version = kProtocolVersion;
   // The largest message is one full version of the largest policy (plus its header).
-  options.max_message_bytes = *std::max_element(version_bytes_.begin(), version_bytes_.end()) + (1u << 20);
+  const std::uint64_t largest = *std::max_element(version_bytes_.begin(), version_bytes_.end());
+  options.max_message_bytes = largest + (1u << 20);
+  outbox_budget_ = cfg.cross_site.outbox_bytes > 0 ? cfg.cross_site.outbox_bytes : 2 * largest + (1u << 20);
   context_ = std::make_unique<UcpContext>();
   worker_ = std::make_unique<UcpWorker>(*context_);
   const auto [host, port] = splitHostPort(cfg.cross_site.listen);
@@ -38,7 +40,7 @@ void SiteHub::accept() {
   site->link = std::move(*conn);
   site->name = site->link.peer();
   if (ended_) {
-    site->link.send(kRefuse, encode(Refuse{"the home run has ended"}));
+    site->link.post(kRefuse, encode(Refuse{"the home run has ended"}));
     ++refused_;
     return;
   }
@@ -75,7 +77,7 @@ void SiteHub::welcome(RemoteSite& site, const UcxMessage& hello) {
   if (ranks == 0 && refusal.empty()) refusal = fmt::format("site '{}' has no rollout ranks", name);
   if (!refusal.empty()) {
     spdlog::warn("cross-site: refused gateway {}: {}", site.link.peer(), refusal);
-    site.link.send(kRefuse, encode(Refuse{refusal}));
+    site.link.post(kRefuse, encode(Refuse{refusal}));
     site.lost = true;  // never welcomed: no ranks counted
     site.link.close(1.0);
     ++refused_;
@@ -84,12 +86,11 @@ void SiteHub::welcome(RemoteSite& site, const UcxMessage& hello) {
   site.name = name;
   site.rollout_ranks = ranks;
   site.pool_uid = kSitePoolUidBase + static_cast<std::uint32_t>(joined_++);
-  site.link.send(kWelcome, encode(Welcome{published_}));
+  site.link.post(kWelcome, encode(Welcome{published_}));
   spdlog::info("cross-site: site '{}' joined from {} with {} rollout rank(s)", name, site.link.peer(), ranks);
 }
 
-void SiteHub::sendUpdate(RemoteSite& site, std::span<const std::byte> request) {
-  const WeightRequest r = decodeWeightRequest(request);
+void SiteHub::sendUpdate(RemoteSite& site, const WeightRequest& r) {
   if (r.policy >= stores_.size()) throw SiteProtocolError(fmt::format("weight request for policy #{}", r.policy));
   const StoreUpdate u = stores_[r.policy]->updateFor(r.version, r.hash, static_cast<int>(r.deltas_since_full), r.full);
   WeightUpdate out{r.policy, u.full, u.version, u.hash, {}};
@@ -98,7 +99,7 @@ void SiteHub::sendUpdate(RemoteSite& site, std::span<const std::byte> request) {
     out.parts.emplace_back(part.data(), part.size());
     bytes += part.size();
   }
-  site.link.send(kWeightUpdate, encode(out));
+  site.link.post(kWeightUpdate, encode(out));
   site.weight_updates++;
   site.weight_bytes += bytes;
   site.full_updates += u.full ? 1 : 0;
@@ -122,7 +123,18 @@ void SiteHub::handle(RemoteSite& site, const UcxMessage& m,
       }
       return;
     }
-    case kWeightRequest: sendUpdate(site, m.payload); return;
+    case kWeightRequest: {
+      const WeightRequest r = decodeWeightRequest(m.payload);
+      if (overBudget(site)) {
+        // Its link is behind: answer when it has drained, with the version current then (a
+        // full one when the deltas it would need have left the log).
+        site.deferred[r.policy] = r;
+        site.requests_deferred++;
+      } else {
+        sendUpdate(site, r);
+      }
+      return;
+    }
     case kBye:
       site.ended = true;
       spdlog::info("cross-site: site '{}' ended ({} tasks sent, {} trajectories back)", site.name, site.tasks_sent,
@@ -141,7 +153,40 @@ void SiteHub::lose(RemoteSite& site, const std::string& why, const std::function
     reissue(std::move(task));
   }
   site.leased.clear();
-  site.link.close(0.5);
+  site.deferred.clear();
+  site.link.abort("lost: " + why);  // forced: a stalled link's queued frames are cancelled, not waited for
+}
+
+bool SiteHub::progressOutbox(RemoteSite& site, const std::function<void(Task)>& reissue) {
+  site.link.progressSends();
+  site.max_queued_bytes = std::max(site.max_queued_bytes, site.link.queuedBytes());
+  const double stall = cfg_.cross_site.stall_seconds;
+  if (site.link.oldestQueuedSeconds() > stall) {
+    lose(site,
+         fmt::format("its link took none of {} queued bytes for {:.0f} s (cross_site.stall_seconds)",
+                     site.link.queuedBytes(), stall),
+         reissue);
+    ++stalled_;
+    return false;
+  }
+  // A site that owes home something — trajectories of the tasks it holds, or its Bye once the
+  // run has ended — and says nothing for as long is lost too: it would hold the run's end.
+  const double silent = std::chrono::duration<double>(std::chrono::steady_clock::now() - site.last_heard).count();
+  // (Not while home's own frames to it are queued: then it may well be waiting for them.)
+  if (site.rollout_ranks > 0 && site.link.queuedFrames() == 0 && (!site.leased.empty() || ended_) && silent > stall) {
+    lose(site, fmt::format("silent for {:.0f} s while it owes tasks or its end (cross_site.stall_seconds)", silent),
+         reissue);
+    ++stalled_;
+    return false;
+  }
+  if (!overBudget(site)) {
+    while (!site.deferred.empty() && !overBudget(site)) {
+      const WeightRequest r = site.deferred.begin()->second;
+      site.deferred.erase(site.deferred.begin());
+      sendUpdate(site, r);
+    }
+  }
+  return true;
 }
 
 bool SiteHub::progress(const std::function<void(std::span<const std::byte>, std::uint32_t)>& ingest,
@@ -152,10 +197,12 @@ bool SiteHub::progress(const std::function<void(std::span<const std::byte>, std:
   for (auto& s : sites_) {
     if (s->lost || s->ended) continue;
     try {
+      if (!progressOutbox(*s, reissue)) continue;
       for (int i = 0; i < 64; ++i) {
         auto m = s->link.tryRecv();
         if (!m) break;
         did = true;
+        s->last_heard = std::chrono::steady_clock::now();
         handle(*s, *m, ingest);
         if (s->lost) break;
       }
@@ -172,12 +219,12 @@ bool SiteHub::progress(const std::function<void(std::span<const std::byte>, std:
 bool SiteHub::tryPushTask(const Task& task, std::span<const std::byte> record) {
   RemoteSite* best = nullptr;
   for (auto& s : sites_) {
-    if (s->lost || s->ended || s->rollout_ranks == 0 || s->credits <= 0) continue;
+    if (s->lost || s->ended || s->rollout_ranks == 0 || s->credits <= 0 || overBudget(*s)) continue;
     if (!best || s->credits > best->credits) best = s.get();
   }
   if (!best) return false;
   try {
-    best->link.send(kTasks, encode(RecordList{{record}}));
+    best->link.post(kTasks, encode(RecordList{{record}}));
   } catch (const UcxError&) {
     return false;  // progress() finds the link closed and re-issues what the site holds
   }
@@ -199,7 +246,7 @@ void SiteHub::published(std::size_t policy, std::int64_t version) {
   for (auto& s : sites_) {
     if (s->lost || s->ended || s->rollout_ranks == 0) continue;
     try {
-      s->link.send(kPublished, message);
+      s->link.post(kPublished, message);
     } catch (const UcxError&) {
       // progress() notices the closed link and handles the loss.
     }
@@ -211,7 +258,7 @@ void SiteHub::endStreams() {
   for (auto& s : sites_) {
     if (s->lost || s->ended || s->rollout_ranks == 0) continue;
     try {
-      s->link.send(kEnd, {});
+      s->link.post(kEnd, {});
     } catch (const UcxError&) {
     }
   }
@@ -246,6 +293,7 @@ void SiteHub::report(std::map<std::string, double>& r) const {
   r["sites_refused"] = static_cast<double>(refused_);
   r["sites_malformed"] = static_cast<double>(malformed_);
   r["site_tasks_reissued"] = static_cast<double>(reissued_);
+  r["sites_stalled"] = static_cast<double>(stalled_);
   std::uint64_t joined = 0, lost = 0;
   for (const auto& s : sites_) {
     if (s->rollout_ranks == 0) continue;
@@ -258,6 +306,8 @@ void SiteHub::report(std::map<std::string, double>& r) const {
     r[k + "weight_updates"] = static_cast<double>(s->weight_updates);
     r[k + "weight_full_updates"] = static_cast<double>(s->full_updates);
     r[k + "weight_bytes"] = static_cast<double>(s->weight_bytes);
+    r[k + "weight_requests_deferred"] = static_cast<double>(s->requests_deferred);
+    r[k + "max_queued_bytes"] = static_cast<double>(s->max_queued_bytes);
     r[k + "lost"] = s->lost && !s->ended ? 1.0 : 0.0;
   }
   r["sites_joined"] = static_cast<double>(joined);

@@ -2,7 +2,11 @@
 // SiteHub — the home dataflow rank's side of cross-site rollout (docs/cross-site.md): a UCX
 // listener that accepts gateways of remote sites, and per site its credits, the tasks it holds
 // (leased: re-issued if the site is lost), and the weight updates it asks for. The dataflow loop
-// calls progress() every turn; it never blocks on a site. Private to src/dataflow.
+// calls progress() every turn; it never blocks on a site: every message to a site is posted to
+// its connection's outbox (UcxConnection::post), a site whose outbox is over
+// cross_site.outbox_bytes gets no tasks and its weight requests wait, and a site whose link takes
+// nothing for cross_site.stall_seconds is lost. Private to src/dataflow.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -16,6 +20,7 @@
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/records.hpp"
 #include "astraflow/weights/weight_store.hpp"
+#include "dataflow/site_protocol.hpp"
 
 namespace astraflow::dataflow_detail {
 
@@ -28,7 +33,12 @@ struct RemoteSite {
   std::map<std::uint64_t, Task> leased;  // tasks sent, trajectories not yet back
   bool ended = false;                    // said Bye
   bool lost = false;
+  // Weight requests that arrived while its outbox was over budget, by policy (the newest one):
+  // answered once it drains, with whatever version is current then.
+  std::map<std::uint32_t, site::WeightRequest> deferred;
   std::uint64_t tasks_sent = 0, trajectories = 0, weight_updates = 0, weight_bytes = 0, full_updates = 0;
+  std::uint64_t requests_deferred = 0, max_queued_bytes = 0;
+  std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
 };
 
 class SiteHub {
@@ -67,13 +77,17 @@ class SiteHub {
   void handle(RemoteSite& site, const UcxMessage& m,
               const std::function<void(std::span<const std::byte>, std::uint32_t)>& ingest);
   void welcome(RemoteSite& site, const UcxMessage& hello);
-  void sendUpdate(RemoteSite& site, std::span<const std::byte> request);
+  void sendUpdate(RemoteSite& site, const site::WeightRequest& request);
+  bool overBudget(const RemoteSite& site) const { return site.link.queuedBytes() > outbox_budget_; }
+  // Moves its queued frames on; false when the site was lost (stalled).
+  bool progressOutbox(RemoteSite& site, const std::function<void(Task)>& reissue);
   void lose(RemoteSite& site, const std::string& why, const std::function<void(Task)>& reissue);
 
   const Config& cfg_;
   std::vector<WeightStore*> stores_;
   std::vector<std::string> policies_;
   std::vector<std::uint64_t> version_bytes_;
+  std::uint64_t outbox_budget_ = 0;
   std::unique_ptr<UcpContext> context_;
   std::unique_ptr<UcpWorker> worker_;
   std::unique_ptr<UcxListener> listener_;
@@ -81,7 +95,7 @@ class SiteHub {
   std::vector<std::int64_t> published_;
   bool ended_ = false;
   std::size_t joined_ = 0;
-  std::uint64_t refused_ = 0, malformed_ = 0, duplicates_ = 0, reissued_ = 0;
+  std::uint64_t refused_ = 0, malformed_ = 0, duplicates_ = 0, reissued_ = 0, stalled_ = 0;
 };
 
 }  // namespace astraflow::dataflow_detail

@@ -192,7 +192,8 @@ nlohmann::json summarize(const Config& cfg, const std::vector<nlohmann::json>& r
                        {"lost", static_cast<std::int64_t>(df->value("sites_lost", 0.0))},
                        {"refused", static_cast<std::int64_t>(df->value("sites_refused", 0.0))},
                        {"malformed", static_cast<std::int64_t>(df->value("sites_malformed", 0.0))},
-                       {"tasks_reissued", static_cast<std::int64_t>(df->value("site_tasks_reissued", 0.0))}};
+                       {"tasks_reissued", static_cast<std::int64_t>(df->value("site_tasks_reissued", 0.0))},
+                       {"stalled", static_cast<std::int64_t>(df->value("sites_stalled", 0.0))}};
   }
   s["workflow"] = cfg.workflow.kind;
   if (cfg.workflow.multiAgent()) {

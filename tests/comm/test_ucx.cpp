@@ -174,6 +174,46 @@ TEST_P(UcxLink, ManyMessagesArriveInOrderThroughTryRecv) {
   }
 }
 
+// post() hands frames over without waiting; they arrive whole and in order, interleaved with a
+// blocking send(), and the outbox empties once the peer has read them. While the peer reads
+// nothing, post() still returns at once and the outbox keeps what the link has not taken.
+TEST_P(UcxLink, PostedFramesArriveInOrderAndTheOutboxDrains) {
+  constexpr std::uint32_t kCount = 40;
+  auto sizeOf = [](std::uint32_t i) { return i == 7 ? std::size_t{8} << 20 : static_cast<std::size_t>(i * 1013); };
+  if (rank == kServer) {
+    UcxListener listener(*worker, "127.0.0.1", 0, linkOptions());
+    sharePort(listener.port());
+    UcxConnection conn = listener.accept(kTimeout);
+    comm.barrier();  // reads nothing until the client has posted everything and looked at its outbox
+    for (std::uint32_t i = 0; i < kCount; ++i) {
+      const UcxMessage m = conn.recv(kTimeout);
+      ASSERT_EQ(m.kind, 100 + i) << "out of order";
+      ASSERT_TRUE(m.payload == pattern(sizeOf(i), i)) << "posted frame " << i << " differs";
+    }
+    EXPECT_EQ(conn.recv(kTimeout).kind, 6u);  // the blocking send after them comes after them
+    conn.send(1, {});
+  } else {
+    UcxConnection conn = connectTo(*worker, "127.0.0.1", sharePort(0), linkOptions(), kTimeout);
+    std::uint64_t posted = 0;
+    for (std::uint32_t i = 0; i < kCount; ++i) {
+      conn.post(100 + i, pattern(sizeOf(i), i));
+      posted += 12 + sizeOf(i);
+    }
+    // Every post returned although the peer reads nothing yet: 8 MiB cannot all have left.
+    EXPECT_GT(conn.queuedFrames(), 0u);
+    EXPECT_GT(conn.queuedBytes(), 0u);
+    EXPECT_LE(conn.queuedBytes(), posted);
+    comm.barrier();
+    conn.send(6, {});
+    EXPECT_EQ(conn.recv(kTimeout).kind, 1u);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(kTimeout);
+    while (conn.queuedFrames() > 0 && std::chrono::steady_clock::now() < give_up) conn.progressSends();
+    EXPECT_EQ(conn.queuedFrames(), 0u);
+    EXPECT_EQ(conn.queuedBytes(), 0u);
+    EXPECT_EQ(conn.oldestQueuedSeconds(), 0.0);
+  }
+}
+
 TEST_P(UcxLink, WrongTokenIsRefusedWithReasonAndServerAcceptsTheNextClient) {
   // Same length as kToken, one byte off: the comparison has to look at every byte.
   const std::string wrong = "s3cret-link-token-7f1d";

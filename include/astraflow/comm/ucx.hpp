@@ -185,6 +185,18 @@ class UcxConnection {
   // UcxConnectionClosed when the connection is or becomes closed, UcxTimeout after
   // timeout_s (the connection is then closed: a partial frame may have gone out).
   void send(std::uint32_t kind, std::span<const std::byte> payload, double timeout_s = kUcxWaitForever);
+  // Queues the frame and returns at once (the payload moves into the connection): it leaves as
+  // the link allows, in order with every other frame, progressed by tryRecv(), post() and
+  // progressSends(). For callers that must never wait on a slow peer; they bound the outbox
+  // themselves with queuedBytes()/oldestQueuedSeconds(). Throws like send() for a closed
+  // connection or an oversize payload; a frame that fails later closes the connection.
+  void post(std::uint32_t kind, std::vector<std::byte> payload);
+  // Frees what has left of the posted frames (one progress call); never blocks.
+  void progressSends();
+  std::uint64_t queuedBytes() const;  // posted, not yet gone (headers included)
+  std::size_t queuedFrames() const;
+  double oldestQueuedSeconds() const;  // age of the oldest frame still queued; 0 when none
+
   // Progresses the worker once and returns the next complete message, if one is there.
   // Throws UcxConnectionClosed (or, once, UcxMalformedMessage) as described above.
   std::optional<UcxMessage> tryRecv();
@@ -195,6 +207,9 @@ class UcxConnection {
   // Graceful close (forced when the peer already failed) that waits at most timeout_s; one
   // the peer has not acknowledged by then is left to UCX. Idempotent, never throws.
   void close(double timeout_s);
+  // Drops the connection at once (forced endpoint close): pending and queued sends are cancelled,
+  // nothing is waited for. For a peer given up on. Idempotent, never throws.
+  void abort(const std::string& reason);
   bool isOpen() const;
   // Why the connection closed ("" while open).
   std::string closeReason() const;

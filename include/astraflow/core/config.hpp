@@ -124,6 +124,12 @@ struct CrossSiteSection {
   int wait_for_sites = 0;                          // home: gateways to wait for before admitting tasks
   double wait_seconds = 120;                       // home: how long to wait; gateway: how long to try to connect
   int tasks_in_flight = 256;                       // gateway: tasks it holds from home at most
+  // home: a site's outbox (frames posted, not yet taken by its link) past this many bytes gets
+  // no tasks and waits for weight updates (0: two full versions of the largest policy + 1 MiB)
+  std::uint64_t outbox_bytes = 0;
+  // home: a site whose oldest queued frame waits this long, or that owes home trajectories or its
+  // end and says nothing this long, is lost (longer than one full version takes on the link)
+  double stall_seconds = 300;
 };
 
 // The single-process reference loop (`astraflow train-local`).
