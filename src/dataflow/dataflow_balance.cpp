@@ -98,7 +98,7 @@ void DataflowRank::balanceReport(const PolicyState& lead, std::int64_t v) {
   const double iterations_s = wait + std::max(0.0, b.step_seconds - a.step_seconds);
   const double start = at(lead.published_at, r.version_first), end = at(lead.published_at, v);
   r.wall_s = start >= 0 && end >= 0 ? end - start : 0.0;
-  for (const auto& [t0, t1] : eval_spans_) {
+  for (const auto& [t0, t1] : eval_.spans()) {
     if (start >= 0) r.eval_s += std::max(0.0, std::min(t1, end) - std::max(t0, start));
   }
   r.training_s = iterations_s - wait;

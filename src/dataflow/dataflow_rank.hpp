@@ -23,23 +23,10 @@
 #include "astraflow/io/trajectory_writer.hpp"
 #include "astraflow/tasks/environment.hpp"
 #include "dataflow/elastic_pools.hpp"
+#include "dataflow/eval_scheduler.hpp"
 #include "dataflow/site_hub.hpp"
 
 namespace astraflow::dataflow_detail {
-
-// One evaluation round: greedy episodes on the first eval.problems held-out problems.
-struct EvalRound {
-  std::int64_t min_version = 0;
-  std::size_t expected = 0;
-  std::size_t received = 0;
-  double correct = 0;
-  std::int64_t version_low = std::numeric_limits<std::int64_t>::max();
-  std::int64_t version_high = -1;
-  double t_start = 0;
-  std::map<std::string, double> role_reward;  // sum of each role's own reward (multi-agent workflows)
-  bool done() const { return received == expected; }
-  double accuracy() const { return expected ? correct / static_cast<double>(expected) : 0.0; }
-};
 
 struct PolicyState {
   std::string name;
@@ -96,6 +83,7 @@ class DataflowRank {
   bool admitUnit(const AdmissionUnit& unit);
   bool flushOutbox();
   void startEval(std::int64_t min_version);
+  RankReport finalReport(std::int64_t final_version, std::uint64_t unsent);  // dataflow_report.cpp
   bool finished(PolicyState& p) const;
   void endStreams();
   void drainUntilRolloutEnds();
@@ -111,7 +99,6 @@ class DataflowRank {
   std::string instanceName(std::int64_t key) const;
   int instanceRanks(std::int64_t key) const;
   void actOnTarget(const BalanceReport& r, const std::string& report_path);
-  double evalStart() const;
   // Every plug-in instance with a stable key ("filter.0.zero_advantage@solver", …).
   std::vector<std::pair<std::string, Plugin*>> plugins();
   std::vector<std::pair<std::string, double>> pluginCounters();
@@ -122,19 +109,16 @@ class DataflowRank {
 
   RunWiring& w_;
   const Config& cfg_;
+  RoleContext ctx_;
+  EvalScheduler eval_;
   std::unique_ptr<Environment> env_;
   std::vector<PolicyState> policies_;
   std::unique_ptr<io::TrajectoryWriter> trajectories_;
-  // Evaluation task id → (round, trajectories still expected: one per workflow role).
-  std::map<std::uint64_t, std::pair<std::size_t, std::size_t>> eval_tasks_;
   std::size_t lead_ = 0;  // the policy whose outbox and pools carry tasks of a multi-agent team
   std::vector<AdmissionUnit> units_;
-  std::vector<EvalRound> eval_rounds_;
   std::uint64_t next_problem_ = 0, next_task_id_ = 0, next_group_id_ = 0;
   std::uint64_t malformed_ = 0, unroutable_ = 0, rollout_ended_ = 0;
-  std::uint64_t eval_received_ = 0;
   bool stop_admitting_ = false;
-  double eval_start_ = -1;
   std::int64_t last_checkpoint_ = -1;
   std::vector<std::byte> record_;
   std::vector<std::unique_ptr<Curator>> curators_;
@@ -147,9 +131,8 @@ class DataflowRank {
   std::unique_ptr<ElasticPools> elastic_;  // elastic.mode auto|external: spawned pools
   int spawn_failures_in_row_ = 0;
   double spawn_retry_at_ = 0;
-  std::map<std::int64_t, InstanceTally> instances_;    // this balance window, by instanceKey
-  BookTotals report_base_;                             // totals at the previous report
-  std::vector<std::pair<double, double>> eval_spans_;  // finished evaluation rounds: (start, end)
+  std::map<std::int64_t, InstanceTally> instances_;  // this balance window, by instanceKey
+  BookTotals report_base_;                           // totals at the previous report
 };
 
 }  // namespace astraflow::dataflow_detail

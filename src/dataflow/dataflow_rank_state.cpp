@@ -14,7 +14,7 @@ void DataflowRank::restore() {
   next_problem_ = snap.next_problem;
   next_task_id_ = snap.next_task_id;
   next_group_id_ = snap.next_group_id;
-  eval_start_ = snap.eval_accuracy_start;
+  eval_.restoreStart(snap.eval_accuracy_start);
   for (auto& p : policies_) {
     AssemblerCounters c;
     for (const auto& [name, counters] : snap.counters) {
@@ -111,12 +111,8 @@ void DataflowRank::progressLine(PolicyState& p) {
   const auto& c = p.assembler->counters();
   const double elapsed = std::max(1e-9, w_.segmentSeconds());
   std::string eval = "n/a";
-  for (auto it = eval_rounds_.rbegin(); it != eval_rounds_.rend(); ++it) {
-    if (it->done()) {
-      eval = fmt::format("{:.3f} (v{})", it->accuracy(), it->version_high);
-      break;
-    }
-  }
+  if (const EvalRound* round = eval_.latestDone())
+    eval = fmt::format("{:.3f} (v{})", round->accuracy(), round->version_high);
   spdlog::info(
       "{} v{:<4} reward {:.3f} | eval {} | trainer wait {:.0f}% | {:.1f} traj/s | produced {} consumed {} "
       "buffered {} stale {} filtered {}",
@@ -145,8 +141,8 @@ void DataflowRank::checkpoint(std::int64_t version) {
   snap.next_problem = next_problem_;
   snap.next_task_id = next_task_id_;
   snap.next_group_id = next_group_id_;
-  snap.eval_rounds = static_cast<std::int64_t>(eval_rounds_.size());
-  snap.eval_accuracy_start = evalStart();
+  snap.eval_rounds = static_cast<std::int64_t>(eval_.rounds());
+  snap.eval_accuracy_start = eval_.startAccuracy();
   snap.wall_seconds = w_.now();
   snap.config_text = cfg_.text;
   std::vector<std::string> names;
@@ -208,11 +204,6 @@ std::vector<std::pair<std::string, double>> DataflowRank::pluginCounters() {
     out.emplace_back(base + "errors", static_cast<double>(c.errors));
   }
   return out;
-}
-
-double DataflowRank::evalStart() const {
-  if (eval_start_ >= 0) return eval_start_;
-  return !eval_rounds_.empty() && eval_rounds_.front().done() ? eval_rounds_.front().accuracy() : -1.0;
 }
 
 // cross_site.wait_for_sites gateways before the first task (bounded by wait_seconds), so that a

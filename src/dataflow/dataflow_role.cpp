@@ -14,7 +14,12 @@ namespace dataflow_detail {
 using namespace std::chrono_literals;
 
 DataflowRank::DataflowRank(RunWiring& w)
-    : w_(w), cfg_(w.cfg), env_(makeEnvironment(w.cfg.environment)), curator_rng_(w.cfg.run.seed * 31 + 7) {
+    : w_(w),
+      cfg_(w.cfg),
+      ctx_(w.context()),
+      eval_(ctx_, w.cfg.eval.problems, w.cfg.workflow.multiAgent() ? w.cfg.workflow.roles.size() : 1),
+      env_(makeEnvironment(w.cfg.environment)),
+      curator_rng_(w.cfg.run.seed * 31 + 7) {
   for (const auto& spec : cfg_.dataflow.curators) curators_.push_back(makeCurator(spec));
   router_ = makeRouter(cfg_.dataflow.router);
   const auto& groups = w.map.trainerGroups();
@@ -181,34 +186,7 @@ void DataflowRank::route(Trajectory t) {
     return;
   }
   if (hub_) hub_->returned(t.task_id);
-  if (auto it = eval_tasks_.find(t.task_id); it != eval_tasks_.end()) {
-    auto& round = eval_rounds_[it->second.first];
-    auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
-    if (!t.role.empty() && !t.rewards.empty()) round.role_reward[t.role] += finite(t.rewards[0]);
-    ++eval_received_;
-    if (--it->second.second > 0) return;  // the team's other roles are still to come
-    eval_tasks_.erase(it);
-    ++round.received;
-    // A team trajectory carries {role reward, team reward}; a single-agent one {reward}.
-    round.correct += t.rewards.empty() ? 0.0 : finite(t.rewards.back());
-    round.version_low = std::min(round.version_low, t.weight_version_min);
-    round.version_high = std::max(round.version_high, t.weight_version_max);
-    if (round.done()) {
-      eval_spans_.emplace_back(round.t_start, w_.now());
-      // bytes: the problems solved (the round's summed 0/1 rewards), so accuracy = bytes / count.
-      w_.event("eval", round.t_start, round.version_high, static_cast<std::uint64_t>(std::llround(round.correct)),
-               round.expected);
-      std::string roles;  // each role's own mean reward, for a team
-      for (const auto& [role, sum] : round.role_reward) {
-        roles +=
-            fmt::format("{}{} {:.3f}", roles.empty() ? "; " : ", ", role, sum / static_cast<double>(round.expected));
-      }
-      spdlog::info("eval: held-out greedy {} {:.3f} on {} problems (weights v{}{}{})",
-                   roles.empty() ? "accuracy" : "team accuracy", round.accuracy(), round.expected, round.version_low,
-                   round.version_low == round.version_high ? "" : fmt::format("..v{}", round.version_high), roles);
-    }
-    return;
-  }
+  if (eval_.take(t)) return;  // an evaluation task's answer
   trajectories_->append(t);
   {
     auto& tally = instances_[instanceKey(t)];
@@ -350,31 +328,22 @@ bool DataflowRank::admitUnit(const AdmissionUnit& unit) {
 }
 
 void DataflowRank::startEval(std::int64_t min_version) {
-  EvalRound round;
-  round.min_version = min_version;
-  round.expected = static_cast<std::size_t>(cfg_.eval.problems);
-  round.t_start = w_.now();
-  const std::size_t index = eval_rounds_.size();
-  eval_rounds_.push_back(round);
   // The first policy answers the held-out problems (of a team: the team does, through the
   // first role's policy, each role at the version its policy has published by now).
   auto& p = policies_[lead_];
-  const std::size_t per_task = cfg_.workflow.multiAgent() ? cfg_.workflow.roles.size() : 1;
-  for (int k = cfg_.eval.problems - 1; k >= 0; --k) {
-    // Evaluation goes ahead of queued training tasks.
-    Task t = makeTask(p.name, env_->heldOutId(static_cast<std::uint64_t>(k)), 0, 0);
-    t.metadata[kTaskEvalKey] = std::to_string(index);
-    t.metadata[kTaskMinVersionKey] = std::to_string(min_version);
+  auto tasks = eval_.start(min_version, [&](std::uint64_t k) {
+    Task t = makeTask(p.name, env_->heldOutId(k), 0, 0);
     if (cfg_.workflow.multiAgent()) {
       for (const auto& q : policies_) {
-        if (&q != &p)
+        if (&q != &p) {
           t.metadata[std::string(kTaskMinVersionKey) + "." + q.name] =
               std::to_string(std::max<std::int64_t>(q.published, 0));
+        }
       }
     }
-    eval_tasks_[t.task_id] = {index, per_task};
-    p.outbox.push_front(std::move(t));
-  }
+    return t;
+  });
+  for (auto& t : tasks) p.outbox.push_front(std::move(t));  // evaluation goes ahead of queued training tasks
 }
 
 bool DataflowRank::flushOutbox() {
@@ -467,7 +436,7 @@ RankReport DataflowRank::run() {
     auto& carrier = policies_[unit.carrier];
     std::deque<Task> keep;
     for (auto& t : carrier.outbox) {
-      if (eval_tasks_.count(t.task_id)) {
+      if (eval_.owns(t.task_id)) {
         keep.push_back(std::move(t));
       } else {
         ++unsent;
@@ -479,7 +448,7 @@ RankReport DataflowRank::run() {
   // Phase 2: the final evaluation, at the final weights.
   std::int64_t final_version = policies_.empty() ? 0 : policies_[lead_].published;
   if (cfg_.eval.problems > 0) startEval(final_version);
-  while (!eval_tasks_.empty()) {
+  while (eval_.pending()) {
     bool did = progressAndPublish();
     did |= ingest();
     did |= flushOutbox();
@@ -509,75 +478,7 @@ RankReport DataflowRank::run() {
   trajectories_->flush();
   if (last_checkpoint_ != final_version) checkpoint(final_version);
 
-  RankReport r;
-  AssemblerCounters total;
-  std::uint64_t buffered = 0;
-  for (const auto& p : policies_) {
-    const auto& c = p.assembler->counters();
-    total.produced += c.produced;
-    total.filtered += c.filtered;
-    total.filtered_nonfinite += c.filtered_nonfinite;
-    total.filtered_error += c.filtered_error;
-    total.stale_dropped += c.stale_dropped;
-    total.consumed += c.consumed;
-    total.replayed += c.replayed;
-    total.batches += c.batches;
-    buffered += p.assembler->buffered();
-  }
-  r["versions"] = static_cast<double>(final_version);
-  r["produced"] = static_cast<double>(total.produced);
-  r["accepted"] = static_cast<double>(total.accepted());
-  r["filtered"] = static_cast<double>(total.filtered);
-  r["filtered_nonfinite"] = static_cast<double>(total.filtered_nonfinite);
-  r["filtered_error"] = static_cast<double>(total.filtered_error);
-  r["stale_dropped"] = static_cast<double>(total.stale_dropped);
-  r["consumed"] = static_cast<double>(total.consumed);
-  r["batches"] = static_cast<double>(total.batches);
-  r["buffered"] = static_cast<double>(buffered);
-  r["malformed"] = static_cast<double>(malformed_);
-  r["unroutable"] = static_cast<double>(unroutable_);
-  r["tasks_unsent"] = static_cast<double>(unsent);
-  r["eval_received"] = static_cast<double>(eval_received_);
-  r["eval_rounds"] = static_cast<double>(eval_rounds_.size());
-  r["eval_accuracy_start"] = evalStart();
-  r["eval_accuracy_end"] = !eval_rounds_.empty() && eval_rounds_.back().done() ? eval_rounds_.back().accuracy() : -1.0;
-  r["wall_seconds"] = w_.now();
-  r["segment_wall_seconds"] = w_.segmentSeconds();
-  r["trajectories_written"] = static_cast<double>(trajectories_->rowsWritten());
-  r["replayed"] = static_cast<double>(total.replayed);
-  for (const auto& p : policies_) {
-    const auto& c = p.assembler->counters();
-    const std::string k = "policy." + p.name + ".";
-    r[k + "versions"] = static_cast<double>(p.published);
-    r[k + "produced"] = static_cast<double>(c.produced);
-    r[k + "accepted"] = static_cast<double>(c.accepted());
-    r[k + "filtered"] = static_cast<double>(c.filtered);
-    r[k + "stale_dropped"] = static_cast<double>(c.stale_dropped);
-    r[k + "consumed"] = static_cast<double>(c.consumed);
-    r[k + "replayed"] = static_cast<double>(c.replayed);
-    r[k + "buffered"] = static_cast<double>(p.assembler->buffered());
-    const auto& ws = w_.weight_stores[p.group]->stats();
-    r[k + "weights_deltas_logged"] = static_cast<double>(ws.deltas_logged);
-    r[k + "weights_deltas_skipped"] = static_cast<double>(ws.deltas_skipped);
-    r[k + "weights_delta_bytes_logged"] = static_cast<double>(ws.delta_bytes_logged);
-    r[k + "weights_changed_elements"] = static_cast<double>(ws.changed_elements);
-    r[k + "weights_compared_elements"] = static_cast<double>(ws.elements);
-  }
-  for (const auto& role : cfg_.workflow.roles) {
-    for (const auto& [key, round] : {std::pair{"start", eval_rounds_.empty() ? nullptr : &eval_rounds_.front()},
-                                     std::pair{"end", eval_rounds_.empty() ? nullptr : &eval_rounds_.back()}}) {
-      const bool ok = round && round->done() && round->expected > 0 && !(w_.resume && key == std::string("start"));
-      r[fmt::format("role.{}.eval_reward_{}", role.name, key)] =
-          ok ? round->role_reward.count(role.name) ? round->role_reward.at(role.name) / round->expected : 0.0 : -1.0;
-    }
-  }
-  for (const auto& [key, value] : pluginCounters()) r[key] = value;
-  if (hub_) hub_->report(r);
-  if (elastic_) {
-    elastic_->report(r);
-    w_.spawned_reports = elastic_->childReports();
-  }
-  return r;
+  return finalReport(final_version, unsent);
 }
 
 }  // namespace dataflow_detail

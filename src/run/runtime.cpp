@@ -14,7 +14,7 @@
 #include "astraflow/dataflow/dataflow_checkpoint.hpp"
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "astraflow/io/trace_writer.hpp"
-#include "astraflow/model/model_builder.hpp"
+#include "astraflow/model/model_setup.hpp"
 #include "astraflow/run/role_entry.hpp"
 #include "astraflow/text/tokenizer.hpp"
 

@@ -14,7 +14,7 @@
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/ucx.hpp"
 #include "astraflow/core/config.hpp"
-#include "astraflow/model/model_builder.hpp"
+#include "astraflow/model/model_setup.hpp"
 #include "astraflow/text/tokenizer.hpp"
 #include "dataflow/site_protocol.hpp"
 

@@ -1,0 +1,20 @@
+#pragma once
+// What a rank needs of the model without compiling against LibTorch (its headers cost ~20 s per
+// file on a 2-core machine): the size of a weight version, and the thread count. Defined in
+// src/model/model_builder.cpp.
+#include <cstdint>
+#include <string>
+
+#include "astraflow/core/config.hpp"
+#include "astraflow/core/model_config.hpp"
+
+namespace astraflow {
+
+// Bytes of one full weight version of a policy's model (its weight store's capacity). Builds
+// the model once to measure it.
+std::uint64_t weightVersionBytes(const Config& config, const TokenSpec& tokens, const std::string& policy = {});
+
+// Threads for LibTorch/OpenBLAS from run.threads_per_rank (0: cores / ranks_on_node).
+void configureThreads(const Config& config, int ranks_on_node);
+
+}  // namespace astraflow
