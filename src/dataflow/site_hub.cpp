@@ -32,6 +32,8 @@ SiteHub::SiteHub(const Config& cfg, std::vector<WeightStore*> stores, std::vecto
 
 SiteHub::~SiteHub() = default;
 
+std::uint16_t SiteHub::port() const { return listener_->port(); }
+
 void SiteHub::accept() {
   auto conn = listener_->tryAccept();
   refused_ = listener_->refusedCount();

@@ -68,6 +68,7 @@ class SiteHub {
   };
   std::vector<SiteInfo> activeSites() const;
   std::size_t openSites() const;
+  std::uint16_t port() const;          // the listener's (cross_site.listen may name port 0: any free one)
   std::uint64_t rolloutRanks() const;  // of every site welcomed so far
   std::uint64_t lostRanks() const;     // of sites lost before they ended
   void report(std::map<std::string, double>& r) const;
