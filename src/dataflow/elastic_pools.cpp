@@ -175,7 +175,7 @@ void ElasticPools::published(std::size_t group, std::int64_t version, std::span<
 
 void ElasticPools::pushed(int ring, const Task& task) {
   for (auto& p : pools_) {
-    if (p->ring == ring) p->leased.emplace(task.task_id, task);
+    if (p->ring == ring) leases_.lease(p->index, task);
   }
 }
 
@@ -191,30 +191,19 @@ bool ElasticPools::returned(const Trajectory& t) {
     if (end) {
       ++p->ended;
     } else {
-      p->leased.erase(t.task_id);
       ++p->produced;
     }
   }
-  if (end || !reissued_.count(t.task_id)) return true;
-  // A re-issued task: the first result counts, a late one from the lost holder is a duplicate.
-  if (!reissued_done_.insert(t.task_id ^ std::hash<std::string>{}(t.role)).second) {
-    ++duplicates_;
-    return false;
-  }
-  return true;
+  return end || leases_.returned(t.task_id, t.role);  // false: a late duplicate of a re-issued task
 }
 
 void ElasticPools::lose(SpawnedPool& p, const std::string& why, const std::function<void(Task)>& reissue) {
   p.state = SpawnedPool::State::Lost;
   lost_ranks_ += static_cast<std::uint64_t>(p.ranks - p.ended);
   home_.peer_lost = true;
-  spdlog::warn("elastic: lost pool {} ({}); re-issuing its {} leased task(s)", p.name, why, p.leased.size());
-  for (auto& [id, task] : p.leased) {
-    reissued_.insert(id);
-    ++reissued_count_;
-    reissue(std::move(task));
-  }
-  p.leased.clear();
+  auto tasks = leases_.lose(p.index);
+  spdlog::warn("elastic: lost pool {} ({}); re-issuing its {} leased task(s)", p.name, why, tasks.size());
+  for (auto& task : tasks) reissue(std::move(task));
   // The pool is given up whole: its other ranks would wait forever in collectives with the lost
   // one. Those on this node are ended here; elsewhere they get an end-of-stream and are left to
   // the launcher (mpirun --enable-recovery keeps the job alive).
@@ -269,9 +258,9 @@ bool ElasticPools::progress(const std::function<void(Task)>& reissue) {
       }
     }
     if (p->state == SpawnedPool::State::Lost) continue;
-    if (!p->leased.empty() && now - p->last_heard > home_.cfg.elastic.lease_seconds) {
-      lose(*p, fmt::format("silent for {:.0f} s with {} task(s) leased", now - p->last_heard, p->leased.size()),
-           reissue);
+    if (const std::size_t held = leases_.held(p->index);
+        held > 0 && now - p->last_heard > home_.cfg.elastic.lease_seconds) {
+      lose(*p, fmt::format("silent for {:.0f} s with {} task(s) leased", now - p->last_heard, held), reissue);
       did = true;
     }
   }
@@ -289,7 +278,7 @@ void ElasticPools::endStreams(const std::function<void(int ring)>& push_end) {
 void ElasticPools::disconnect(SpawnedPool& p) {
   // Collective with the pool's ranks, in the order they free theirs (runSpawnedPool).
   p.reports = gatherReports(p.merged, "");
-  unreturned_ += p.leased.size();  // tasks it held and never answered (none when it drained)
+  unreturned_ += leases_.held(p.index);  // tasks it held and never answered (none when it drained)
   for (auto& s : p.wiring->weight_stores) s.reset();
   home_.trajectory_rings[static_cast<std::size_t>(p.ring)].reset();
   home_.task_rings[static_cast<std::size_t>(p.ring)].reset();
@@ -357,8 +346,8 @@ void ElasticPools::report(std::map<std::string, double>& r) const {
   r["elastic_spawn_failures"] = static_cast<double>(spawn_failures_);
   r["elastic_retired_ranks"] = static_cast<double>(retired_ranks_);
   r["elastic_lost_ranks"] = static_cast<double>(lost_ranks_);
-  r["elastic_tasks_reissued"] = static_cast<double>(reissued_count_);
-  r["elastic_duplicates_dropped"] = static_cast<double>(duplicates_);
+  r["elastic_tasks_reissued"] = static_cast<double>(leases_.reissued());
+  r["elastic_duplicates_dropped"] = static_cast<double>(leases_.duplicates());
   r["elastic_pools"] = static_cast<double>(pools_.size());
   r["elastic_unreturned_tasks"] = static_cast<double>(unreturned_);
 }

@@ -23,6 +23,7 @@
 #include "astraflow/core/layout.hpp"
 #include "astraflow/core/records.hpp"
 #include "astraflow/dataflow/run_wiring.hpp"
+#include "dataflow/task_leases.hpp"
 
 namespace astraflow::dataflow_detail {
 
@@ -43,7 +44,6 @@ struct SpawnedPool {
   int ring = -1;                      // index in the home wiring's task/trajectory rings
   std::vector<int> pids;
   std::vector<std::string> hosts;
-  std::map<std::uint64_t, Task> leased;
   int ended = 0;
   int ends_to_push = 0;  // end-of-stream records still to go into its task ring (retiring)
   double last_heard = 0;
@@ -97,9 +97,9 @@ class ElasticPools {
 
   RunWiring& home_;
   std::vector<std::unique_ptr<SpawnedPool>> pools_;
-  std::set<std::uint64_t> reissued_, reissued_done_;
+  TaskLeases leases_;  // tasks pushed to spawned pools, by pool index
   std::uint64_t spawned_ranks_ = 0, spawn_failures_ = 0, retired_ranks_ = 0, lost_ranks_ = 0;
-  std::uint64_t reissued_count_ = 0, duplicates_ = 0, unreturned_ = 0;
+  std::uint64_t unreturned_ = 0;
   double next_liveness_check_ = 0;
   std::vector<std::byte> end_record_;  // an encoded end-of-stream task
 };
