@@ -5,10 +5,13 @@
 #include <string>
 
 #include "astraflow/core/config.hpp"
-#include "astraflow/rollout/generation.hpp"
 #include "astraflow/text/tokenizer.hpp"
 
 namespace astraflow {
+
+// Declared, not included: the CLI includes this header, and LibTorch's headers cost ~20 s of
+// compile per file on a 2-core machine (rollout/generation.hpp defines it).
+class GenerationEngine;
 
 struct LocalRunResult {
   double eval_accuracy_start = 0;
