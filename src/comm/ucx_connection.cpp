@@ -194,6 +194,14 @@ void UcxConnection::Impl::sendBytes(std::span<const std::span<const std::byte>> 
   throwClosed();
 }
 
+void UcxConnection::Impl::checkOutgoing(std::uint32_t kind, std::size_t payload_bytes) const {
+  throwIfClosed();
+  if (payload_bytes > peer_max_message_bytes) {
+    throw UcxError(0, fmt::format("{}: message of {} bytes (kind {:#x}) is over the {} bytes UCX peer {} accepts",
+                                  processLocation(), payload_bytes, kind, peer_max_message_bytes, peer));
+  }
+}
+
 void UcxConnection::Impl::sendFrame(std::uint32_t kind, std::span<const std::byte> payload, const Deadline& deadline) {
   ByteWriter frame_header;
   frame_header.put(kind).put(static_cast<std::uint64_t>(payload.size()));
@@ -322,11 +330,7 @@ namespace {
 
 void UcxConnection::send(std::uint32_t kind, std::span<const std::byte> payload, double timeout_s) {
   if (!impl_) throwEmpty();
-  impl_->throwIfClosed();
-  if (payload.size() > impl_->peer_max_message_bytes) {
-    throw UcxError(0, fmt::format("{}: message of {} bytes (kind {:#x}) is over the {} bytes UCX peer {} accepts",
-                                  processLocation(), payload.size(), kind, impl_->peer_max_message_bytes, impl_->peer));
-  }
+  impl_->checkOutgoing(kind, payload.size());
   impl_->sendFrame(kind, payload, Deadline(timeout_s));
 }
 

@@ -100,6 +100,10 @@ struct UcxConnection::Impl {
   // Waits up to timeout_s for the peer to hang up (the endpoint's error handler to fire).
   bool waitForPeerClose(double timeout_s);
 
+  // Refuses a frame before anything is sent: the connection is closed, or the payload is over
+  // what the peer accepts (UcxError, the connection stays open). For send() and post().
+  void checkOutgoing(std::uint32_t kind, std::size_t payload_bytes) const;
+
   // The outbox (src/comm/ucx_outbox.cpp): frames posted without waiting, in order.
   void post(std::uint32_t kind, std::vector<std::byte> payload);
   // Frees the frames that have left; closes the connection when one failed. Never blocks.

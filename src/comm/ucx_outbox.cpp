@@ -90,11 +90,7 @@ void UcxConnection::Impl::releaseOutbox() {
 
 void UcxConnection::post(std::uint32_t kind, std::vector<std::byte> payload) {
   if (!impl_) throw UcxConnectionClosed(0, fmt::format("{}: UCX connection is empty", processLocation()));
-  impl_->throwIfClosed();
-  if (payload.size() > impl_->peer_max_message_bytes) {
-    throw UcxError(0, fmt::format("{}: message of {} bytes (kind {:#x}) is over the {} bytes UCX peer {} accepts",
-                                  processLocation(), payload.size(), kind, impl_->peer_max_message_bytes, impl_->peer));
-  }
+  impl_->checkOutgoing(kind, payload.size());
   impl_->post(kind, std::move(payload));
 }
 
