@@ -5,7 +5,7 @@
 #   test_elastic.sh <astraflow binary> <source dir> <mpiexec> spawn_retire|fault
 #   spawn_retire: 2 rollout ranks, +2 spawned at v4, the 2 retired at v12; training continues
 #                 across both, the books balance, no leased task is left unanswered.
-#   fault:        2 spawned at v2, one frozen (SIGSTOP) then killed with SIGKILL; the run
+#   fault:        2 spawned at v2, one frozen (SIGSTOP) at v6 then killed (SIGKILL) at v8; the run
 #                 finishes, the books balance, the lost pool's tasks were re-issued.
 set -uo pipefail
 bin=$1 src=$2 mpiexec=$3 mode=$4
@@ -15,12 +15,22 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # The maintainer: the report's version decides; otherwise it keeps the current size.
-# The fault case runs longer, so the kill lands while the spawned pool is busy.
+# In the fault case it is also the one that hurts the spawned pool, so the freeze and the kill
+# land at fixed points of the run (the dataflow loop waits for the maintainer), never after its
+# end however fast the machine: at v6 it freezes the pool's first rank (SIGSTOP: tasks keep being
+# leased to the pool and stay unanswered, as with a hung node), at v8 it kills it (SIGKILL).
 if [ "$mode" = spawn_retire ]; then grow=4 shrink=12 versions=20; else grow=2 shrink=-1 versions=40; fi
 cat >"$work/maintainer.sh" <<SH
 #!/bin/sh
 v=\$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['version'])" "\$1")
 g=\$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['production']['total_raas_ranks'])" "\$1")
+if [ "$mode" = fault ] && { [ "\$v" = 6 ] || [ "\$v" = 8 ]; }; then
+  pid=\$(grep -o "spawned pool spawn0 with 2 rollout rank(s) (pids [0-9]*" "$work/err" | grep -o "[0-9]*\$")
+  if [ -n "\$pid" ]; then
+    if [ "\$v" = 6 ]; then kill -STOP "\$pid"; else kill -9 "\$pid"; fi
+    echo "v\$v: signalled \$pid" >>"$work/signals"
+  fi
+fi
 if [ "\$v" = $grow ]; then echo \$((g + 2)); elif [ "\$v" = $shrink ]; then echo \$((g - 2)); else echo \$g; fi
 SH
 chmod +x "$work/maintainer.sh"
@@ -31,25 +41,11 @@ timeout 300 "$mpiexec" --enable-recovery -n 4 --oversubscribe "$bin" run "$src/c
   --set elastic.mode=external --set elastic.command="$work/maintainer.sh" --set elastic.lease_seconds=30 \
   >"$work/out" 2>"$work/err" &
 job=$!
-if [ "$mode" = fault ]; then
-  pids=
-  for _ in $(seq 1 240); do
-    pids=$(grep -o "spawned pool spawn0 with 2 rollout rank(s) (pids [0-9,]*" "$work/err" | grep -o "[0-9,]*$")
-    [ -n "$pids" ] && break
-    sleep 0.5
-  done
-  [ -n "$pids" ] || fail "no pool was spawned: $(tail -c 600 "$work/err")"
-  # Once it runs: freeze its first rank (tasks keep being leased to the pool and stay
-  # unanswered, as with a hung node), then kill -9 it.
-  sleep 2
-  if [ -n "$pids" ]; then
-    kill -STOP "${pids%%,*}"
-    sleep 2
-    kill -9 "${pids%%,*}"
-  fi
-fi
 wait $job
 rc=$?
+if [ "$mode" = fault ]; then
+  [ "$(wc -l <"$work/signals" 2>/dev/null)" = 2 ] || fail "the maintainer froze and killed the pool's first rank: $(cat "$work/signals" 2>&1)"
+fi
 [ $rc -eq 0 ] || fail "the run exited $rc: $(tail -c 1200 "$work/err")"
 
 python3 - "$work/run" "$mode" "$versions" <<'PY' || fail "summary checks (above)"
@@ -93,6 +89,7 @@ else
   grep -q "lost pool spawn0" "$work/err" || fail "the loss was not logged"
 fi
 if [ $failures -ne 0 ]; then
+  echo "--- elastic log lines"; grep "elastic:" "$work/err" | head -n 20
   echo "--- stderr (tail)"; tail -n 30 "$work/err"
   echo "test_elastic $mode: $failures failure(s)"
   exit 1
