@@ -65,6 +65,9 @@ def load_events(run):
                 "version": int(r["version"]),
                 "bytes": int(r["bytes"]),
                 "count": int(r["count"]),
+                "policy": int(r["policy"]),
+                "total": int(r["total"]),
+                "staleness": int(r["staleness"]),
             }
         )
     return out
@@ -127,9 +130,7 @@ def plot_accuracy(run, events, out):
     vs = sorted(sums)
     fig, ax = plt.subplots(figsize=(8, 4))
     ax.plot(vs, [sums[v] / counts[v] for v in vs], lw=1, label="mean training reward (by generating version)")
-    rounds = sorted((e["version"], e["bytes"] / e["count"]) for e in events if e["kind"] == "eval" and e["count"])
-    if rounds and all(a == 0 for _, a in rounds):
-        rounds = []  # a trace written before eval events carried the solved count
+    rounds = sorted((e["version"], e["count"] / e["total"]) for e in events if e["kind"] == "eval" and e["total"])
     if rounds:
         ax.plot([v for v, _ in rounds], [a for _, a in rounds], "o-", label="held-out greedy accuracy")
     ax.set_xlabel("weight version")
@@ -165,7 +166,7 @@ def plot_staleness(events, out):
     hist = defaultdict(int)
     for e in events:
         if e["kind"] == "batch_staleness":
-            hist[e["version"]] += e["count"]
+            hist[e["staleness"]] += e["count"]
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ks = sorted(hist)
     ax.bar(ks, [hist[k] for k in ks])

@@ -46,14 +46,14 @@ std::vector<BalanceReport> replayBalance(const std::vector<io::TraceEvent>& even
   for (const auto& e : events) {
     if (e.rank == lead && e.kind == "train_step") step_s[e.version] += e.t_end - e.t_start;
     if (e.rank == lead && e.kind == "batch_wait") wait_s[e.version + 1] += e.t_end - e.t_start;
-    if (e.role == "dataflow" && e.kind == "publish" && e.count == 0) published[e.version] = e.t_start;
+    if (e.role == "dataflow" && e.kind == "publish" && e.policy == 0) published[e.version] = e.t_start;
     if (e.role == "dataflow" && e.kind == "books") {
-      books[e.version].entered = e.bytes;
-      books[e.version].produced = e.count;
+      books[e.version].entered = e.count;
+      books[e.version].produced = e.total;
     }
     if (e.role == "dataflow" && e.kind == "books_used") {
-      books[e.version].stale = e.bytes;
       books[e.version].consumed = e.count;
+      books[e.version].stale = e.total - e.count;
     }
     if (e.role == "dataflow" && e.kind == "eval") evals.emplace_back(e.t_start, e.t_end);
     if (e.role == "rollout") rollout_ranks.insert(e.rank);

@@ -101,6 +101,26 @@ int Comm::size() const {
 
 void Comm::barrier() const { ASTRA_MPI_CHECK(MPI_Barrier(comm_)); }
 
+std::vector<std::vector<std::byte>> Comm::gatherBytes(int root, std::span<const std::byte> mine) const {
+  const bool at_root = rank() == root;
+  const int n = static_cast<int>(mine.size());
+  std::vector<int> sizes(at_root ? size() : 0), offsets(sizes.size(), 0);
+  ASTRA_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, root, comm_));
+  int total = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    offsets[i] = total;
+    total += sizes[i];
+  }
+  std::vector<std::byte> all(static_cast<std::size_t>(total));
+  ASTRA_MPI_CHECK(
+      MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), offsets.data(), MPI_BYTE, root, comm_));
+  std::vector<std::vector<std::byte>> out;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    out.emplace_back(all.begin() + offsets[i], all.begin() + offsets[i] + sizes[i]);
+  }
+  return out;
+}
+
 Info::Info() { ASTRA_MPI_CHECK(MPI_Info_create(&info_)); }
 
 Info::~Info() {

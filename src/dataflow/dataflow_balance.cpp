@@ -65,13 +65,13 @@ BookTotals DataflowRank::bookTotals() const {
 }
 
 // Cumulative books at each lead version, so `astraflow trace --balance K` can cut any window
-// from the trace alone: "books" (bytes = entered, count = produced), "books_used" (bytes = stale
-// dropped, count = consumed).
+// from the trace alone: "books" (count = entered of total = produced), "books_used" (count =
+// consumed of total = the trajectories that left the buffer: consumed + stale dropped).
 void DataflowRank::recordBooks(std::int64_t v) {
   const BookTotals b = bookTotals();
   const double t = w_.now();
-  w_.event("books", t, v, b.entered, b.produced);
-  w_.event("books_used", t, v, b.stale, b.consumed);
+  w_.event("books", t, v, 0, b.entered, {.total = b.produced});
+  w_.event("books_used", t, v, 0, b.consumed, {.total = b.consumed + b.stale});
 }
 
 void DataflowRank::balanceReport(const PolicyState& lead, std::int64_t v) {
@@ -152,7 +152,9 @@ void DataflowRank::balanceReport(const PolicyState& lead, std::int64_t v) {
   std::filesystem::create_directories(dir);
   const auto path = dir / fmt::format("report_{}.json", v);
   std::ofstream(path) << balanceReportJson(r, params) << "\n";
-  w_.event("balance", w_.now(), v, static_cast<std::uint64_t>(r.decision.g_target), static_cast<std::uint64_t>(r.g));
+  // The window's rollout ranks, and the ranks the decision asks for.
+  w_.event("balance", w_.now(), v, 0, static_cast<std::uint64_t>(r.g));
+  w_.event("balance_target", w_.now(), v, 0, static_cast<std::uint64_t>(r.decision.g_target));
   actOnTarget(r, path.string());
 }
 

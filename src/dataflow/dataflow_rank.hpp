@@ -25,6 +25,7 @@
 #include "dataflow/elastic_pools.hpp"
 #include "dataflow/eval_scheduler.hpp"
 #include "dataflow/site_hub.hpp"
+#include "dataflow/task_sink.hpp"
 
 namespace astraflow::dataflow_detail {
 
@@ -70,7 +71,7 @@ struct AdmissionUnit {
 class DataflowRank {
  public:
   explicit DataflowRank(RunWiring& w);
-  RankReport run();
+  DataflowReport run();
 
  private:
   bool progressAndPublish();
@@ -83,7 +84,7 @@ class DataflowRank {
   bool admitUnit(const AdmissionUnit& unit);
   bool flushOutbox();
   void startEval(std::int64_t min_version);
-  RankReport finalReport(std::int64_t final_version, std::uint64_t unsent);  // dataflow_report.cpp
+  DataflowReport finalReport(std::int64_t final_version, std::uint64_t unsent);  // dataflow_report.cpp
   bool finished(PolicyState& p) const;
   void endStreams();
   void drainUntilRolloutEnds();
@@ -101,7 +102,7 @@ class DataflowRank {
   void actOnTarget(const BalanceReport& r, const std::string& report_path);
   // Every plug-in instance with a stable key ("filter.0.zero_advantage@solver", …).
   std::vector<std::pair<std::string, Plugin*>> plugins();
-  std::vector<std::pair<std::string, double>> pluginCounters();
+  std::vector<PluginCount> pluginCounters();
   Task makeTask(const std::string& policy, std::uint64_t problem, std::uint64_t group, std::uint32_t index);
   std::uint64_t nextProblem();
   bool nextAdmittedProblem(std::int64_t version, std::uint64_t& problem);
@@ -127,8 +128,9 @@ class DataflowRank {
   std::vector<std::uint64_t> prompt_order_;  // this epoch's order of the prompt pool
   std::uint64_t prompt_epoch_ = ~std::uint64_t{0};
   std::mt19937_64 curator_rng_;
-  std::unique_ptr<SiteHub> hub_;           // cross_site.listen: remote sites' gateways
-  std::unique_ptr<ElasticPools> elastic_;  // elastic.mode auto|external: spawned pools
+  std::vector<std::unique_ptr<RingSink>> pool_sinks_;  // per local pool: its task ring
+  std::unique_ptr<SiteHub> hub_;                       // cross_site.listen: remote sites' gateways
+  std::unique_ptr<ElasticPools> elastic_;              // elastic.mode auto|external: spawned pools
   int spawn_failures_in_row_ = 0;
   double spawn_retry_at_ = 0;
   std::map<std::int64_t, InstanceTally> instances_;  // this balance window, by instanceKey

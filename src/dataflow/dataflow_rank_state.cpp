@@ -122,15 +122,13 @@ void DataflowRank::progressLine(PolicyState& p) {
   p.reward_sum = 0;
   p.reward_count = 0;
   const double now = w_.now();
-  for (const auto& [key, value] : pluginCounters()) {
-    // "plugin.filter.0.zero_advantage@solver.dropped" → kind "dropped:zero_advantage"
-    const auto last_dot = key.rfind('.');
-    const std::string counter = key.substr(last_dot + 1);
+  for (const auto& c : pluginCounters()) {
+    // Counter "dropped" of "filter.0.zero_advantage@solver" → event kind "dropped:zero_advantage"
+    const std::string& counter = c.counter;
     if (counter == "errors" || counter == "kept" || counter == "admitted") continue;
-    std::string plugin = key.substr(0, last_dot);
-    plugin = plugin.substr(plugin.rfind('.') + 1);
+    std::string plugin = c.name.substr(c.name.rfind('.') + 1);
     plugin = plugin.substr(0, plugin.find('@'));
-    w_.event((counter + ":" + plugin).c_str(), now, p.published, 0, static_cast<std::uint64_t>(value));
+    w_.event((counter + ":" + plugin).c_str(), now, p.published, 0, c.value);
   }
 }
 
@@ -187,21 +185,21 @@ std::vector<std::pair<std::string, Plugin*>> DataflowRank::plugins() {
 }
 
 // Per plug-in counters for the summary: "plugin.<key>.<counter>", only the counters that apply.
-std::vector<std::pair<std::string, double>> DataflowRank::pluginCounters() {
-  std::vector<std::pair<std::string, double>> out;
+std::vector<PluginCount> DataflowRank::pluginCounters() {
+  std::vector<PluginCount> out;
   for (const auto& [key, plugin] : plugins()) {
     const auto& c = plugin->counters();
-    const std::string base = "plugin." + key + ".";
+    auto add = [&](const char* counter, std::uint64_t value) { out.push_back({key, counter, value}); };
     if (key.rfind("curator.", 0) == 0) {
-      out.emplace_back(base + "admitted", static_cast<double>(c.admitted));
-      out.emplace_back(base + "skipped", static_cast<double>(c.skipped));
+      add("admitted", c.admitted);
+      add("skipped", c.skipped);
     } else if (key.rfind("filter.", 0) == 0) {
-      out.emplace_back(base + "kept", static_cast<double>(c.kept));
-      out.emplace_back(base + "dropped", static_cast<double>(c.dropped));
+      add("kept", c.kept);
+      add("dropped", c.dropped);
     } else if (key.rfind("sampler.", 0) == 0) {
-      out.emplace_back(base + "replayed", static_cast<double>(c.replayed));
+      add("replayed", c.replayed);
     }
-    out.emplace_back(base + "errors", static_cast<double>(c.errors));
+    add("errors", c.errors);
   }
   return out;
 }

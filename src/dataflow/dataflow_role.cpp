@@ -80,6 +80,9 @@ DataflowRank::DataflowRank(RunWiring& w)
   } else {
     for (std::size_t i = 0; i < policies_.size(); ++i) units_.push_back({i, {i}});
   }
+  for (std::size_t i = 0; i < w.map.pools().size(); ++i) {
+    pool_sinks_.push_back(std::make_unique<RingSink>(*w_.task_rings.at(i)));
+  }
   if (cfg_.elastic.mode != "off") elastic_ = std::make_unique<ElasticPools>(w_);
   if (!cfg_.cross_site.listen.empty()) {
     std::vector<WeightStore*> stores;
@@ -107,10 +110,10 @@ bool DataflowRank::progressAndPublish() {
     p.published = v;
     if (hub_) hub_->published(static_cast<std::size_t>(p.group), v);
     if (elastic_) elastic_->published(static_cast<std::size_t>(p.group), v, store.publishedBytes());
-    w_.event("publish", t, v, 0, static_cast<std::uint64_t>(p.group));  // count: the policy (trainer group index)
+    w_.event("publish", t, v, store.publishedBytes().size(), 0, {.policy = p.group});
     if (store.options().delta && store.lastDelta().target_version == v) {
       // The delta this version was encoded as: bytes shipped per reader, and changed bf16 words.
-      w_.event("delta", t, v, store.lastDelta().bytes, store.lastDelta().changed);
+      w_.event("delta", t, v, store.lastDelta().bytes, store.lastDelta().changed, {.policy = p.group});
     }
     while (!p.unconfirmed.empty() && static_cast<std::int64_t>(p.unconfirmed.front().batch_id) < v) {
       p.unconfirmed.pop_front();
@@ -243,8 +246,11 @@ bool DataflowRank::serve() {
                         "raise dataflow.batch_ring.slots or slot_bytes",
                         p.name, bytes.size(), ring.maxRecordBytes()));
       }
-      w_.event("serve_batch", t, batch->trainer_version, bytes.size(), batch->trajectories.size());
-      for (const auto& [s, n] : staleness) w_.event("batch_staleness", t, s, 0, n);
+      w_.event("serve_batch", t, batch->trainer_version, bytes.size(), batch->trajectories.size(), {.policy = p.group});
+      for (const auto& [s, n] : staleness) {
+        w_.event("batch_staleness", t, batch->trainer_version, 0, n,
+                 {.policy = p.group, .staleness = static_cast<std::int32_t>(s)});
+      }
       if (p.served_at.size() <= static_cast<std::size_t>(p.next_batch)) p.served_at.resize(p.next_batch + 1, -1);
       p.served_at[p.next_batch] = w_.now();
       p.unconfirmed.push_back(std::move(*batch));
@@ -349,27 +355,23 @@ void DataflowRank::startEval(std::int64_t min_version) {
 bool DataflowRank::flushOutbox() {
   bool did = false;
   for (auto& p : policies_) {
+    if (p.outbox.empty()) continue;
+    // Round robin over the policy's local pools, the spawned pools and, as one more place, the
+    // remote sites (if any).
+    std::vector<TaskSink*> sinks;
+    for (int pool : p.pools) sinks.push_back(pool_sinks_.at(static_cast<std::size_t>(pool)).get());
+    if (elastic_) {
+      for (TaskSink* s : elastic_->activeSinks()) sinks.push_back(s);
+    }
+    if (hub_) sinks.push_back(hub_.get());
     while (!p.outbox.empty()) {
       bool pushed = false;
       const auto bytes = encode(p.outbox.front());
-      // Round robin over the local pools, the spawned pools and, as one more slot, the remote
-      // sites (if any). A task pushed to a spawned pool is leased there.
-      std::vector<int> rings(p.pools.begin(), p.pools.end());
-      if (elastic_) {
-        for (int ring : elastic_->activeRings()) rings.push_back(ring);
-      }
-      const std::size_t slots = rings.size() + (hub_ ? 1 : 0);
-      for (std::size_t k = 0; k < slots && !pushed; ++k) {
-        const std::size_t slot = (p.next_pool + k) % slots;
-        if (slot < rings.size()) {
-          pushed = w_.task_rings[static_cast<std::size_t>(rings[slot])]->tryPush(bytes);
-          if (pushed && elastic_) elastic_->pushed(rings[slot], p.outbox.front());
-        } else {
-          pushed = hub_->tryPushTask(p.outbox.front(), bytes);
-        }
+      for (std::size_t k = 0; k < sinks.size() && !pushed; ++k) {
+        pushed = sinks[(p.next_pool + k) % sinks.size()]->tryPush(p.outbox.front(), bytes);
       }
       if (!pushed) break;
-      p.next_pool = (p.next_pool + 1) % slots;
+      p.next_pool = (p.next_pool + 1) % sinks.size();
       p.outbox.pop_front();
       did = true;
     }
@@ -400,7 +402,7 @@ void DataflowRank::endStreams() {
   if (elastic_) elastic_->endStreams([&](int ring) { pushEnd(static_cast<std::size_t>(ring)); });
 }
 
-RankReport DataflowRank::run() {
+DataflowReport DataflowRank::run() {
   Backoff backoff(1000us);
   if (cfg_.eval.problems > 0 && !w_.resume) startEval(0);
   report_base_ = bookTotals();  // a resumed run's first window starts from its restored books
@@ -483,6 +485,6 @@ RankReport DataflowRank::run() {
 
 }  // namespace dataflow_detail
 
-RankReport runDataflowRole(RunWiring& w) { return dataflow_detail::DataflowRank(w).run(); }
+DataflowReport runDataflowRole(RunWiring& w) { return dataflow_detail::DataflowRank(w).run(); }
 
 }  // namespace astraflow

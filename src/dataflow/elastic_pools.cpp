@@ -10,7 +10,6 @@
 #include <climits>
 
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include "astraflow/comm/mpi.hpp"
 #include "astraflow/core/log.hpp"
@@ -45,27 +44,21 @@ void gatherIdentity(const Comm& comm, std::vector<int>& pids, std::vector<std::s
   }
 }
 
-// Collective over comm: rank reports (JSON text) gathered at rank 0; rank 0 sends an empty one.
-std::vector<std::string> gatherReports(const Comm& comm, const std::string& mine) {
-  const int size = comm.size(), rank = comm.rank();
-  int n = static_cast<int>(mine.size());
-  std::vector<int> sizes(rank == 0 ? size : 0), offsets(sizes.size());
-  ASTRA_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm.raw()));
-  std::string all;
-  if (rank == 0) {
-    int total = 0;
-    for (int r = 0; r < size; ++r) {
-      offsets[r] = total;
-      total += sizes[r];
-    }
-    all.resize(total);
+// A spawned pool's task ring: a task it takes is leased to the pool until its result returns.
+class PoolSink final : public TaskSink {
+ public:
+  PoolSink(RmaRing& ring, TaskLeases& leases, int pool) : ring_(ring), leases_(leases), pool_(pool) {}
+  bool tryPush(const Task& task, std::span<const std::byte> record) override {
+    if (!ring_.tryPush(record)) return false;
+    leases_.lease(pool_, task);
+    return true;
   }
-  ASTRA_MPI_CHECK(
-      MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0, comm.raw()));
-  std::vector<std::string> out;
-  for (int r = 1; r < static_cast<int>(sizes.size()); ++r) out.push_back(all.substr(offsets[r], sizes[r]));
-  return out;
-}
+
+ private:
+  RmaRing& ring_;
+  TaskLeases& leases_;
+  int pool_;
+};
 
 std::string selfExecutable() {
   char path[PATH_MAX] = {0};
@@ -127,6 +120,7 @@ bool ElasticPools::spawn(int ranks) {
   home_.task_rings.push_back(std::move(p->wiring->task_rings.at(0)));
   home_.trajectory_rings.push_back(std::move(p->wiring->trajectory_rings.at(0)));
   p->ring = static_cast<int>(home_.task_rings.size()) - 1;
+  p->sink = std::make_unique<PoolSink>(*home_.task_rings.back(), leases_, k);
   // The mirrors start at every policy's current version.
   for (std::size_t g = 0; g < home_.weight_stores.size(); ++g) {
     auto& store = *home_.weight_stores[g];
@@ -170,12 +164,6 @@ void ElasticPools::published(std::size_t group, std::int64_t version, std::span<
     if (p->state == SpawnedPool::State::Active || p->state == SpawnedPool::State::Retiring) {
       p->wiring->weight_stores.at(group)->publish(version, bytes);
     }
-  }
-}
-
-void ElasticPools::pushed(int ring, const Task& task) {
-  for (auto& p : pools_) {
-    if (p->ring == ring) leases_.lease(p->index, task);
   }
 }
 
@@ -277,7 +265,9 @@ void ElasticPools::endStreams(const std::function<void(int ring)>& push_end) {
 
 void ElasticPools::disconnect(SpawnedPool& p) {
   // Collective with the pool's ranks, in the order they free theirs (runSpawnedPool).
-  p.reports = gatherReports(p.merged, "");
+  // Rank 0 (this one) sends nothing; each pool rank its encoded RankReport.
+  auto gathered = p.merged.gatherBytes(0, {});
+  for (std::size_t r = 1; r < gathered.size(); ++r) p.reports.push_back(decodeRankReport(gathered[r]));
   unreturned_ += leases_.held(p.index);  // tasks it held and never answered (none when it drained)
   for (auto& s : p.wiring->weight_stores) s.reset();
   home_.trajectory_rings[static_cast<std::size_t>(p.ring)].reset();
@@ -315,10 +305,10 @@ std::uint64_t ElasticPools::ranksEver() const { return spawned_ranks_; }
 
 std::uint64_t ElasticPools::ranksDone() const { return lost_ranks_; }
 
-std::vector<int> ElasticPools::activeRings() const {
-  std::vector<int> out;
+std::vector<TaskSink*> ElasticPools::activeSinks() const {
+  std::vector<TaskSink*> out;
   for (const auto& p : pools_) {
-    if (p->state == SpawnedPool::State::Active) out.push_back(p->ring);
+    if (p->state == SpawnedPool::State::Active) out.push_back(p->sink.get());
   }
   return out;
 }
@@ -335,21 +325,23 @@ int ElasticPools::ranksOf(const std::string& uid) const {
   return 0;
 }
 
-std::vector<std::string> ElasticPools::childReports() const {
-  std::vector<std::string> out;
+std::vector<RankReport> ElasticPools::childReports() const {
+  std::vector<RankReport> out;
   for (const auto& p : pools_) out.insert(out.end(), p->reports.begin(), p->reports.end());
   return out;
 }
 
-void ElasticPools::report(std::map<std::string, double>& r) const {
-  r["elastic_spawned_ranks"] = static_cast<double>(spawned_ranks_);
-  r["elastic_spawn_failures"] = static_cast<double>(spawn_failures_);
-  r["elastic_retired_ranks"] = static_cast<double>(retired_ranks_);
-  r["elastic_lost_ranks"] = static_cast<double>(lost_ranks_);
-  r["elastic_tasks_reissued"] = static_cast<double>(leases_.reissued());
-  r["elastic_duplicates_dropped"] = static_cast<double>(leases_.duplicates());
-  r["elastic_pools"] = static_cast<double>(pools_.size());
-  r["elastic_unreturned_tasks"] = static_cast<double>(unreturned_);
+ElasticFigures ElasticPools::figures() const {
+  ElasticFigures f;
+  f.elastic_spawned_ranks = spawned_ranks_;
+  f.elastic_spawn_failures = spawn_failures_;
+  f.elastic_retired_ranks = retired_ranks_;
+  f.elastic_lost_ranks = lost_ranks_;
+  f.elastic_tasks_reissued = leases_.reissued();
+  f.elastic_duplicates_dropped = leases_.duplicates();
+  f.elastic_pools = pools_.size();
+  f.elastic_unreturned_tasks = unreturned_;
+  return f;
 }
 
 }  // namespace astraflow::dataflow_detail
@@ -387,19 +379,15 @@ int runSpawnedPool(int argc, char** argv, const RolloutLoop& rollout) {
     std::vector<int> pids;
     std::vector<std::string> hosts;
     gatherIdentity(merged, pids, hosts);
-    RankReport report;
+    RankReport report{w.labelRank(), fmt::format("rollout:spawn{}", k), RolloutReport{}};
     {
       io::TraceWriter trace((w.run_dir / "trace" / fmt::format("spawn{}_rank_{}.h5", k, w.rank())).string());
       w.trace = &trace;
       w.event("startup", 0.0, -1);
-      report = rollout(w);
+      report.figures = rollout(w);
       w.trace = nullptr;
     }
-    nlohmann::json mine(report);
-    mine["rank"] = w.labelRank();
-    mine["role"] = "rollout";
-    mine["label"] = fmt::format("rollout:spawn{}", k);
-    gatherReports(merged, mine.dump());
+    merged.gatherBytes(0, encodeRankReport(report));
     for (auto& s : w.weight_stores) s.reset();
     w.trajectory_rings.clear();
     w.task_rings.clear();

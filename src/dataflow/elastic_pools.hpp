@@ -21,9 +21,11 @@
 #include "astraflow/comm/comm.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/layout.hpp"
+#include "astraflow/core/rank_report.hpp"
 #include "astraflow/core/records.hpp"
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "dataflow/task_leases.hpp"
+#include "dataflow/task_sink.hpp"
 
 namespace astraflow::dataflow_detail {
 
@@ -48,7 +50,8 @@ struct SpawnedPool {
   int ends_to_push = 0;  // end-of-stream records still to go into its task ring (retiring)
   double last_heard = 0;
   std::uint64_t produced = 0;
-  std::vector<std::string> reports;  // its ranks' RankReports (JSON), gathered when it is retired
+  std::vector<RankReport> reports;  // its ranks' reports, gathered when it is retired
+  std::unique_ptr<TaskSink> sink;   // its task ring; each task taken is leased to the pool
 };
 
 class ElasticPools {
@@ -64,8 +67,6 @@ class ElasticPools {
   int retire(int ranks, const std::set<std::string>& suspect_uids);
   // Every policy published: mirror stores republish. `store(g)` is policy g's home store.
   void published(std::size_t group, std::int64_t version, std::span<const std::byte> bytes);
-  // A task pushed to ring index `ring` (if it is a spawned pool's, it is leased).
-  void pushed(int ring, const Task& task);
   // A trajectory came back: returns false for a late duplicate of a re-issued task (drop it).
   bool returned(const Trajectory& t);
   // Liveness and leases; a lost pool's leased tasks go to `reissue`.
@@ -84,11 +85,11 @@ class ElasticPools {
   std::vector<PoolInfo> activePools() const;
   std::uint64_t ranksEver() const;                  // every rank ever spawned
   std::uint64_t ranksDone() const;                  // ranks that ended, or were lost
-  std::vector<int> activeRings() const;             // ring indices of active pools (for task admission)
+  std::vector<TaskSink*> activeSinks() const;       // where active pools take tasks (leased)
   std::string uidOfRank(std::int32_t label) const;  // "spawn<k>"
   int ranksOf(const std::string& uid) const;
-  void report(std::map<std::string, double>& r) const;
-  std::vector<std::string> childReports() const;
+  ElasticFigures figures() const;
+  std::vector<RankReport> childReports() const;
 
  private:
   SpawnedPool* poolOfLabel(std::int32_t label);

@@ -43,9 +43,9 @@ bool EvalScheduler::take(const Trajectory& t) {
   round.version_high = std::max(round.version_high, t.weight_version_max);
   if (!round.done()) return true;
   spans_.emplace_back(round.t_start, ctx_.now());
-  // bytes: the problems solved (the round's summed 0/1 rewards), so accuracy = bytes / count.
-  ctx_.event("eval", round.t_start, round.version_high, static_cast<std::uint64_t>(std::llround(round.correct)),
-             round.expected);
+  // count: the problems solved (the round's summed 0/1 rewards) of `total`: accuracy = count / total.
+  ctx_.event("eval", round.t_start, round.version_high, 0, static_cast<std::uint64_t>(std::llround(round.correct)),
+             {.total = static_cast<std::uint64_t>(round.expected)});
   std::string roles;  // each role's own mean reward, for a team
   for (const auto& [role, sum] : round.role_reward) {
     roles += fmt::format("{}{} {:.3f}", roles.empty() ? "; " : ", ", role, sum / static_cast<double>(round.expected));

@@ -45,7 +45,7 @@ class GatewayRank {
     for (const auto& pool : w.map.pools()) local_ranks_ += pool.world_ranks.size();
   }
 
-  RankReport run();
+  GatewayReport run();
 
  private:
   void connect();
@@ -57,7 +57,7 @@ class GatewayRank {
   bool forwardTrajectories();
   void endLocalStreams();
   bool mirrored() const;
-  RankReport report() const;
+  GatewayReport report() const;
 
   RunWiring& w_;
   const Config& cfg_;
@@ -259,7 +259,7 @@ void GatewayRank::endLocalStreams() {
   local_ended_sent_ = true;
 }
 
-RankReport GatewayRank::run() {
+GatewayReport GatewayRank::run() {
   if (w_.map.pools().size() != 1) {
     throw ConfigError(fmt::format("a gateway site's layout has {} rollout entries; allowed: exactly one (its pool)",
                                   w_.map.pools().size()));
@@ -318,27 +318,22 @@ RankReport GatewayRank::run() {
   return report();
 }
 
-RankReport GatewayRank::report() const {
-  RankReport r;
-  r["tasks_received"] = static_cast<double>(tasks_received_);
-  r["tasks_dropped"] = static_cast<double>(tasks_dropped_);
-  r["trajectories_forwarded"] = static_cast<double>(trajectories_forwarded_);
-  r["trajectories_undelivered"] = static_cast<double>(trajectories_undelivered_);
-  r["malformed"] = static_cast<double>(malformed_);
-  r["home_lost"] = home_lost_ ? 1.0 : 0.0;
+GatewayReport GatewayRank::report() const {
+  GatewayReport r;
+  r.tasks_received = tasks_received_;
+  r.tasks_dropped = tasks_dropped_;
+  r.trajectories_forwarded = trajectories_forwarded_;
+  r.trajectories_undelivered = trajectories_undelivered_;
+  r.malformed = malformed_;
+  r.home_lost = home_lost_;
   for (const auto& p : policies_) {
-    r["weight_updates." + p.name] = static_cast<double>(p.updates);
-    r["weight_full_updates." + p.name] = static_cast<double>(p.full_updates);
-    r["weight_bytes." + p.name] = static_cast<double>(p.bytes);
-    r["weight_updates_rejected." + p.name] = static_cast<double>(p.rejected);
-    r["final_version." + p.name] = static_cast<double>(p.replica.version);
-    r["weights_hash." + p.name] = static_cast<double>(p.replica.hash & ((std::uint64_t{1} << 52) - 1));
+    r.policies.push_back({p.name, p.updates, p.full_updates, p.bytes, p.rejected, p.replica.version, p.replica.hash});
   }
   return r;
 }
 
 }  // namespace
 
-RankReport runGatewayRole(RunWiring& w) { return GatewayRank(w).run(); }
+GatewayReport runGatewayRole(RunWiring& w) { return GatewayRank(w).run(); }
 
 }  // namespace astraflow

@@ -15,9 +15,11 @@ RingGeometry geometryOf(const RingSection& s) { return RingGeometry{s.slots, s.s
 
 double RunWiring::now() const { return MPI_Wtime() - t0; }
 
-void RunWiring::event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes,
-                      std::uint64_t count) const {
-  if (trace) trace->record({labelRank(), roleName(role().role), kind, t_start, now(), version, bytes, count});
+void RunWiring::event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes, std::uint64_t count,
+                      const TraceAbout& about) const {
+  if (trace)
+    trace->record({labelRank(), roleName(role().role), kind, t_start, now(), version, bytes, count, about.policy,
+                   about.total, about.staleness});
 }
 
 RoleContext RunWiring::context() const {

@@ -218,7 +218,7 @@ bool SiteHub::progress(const std::function<void(std::span<const std::byte>, std:
   return did;
 }
 
-bool SiteHub::tryPushTask(const Task& task, std::span<const std::byte> record) {
+bool SiteHub::tryPush(const Task& task, std::span<const std::byte> record) {
   RemoteSite* best = nullptr;
   for (auto& s : sites_) {
     if (s->lost || s->ended || s->rollout_ranks == 0 || s->credits <= 0 || overBudget(*s)) continue;
@@ -291,29 +291,30 @@ std::uint64_t SiteHub::lostRanks() const {
   return n;
 }
 
-void SiteHub::report(std::map<std::string, double>& r) const {
-  r["sites_refused"] = static_cast<double>(refused_);
-  r["sites_malformed"] = static_cast<double>(malformed_);
-  r["site_tasks_reissued"] = static_cast<double>(reissued_);
-  r["sites_stalled"] = static_cast<double>(stalled_);
-  std::uint64_t joined = 0, lost = 0;
+SiteHubFigures SiteHub::figures() const {
+  SiteHubFigures f;
+  f.sites_refused = refused_;
+  f.sites_malformed = malformed_;
+  f.site_tasks_reissued = reissued_;
+  f.sites_stalled = stalled_;
   for (const auto& s : sites_) {
     if (s->rollout_ranks == 0) continue;
-    ++joined;
-    lost += s->lost && !s->ended;
-    const std::string k = "site." + s->name + ".";
-    r[k + "rollout_ranks"] = s->rollout_ranks;
-    r[k + "tasks_sent"] = static_cast<double>(s->tasks_sent);
-    r[k + "trajectories"] = static_cast<double>(s->trajectories);
-    r[k + "weight_updates"] = static_cast<double>(s->weight_updates);
-    r[k + "weight_full_updates"] = static_cast<double>(s->full_updates);
-    r[k + "weight_bytes"] = static_cast<double>(s->weight_bytes);
-    r[k + "weight_requests_deferred"] = static_cast<double>(s->requests_deferred);
-    r[k + "max_queued_bytes"] = static_cast<double>(s->max_queued_bytes);
-    r[k + "lost"] = s->lost && !s->ended ? 1.0 : 0.0;
+    SiteFigures site;
+    site.name = s->name;
+    site.rollout_ranks = static_cast<std::uint64_t>(s->rollout_ranks);
+    site.tasks_sent = s->tasks_sent;
+    site.trajectories = s->trajectories;
+    site.weight_updates = s->weight_updates;
+    site.weight_full_updates = s->full_updates;
+    site.weight_bytes = s->weight_bytes;
+    site.weight_requests_deferred = s->requests_deferred;
+    site.max_queued_bytes = s->max_queued_bytes;
+    site.lost = s->lost && !s->ended;
+    f.sites_lost += site.lost ? 1 : 0;
+    f.sites.push_back(std::move(site));
   }
-  r["sites_joined"] = static_cast<double>(joined);
-  r["sites_lost"] = static_cast<double>(lost);
+  f.sites_joined = f.sites.size();
+  return f;
 }
 
 }  // namespace astraflow::dataflow_detail

@@ -18,9 +18,11 @@
 
 #include "astraflow/comm/ucx.hpp"
 #include "astraflow/core/config.hpp"
+#include "astraflow/core/rank_report.hpp"
 #include "astraflow/core/records.hpp"
 #include "astraflow/weights/weight_store.hpp"
 #include "dataflow/site_protocol.hpp"
+#include "dataflow/task_sink.hpp"
 
 namespace astraflow::dataflow_detail {
 
@@ -41,7 +43,7 @@ struct RemoteSite {
   std::chrono::steady_clock::time_point last_heard = std::chrono::steady_clock::now();
 };
 
-class SiteHub {
+class SiteHub final : public TaskSink {
  public:
   // stores[i]: the weight store of policies[i] (the home trainer groups' order).
   SiteHub(const Config& cfg, std::vector<WeightStore*> stores, std::vector<std::string> policies);
@@ -52,7 +54,7 @@ class SiteHub {
   bool progress(const std::function<void(std::span<const std::byte>, std::uint32_t pool_uid)>& ingest,
                 const std::function<void(Task)>& reissue);
   // Sends one task to the open site with the most credit; false when none has any.
-  bool tryPushTask(const Task& task, std::span<const std::byte> record);
+  bool tryPush(const Task& task, std::span<const std::byte> record) override;
   // A policy published a version: every site hears of it (each asks for the update itself).
   void published(std::size_t policy, std::int64_t version);
   // Tells every site to end its streams; later gateways are refused.
@@ -71,7 +73,7 @@ class SiteHub {
   std::uint16_t port() const;          // the listener's (cross_site.listen may name port 0: any free one)
   std::uint64_t rolloutRanks() const;  // of every site welcomed so far
   std::uint64_t lostRanks() const;     // of sites lost before they ended
-  void report(std::map<std::string, double>& r) const;
+  SiteHubFigures figures() const;
 
  private:
   void accept();

@@ -117,7 +117,7 @@ void addDataflowEvent(TraceReport& report, const TraceEvent& e) {
     d.trajectories_served += e.count;
     d.bytes_served += e.bytes;
   } else if (e.kind == "batch_staleness") {
-    if (e.count > 0) report.staleness.trajectories_by_staleness[e.version] += e.count;
+    if (e.count > 0 && e.staleness >= 0) report.staleness.trajectories_by_staleness[e.staleness] += e.count;
   } else if (e.kind == "stale_drop") {
     d.stale_dropped += e.count;
   } else if (e.kind == "checkpoint") {

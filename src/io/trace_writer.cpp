@@ -17,6 +17,7 @@ namespace {
 
 constexpr const char* kFormatName = "astraflow-trace";
 constexpr const char* kEventsPath = "events";
+constexpr std::size_t kMembers = 11;
 
 // The in-memory record HDF5 converts to and from; the file type is a packed copy.
 struct EventRecord {
@@ -28,6 +29,9 @@ struct EventRecord {
   std::int64_t version;
   std::uint64_t bytes;
   std::uint64_t count;
+  std::int32_t policy;
+  std::int32_t staleness;
+  std::uint64_t total;
 };
 
 // Copies at most `width` bytes, backing off so that a UTF-8 character is never cut in half;
@@ -55,6 +59,9 @@ EventRecord toRecord(const TraceEvent& event) {
   record.version = event.version;
   record.bytes = event.bytes;
   record.count = event.count;
+  record.policy = event.policy;
+  record.staleness = event.staleness;
+  record.total = event.total;
   return record;
 }
 
@@ -66,13 +73,16 @@ TraceEvent fromRecord(const EventRecord& record) {
                     record.t_end,
                     record.version,
                     record.bytes,
-                    record.count};
+                    record.count,
+                    record.policy,
+                    record.total,
+                    record.staleness};
 }
 
 // Member types come from `memberType` so the same builder makes the native memory type and
 // the little-endian file type.
 template <class MemberType>
-H5Datatype eventType(std::size_t total, const std::size_t (&offsets)[8], MemberType memberType) {
+H5Datatype eventType(std::size_t total, const std::size_t (&offsets)[kMembers], MemberType memberType) {
   auto type = H5Datatype::compound(total);
   type.insertMember("rank", offsets[0], memberType(ElementType::Int32));
   type.insertMember("role", offsets[1], H5Datatype::fixedString(kTraceRoleBytes));
@@ -82,23 +92,27 @@ H5Datatype eventType(std::size_t total, const std::size_t (&offsets)[8], MemberT
   type.insertMember("version", offsets[5], memberType(ElementType::Int64));
   type.insertMember("bytes", offsets[6], memberType(ElementType::UInt64));
   type.insertMember("count", offsets[7], memberType(ElementType::UInt64));
+  type.insertMember("policy", offsets[8], memberType(ElementType::Int32));
+  type.insertMember("staleness", offsets[9], memberType(ElementType::Int32));
+  type.insertMember("total", offsets[10], memberType(ElementType::UInt64));
   return type;
 }
 
 H5Datatype eventMemType() {
-  const std::size_t offsets[8] = {offsetof(EventRecord, rank),  offsetof(EventRecord, role),
-                                  offsetof(EventRecord, kind),  offsetof(EventRecord, t_start),
-                                  offsetof(EventRecord, t_end), offsetof(EventRecord, version),
-                                  offsetof(EventRecord, bytes), offsetof(EventRecord, count)};
+  const std::size_t offsets[kMembers] = {
+      offsetof(EventRecord, rank),      offsetof(EventRecord, role),  offsetof(EventRecord, kind),
+      offsetof(EventRecord, t_start),   offsetof(EventRecord, t_end), offsetof(EventRecord, version),
+      offsetof(EventRecord, bytes),     offsetof(EventRecord, count), offsetof(EventRecord, policy),
+      offsetof(EventRecord, staleness), offsetof(EventRecord, total)};
   return eventType(sizeof(EventRecord), offsets, [](ElementType t) { return H5Datatype::of(t); });
 }
 
 // Packed: no padding bytes on disk, the same on every platform.
 H5Datatype eventFileType() {
-  std::size_t offsets[8];
-  const std::size_t sizes[8] = {4, kTraceRoleBytes, kTraceKindBytes, 8, 8, 8, 8, 8};
+  std::size_t offsets[kMembers];
+  const std::size_t sizes[kMembers] = {4, kTraceRoleBytes, kTraceKindBytes, 8, 8, 8, 8, 8, 4, 4, 8};
   std::size_t at = 0;
-  for (int i = 0; i < 8; ++i) {
+  for (std::size_t i = 0; i < kMembers; ++i) {
     offsets[i] = at;
     at += sizes[i];
   }

@@ -56,7 +56,7 @@ class RolloutRank {
     }
   }
 
-  RankReport run();
+  RolloutReport run();
 
  private:
   ServedPolicy& served(const std::string& policy);
@@ -104,8 +104,7 @@ bool RolloutRank::refreshWeights(bool force) {
     p.version = r.version;
     ++p.pulls;
     pull_seconds_ += ctx_.now() - t;
-    // count: the policy's trainer group, as in the dataflow rank's "publish" events.
-    ctx_.event("weight_pull", t, r.version, r.bytes, static_cast<std::uint64_t>(p.group));
+    ctx_.event("weight_pull", t, r.version, r.bytes, 0, {.policy = p.group});
     pulled = true;
   }
   return pulled;
@@ -263,7 +262,7 @@ void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
   }
 }
 
-RankReport RolloutRank::run() {
+RolloutReport RolloutRank::run() {
   auto& tasks_ring = *ports_.tasks;
   Backoff idle(2000us);
   bool ended = false;
@@ -309,47 +308,36 @@ RankReport RolloutRank::run() {
   encodeInto(endOfStreamTrajectory(served_.front().name, ctx_.label_rank), record_);
   ports_.trajectories->push(record_);
 
-  RankReport r;
-  r["pushed"] = static_cast<double>(pushed_);
-  r["eval_pushed"] = static_cast<double>(eval_pushed_);
-  r["oversize"] = static_cast<double>(oversize_);
-  r["malformed_tasks"] = static_cast<double>(malformed_);
-  r["generated_tokens"] = static_cast<double>(tokens_);
-  r["generate_seconds"] = generate_seconds_;
-  r["task_wait_seconds"] = wait_seconds_;
-  std::uint64_t pulls = 0, torn = 0, full = 0, deltas = 0, rejected = 0, bytes = 0;
+  RolloutReport r;
+  r.pushed = pushed_;
+  r.eval_pushed = eval_pushed_;
+  r.oversize = oversize_;
+  r.malformed_tasks = malformed_;
+  r.generated_tokens = tokens_;
+  r.generate_seconds = generate_seconds_;
+  r.task_wait_seconds = wait_seconds_;
+  r.weight_pull_seconds = pull_seconds_;
   for (const auto& p : served_) {
     const auto& st = p.store->stats();
-    pulls += p.pulls;
-    torn += st.torn_retries;
-    full += st.full_pulls;
-    deltas += st.deltas_applied;
-    rejected += st.deltas_rejected;
-    bytes += st.bytes_pulled;
-    r["final_version." + p.name] = static_cast<double>(p.version);
-    r["weight_pulls." + p.name] = static_cast<double>(p.pulls);
-    r["weight_full_pulls." + p.name] = static_cast<double>(st.full_pulls);
-    r["weight_deltas_applied." + p.name] = static_cast<double>(st.deltas_applied);
-    r["weight_deltas_rejected." + p.name] = static_cast<double>(st.deltas_rejected);
-    r["weight_bytes_pulled." + p.name] = static_cast<double>(st.bytes_pulled);
-    r["weight_version_bytes." + p.name] = static_cast<double>(p.replica.blob.size());
-    // Low 52 bits of the replica's checksum (exact in a double), as the trainer reports its own.
-    r["weights_hash." + p.name] = static_cast<double>(p.replica.hash & ((std::uint64_t{1} << 52) - 1));
+    PolicyPullFigures f;
+    f.name = p.name;
+    f.final_version = p.version;
+    f.weight_pulls = p.pulls;
+    f.weight_full_pulls = st.full_pulls;
+    f.weight_deltas_applied = st.deltas_applied;
+    f.weight_deltas_rejected = st.deltas_rejected;
+    f.weight_bytes_pulled = st.bytes_pulled;
+    f.weight_version_bytes = p.replica.blob.size();
+    f.torn_retries = st.torn_retries;
+    f.weights_hash = p.replica.hash;
+    r.policies.push_back(std::move(f));
   }
-  r["weight_pulls"] = static_cast<double>(pulls);
-  r["weight_full_pulls"] = static_cast<double>(full);
-  r["weight_deltas_applied"] = static_cast<double>(deltas);
-  r["weight_deltas_rejected"] = static_cast<double>(rejected);
-  r["weight_bytes_pulled"] = static_cast<double>(bytes);
-  r["weight_pull_seconds"] = pull_seconds_;
-  r["torn_retries"] = static_cast<double>(torn);
-  r["final_version"] = static_cast<double>(served_.front().version);
   return r;
 }
 
 }  // namespace
 
-RankReport runRolloutRole(const RolloutPorts& ports) {
+RolloutReport runRolloutRole(const RolloutPorts& ports) {
   configureThreads(ports.ctx.cfg, ports.ctx.ranks_on_node);
   return RolloutRank(ports).run();
 }

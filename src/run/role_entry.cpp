@@ -6,7 +6,7 @@
 
 namespace astraflow {
 
-RankReport runRolloutOn(RunWiring& w) {
+RolloutReport runRolloutOn(RunWiring& w) {
   const int pool = w.role().pool;
   RolloutPorts ports(w.context());
   ports.pool = pool;
@@ -19,7 +19,7 @@ RankReport runRolloutOn(RunWiring& w) {
   return runRolloutRole(ports);
 }
 
-RankReport runTrainerOn(RunWiring& w) {
+TrainerReport runTrainerOn(RunWiring& w) {
   TrainerPorts ports(w.context(), w.comms.role);
   ports.policy = w.role().policy;
   const auto group = static_cast<std::size_t>(w.policyIndex(ports.policy));
@@ -29,7 +29,7 @@ RankReport runTrainerOn(RunWiring& w) {
   return runTrainerRole(ports);
 }
 
-RankReport runRole(RunWiring& w) {
+RoleReport runRole(RunWiring& w) {
   switch (w.role().role) {
     case Role::Dataflow: return runDataflowRole(w);
     case Role::Rollout: return runRolloutOn(w);

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -23,6 +22,7 @@
 #include "astraflow/model/weight_blob.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
 #include "astraflow/trainer/trainer_checkpoint.hpp"
+#include "astraflow/weights/delta_codec.hpp"
 
 namespace astraflow {
 
@@ -42,7 +42,7 @@ class TrainerRank {
     if (comm_.size() > 1) trainer_.setDataParallel(&comm_);
   }
 
-  RankReport run();
+  TrainerReport run();
 
  private:
   void warmStart();
@@ -127,7 +127,7 @@ void TrainerRank::checkpoint() {
   last_checkpoint_ = version_;
 }
 
-RankReport TrainerRank::run() {
+TrainerReport TrainerRank::run() {
   const auto& cfg = ctx_.cfg;
   warmStart();
   stage();
@@ -177,29 +177,27 @@ RankReport TrainerRank::run() {
   if (last_checkpoint_ != version_) checkpoint();
 
   packWeights(*trainer_.model(), blob_);
-  RankReport r;
-  r["steps"] = static_cast<double>(steps_);
-  r["final_version"] = static_cast<double>(version_);
-  r["trajectories_trained"] = static_cast<double>(trajectories_);
-  r["tokens_trained"] = static_cast<double>(tokens_);
-  r["batch_wait_seconds"] = wait_seconds_;
-  r["step_seconds"] = step_seconds_;
-  r["wait_fraction"] = wait_seconds_ + step_seconds_ > 0 ? wait_seconds_ / (wait_seconds_ + step_seconds_) : 0.0;
-  r["foreign_trajectories"] = static_cast<double>(foreign_);
-  r["trajectories_from_remote_sites"] = static_cast<double>(remote_);
-  r["max_staleness"] = static_cast<double>(max_staleness_);
-  r["staleness_violations"] = static_cast<double>(stale_violations_);
-  r["version_mismatches"] = static_cast<double>(version_mismatches_);
-  r["skipped_steps"] = static_cast<double>(trainer_.skippedSteps());
-  r["mean_reward"] = trajectories_ ? reward_sum_ / static_cast<double>(trajectories_) : 0.0;
-  // Low 52 bits of the weights' hash: exact in a double, compared across data-parallel ranks.
-  r["weights_hash"] = static_cast<double>(XXH3_64bits(blob_.data(), blob_.size()) & ((std::uint64_t{1} << 52) - 1));
+  TrainerReport r;
+  r.steps = steps_;
+  r.final_version = version_;
+  r.trajectories_trained = trajectories_;
+  r.tokens_trained = tokens_;
+  r.batch_wait_seconds = wait_seconds_;
+  r.step_seconds = step_seconds_;
+  r.foreign_trajectories = foreign_;
+  r.trajectories_from_remote_sites = remote_;
+  r.max_staleness = max_staleness_;
+  r.staleness_violations = stale_violations_;
+  r.version_mismatches = version_mismatches_;
+  r.skipped_steps = trainer_.skippedSteps();
+  r.mean_reward = trajectories_ ? reward_sum_ / static_cast<double>(trajectories_) : 0.0;
+  r.weights_hash = weightsHash(blob_);  // the checksum the rollout ranks' replicas keep
   return r;
 }
 
 }  // namespace
 
-RankReport runTrainerRole(const TrainerPorts& ports) {
+TrainerReport runTrainerRole(const TrainerPorts& ports) {
   configureThreads(ports.ctx.cfg, ports.ctx.ranks_on_node);
   return TrainerRank(ports).run();
 }

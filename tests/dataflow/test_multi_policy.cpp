@@ -80,16 +80,17 @@ TEST(MultiPolicy, EachTrainerGetsOnlyItsPolicyAndTheStreamsAdvanceOnTheirOwn) {
   EXPECT_EQ(rows["solver"], rows["verifier"]);
   EXPECT_EQ(rows["solver"], s["policies"]["solver"]["produced"].get<std::int64_t>());
   // The trace: each policy's versions are published in strictly increasing order by its own
-  // stream (publish events carry the trainer group in `count`), each trainer steps 1..4 alone,
+  // stream (publish events carry the trainer group in `policy`), each trainer steps 1..4 alone,
   // and every rollout rank pulled both streams (told apart by their sizes).
-  std::map<std::uint64_t, std::int64_t> last_publish;
+  std::map<std::int32_t, std::int64_t> last_publish;
   std::map<int, std::int64_t> last_step;
-  std::map<int, std::map<std::uint64_t, std::int64_t>> pulls;  // rank → policy stream → last version
+  std::map<int, std::map<std::int32_t, std::int64_t>> pulls;  // rank → policy stream → last version
   for (const auto& e : io::readTraceEvents(dir + "/trace.h5")) {
     if (e.kind == "publish") {
-      auto [it, fresh] = last_publish.emplace(e.count, e.version);
+      ASSERT_GE(e.policy, 0);
+      auto [it, fresh] = last_publish.emplace(e.policy, e.version);
       if (!fresh) {
-        EXPECT_GT(e.version, it->second) << "stream " << e.count;
+        EXPECT_GT(e.version, it->second) << "stream " << e.policy;
         it->second = e.version;
       }
     } else if (e.kind == "train_step") {
@@ -99,7 +100,7 @@ TEST(MultiPolicy, EachTrainerGetsOnlyItsPolicyAndTheStreamsAdvanceOnTheirOwn) {
         it->second = e.version;
       }
     } else if (e.kind == "weight_pull") {
-      auto [it, fresh] = pulls[e.rank].emplace(e.count, e.version);  // count: the policy's stream
+      auto [it, fresh] = pulls[e.rank].emplace(e.policy, e.version);
       if (!fresh) {
         EXPECT_GT(e.version, it->second) << "rank " << e.rank;
         it->second = e.version;

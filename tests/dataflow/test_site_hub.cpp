@@ -93,18 +93,12 @@ TEST(SiteHub, RefusesAnotherModelThenWelcomesLeasesUnderCreditAndReissuesOnLoss)
     MPI_Bcast(&port, 1, MPI_INT, 0, world.raw());
     std::vector<std::pair<std::uint64_t, std::uint32_t>> ingested;
     std::vector<std::uint64_t> reissued;
-    std::map<std::string, double> report;
-    auto counter = [&](const char* key) {
-      report.clear();
-      hub.report(report);
-      return report.count(key) ? report.at(key) : 0.0;
-    };
 
     // 1. Another model's version size: refused, never counted as joined.
     progressUntil(
-        hub, [&] { return counter("sites_refused") >= 1; }, ingested, reissued);
+        hub, [&] { return hub.figures().sites_refused >= 1; }, ingested, reissued);
     EXPECT_EQ(hub.openSites(), 0u);
-    EXPECT_EQ(counter("sites_joined"), 0);
+    EXPECT_EQ(hub.figures().sites_joined, 0u);
 
     // 2. Welcomed; no task goes out before the site grants credit, then exactly its credit.
     progressUntil(
@@ -117,11 +111,11 @@ TEST(SiteHub, RefusesAnotherModelThenWelcomesLeasesUnderCreditAndReissuesOnLoss)
     progressUntil(
         hub,
         [&] {
-          while (pushed < 2 && hub.tryPushTask(task(pushed + 1), encode(task(pushed + 1)))) ++pushed;
+          while (pushed < 2 && hub.tryPush(task(pushed + 1), encode(task(pushed + 1)))) ++pushed;
           return pushed == 2;
         },
         ingested, reissued);
-    EXPECT_FALSE(hub.tryPushTask(task(3), encode(task(3)))) << "a third task went out on a credit of 2";
+    EXPECT_FALSE(hub.tryPush(task(3), encode(task(3)))) << "a third task went out on a credit of 2";
 
     // 3. The trajectory of task 1 comes back stamped with the site's uid.
     progressUntil(
@@ -134,11 +128,15 @@ TEST(SiteHub, RefusesAnotherModelThenWelcomesLeasesUnderCreditAndReissuesOnLoss)
     progressUntil(
         hub, [&] { return !reissued.empty(); }, ingested, reissued);
     EXPECT_EQ(reissued, std::vector<std::uint64_t>{2});
-    EXPECT_EQ(counter("sites_malformed"), 1);
-    EXPECT_EQ(counter("sites_lost"), 1);
-    EXPECT_EQ(counter("site_tasks_reissued"), 1);
-    EXPECT_EQ(counter("site.site_b.tasks_sent"), 2);
-    EXPECT_EQ(counter("site.site_b.trajectories"), 1);
+    const SiteHubFigures f = hub.figures();
+    EXPECT_EQ(f.sites_malformed, 1u);
+    EXPECT_EQ(f.sites_lost, 1u);
+    EXPECT_EQ(f.site_tasks_reissued, 1u);
+    ASSERT_EQ(f.sites.size(), 1u);
+    EXPECT_EQ(f.sites[0].name, "site_b");
+    EXPECT_TRUE(f.sites[0].lost);
+    EXPECT_EQ(f.sites[0].tasks_sent, 2u);
+    EXPECT_EQ(f.sites[0].trajectories, 1u);
     EXPECT_EQ(hub.openSites(), 0u);
     world.barrier();
   } else {

@@ -25,6 +25,13 @@ TraceEvent event(std::int32_t rank, const char* role, const char* kind, double t
   return TraceEvent{rank, role, kind, t_start, t_end, version, bytes, count};
 }
 
+// A batch_staleness event: `count` trajectories `staleness` versions behind trainer version 9.
+TraceEvent staleEvent(double t, std::int32_t staleness, std::uint64_t count) {
+  TraceEvent e = event(0, "dataflow", "batch_staleness", t, t, 9, 0, count);
+  e.staleness = staleness;
+  return e;
+}
+
 // Two trainers, one rollout rank, one dataflow rank, and kinds the report does not know.
 std::vector<TraceEvent> syntheticRun() {
   return {
@@ -51,12 +58,12 @@ std::vector<TraceEvent> syntheticRun() {
       event(0, "dataflow", "publish", 4.5, 4.75, 2, 4096),
       event(0, "dataflow", "publish", 4.5, 4.5, 1, 4096),
       event(0, "dataflow", "serve_batch", 1, 1, 0, 100, 8),
-      event(0, "dataflow", "batch_staleness", 1, 1, 0, 0, 6),
-      event(0, "dataflow", "batch_staleness", 1, 1, 1, 0, 2),
+      staleEvent(1, 0, 6),
+      staleEvent(1, 1, 2),
       event(0, "dataflow", "serve_batch", 3, 3, 1, 60, 4),
-      event(0, "dataflow", "batch_staleness", 3, 3, 0, 0, 1),
-      event(0, "dataflow", "batch_staleness", 3, 3, 3, 0, 1),
-      event(0, "dataflow", "batch_staleness", 3, 3, 5, 0, 0),  // an empty bin adds nothing
+      staleEvent(3, 0, 1),
+      staleEvent(3, 3, 1),
+      staleEvent(3, 5, 0),  // an empty bin adds nothing
       event(0, "dataflow", "stale_drop", 3, 3, 1, 0, 2),
       event(0, "dataflow", "stale_drop", 5, 5, 2, 0, 3),
       event(0, "dataflow", "checkpoint", 5, 5.5, 2, 777),

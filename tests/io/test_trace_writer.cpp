@@ -31,7 +31,10 @@ TraceEvent makeEvent(int i, int rank = 0) {
                     0.001 * i + rank * 1e-4 + 0.0005,
                     static_cast<std::int64_t>(i / 10),
                     static_cast<std::uint64_t>(i) * 4096u + 1u,
-                    static_cast<std::uint64_t>(i % 7)};
+                    static_cast<std::uint64_t>(i % 7),
+                    i % 3 - 1,
+                    static_cast<std::uint64_t>(i % 11),
+                    i % 5 - 1};
 }
 
 TEST(TraceWriter, ThousandEventsRoundTripExactly) {
@@ -54,9 +57,10 @@ TEST(TraceWriter, ThousandEventsRoundTripExactly) {
 
   const auto file = H5File::openReadOnly(path);
   EXPECT_EQ(file.readStringAttribute("format"), "astraflow-trace");
-  EXPECT_EQ(file.readInt64Attribute("format_version"), 2);
+  EXPECT_EQ(file.readInt64Attribute("format_version"), 3);
   EXPECT_EQ(file.openDataset("events").type().memberNames(),
-            (std::vector<std::string>{"rank", "role", "kind", "t_start", "t_end", "version", "bytes", "count"}));
+            (std::vector<std::string>{"rank", "role", "kind", "t_start", "t_end", "version", "bytes", "count", "policy",
+                                      "staleness", "total"}));
 }
 
 TEST(TraceWriter, DestructorAndFlushWriteTheBuffer) {
@@ -141,7 +145,8 @@ TEST(TraceWriter, ReadableByRealH5dump) {
   const auto output = test::runH5dump(path, &status);
   ASSERT_EQ(status, 0) << "h5dump failed:\n" << output;
   EXPECT_NE(output.find("DATASET \"events\""), std::string::npos) << output;
-  for (const char* field : {"rank", "role", "kind", "t_start", "t_end", "version", "bytes", "count"}) {
+  for (const char* field :
+       {"rank", "role", "kind", "t_start", "t_end", "version", "bytes", "count", "policy", "staleness", "total"}) {
     EXPECT_NE(output.find(std::string("\"") + field + "\""), std::string::npos) << "field " << field << " missing:\n"
                                                                                 << output;
   }

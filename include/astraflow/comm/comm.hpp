@@ -4,6 +4,8 @@
 // failure surfaces as an MpiError through ASTRA_MPI_CHECK.
 #include <mpi.h>
 
+#include <cstddef>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +56,8 @@ class Comm {
   int size() const;
   // Collective over this comm.
   void barrier() const;
+  // Collective over this comm: every rank's bytes, in rank order, on `root` (empty elsewhere).
+  std::vector<std::vector<std::byte>> gatherBytes(int root, std::span<const std::byte> mine) const;
   MPI_Comm raw() const { return comm_; }
 
  private:

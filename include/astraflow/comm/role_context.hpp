@@ -26,8 +26,8 @@ struct RoleContext {
 
   bool resuming() const { return resume_version >= 0; }
   double now() const;  // seconds on the run clock (earlier segments included)
-  void event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes = 0,
-             std::uint64_t count = 0) const;
+  void event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes = 0, std::uint64_t count = 0,
+             const TraceAbout& about = {}) const;
 };
 
 }  // namespace astraflow

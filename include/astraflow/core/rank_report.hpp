@@ -1,10 +1,279 @@
 #pragma once
-// Figures one rank reports at the end of a run (gathered into summary.json under "ranks").
-#include <map>
+// What one rank reports at the end of a run: a typed record per role, sent to the reporting rank
+// in the wire code's byte format (encodeRankReport / decodeRankReport) and written into
+// summary.json under "ranks" by the run module (src/run/rank_report_json.cpp), whose key names
+// the tests and scripts read.
+//
+// Each struct lists its fields once, in `fields(self, visit)`: the encoder, the decoder and the
+// JSON writer all walk that list, so a field added here is sent, read back and written without
+// a second list to keep in step. Nested lists (per policy, per site) are vectors of structs with
+// a `name`; `kJsonKey` says how the JSON writer names their fields ({name}, {field}).
+#include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
 
 namespace astraflow {
 
-using RankReport = std::map<std::string, double>;
+// What a field visitor tells apart besides scalars, bools and strings.
+template <class T>
+struct IsReportList : std::false_type {};
+template <class T>
+struct IsReportList<std::vector<T>> : std::true_type {};
+template <class T>
+struct IsReportOptional : std::false_type {};
+template <class T>
+struct IsReportOptional<std::optional<T>> : std::true_type {};
+
+// One policy's weight pulls at a rollout rank.
+struct PolicyPullFigures {
+  static constexpr const char* kJsonKey = "{field}.{name}";
+  std::string name;  // the policy
+  std::int64_t final_version = -1;
+  std::uint64_t weight_pulls = 0;
+  std::uint64_t weight_full_pulls = 0;
+  std::uint64_t weight_deltas_applied = 0;
+  std::uint64_t weight_deltas_rejected = 0;
+  std::uint64_t weight_bytes_pulled = 0;
+  std::uint64_t weight_version_bytes = 0;
+  std::uint64_t torn_retries = 0;
+  std::uint64_t weights_hash = 0;  // XXH3 of the replica's bytes: equal to its trainer's when in step
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("name", s.name), v("final_version", s.final_version), v("weight_pulls", s.weight_pulls);
+    v("weight_full_pulls", s.weight_full_pulls), v("weight_deltas_applied", s.weight_deltas_applied);
+    v("weight_deltas_rejected", s.weight_deltas_rejected), v("weight_bytes_pulled", s.weight_bytes_pulled);
+    v("weight_version_bytes", s.weight_version_bytes), v("torn_retries", s.torn_retries);
+    v("weights_hash", s.weights_hash);
+  }
+};
+
+struct RolloutReport {
+  std::uint64_t pushed = 0;  // training trajectories pushed
+  std::uint64_t eval_pushed = 0;
+  std::uint64_t oversize = 0;         // trajectories too large for a ring slot (dropped, counted)
+  std::uint64_t malformed_tasks = 0;  // task records that failed to decode
+  std::uint64_t generated_tokens = 0;
+  double generate_seconds = 0;
+  double task_wait_seconds = 0;
+  double weight_pull_seconds = 0;
+  std::vector<PolicyPullFigures> policies;  // in the order the rank serves them; never empty
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("pushed", s.pushed), v("eval_pushed", s.eval_pushed), v("oversize", s.oversize);
+    v("malformed_tasks", s.malformed_tasks), v("generated_tokens", s.generated_tokens);
+    v("generate_seconds", s.generate_seconds), v("task_wait_seconds", s.task_wait_seconds);
+    v("weight_pull_seconds", s.weight_pull_seconds), v("policies", s.policies);
+  }
+};
+
+struct TrainerReport {
+  std::uint64_t steps = 0;
+  std::int64_t final_version = 0;
+  std::uint64_t trajectories_trained = 0;
+  std::uint64_t tokens_trained = 0;
+  double batch_wait_seconds = 0;
+  double step_seconds = 0;
+  std::uint64_t foreign_trajectories = 0;  // trained trajectories generated for another policy
+  std::uint64_t trajectories_from_remote_sites = 0;
+  std::int64_t max_staleness = 0;
+  std::uint64_t staleness_violations = 0;
+  std::uint64_t version_mismatches = 0;
+  std::uint64_t skipped_steps = 0;
+  double mean_reward = 0;
+  std::uint64_t weights_hash = 0;  // XXH3 of the final weights: equal across a data-parallel group
+
+  double waitFraction() const {
+    return batch_wait_seconds + step_seconds > 0 ? batch_wait_seconds / (batch_wait_seconds + step_seconds) : 0.0;
+  }
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("steps", s.steps), v("final_version", s.final_version), v("trajectories_trained", s.trajectories_trained);
+    v("tokens_trained", s.tokens_trained), v("batch_wait_seconds", s.batch_wait_seconds);
+    v("step_seconds", s.step_seconds), v("foreign_trajectories", s.foreign_trajectories);
+    v("trajectories_from_remote_sites", s.trajectories_from_remote_sites), v("max_staleness", s.max_staleness);
+    v("staleness_violations", s.staleness_violations), v("version_mismatches", s.version_mismatches);
+    v("skipped_steps", s.skipped_steps), v("mean_reward", s.mean_reward), v("weights_hash", s.weights_hash);
+  }
+};
+
+// One policy's books and weight-store figures at the dataflow rank.
+struct PolicyBooks {
+  static constexpr const char* kJsonKey = "policy.{name}.{field}";
+  std::string name;
+  std::int64_t versions = 0;  // published
+  std::uint64_t produced = 0, accepted = 0, filtered = 0, stale_dropped = 0, consumed = 0, replayed = 0;
+  std::uint64_t buffered = 0;
+  std::uint64_t weights_deltas_logged = 0, weights_deltas_skipped = 0, weights_delta_bytes_logged = 0;
+  std::uint64_t weights_changed_elements = 0, weights_compared_elements = 0;
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("name", s.name), v("versions", s.versions), v("produced", s.produced), v("accepted", s.accepted);
+    v("filtered", s.filtered), v("stale_dropped", s.stale_dropped), v("consumed", s.consumed);
+    v("replayed", s.replayed), v("buffered", s.buffered), v("weights_deltas_logged", s.weights_deltas_logged);
+    v("weights_deltas_skipped", s.weights_deltas_skipped);
+    v("weights_delta_bytes_logged", s.weights_delta_bytes_logged);
+    v("weights_changed_elements", s.weights_changed_elements);
+    v("weights_compared_elements", s.weights_compared_elements);
+  }
+};
+
+// A workflow role's held-out reward at the first and last evaluation (< 0: none).
+struct RoleEvalReward {
+  static constexpr const char* kJsonKey = "role.{name}.{field}";
+  std::string name;
+  double eval_reward_start = -1, eval_reward_end = -1;
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("name", s.name), v("eval_reward_start", s.eval_reward_start), v("eval_reward_end", s.eval_reward_end);
+  }
+};
+
+// One counter of a data plug-in. Plug-ins are named by the config and each kind keeps its own
+// counters (a filter: kept/dropped, a curator: admitted/skipped, …), hence name + counter.
+struct PluginCount {
+  static constexpr const char* kJsonKey = "plugin.{name}.{counter}";
+  std::string name;  // the plug-in's key: "<kind>.<index>.<plugin>@<policy>"
+  std::string counter;
+  std::uint64_t value = 0;
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("name", s.name), v("counter", s.counter), v("value", s.value);
+  }
+};
+
+// One remote site that joined, at the home dataflow rank.
+struct SiteFigures {
+  static constexpr const char* kJsonKey = "site.{name}.{field}";
+  std::string name;
+  std::uint64_t rollout_ranks = 0, tasks_sent = 0, trajectories = 0, weight_updates = 0, weight_full_updates = 0;
+  std::uint64_t weight_bytes = 0, weight_requests_deferred = 0, max_queued_bytes = 0;
+  bool lost = false;
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("name", s.name), v("rollout_ranks", s.rollout_ranks), v("tasks_sent", s.tasks_sent);
+    v("trajectories", s.trajectories), v("weight_updates", s.weight_updates);
+    v("weight_full_updates", s.weight_full_updates), v("weight_bytes", s.weight_bytes);
+    v("weight_requests_deferred", s.weight_requests_deferred), v("max_queued_bytes", s.max_queued_bytes);
+    v("lost", s.lost);
+  }
+};
+
+// The home dataflow rank's remote sites (cross_site.listen set).
+struct SiteHubFigures {
+  std::uint64_t sites_refused = 0, sites_malformed = 0, site_tasks_reissued = 0, sites_stalled = 0;
+  std::uint64_t sites_joined = 0, sites_lost = 0;
+  std::vector<SiteFigures> sites;  // those that joined
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("sites_refused", s.sites_refused), v("sites_malformed", s.sites_malformed);
+    v("site_tasks_reissued", s.site_tasks_reissued), v("sites_stalled", s.sites_stalled);
+    v("sites_joined", s.sites_joined), v("sites_lost", s.sites_lost), v("sites", s.sites);
+  }
+};
+
+// The dataflow rank's spawned pools (elastic.mode set).
+struct ElasticFigures {
+  std::uint64_t elastic_spawned_ranks = 0, elastic_spawn_failures = 0, elastic_retired_ranks = 0;
+  std::uint64_t elastic_lost_ranks = 0, elastic_tasks_reissued = 0, elastic_duplicates_dropped = 0;
+  std::uint64_t elastic_pools = 0, elastic_unreturned_tasks = 0;
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("elastic_spawned_ranks", s.elastic_spawned_ranks), v("elastic_spawn_failures", s.elastic_spawn_failures);
+    v("elastic_retired_ranks", s.elastic_retired_ranks), v("elastic_lost_ranks", s.elastic_lost_ranks);
+    v("elastic_tasks_reissued", s.elastic_tasks_reissued);
+    v("elastic_duplicates_dropped", s.elastic_duplicates_dropped), v("elastic_pools", s.elastic_pools);
+    v("elastic_unreturned_tasks", s.elastic_unreturned_tasks);
+  }
+};
+
+struct DataflowReport {
+  std::int64_t versions = 0;
+  std::uint64_t produced = 0, accepted = 0, filtered = 0, filtered_nonfinite = 0, filtered_error = 0;
+  std::uint64_t stale_dropped = 0, consumed = 0, batches = 0, buffered = 0, replayed = 0;
+  std::uint64_t malformed = 0, unroutable = 0, tasks_unsent = 0;
+  std::uint64_t eval_received = 0, eval_rounds = 0;
+  double eval_accuracy_start = -1, eval_accuracy_end = -1;  // < 0: no evaluation
+  double wall_seconds = 0, segment_wall_seconds = 0;
+  std::uint64_t trajectories_written = 0;
+  std::vector<PolicyBooks> policies;
+  std::vector<RoleEvalReward> roles;  // multi-agent workflows
+  std::vector<PluginCount> plugins;
+  std::optional<SiteHubFigures> cross_site;
+  std::optional<ElasticFigures> elastic;
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("versions", s.versions), v("produced", s.produced), v("accepted", s.accepted), v("filtered", s.filtered);
+    v("filtered_nonfinite", s.filtered_nonfinite), v("filtered_error", s.filtered_error);
+    v("stale_dropped", s.stale_dropped), v("consumed", s.consumed), v("batches", s.batches);
+    v("buffered", s.buffered), v("replayed", s.replayed), v("malformed", s.malformed);
+    v("unroutable", s.unroutable), v("tasks_unsent", s.tasks_unsent), v("eval_received", s.eval_received);
+    v("eval_rounds", s.eval_rounds), v("eval_accuracy_start", s.eval_accuracy_start);
+    v("eval_accuracy_end", s.eval_accuracy_end), v("wall_seconds", s.wall_seconds);
+    v("segment_wall_seconds", s.segment_wall_seconds), v("trajectories_written", s.trajectories_written);
+    v("policies", s.policies), v("roles", s.roles), v("plugins", s.plugins), v("cross_site", s.cross_site);
+    v("elastic", s.elastic);
+  }
+};
+
+// One policy's weight updates at a remote site's gateway.
+struct GatewayPolicyFigures {
+  static constexpr const char* kJsonKey = "{field}.{name}";
+  std::string name;
+  std::uint64_t weight_updates = 0, weight_full_updates = 0, weight_bytes = 0, weight_updates_rejected = 0;
+  std::int64_t final_version = -1;
+  std::uint64_t weights_hash = 0;
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("name", s.name), v("weight_updates", s.weight_updates), v("weight_full_updates", s.weight_full_updates);
+    v("weight_bytes", s.weight_bytes), v("weight_updates_rejected", s.weight_updates_rejected);
+    v("final_version", s.final_version), v("weights_hash", s.weights_hash);
+  }
+};
+
+struct GatewayReport {
+  std::uint64_t tasks_received = 0, tasks_dropped = 0, trajectories_forwarded = 0, trajectories_undelivered = 0;
+  std::uint64_t malformed = 0;
+  bool home_lost = false;
+  std::vector<GatewayPolicyFigures> policies;
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("tasks_received", s.tasks_received), v("tasks_dropped", s.tasks_dropped);
+    v("trajectories_forwarded", s.trajectories_forwarded), v("trajectories_undelivered", s.trajectories_undelivered);
+    v("malformed", s.malformed), v("home_lost", s.home_lost), v("policies", s.policies);
+  }
+};
+
+// The figures of one role; the variant's alternative is the role.
+using RoleReport = std::variant<DataflowReport, RolloutReport, TrainerReport, GatewayReport>;
+
+struct RankReport {
+  std::int32_t rank = 0;  // the rank in traces and trajectories (a spawned pool's: 10000·(k+1)+r)
+  std::string label;      // "trainer:solver", "rollout:spawn0", …
+  RoleReport figures;
+
+  const char* roleName() const;  // "dataflow", "rollout", "trainer" or "gateway"
+};
+
+// Wire form: a u16 format version, the rank, the label, the role's index, then the fields in
+// their listed order (strings and vectors length-prefixed, an optional as a u8 flag).
+std::vector<std::byte> encodeRankReport(const RankReport& report);
+// Throws Error naming the field and byte offset on truncated, over-long or mistyped input.
+RankReport decodeRankReport(std::span<const std::byte> bytes);
 
 }  // namespace astraflow

@@ -49,7 +49,7 @@ struct RunWiring {
   int ranks_on_node = 1;             // sizes LibTorch/BLAS threads (run.threads_per_rank = 0)
   int rank_label_offset = 0;         // a spawned pool's ranks: 10000·(k+1), so trace and producer ranks stay unique
   bool peer_lost = false;            // the dataflow rank lost a spawned pool: leave with _exit (docs/elastic.md)
-  std::vector<std::string> spawned_reports;  // dataflow rank: the RankReports (JSON) of retired spawned ranks
+  std::vector<RankReport> spawned_reports;  // dataflow rank: the reports of retired spawned ranks
   // Bytes of one full weight version of a policy (builds its model once; set by the run, which
   // knows the tokenizer). Called on one rank per weight store, in wireWindows.
   std::function<std::uint64_t(const std::string& policy)> weight_version_bytes;
@@ -59,8 +59,8 @@ struct RunWiring {
   const RankRole& role() const { return map.of(rank()); }
   double now() const;  // seconds on the run clock (earlier segments included)
   double segmentSeconds() const { return now() - clock_offset; }
-  void event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes = 0,
-             std::uint64_t count = 0) const;
+  void event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes = 0, std::uint64_t count = 0,
+             const TraceAbout& about = {}) const;
   // Index of `policy` in map.trainerGroups(), or -1.
   int policyIndex(const std::string& policy) const;
   // This rank's context for a role loop (config, rank, clock, trace, run folder).
@@ -71,14 +71,14 @@ struct RunWiring {
 // same order on every rank of w.comms.world (each window is collective over its comm).
 void wireWindows(RunWiring& w);
 
-RankReport runDataflowRole(RunWiring& w);
-RankReport runGatewayRole(RunWiring& w);  // a remote site's hub (src/dataflow/gateway_role.cpp)
+DataflowReport runDataflowRole(RunWiring& w);
+GatewayReport runGatewayRole(RunWiring& w);  // a remote site's hub (src/dataflow/gateway_role.cpp)
 
 // A spawned pool's process (`astraflow spawned-pool`, started by the dataflow rank with
 // MPI_Comm_spawn): joins its parent, wires its windows, runs `rollout` (the RaaS loop, which
 // the run module supplies: dataflow does not depend on rollout), reports back and disconnects.
 // Returns the exit code.
-using RolloutLoop = std::function<RankReport(RunWiring&)>;
+using RolloutLoop = std::function<RolloutReport(RunWiring&)>;
 int runSpawnedPool(int argc, char** argv, const RolloutLoop& rollout);
 
 }  // namespace astraflow

@@ -3,10 +3,11 @@
 // h5py/h5dump without astraflow.
 //
 // Layout of a trace file:
-//   attributes  format = "astraflow-trace", format_version = 2
+//   attributes  format = "astraflow-trace", format_version = 3
 //   /events     1-D, chunked, extendible; compound {rank int32, role string(16),
 //               kind string(24), t_start float64, t_end float64, version int64, bytes uint64,
-//               count uint64}
+//               count uint64, policy int32, staleness int32, total uint64}
+//               (what each kind puts in them: docs/runtime-notes.md, "Trace events")
 //
 // Times are seconds as doubles; the caller picks the clock. Runs record MPI_Wtime() minus the
 // run's start time, so events of different ranks share one axis up to clock skew.
@@ -24,7 +25,7 @@ using astraflow::TraceEvent;
 
 inline constexpr std::size_t kTraceRoleBytes = 16;
 inline constexpr std::size_t kTraceKindBytes = 24;
-inline constexpr std::int64_t kTraceFormatVersion = 2;
+inline constexpr std::int64_t kTraceFormatVersion = 3;
 
 // Records the events of one rank (or of the rank that gathers them) into one file. Not
 // thread-safe; one writer per file (HDF5 allows no more outside collective I/O).

@@ -31,6 +31,6 @@ struct RolloutPorts {
 };
 
 // Runs until the end-of-stream task; the last record it pushes is an end-of-stream trajectory.
-RankReport runRolloutRole(const RolloutPorts& ports);
+RolloutReport runRolloutRole(const RolloutPorts& ports);
 
 }  // namespace astraflow

@@ -7,9 +7,9 @@
 namespace astraflow {
 
 // The loop of the role `w`'s rank has in the layout (dataflow, rollout, trainer or gateway).
-RankReport runRole(RunWiring& w);
+RoleReport runRole(RunWiring& w);
 // The RaaS loop on the pool `w`'s rank belongs to (also a spawned pool's, see runSpawnedPool).
-RankReport runRolloutOn(RunWiring& w);
-RankReport runTrainerOn(RunWiring& w);
+RolloutReport runRolloutOn(RunWiring& w);
+TrainerReport runTrainerOn(RunWiring& w);
 
 }  // namespace astraflow

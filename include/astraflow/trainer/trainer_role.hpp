@@ -27,6 +27,6 @@ struct TrainerPorts {
 };
 
 // Runs until the end-of-stream batch, then writes the final checkpoint.
-RankReport runTrainerRole(const TrainerPorts& ports);
+TrainerReport runTrainerRole(const TrainerPorts& ports);
 
 }  // namespace astraflow
