@@ -1,5 +1,5 @@
-// The dataflow rank's bookkeeping: restore from a checkpoint, the prompt source and curator
-// admission, progress lines, checkpoints and the plug-in inventory (counters, state).
+// The dataflow rank's bookkeeping: restore from a checkpoint, progress lines, checkpoints and
+// the plug-in inventory (counters, state).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -11,9 +11,7 @@ using namespace std::chrono_literals;
 
 void DataflowRank::restore() {
   const auto snap = readDataflowCheckpoint(w_.run_dir, w_.resume_version);
-  next_problem_ = snap.next_problem;
-  next_task_id_ = snap.next_task_id;
-  next_group_id_ = snap.next_group_id;
+  admission_->restore({snap.next_problem, snap.next_task_id, snap.next_group_id});
   eval_.restoreStart(snap.eval_accuracy_start);
   for (auto& p : policies_) {
     AssemblerCounters c;
@@ -35,65 +33,7 @@ void DataflowRank::restore() {
     }
   }
   spdlog::info("resumed at version {}: {} trajectories buffered, prompt cursor {}", snap.version, snap.held.size(),
-               next_problem_);
-}
-
-Task DataflowRank::makeTask(const std::string& policy, std::uint64_t problem, std::uint64_t group,
-                            std::uint32_t index) {
-  Task t;
-  t.task_id = next_task_id_++;
-  t.problem_id = problem;
-  t.group_id = group;
-  t.group_index = index;
-  t.policy = policy;
-  t.kind = cfg_.environment.name;
-  return t;
-}
-
-// The prompt source: endless new training problems, or (dataflow.prompt_pool = N) epochs over
-// the first N training problems, each epoch in its own shuffled order. A function of the cursor
-// alone, so a resumed run continues the same sequence.
-std::uint64_t DataflowRank::nextProblem() {
-  const std::uint64_t k = next_problem_++;
-  const std::uint64_t n = cfg_.dataflow.prompt_pool;
-  if (n == 0) return env_->trainingId(k);
-  const std::uint64_t epoch = k / n;
-  if (epoch != prompt_epoch_) {
-    prompt_order_.resize(n);
-    for (std::uint64_t i = 0; i < n; ++i) prompt_order_[i] = i;
-    std::mt19937_64 shuffle_rng(cfg_.run.seed * 7919 + epoch);
-    std::shuffle(prompt_order_.begin(), prompt_order_.end(), shuffle_rng);
-    prompt_epoch_ = epoch;
-  }
-  return env_->trainingId(prompt_order_[k % n]);
-}
-
-PromptInfo DataflowRank::promptInfo(std::uint64_t problem, std::int64_t version) {
-  env_->reset(problem);  // deterministic and cheap for the built-in environments
-  return PromptInfo{problem, version, env_->metadata()};
-}
-
-// The next prompt every curator admits. Gives up after a bounded number of skips (admission
-// tries again on a later iteration) so a curator that skips everything cannot stall the loop.
-bool DataflowRank::nextAdmittedProblem(std::int64_t version, std::uint64_t& problem) {
-  for (int attempt = 0; attempt < 4096; ++attempt) {
-    problem = nextProblem();
-    if (curators_.empty()) return true;
-    const PromptInfo prompt = promptInfo(problem, version);
-    bool admitted = true;
-    for (auto& c : curators_) {
-      try {
-        admitted = c->admit(prompt, curator_rng_);
-      } catch (const std::exception& e) {
-        if (c->counters().errors++ < 3)
-          spdlog::warn("curator {}: admit failed (prompt admitted): {}", c->name(), e.what());
-        admitted = true;
-      }
-      if (!admitted) break;
-    }
-    if (admitted) return true;
-  }
-  return false;
+               snap.next_problem);
 }
 
 void DataflowRank::progressLine(PolicyState& p) {
@@ -136,9 +76,10 @@ void DataflowRank::checkpoint(std::int64_t version) {
   const double t = w_.now();
   DataflowSnapshot snap;
   snap.version = version;
-  snap.next_problem = next_problem_;
-  snap.next_task_id = next_task_id_;
-  snap.next_group_id = next_group_id_;
+  const Admission::Cursor cursor = admission_->cursor();
+  snap.next_problem = cursor.next_problem;
+  snap.next_task_id = cursor.next_task_id;
+  snap.next_group_id = cursor.next_group_id;
   snap.eval_rounds = static_cast<std::int64_t>(eval_.rounds());
   snap.eval_accuracy_start = eval_.startAccuracy();
   snap.wall_seconds = w_.now();
@@ -170,8 +111,9 @@ void DataflowRank::checkpoint(std::int64_t version) {
 
 std::vector<std::pair<std::string, Plugin*>> DataflowRank::plugins() {
   std::vector<std::pair<std::string, Plugin*>> out;
-  for (std::size_t i = 0; i < curators_.size(); ++i) {
-    out.emplace_back(fmt::format("curator.{}.{}", i, curators_[i]->name()), curators_[i].get());
+  const auto& curators = admission_->curators();
+  for (std::size_t i = 0; i < curators.size(); ++i) {
+    out.emplace_back(fmt::format("curator.{}.{}", i, curators[i]->name()), curators[i].get());
   }
   for (auto& p : policies_) {
     const auto& filters = p.assembler->filters();

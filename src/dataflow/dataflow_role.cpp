@@ -18,9 +18,7 @@ DataflowRank::DataflowRank(RunWiring& w)
       cfg_(w.cfg),
       ctx_(w.context()),
       eval_(ctx_, w.cfg.eval.problems, w.cfg.workflow.multiAgent() ? w.cfg.workflow.roles.size() : 1),
-      env_(makeEnvironment(w.cfg.environment)),
-      curator_rng_(w.cfg.run.seed * 31 + 7) {
-  for (const auto& spec : cfg_.dataflow.curators) curators_.push_back(makeCurator(spec));
+      env_(makeEnvironment(w.cfg.environment)) {
   router_ = makeRouter(cfg_.dataflow.router);
   const auto& groups = w.map.trainerGroups();
   for (const auto& g : groups) policy_names_.push_back(g.policy);
@@ -36,18 +34,10 @@ DataflowRank::DataflowRank(RunWiring& w)
                                          cfg_.run.mode == "sync" ? 0 : cfg_.dataflow.max_staleness, std::move(filters),
                                          makeSampler(cfg_.dataflow.sampler), cfg_.run.seed * 1009 + g);
     p.assembler->setEntryObserver([this](const Trajectory& t, bool entered) {
-      if (entered) instances_[instanceKey(t)].entered++;
+      if (entered) balance_->entered(t);
     });
     p.assembler->setGroupObserver([this](std::uint64_t problem, const std::vector<double>& rewards) {
-      if (curators_.empty()) return;
-      const PromptInfo prompt = promptInfo(problem, 0);
-      for (auto& c : curators_) {
-        try {
-          c->observe(prompt, rewards);
-        } catch (const std::exception& e) {
-          if (c->counters().errors++ < 3) spdlog::warn("curator {}: observe failed: {}", c->name(), e.what());
-        }
-      }
+      admission_->observeGroup(problem, rewards);
     });
     for (std::size_t i = 0; i < w.map.pools().size(); ++i) {
       const auto& served = w.map.pools()[i].policies;
@@ -73,13 +63,15 @@ DataflowRank::DataflowRank(RunWiring& w)
       }
     }
   }
+  std::vector<AdmissionUnit> units;
   if (cfg_.workflow.multiAgent()) {
     AdmissionUnit team{lead_, {}};
     for (std::size_t i = 0; i < policies_.size(); ++i) team.members.push_back(i);
-    units_.push_back(std::move(team));
+    units.push_back(std::move(team));
   } else {
-    for (std::size_t i = 0; i < policies_.size(); ++i) units_.push_back({i, {i}});
+    for (std::size_t i = 0; i < policies_.size(); ++i) units.push_back({i, {i}});
   }
+  admission_ = std::make_unique<Admission>(cfg_, *env_, policies_, std::move(units));
   for (std::size_t i = 0; i < w.map.pools().size(); ++i) {
     pool_sinks_.push_back(std::make_unique<RingSink>(*w_.task_rings.at(i)));
   }
@@ -89,6 +81,7 @@ DataflowRank::DataflowRank(RunWiring& w)
     for (const auto& p : policies_) stores.push_back(w_.weight_stores[p.group].get());
     hub_ = std::make_unique<SiteHub>(cfg_, std::move(stores), policy_names_);
   }
+  balance_ = std::make_unique<BalanceWindow>(w_, policies_, eval_, hub_.get(), elastic_.get());
   const auto path = (w.run_dir / "trajectories.h5").string();
   trajectories_ = w.resume ? std::make_unique<io::TrajectoryWriter>(io::TrajectoryWriter::openForAppend(path))
                            : std::make_unique<io::TrajectoryWriter>(path);
@@ -131,8 +124,8 @@ bool DataflowRank::progressAndPublish() {
         startEval(v);
       }
       if (lead && cfg_.run.checkpoint_every > 0 && v % cfg_.run.checkpoint_every == 0) checkpoint(v);
-      if (lead) recordBooks(v);
-      if (lead && cfg_.elastic.every > 0 && v % cfg_.elastic.every == 0) balanceReport(p, v);
+      if (lead) balance_->recordBooks(v);
+      if (lead && cfg_.elastic.every > 0 && v % cfg_.elastic.every == 0) balance_->report(p, v);
     }
   }
   return did;
@@ -191,11 +184,7 @@ void DataflowRank::route(Trajectory t) {
   if (hub_) hub_->returned(t.task_id);
   if (eval_.take(t)) return;  // an evaluation task's answer
   trajectories_->append(t);
-  {
-    auto& tally = instances_[instanceKey(t)];
-    tally.produced++;
-    tally.newest_version = std::max(tally.newest_version, t.weight_version_max);
-  }
+  balance_->produced(t);
   int target = -1;
   try {
     target = router_->route(t, policy_names_);
@@ -265,80 +254,12 @@ bool DataflowRank::serve() {
   return did;
 }
 
-bool DataflowRank::admit() {
-  if (stop_admitting_) return false;
-  bool did = false;
-  for (const auto& unit : units_) did |= admitUnit(unit);
-  return did;
-}
-
-// Admits groups for one unit: the tightest room of its members under the capacity rule (each
-// task yields a group of trajectories for every member), enough for the member that needs the
-// most, and counts the tasks in flight for each member.
-bool DataflowRank::admitUnit(const AdmissionUnit& unit) {
-  const int group_size = cfg_.rollout.group_size;
-  for (auto m : unit.members) {
-    if (policies_[m].published < 0) return false;  // no weights yet: nothing could be generated
-  }
-  auto& carrier = policies_[unit.carrier];
-  std::int64_t groups = 0;
-  std::map<std::string, std::string> meta;
-  if (cfg_.run.mode == "sync") {
-    // Colocated-synchronous baseline: one batch of rollouts with the current weights, only
-    // while every member's trainer is idle, then nothing until their next versions are out.
-    bool idle = true, wanted = false;
-    std::int64_t ready = std::numeric_limits<std::int64_t>::max();
-    for (auto m : unit.members) {
-      const auto& p = policies_[m];
-      idle &= p.published == p.next_batch && p.in_flight == 0 && !p.pending_batch;
-      wanted |= p.next_batch < p.target;
-      ready = std::min(ready, static_cast<std::int64_t>(p.assembler->readyGroups()));
-    }
-    if (idle && wanted) {
-      groups = cfg_.trainer.groups_per_step - ready;
-      for (auto m : unit.members) {
-        const auto& p = policies_[m];
-        meta[m == unit.carrier ? std::string(kTaskMinVersionKey) : std::string(kTaskMinVersionKey) + "." + p.name] =
-            std::to_string(p.published);
-      }
-    }
-  } else {
-    std::int64_t room = std::numeric_limits<std::int64_t>::max(), needed = 0;
-    for (auto m : unit.members) {
-      const auto& p = policies_[m];
-      room = std::min(room, p.assembler->admissionRoom(p.published, p.in_flight));
-      // Enough for the remaining versions only.
-      needed = std::max(needed, (p.target - p.next_batch) * p.assembler->batchTrajectories() - p.in_flight -
-                                    static_cast<std::int64_t>(p.assembler->buffered()));
-    }
-    groups = std::min(room / group_size, needed / group_size + (needed > 0 ? 1 : 0));
-  }
-  // Keep the outbox short: admission happens as task-ring space frees up, not all at once.
-  groups = std::min<std::int64_t>(
-      groups, std::max<std::int64_t>(
-                  0, 2 * cfg_.trainer.groups_per_step - static_cast<std::int64_t>(carrier.outbox.size()) / group_size));
-  bool did = false;
-  for (std::int64_t g = 0; g < groups; ++g) {
-    std::uint64_t problem = 0;
-    if (!nextAdmittedProblem(carrier.published, problem)) break;
-    const std::uint64_t group = next_group_id_++;
-    for (int i = 0; i < group_size; ++i) {
-      Task t = makeTask(carrier.name, problem, group, static_cast<std::uint32_t>(i));
-      t.metadata = meta;
-      carrier.outbox.push_back(std::move(t));
-    }
-    for (auto m : unit.members) policies_[m].in_flight += group_size;
-    did = true;
-  }
-  return did;
-}
-
 void DataflowRank::startEval(std::int64_t min_version) {
   // The first policy answers the held-out problems (of a team: the team does, through the
   // first role's policy, each role at the version its policy has published by now).
   auto& p = policies_[lead_];
   auto tasks = eval_.start(min_version, [&](std::uint64_t k) {
-    Task t = makeTask(p.name, env_->heldOutId(k), 0, 0);
+    Task t = admission_->makeTask(p.name, env_->heldOutId(k), 0, 0);
     if (cfg_.workflow.multiAgent()) {
       for (const auto& q : policies_) {
         if (&q != &p) {
@@ -405,7 +326,7 @@ void DataflowRank::endStreams() {
 DataflowReport DataflowRank::run() {
   Backoff backoff(1000us);
   if (cfg_.eval.problems > 0 && !w_.resume) startEval(0);
-  report_base_ = bookTotals();  // a resumed run's first window starts from its restored books
+  balance_->start();  // a resumed run's first window starts from its restored books
   std::size_t rollout_ranks = 0;
   for (const auto& pool : w_.map.pools()) rollout_ranks += pool.world_ranks.size();
   if (hub_) waitForSites();
@@ -416,7 +337,7 @@ DataflowReport DataflowRank::run() {
     bool did = progressAndPublish();
     did |= ingest();
     did |= serve();
-    did |= admit();
+    did |= admission_->admit();
     did |= flushOutbox();
     if (std::all_of(policies_.begin(), policies_.end(), [&](PolicyState& p) { return finished(p); })) break;
     if (!wall_stop && cfg_.run.max_wall_seconds > 0 && w_.segmentSeconds() > cfg_.run.max_wall_seconds) {
@@ -431,22 +352,8 @@ DataflowReport DataflowRank::run() {
       backoff.wait();
     }
   }
-  stop_admitting_ = true;
   // Training tasks not yet handed out are dropped (reported); evaluation tasks stay queued.
-  std::uint64_t unsent = 0;
-  for (const auto& unit : units_) {
-    auto& carrier = policies_[unit.carrier];
-    std::deque<Task> keep;
-    for (auto& t : carrier.outbox) {
-      if (eval_.owns(t.task_id)) {
-        keep.push_back(std::move(t));
-      } else {
-        ++unsent;
-        for (auto m : unit.members) --policies_[m].in_flight;  // it was in flight for every member
-      }
-    }
-    carrier.outbox = std::move(keep);
-  }
+  const std::uint64_t unsent = admission_->stop([this](const Task& t) { return eval_.owns(t.task_id); });
   // Phase 2: the final evaluation, at the final weights.
   std::int64_t final_version = policies_.empty() ? 0 : policies_[lead_].published;
   if (cfg_.eval.problems > 0) startEval(final_version);

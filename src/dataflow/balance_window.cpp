@@ -1,13 +1,20 @@
-// The dataflow rank's balance report (docs/architecture.md §9, paper A.4): every elastic.every versions
+// BalanceWindow: the dataflow rank's balance report (docs/architecture.md §9, paper A.4): every elastic.every versions
 // of the lead policy, the window's trainer wait fraction, production and consumption, the
 // three-zone decision and the per-instance table — in the log and as
 // <run>/balance/report_<V>.json. The trainer's wait and step seconds are its own: it stages
 // them (cumulative) with each version, so a window's are differences of two versions' figures.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 
 #include "astraflow/dataflow/balance.hpp"
-#include "dataflow/dataflow_rank.hpp"
+#include "dataflow/balance_window.hpp"
 #include "dataflow/maintainer.hpp"
 
 namespace astraflow::dataflow_detail {
@@ -18,15 +25,29 @@ constexpr std::int64_t kSiteKey = std::int64_t{1} << 40;  // instance keys of re
 
 }  // namespace
 
+BalanceWindow::BalanceWindow(RunWiring& w, const std::vector<PolicyState>& policies, const EvalScheduler& eval,
+                             const SiteHub* hub, ElasticPools* elastic)
+    : w_(w), cfg_(w.cfg), policies_(policies), eval_(eval), hub_(hub), elastic_(elastic) {}
+
+void BalanceWindow::start() { report_base_ = bookTotals(); }
+
+void BalanceWindow::produced(const Trajectory& t) {
+  auto& tally = instances_[instanceKey(t)];
+  tally.produced++;
+  tally.newest_version = std::max(tally.newest_version, t.weight_version_max);
+}
+
+void BalanceWindow::entered(const Trajectory& t) { instances_[instanceKey(t)].entered++; }
+
 // Per trajectory, so only an integer: a local rank, a spawned pool (its rank label base), or a
 // remote site. Names and sizes are looked up once per report (instanceName, instanceRanks).
-std::int64_t DataflowRank::instanceKey(const Trajectory& t) const {
+std::int64_t BalanceWindow::instanceKey(const Trajectory& t) const {
   if (t.pool_uid >= kSitePoolUidBase) return kSiteKey + t.pool_uid;
   if (t.producer_rank >= kSpawnRankLabel) return t.producer_rank - t.producer_rank % kSpawnRankLabel;
   return t.producer_rank;
 }
 
-std::string DataflowRank::instanceName(std::int64_t key) const {
+std::string BalanceWindow::instanceName(std::int64_t key) const {
   if (key >= kSiteKey) {
     const auto uid = static_cast<std::uint32_t>(key - kSiteKey);
     if (hub_) {
@@ -40,7 +61,7 @@ std::string DataflowRank::instanceName(std::int64_t key) const {
   return fmt::format("rank{}", key);
 }
 
-int DataflowRank::instanceRanks(std::int64_t key) const {
+int BalanceWindow::instanceRanks(std::int64_t key) const {
   if (key >= kSiteKey && hub_) {
     for (const auto& s : hub_->activeSites()) {
       if (s.pool_uid == static_cast<std::uint32_t>(key - kSiteKey)) return static_cast<int>(s.ranks);
@@ -52,7 +73,7 @@ int DataflowRank::instanceRanks(std::int64_t key) const {
   return 1;
 }
 
-BookTotals DataflowRank::bookTotals() const {
+BookTotals BalanceWindow::bookTotals() const {
   BookTotals b;
   for (const auto& p : policies_) {
     const auto& c = p.assembler->counters();
@@ -67,14 +88,14 @@ BookTotals DataflowRank::bookTotals() const {
 // Cumulative books at each lead version, so `astraflow trace --balance K` can cut any window
 // from the trace alone: "books" (count = entered of total = produced), "books_used" (count =
 // consumed of total = the trajectories that left the buffer: consumed + stale dropped).
-void DataflowRank::recordBooks(std::int64_t v) {
+void BalanceWindow::recordBooks(std::int64_t v) {
   const BookTotals b = bookTotals();
   const double t = w_.now();
   w_.event("books", t, v, 0, b.entered, {.total = b.produced});
   w_.event("books_used", t, v, 0, b.consumed, {.total = b.consumed + b.stale});
 }
 
-void DataflowRank::balanceReport(const PolicyState& lead, std::int64_t v) {
+void BalanceWindow::report(const PolicyState& lead, std::int64_t v) {
   const BalanceParams params = balanceParams(cfg_.elastic);
   BalanceReport r;
   r.version_last = v;
@@ -160,7 +181,7 @@ void DataflowRank::balanceReport(const PolicyState& lead, std::int64_t v) {
 
 // elastic.mode: auto follows G_target; external asks the maintainer command (or reads the
 // target file). Only spawned pools are retired: the initial layout's ranks stay.
-void DataflowRank::actOnTarget(const BalanceReport& r, const std::string& report_path) {
+void BalanceWindow::actOnTarget(const BalanceReport& r, const std::string& report_path) {
   if (!elastic_) return;
   const auto& e = cfg_.elastic;
   std::optional<int> target;
