@@ -62,13 +62,12 @@ void DataflowRank::progressLine(PolicyState& p) {
   p.reward_sum = 0;
   p.reward_count = 0;
   const double now = w_.now();
-  for (const auto& c : pluginCounters()) {
+  for (const auto& count : pluginCounters()) {
     // Counter "dropped" of "filter.0.zero_advantage@solver" → event kind "dropped:zero_advantage"
-    const std::string& counter = c.counter;
-    if (counter == "errors" || counter == "kept" || counter == "admitted") continue;
-    std::string plugin = c.name.substr(c.name.rfind('.') + 1);
+    if (count.counter == "errors" || count.counter == "kept" || count.counter == "admitted") continue;
+    std::string plugin = count.name.substr(count.name.rfind('.') + 1);
     plugin = plugin.substr(0, plugin.find('@'));
-    w_.event((counter + ":" + plugin).c_str(), now, p.published, 0, c.value);
+    w_.event((count.counter + ":" + plugin).c_str(), now, p.published, 0, count.value);
   }
 }
 

@@ -117,7 +117,9 @@ TEST(RankReport, BadTagsAreNamed) {
   bytes[0] = std::byte{9};
   EXPECT_THROW(decodeRankReport(bytes), Error);
   // home_lost is the last byte before the policy count: make it 2.
-  bytes = encodeRankReport(RankReport{5, "g", GatewayReport{.home_lost = true}});
+  GatewayReport lost_home;
+  lost_home.home_lost = true;
+  bytes = encodeRankReport(RankReport{5, "g", lost_home});
   ASSERT_EQ(bytes[bytes.size() - 5], std::byte{1});
   bytes[bytes.size() - 5] = std::byte{2};
   try {
