@@ -1,4 +1,5 @@
-# Every third-party dependency comes from a Debian 12 package installed by scripts/setup.sh.
+# Every third-party dependency comes from a Debian 12 package installed by scripts/setup.sh, but
+# LibTorch, which comes from the torch wheel in the project's .venv (requirements.txt).
 find_package(MPI REQUIRED COMPONENTS C CXX)
 find_package(yaml-cpp REQUIRED)
 find_package(spdlog REQUIRED)
@@ -26,8 +27,63 @@ find_path(ASTRAFLOW_KOKKOS_INCLUDE_DIR Kokkos_Core.hpp PATHS /usr/include/trilin
 set_target_properties(Kokkos::kokkos PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${ASTRAFLOW_KOKKOS_INCLUDE_DIR}")
 
-# LibTorch (libtorch-dev, CPU build). Only files that touch tensors include its headers.
-find_package(Torch REQUIRED)
+# LibTorch: the torch wheel's (scripts/setup.sh installs it into .venv), or a site's own
+# (-DASTRAFLOW_TORCH_DIR=<a LibTorch or torch-package folder holding share/cmake/Torch>).
+# Only files that touch tensors include its headers.
+set(ASTRAFLOW_TORCH_DIR "" CACHE PATH "LibTorch to build with (default: the torch package in .venv)")
+if(NOT ASTRAFLOW_TORCH_DIR)
+  set(venv_python ${CMAKE_SOURCE_DIR}/.venv/bin/python)
+  if(NOT EXISTS ${venv_python})
+    message(FATAL_ERROR "no .venv: run scripts/setup.sh (it installs the torch wheel), or point "
+                        "-DASTRAFLOW_TORCH_DIR at a LibTorch")
+  endif()
+  execute_process(COMMAND ${venv_python} -W ignore -c "import os, torch; print(os.path.dirname(torch.__file__))"
+                  OUTPUT_VARIABLE ASTRAFLOW_TORCH_DIR OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE torch_rc)
+  if(NOT torch_rc EQUAL 0)
+    message(FATAL_ERROR "the .venv has no importable torch: run scripts/setup.sh")
+  endif()
+endif()
+# The CUDA build of LibTorch configures CUDA (its Caffe2 config runs enable_language(CUDA)): the
+# toolkit under /usr/local/cuda serves when nvcc is not already known.
+if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  set(CUDAToolkit_ROOT /usr/local/cuda)
+endif()
+# Its checks compile a CUDA probe: CMake 3.25 knows no C++20 dialect flag for nvcc, and the
+# GPU architectures are given rather than detected (a build machine may have no GPU).
+if(NOT CMAKE_CUDA_STANDARD)
+  set(CMAKE_CUDA_STANDARD 17)
+endif()
+if(NOT TORCH_CUDA_ARCH_LIST)
+  set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+endif()
+# The package folder goes first on the prefix path: TorchConfig's find_library calls search the
+# prefix path before their own hints, and the system's directories next, so without it another
+# LibTorch (Debian's libtorch-dev) could lend its libtorch.so and libc10.so.
+list(PREPEND CMAKE_PREFIX_PATH ${ASTRAFLOW_TORCH_DIR})
+find_package(Torch REQUIRED PATHS ${ASTRAFLOW_TORCH_DIR} NO_DEFAULT_PATH)
+foreach(lib IN ITEMS TORCH_LIBRARY c10_LIBRARY)
+  if(${lib} AND NOT ${lib} MATCHES "^${ASTRAFLOW_TORCH_DIR}/")
+    message(FATAL_ERROR "LibTorch: ${lib} is ${${lib}}, outside ${ASTRAFLOW_TORCH_DIR}")
+  endif()
+endforeach()
+message(STATUS "LibTorch ${Torch_VERSION} from ${ASTRAFLOW_TORCH_DIR}")
+# The CPU library and c10: what every role links today. (libtorch_cuda, NCCL and cuDNN join
+# with device placement.)
 add_library(astraflow_torch INTERFACE)
 target_include_directories(astraflow_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
-target_link_libraries(astraflow_torch INTERFACE ${TORCH_LIBRARIES})
+target_link_libraries(astraflow_torch INTERFACE torch_cpu_library c10)
+# LibTorch's include folder bundles its own fmt (12.x). Every TU must see one fmt, the one the
+# Debian spdlog and libfmt.so were built with (9.x), whatever include order LibTorch's folder
+# gets: a folder of our own holding only a link to Debian's fmt headers goes on every module's
+# path ahead of it (-I before -isystem). LibTorch's own headers that include fmt (the c10d
+# logging ones, none that torch/torch.h pulls in) see Debian's fmt too.
+get_target_property(fmt_include_dirs fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+find_path(ASTRAFLOW_FMT_INCLUDE_DIR fmt/format.h PATHS ${fmt_include_dirs} NO_DEFAULT_PATH)
+if(NOT ASTRAFLOW_FMT_INCLUDE_DIR)
+  find_path(ASTRAFLOW_FMT_INCLUDE_DIR fmt/format.h REQUIRED)
+endif()
+file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/fmt_first)
+file(CREATE_LINK ${ASTRAFLOW_FMT_INCLUDE_DIR}/fmt ${CMAKE_BINARY_DIR}/fmt_first/fmt SYMBOLIC)
+add_library(astraflow_fmt_first INTERFACE)
+target_include_directories(astraflow_fmt_first INTERFACE ${CMAKE_BINARY_DIR}/fmt_first)

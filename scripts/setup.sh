@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set-up for a fresh Debian 12 machine: installs the Debian packages astraflow builds with
-# (only the missing ones; `apt-get update` once, only when something is missing), then
-# configures and builds Release into build/ with -j2.
+# (only the missing ones; `apt-get update` once, only when something is missing), the project's
+# Python virtual environment .venv with the pinned wheels of requirements.txt (LibTorch comes
+# from the torch wheel), then configures and builds Release into build/ with -j2.
 #
 #   scripts/setup.sh            install + configure + build
 #   ASTRAFLOW_SKIP_BUILD=1 ...  install only
@@ -12,13 +13,12 @@ source scripts/env.sh
 packages=(
   build-essential cmake pkg-config ninja-build
   openmpi-bin libopenmpi-dev libucx-dev
-  libtorch-dev libopenblas0-pthread
   libhdf5-openmpi-dev hdf5-tools
   libtrilinos-kokkos-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libzstd-dev libxxhash-dev
-  python3   # the CLI test checks `astraflow trace --format json` against summary.json with it
+  python3 python3-venv  # .venv (the torch wheel); the CLI test checks trace JSON against summary.json
   clang-format  # Debian 12: version 14; the format_check test (scripts/check_format.sh) runs it
 )
 
@@ -35,6 +35,17 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
   echo "setup: all ${#packages[@]} Debian packages present"
+fi
+
+# The virtual environment: made once, then brought to requirements.txt (pip does nothing when the
+# pinned versions are there already). ASTRAFLOW_TORCH_DIR (a LibTorch or torch-package folder,
+# holding share/cmake/Torch) builds with a site's own PyTorch instead, and skips the wheel.
+if [ -z "${ASTRAFLOW_TORCH_DIR:-}" ]; then
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt; then
+    echo "setup: pip could not install requirements.txt into .venv" >&2
+    exit 1
+  fi
 fi
 
 [ "${ASTRAFLOW_SKIP_BUILD:-0}" = 1 ] && exit 0

@@ -20,9 +20,10 @@ void configureThreads(const Config& config, int ranks_on_node) {
     threads = std::max(1, cores / std::max(1, ranks_on_node));
   }
   torch::set_num_threads(threads);
-  // Debian's LibTorch calls BLAS through libblas.so.3; OpenBLAS keeps its own thread pool,
-  // which torch::set_num_threads does not size. Without this, oversubscribed ranks thrash
-  // and sums change with the thread count (runs stop being reproducible).
+  // A LibTorch that calls BLAS through libblas.so.3 (Debian's, some site builds) may get
+  // OpenBLAS, which keeps its own thread pool that torch::set_num_threads does not size; without
+  // this, oversubscribed ranks thrash and sums change with the thread count. The wheel's LibTorch
+  // has MKL inside (sized by set_num_threads), and no openblas symbol is found.
   using SetThreads = void (*)(int);
   if (auto set_blas = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
     set_blas(threads);

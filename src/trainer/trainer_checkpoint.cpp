@@ -15,7 +15,8 @@ namespace astraflow {
 
 namespace {
 
-std::string stateKey(const torch::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+// The optimiser keys a parameter's state by its TensorImpl (LibTorch 2.x: the pointer itself).
+void* stateKey(const torch::Tensor& p) { return p.unsafeGetTensorImpl(); }
 
 void writeTensor(const io::H5Location& group, const std::string& name, const torch::Tensor& t) {
   const auto flat = t.detach().to(torch::kFloat32).contiguous().view(-1);
