@@ -61,7 +61,16 @@ endif()
 # prefix path before their own hints, and the system's directories next, so without it another
 # LibTorch (Debian's libtorch-dev) could lend its libtorch.so and libc10.so.
 list(PREPEND CMAKE_PREFIX_PATH ${ASTRAFLOW_TORCH_DIR})
-find_package(Torch REQUIRED PATHS ${ASTRAFLOW_TORCH_DIR} NO_DEFAULT_PATH)
+# Torch_DIR is set, not searched, and TorchConfig's cached find_library results are dropped when
+# they lie outside the folder: a build folder configured before against another LibTorch would
+# otherwise keep its libraries.
+set(Torch_DIR ${ASTRAFLOW_TORCH_DIR}/share/cmake/Torch CACHE PATH "TorchConfig.cmake's folder" FORCE)
+foreach(lib IN ITEMS TORCH_LIBRARY c10_LIBRARY kineto_LIBRARY C10_CUDA_LIBRARY CAFFE2_NVRTC_LIBRARY)
+  if(DEFINED CACHE{${lib}} AND NOT "$CACHE{${lib}}" MATCHES "^${ASTRAFLOW_TORCH_DIR}/")
+    unset(${lib} CACHE)
+  endif()
+endforeach()
+find_package(Torch REQUIRED CONFIG)
 foreach(lib IN ITEMS TORCH_LIBRARY c10_LIBRARY)
   if(${lib} AND NOT ${lib} MATCHES "^${ASTRAFLOW_TORCH_DIR}/")
     message(FATAL_ERROR "LibTorch: ${lib} is ${${lib}}, outside ${ASTRAFLOW_TORCH_DIR}")
