@@ -77,11 +77,46 @@ foreach(lib IN ITEMS TORCH_LIBRARY c10_LIBRARY)
   endif()
 endforeach()
 message(STATUS "LibTorch ${Torch_VERSION} from ${ASTRAFLOW_TORCH_DIR}")
-# The CPU library and c10: what every role links today. (libtorch_cuda, NCCL and cuDNN join
-# with device placement.)
+# The CPU library and c10: what every role links. CUDA (libtorch_cuda, NCCL, cuDNN) is loaded
+# only by the CUDA plug-in (src/cuda, docs/gpu.md), so CPU runs never load it.
 add_library(astraflow_torch INTERFACE)
 target_include_directories(astraflow_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 target_link_libraries(astraflow_torch INTERFACE torch_cpu_library c10)
+
+# c10d's Gloo process group (trainer.grad_sync: c10d on the CPU). LibTorch has Gloo compiled in
+# but ships no Gloo headers, and ProcessGroupGloo.hpp includes some: Debian's libgloo-dev gives
+# them. Only its declarations are used (no Gloo type is built or laid out on our side), so its
+# older snapshot serves.
+find_path(ASTRAFLOW_GLOO_INCLUDE_DIR gloo/rendezvous/store.h)
+if(NOT ASTRAFLOW_GLOO_INCLUDE_DIR)
+  message(FATAL_ERROR "Gloo headers (gloo/rendezvous/store.h) not found: install libgloo-dev (scripts/setup.sh)")
+endif()
+add_library(astraflow_c10d_gloo INTERFACE)
+target_include_directories(astraflow_c10d_gloo SYSTEM INTERFACE ${ASTRAFLOW_GLOO_INCLUDE_DIR})
+target_compile_definitions(astraflow_c10d_gloo INTERFACE USE_C10D_GLOO)
+
+# The CUDA plug-in's libraries: present in a CUDA build of LibTorch (the wheel's), absent in a
+# CPU-only one, which then builds no plug-in and refuses device: cuda at start.
+set(ASTRAFLOW_TORCH_CUDA_LIB ${ASTRAFLOW_TORCH_DIR}/lib/libtorch_cuda.so)
+set(ASTRAFLOW_HAVE_TORCH_CUDA OFF)
+if(EXISTS ${ASTRAFLOW_TORCH_CUDA_LIB} AND EXISTS ${ASTRAFLOW_TORCH_DIR}/lib/libc10_cuda.so)
+  # The wheel's CUDA headers and NCCL sit beside torch in site-packages (nvidia/*); a site's
+  # LibTorch uses its CUDA toolkit's.
+  get_filename_component(site_packages ${ASTRAFLOW_TORCH_DIR} DIRECTORY)
+  find_path(ASTRAFLOW_CUDA_INCLUDE_DIR cuda_runtime_api.h
+            PATHS ${site_packages}/nvidia/cu13/include ${site_packages}/nvidia/cuda_runtime/include
+                  /usr/local/cuda/include NO_DEFAULT_PATH)
+  find_path(ASTRAFLOW_NCCL_INCLUDE_DIR nccl.h PATHS ${site_packages}/nvidia/nccl/include /usr/local/cuda/include
+            NO_DEFAULT_PATH)
+  if(ASTRAFLOW_CUDA_INCLUDE_DIR AND ASTRAFLOW_NCCL_INCLUDE_DIR)
+    set(ASTRAFLOW_HAVE_TORCH_CUDA ON)
+    file(GLOB ASTRAFLOW_NVIDIA_LIB_DIRS LIST_DIRECTORIES true ${site_packages}/nvidia/*/lib)
+    message(STATUS "CUDA plug-in: LibTorch CUDA libraries found; headers ${ASTRAFLOW_CUDA_INCLUDE_DIR}")
+  endif()
+endif()
+if(NOT ASTRAFLOW_HAVE_TORCH_CUDA)
+  message(STATUS "CUDA plug-in: not built (CPU-only LibTorch or no CUDA/NCCL headers); device: cuda is refused")
+endif()
 # LibTorch's include folder bundles its own fmt (12.x). Every TU must see one fmt, the one the
 # Debian spdlog and libfmt.so were built with (9.x), whatever include order LibTorch's folder
 # gets: a folder of our own holding only a link to Debian's fmt headers goes on every module's

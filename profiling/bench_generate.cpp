@@ -1,10 +1,12 @@
-// bench_generate — generation throughput with and without the KV cache, side by side.
+// bench_generate — generation throughput, side by side in one run: with and without the KV
+// cache, SDPA against eager attention, and bf16 against fp32 weights (model.attention,
+// rollout.precision).
 //
 //   build/bin/bench_generate [batch] [new_tokens] [d_model] [layers]
 //
 // Samples `new_tokens` tokens for `batch` prompts of 8 tokens (no stop token, so every row
-// runs to the end) with a randomly initialised policy, once with the cache and once with a
-// full forward per step, and prints generated tokens/s of each and the ratio.
+// runs to the end) with a randomly initialised policy (the same weights in every variant) and
+// prints generated tokens/s of each and the ratios.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -51,12 +53,31 @@ int main(int argc, char** argv) {
   std::vector<std::vector<std::int32_t>> prompts(batch, std::vector<std::int32_t>{1, 10, 11, 12, 13, 14, 15, 16});
   SamplingOptions o;
   o.max_new_tokens = new_tokens;
+  // The same weights with eager attention, and in bf16.
+  ModelConfig me = m;
+  me.attention = AttentionKind::Eager;
+  PolicyModel eager(me);
+  eager->importTensors(model->orderedParameters());
+  eager->eval();
+  GenerationEngine eager_engine(eager, 0);
+  PolicyModel bf16(m);
+  bf16->importTensors(model->orderedParameters());
+  bf16->place(torch::kCPU, torch::kBFloat16);
+  bf16->eval();
+  GenerationEngine bf16_engine(bf16, 0);
+
   const double cached = tokensPerSecond(engine, prompts, o, 3);
+  const double cached_eager = tokensPerSecond(eager_engine, prompts, o, 3);
+  const double cached_bf16 = tokensPerSecond(bf16_engine, prompts, o, 3);
   o.use_kv_cache = false;
   const double full = tokensPerSecond(engine, prompts, o, 1);
   std::printf("bench_generate: batch %d, prompt 8, %d new tokens, d_model %d, layers %d, %lld parameters, 1 thread\n",
               batch, new_tokens, m.d_model, m.layers, static_cast<long long>(model->parameterCount()));
-  std::printf("%-22s %12.0f tokens/s\n%-22s %12.0f tokens/s\n%-22s %12.2f\n", "with KV cache", cached,
-              "full forward per step", full, "ratio (cache / full)", cached / full);
+  std::printf("%-34s %12.0f tokens/s\n", "with KV cache (sdpa, fp32)", cached);
+  std::printf("%-34s %12.0f tokens/s\n", "with KV cache, eager attention", cached_eager);
+  std::printf("%-34s %12.0f tokens/s\n", "with KV cache, bf16 weights", cached_bf16);
+  std::printf("%-34s %12.0f tokens/s\n", "full forward per step", full);
+  std::printf("%-34s %12.2f\n%-34s %12.2f\n%-34s %12.2f\n", "ratio (cache / full)", cached / full,
+              "ratio (sdpa / eager)", cached / cached_eager, "ratio (bf16 / fp32), CPU", cached_bf16 / cached);
   return 0;
 }

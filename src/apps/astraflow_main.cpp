@@ -13,6 +13,7 @@
 #include "astraflow/core/error.hpp"
 #include "astraflow/core/layout.hpp"
 #include "astraflow/core/log.hpp"
+#include "astraflow/model/model_setup.hpp"
 #include "astraflow/run/local_loop.hpp"
 #include "astraflow/run/role_entry.hpp"
 
@@ -30,6 +31,7 @@ bool firstRankByEnvironment() {
 int validateCommand(const std::string& path) {
   try {
     const astraflow::Config cfg = astraflow::loadConfig(path);
+    astraflow::checkDeviceRequests(cfg);
     std::printf("%s: valid (%d ranks: %zu policies, %zu layout entries)\n", path.c_str(), cfg.layoutRanks(),
                 cfg.policies.size(), cfg.layout.size());
     return 0;

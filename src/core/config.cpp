@@ -66,6 +66,16 @@ bool isIdentifier(const std::string& s) {
   return true;
 }
 
+// device + precision of a role that holds a model (trainer, rollout).
+void parseCompute(YamlReader& r, ComputeOptions& c) {
+  const std::string device = r.getString("device", c.device.text());
+  if (!parseDeviceRequest(device, c.device)) {
+    r.fail("device", "given '" + device + "'; allowed: cpu, cuda, cuda:N (N = a GPU index on the node)");
+  }
+  const std::string precision = r.getChoice("precision", "auto", {"auto", "fp32", "bf16"});
+  c.precision = precision == "fp32" ? Precision::Fp32 : precision == "bf16" ? Precision::Bf16 : Precision::Auto;
+}
+
 void parseRun(YamlReader r, RunSection& run) {
   run.name = r.getString("name", run.name);
   if (!isIdentifier(run.name)) {
@@ -96,6 +106,8 @@ void parseModel(YamlReader r, ModelConfig& m) {
   m.tied_embeddings = r.getBool("tied_embeddings", m.tied_embeddings);
   m.rope_theta = r.getDouble("rope_theta", m.rope_theta, 1.0, 1e9);
   m.rms_eps = r.getDouble("rms_eps", m.rms_eps, 1e-12, 1e-2);
+  m.attention =
+      r.getChoice("attention", "sdpa", {"sdpa", "eager"}) == "eager" ? AttentionKind::Eager : AttentionKind::Sdpa;
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
     r.fail("kv_heads", fmt::format("given {}; allowed: a divisor of heads ({})", m.kv_heads, m.heads));
   }
@@ -132,6 +144,7 @@ void parseRollout(YamlReader r, RolloutSection& s) {
   s.max_new_tokens_growth = r.getDouble("max_new_tokens_growth", s.max_new_tokens_growth, 0.0, 1e6);
   s.min_new_tokens_growth = r.getDouble("min_new_tokens_growth", s.min_new_tokens_growth, 0.0, 1e6);
   s.batch_tasks = static_cast<int>(r.getInt("batch_tasks", s.batch_tasks, 1, 1 << 20, "tasks"));
+  parseCompute(r, s.compute);
   r.finish();
 }
 
@@ -143,6 +156,11 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   t.grad_clip = r.getDouble("grad_clip", t.grad_clip, 0.0, 1e6);
   t.groups_per_step = static_cast<int>(r.getInt("groups_per_step", t.groups_per_step, 1, 1 << 20, "groups"));
   t.ppo_epochs = static_cast<int>(r.getInt("ppo_epochs", t.ppo_epochs, 1, 64, "steps"));
+  parseCompute(r, t.compute);
+  const std::string sync = r.getChoice("grad_sync", "auto", {"auto", "c10d", "mpi"});
+  t.grad_sync = sync == "mpi"    ? TrainerSection::GradSync::Mpi
+                : sync == "c10d" ? TrainerSection::GradSync::C10d
+                                 : TrainerSection::GradSync::Auto;
   YamlReader l = r.child("loss");
   LossSection& s = t.loss;
   s.kind = l.getChoice("kind", s.kind, {"ppo", "decoupled"});

@@ -28,6 +28,7 @@ RoleContext RunWiring::context() const {
   c.label_rank = labelRank();
   c.role = role().role;
   c.ranks_on_node = ranks_on_node;
+  c.device_slot = device_slot;
   c.t0 = t0;
   c.clock_offset = clock_offset;
   c.trace = trace;

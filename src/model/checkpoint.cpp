@@ -35,7 +35,7 @@ void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl&
   const ModelConfig& m = model.config();
   auto weights = policy_group.createGroup("weights");
   for (const auto& [name, tensor] : model.orderedParameters()) {
-    const auto flat = tensor.detach().to(torch::kFloat32).contiguous().view(-1);
+    const auto flat = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous().view(-1);
     std::span<const float> values(flat.data_ptr<float>(), static_cast<std::size_t>(flat.numel()));
     auto ds = weights.writeVector(name, values);
     ds.writeAttribute("shape", shapeText(tensor));

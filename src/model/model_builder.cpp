@@ -30,7 +30,8 @@ void configureThreads(const Config& config, int ranks_on_node) {
   }
 }
 
-PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, const std::string& policy) {
+PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, const std::string& policy,
+                             const torch::Device& device, torch::ScalarType dtype) {
   const PolicySection* section = policy.empty() ? &config.policies.front() : config.findPolicy(policy);
   if (!section) throw Error(fmt::format("no policy '{}' in {}", policy, config.source));
   ModelConfig m = section->model;
@@ -38,6 +39,7 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
   torch::manual_seed(config.run.seed);
   PolicyModel model(m);
   model->setNeverGenerate({tokens.pad_id, tokens.bos_id});
+  if (device != torch::Device(torch::kCPU) || dtype != torch::kFloat32) model->place(device, dtype);
   return model;
 }
 

@@ -12,9 +12,11 @@ namespace astraflow {
 
 namespace {
 
+// In float32 whatever the activations' dtype (as Hugging Face's Qwen/Llama RMSNorm), then back.
 torch::Tensor rmsNorm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  const auto variance = x.pow(2).mean(-1, /*keepdim=*/true);
-  return x * torch::rsqrt(variance + eps) * weight;
+  const auto xf = x.to(torch::kFloat32);
+  const auto variance = xf.pow(2).mean(-1, /*keepdim=*/true);
+  return (xf * torch::rsqrt(variance + eps)).to(x.scalar_type()) * weight;
 }
 
 // Rotary embedding, "rotate half" convention (Qwen/Llama): pairs dimension i with i + d/2.
@@ -70,10 +72,10 @@ KvCache PolicyModelImpl::newCache(std::int64_t batch, std::int64_t capacity) con
   KvCache c;
   c.capacity = capacity;
   for (int l = 0; l < config_.layers; ++l) {
-    c.keys.push_back(torch::zeros({batch, config_.kv_heads, capacity, config_.headDim()}));
-    c.values.push_back(torch::zeros({batch, config_.kv_heads, capacity, config_.headDim()}));
+    c.keys.push_back(torch::zeros({batch, config_.kv_heads, capacity, config_.headDim()}, embed_.options()));
+    c.values.push_back(torch::zeros({batch, config_.kv_heads, capacity, config_.headDim()}, embed_.options()));
   }
-  c.key_valid = torch::zeros({batch, capacity}, torch::kBool);
+  c.key_valid = torch::zeros({batch, capacity}, embed_.options().dtype(torch::kBool));
   return c;
 }
 
@@ -101,13 +103,13 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
                             config_.max_seq_len));
   }
 
-  // Rotary angles per token: [B,1,T,hd].
+  // Rotary angles per token: [B,1,T,hd], computed in float32 and used in the activations' dtype.
+  const auto dtype = embed_.scalar_type();
   const auto angles = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;  // [B,T,hd/2]
   const auto emb = torch::cat({angles, angles}, -1).unsqueeze(1);
-  const auto cos = emb.cos(), sin = emb.sin();
+  const auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
 
-  // Attention mask over keys [0, past+T): key j visible to new query i when j <= past + i and
-  // key j is valid. Additive form [B,1,T,past+T].
+  // Which keys [0, past+T) a new query i sees: key j when j <= past + i and key j is valid.
   torch::Tensor key_valid;
   if (cache) {
     cache->key_valid.narrow(1, past, T).copy_(valid);
@@ -115,18 +117,24 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   } else {
     key_valid = valid;
   }
-  const auto q_idx = torch::arange(T, torch::kLong).unsqueeze(1) + past;  // [T,1]
-  const auto k_idx = torch::arange(past + T, torch::kLong).unsqueeze(0);  // [1,K]
-  const auto allowed = (k_idx <= q_idx).unsqueeze(0).unsqueeze(0) & key_valid.unsqueeze(1).unsqueeze(1);
-  const auto neg_inf = torch::full({}, -std::numeric_limits<float>::infinity());
-  auto mask = torch::where(allowed, torch::zeros({}), neg_inf);  // [B,1,T,K]
+  const auto long_opts = tokens.options().dtype(torch::kLong);
+  const auto q_idx = torch::arange(T, long_opts).unsqueeze(1) + past;                               // [T,1]
+  const auto k_idx = torch::arange(past + T, long_opts).unsqueeze(0);                               // [1,K]
+  auto allowed = (k_idx <= q_idx).unsqueeze(0).unsqueeze(0) & key_valid.unsqueeze(1).unsqueeze(1);  // [B,1,T,K]
   // A query with no visible key (a padding query) would give NaN; let it see itself.
   const auto self = (k_idx == q_idx).unsqueeze(0).unsqueeze(0);
-  mask = torch::where(allowed.any(-1, true), mask, torch::where(self, torch::zeros({}), neg_inf));
+  allowed = torch::where(allowed.any(-1, true), allowed, self);
 
-  // The mask repeated for the query heads sharing one KV head: [B,1,group*T,K].
+  // The query heads sharing one KV head are stacked along the query axis ([B,KV,group*T,hd]),
+  // so K and V are used as they are (no per-head repeat): the mask repeats instead,
+  // [B,1,group*T,K].
   const auto K_all = past + T;
-  const auto mask_g = mask.unsqueeze(2).expand({B, 1, group, T, K_all}).reshape({B, 1, group * T, K_all});
+  const auto allowed_g = allowed.unsqueeze(2).expand({B, 1, group, T, K_all}).reshape({B, 1, group * T, K_all});
+  torch::Tensor additive_g;  // eager attention's form of the mask
+  if (config_.attention == AttentionKind::Eager) {
+    additive_g = torch::zeros(allowed_g.sizes(), embed_.options())
+                     .masked_fill(allowed_g.logical_not(), -std::numeric_limits<float>::infinity());
+  }
 
   auto x = torch::embedding(embed_, tokens);  // [B,T,D]
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
@@ -144,12 +152,15 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
       k = cache->keys[l].narrow(2, 0, past + T);
       v = cache->values[l].narrow(2, 0, past + T);
     }
-    // Grouped-query attention: the query heads of one KV head are stacked along the query
-    // axis, so K and V are used as they are (no per-head repeat, no broadcast copy).
-    auto qg = q.reshape({B, KV, group * T, hd});
-    auto scores = torch::matmul(qg, k.transpose(-1, -2)) * scale + mask_g;  // [B,KV,group*T,K]
-    auto attn = torch::softmax(scores, -1);
-    auto out = torch::matmul(attn, v);  // [B,KV,group*T,hd]
+    const auto qg = q.reshape({B, KV, group * T, hd});
+    torch::Tensor out;  // [B,KV,group*T,hd]
+    if (config_.attention == AttentionKind::Sdpa) {
+      // LibTorch picks the kernel for the device (a fused one where the mask allows).
+      out = at::scaled_dot_product_attention(qg, k, v, allowed_g, /*dropout_p=*/0.0, /*is_causal=*/false, scale);
+    } else {
+      const auto scores = torch::matmul(qg, k.transpose(-1, -2)) * scale + additive_g;  // [B,KV,group*T,K]
+      out = torch::matmul(torch::softmax(scores, -1), v);
+    }
     out = out.view({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
     x = x + torch::linear(out, L.o);
     h = rmsNorm(x, L.mlp_norm, config_.rms_eps);
@@ -157,7 +168,7 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   }
   if (cache) cache->length = past + T;
   x = rmsNorm(x, final_norm_, config_.rms_eps);
-  auto logits = torch::linear(x, config_.tied_embeddings ? embed_ : lm_head_);
+  auto logits = torch::linear(x, config_.tied_embeddings ? embed_ : lm_head_).to(torch::kFloat32);
   // Tokens the policy may never emit (<pad>, <bos>) get probability 0 here, in the one
   // place both the engine and the trainer go through, so their distributions stay identical.
   if (never_generate_.defined()) {
@@ -172,7 +183,10 @@ std::vector<NamedTensor> PolicyModelImpl::exportBf16() const {
   torch::NoGradGuard no_grad;
   std::vector<NamedTensor> out;
   out.reserve(ordered_.size());
-  for (const auto& p : ordered_) out.push_back({p.name, p.tensor.detach().to(torch::kBFloat16).contiguous()});
+  // To the host: the weight store packs from host memory (one device→host copy per tensor).
+  for (const auto& p : ordered_) {
+    out.push_back({p.name, p.tensor.detach().to(torch::kCPU, torch::kBFloat16).contiguous()});
+  }
   return out;
 }
 
@@ -202,7 +216,21 @@ void PolicyModelImpl::importTensors(const std::vector<NamedTensor>& tensors) {
 }
 
 void PolicyModelImpl::setNeverGenerate(const std::vector<std::int64_t>& token_ids) {
-  never_generate_ = token_ids.empty() ? torch::Tensor() : torch::tensor(token_ids, torch::kLong);
+  never_generate_ = token_ids.empty() ? torch::Tensor() : torch::tensor(token_ids, torch::kLong).to(embed_.device());
+}
+
+std::vector<std::int64_t> PolicyModelImpl::neverGenerate() const {
+  if (!never_generate_.defined()) return {};
+  const auto ids = never_generate_.to(torch::kCPU);
+  return {ids.data_ptr<std::int64_t>(), ids.data_ptr<std::int64_t>() + ids.numel()};
+}
+
+void PolicyModelImpl::place(const torch::Device& device, torch::ScalarType dtype) {
+  // Module::to swaps each parameter's data in place (set_data), so the handles in layers_ and
+  // ordered_ stay those parameters.
+  to(device, dtype);
+  inv_freq_ = inv_freq_.to(device);  // stays float32: the angles are computed in float32
+  if (never_generate_.defined()) never_generate_ = never_generate_.to(device);
 }
 
 std::int64_t PolicyModelImpl::parameterCount() const {
@@ -220,7 +248,7 @@ std::pair<torch::Tensor, torch::Tensor> positionsForLeftPadded(const torch::Tens
 torch::Tensor sequenceLogProbs(PolicyModelImpl& model, const torch::Tensor& tokens, const torch::Tensor& lengths,
                                double temperature) {
   const auto B = tokens.size(0), T = tokens.size(1);
-  const auto idx = torch::arange(T, torch::kLong).unsqueeze(0);
+  const auto idx = torch::arange(T, tokens.options().dtype(torch::kLong)).unsqueeze(0);
   const auto valid = idx < lengths.unsqueeze(1);
   const auto positions = idx.expand({B, T}).contiguous();
   const auto logits = model.forward(tokens, positions, valid) / temperature;  // [B,T,V]
@@ -229,7 +257,8 @@ torch::Tensor sequenceLogProbs(PolicyModelImpl& model, const torch::Tensor& toke
                         .squeeze(-1);
   // Padding targets (a never-generated <pad>: −inf) must not leak NaN through mask products.
   const auto target_valid = valid.narrow(1, 1, T - 1);
-  return torch::cat({torch::zeros({B, 1}), torch::where(target_valid, logp, torch::zeros_like(logp))}, 1);
+  return torch::cat({torch::zeros({B, 1}, logp.options()), torch::where(target_valid, logp, torch::zeros_like(logp))},
+                    1);
 }
 
 }  // namespace astraflow

@@ -77,6 +77,11 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
       }
     }
   }
+  // Built on the host, used where the model is (one small host→device copy per tensor).
+  const auto device = model_->device();
+  prompt = prompt.to(device);
+  valid = valid.to(device);
+  positions = positions.to(device);
   std::vector<std::int64_t> next_pos(prompts.size());
   for (std::size_t b = 0; b < prompts.size(); ++b) next_pos[b] = static_cast<std::int64_t>(prompts[b].size());
 
@@ -105,7 +110,10 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
       logits = logits.clone();
       for (auto t : o.stop_token_ids) logits.select(-1, t).fill_(-std::numeric_limits<float>::infinity());
     }
-    auto [next, logp, finite] = sampleStep(logits, o, gen);
+    auto [next_d, logp_d, finite_d] = sampleStep(logits, o, gen);
+    // The sampled tokens, their log-probs and flags come to the host (B values each): the
+    // trajectory records and the stop logic need them there.
+    const auto next = next_d.to(torch::kCPU), logp = logp_d.to(torch::kCPU), finite = finite_d.to(torch::kCPU);
     auto next_a = next.accessor<std::int64_t, 1>();
     auto logp_a = logp.accessor<float, 1>();
     auto finite_a = finite.accessor<bool, 1>();
@@ -141,12 +149,13 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
       any_active = true;
     }
     if (!any_active) break;
+    const auto tok_d = step_tok.to(device), pos_d = step_pos.to(device), valid_d = step_valid.to(device);
     if (o.use_kv_cache) {
-      logits = model_->forwardCached(step_tok, step_pos, step_valid, cache).select(1, 0);
+      logits = model_->forwardCached(tok_d, pos_d, valid_d, cache).select(1, 0);
     } else {
-      all_tokens = torch::cat({all_tokens, step_tok}, 1);
-      all_pos = torch::cat({all_pos, step_pos}, 1);
-      all_valid = torch::cat({all_valid, step_valid}, 1);
+      all_tokens = torch::cat({all_tokens, tok_d}, 1);
+      all_pos = torch::cat({all_pos, pos_d}, 1);
+      all_valid = torch::cat({all_valid, valid_d}, 1);
       logits = model_->forward(all_tokens, all_pos, all_valid).select(1, all_tokens.size(1) - 1);
     }
   }

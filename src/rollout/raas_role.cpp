@@ -42,14 +42,15 @@ class RolloutRank {
       : ports_(ports),
         ctx_(ports.ctx),
         tokenizer_(makeTaskTokenizer()),
-        generator_(
-            at::detail::createCPUGenerator(ctx_.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(ctx_.rank))) {
+        device_(resolveDevice(ctx_.cfg.rollout.compute.device, ctx_.device_slot, "rollout.device")),
+        generator_(makeGenerator(device_, ctx_.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(ctx_.rank))) {
     for (const auto& s : ports.served) {
       ServedPolicy p;
       p.name = s.policy;
       p.group = s.group;
       p.store = s.store;
-      p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy);
+      p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy, device_,
+                                 computeDtype(ctx_.cfg.rollout.compute));
       p.model->eval();
       p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId());
       served_.push_back(std::move(p));
@@ -74,6 +75,7 @@ class RolloutRank {
   const RoleContext& ctx_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::vector<ServedPolicy> served_;
+  torch::Device device_;  // every served policy's engine: rollout.device
   at::Generator generator_;
   std::vector<std::byte> record_;
   // Report.

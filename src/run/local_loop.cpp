@@ -59,7 +59,9 @@ LocalRunResult runSft(const Config& config) {
   const auto t0 = Clock::now();
   configureThreads(config, 1);
   auto tokenizer = makeTaskTokenizer();
-  PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer));
+  // One model for the engine and the trainer: on trainer.device, in float32.
+  const auto device = resolveDevice(config.trainer.compute.device, 0, "trainer.device");
+  PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer), {}, device);
   GenerationEngine engine(model, tokenizer->padId());
   PolicyTrainer trainer(model, config.trainer, 1.0);
   auto env = makeEnvironment(config.environment);
@@ -104,7 +106,9 @@ LocalRunResult runTrainLocal(const Config& config) {
   const auto t0 = Clock::now();
   configureThreads(config, 1);
   auto tokenizer = makeTaskTokenizer();
-  PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer));
+  // One model for the engine and the trainer: on trainer.device, in float32.
+  const auto device = resolveDevice(config.trainer.compute.device, 0, "trainer.device");
+  PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer), {}, device);
   LocalRunResult result;
   std::string init = config.local.init_checkpoint.empty() ? config.sft.checkpoint : config.local.init_checkpoint;
   if (std::filesystem::exists(init)) {
@@ -120,7 +124,7 @@ LocalRunResult runTrainLocal(const Config& config) {
   PolicyTrainer trainer(model, config.trainer, config.rollout.temperature);
   auto env = makeEnvironment(config.environment);
   std::mt19937_64 rng(config.run.seed);
-  auto gen = at::detail::createCPUGenerator(config.run.seed + 1);
+  auto gen = makeGenerator(device, config.run.seed + 1);
   const SamplingOptions sampling = samplingFrom(config);
 
   result.eval_accuracy_start = evaluateGreedy(engine, *tokenizer, config, config.eval.problems);

@@ -25,11 +25,30 @@ namespace fs = std::filesystem;
 
 namespace {
 
-int ranksOnNode(const Comm& world) {
+struct NodePlace {
+  int ranks_on_node = 1;
+  int device_slot = 0;  // among this node's ranks asking for plain `cuda`
+};
+
+// Collective over the world: how many ranks share this node, and this rank's GPU slot.
+NodePlace nodePlace(const Comm& world, bool wants_node_gpu) {
   MPI_Comm node = MPI_COMM_NULL;
   ASTRA_MPI_CHECK(MPI_Comm_split_type(world.raw(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node));
   Comm owned = Comm::adopt(node);
-  return owned.size();
+  NodePlace place;
+  place.ranks_on_node = owned.size();
+  int mine = wants_node_gpu ? 1 : 0, before = 0;
+  ASTRA_MPI_CHECK(MPI_Exscan(&mine, &before, 1, MPI_INT, MPI_SUM, owned.raw()));
+  place.device_slot = owned.rank() == 0 ? 0 : before;  // MPI_Exscan leaves rank 0's undefined
+  return place;
+}
+
+// Plain `cuda` for this rank's role: the GPU comes from its node-local slot.
+bool wantsNodeGpu(const Config& cfg, Role role) {
+  const DeviceRequest* d = role == Role::Trainer   ? &cfg.trainer.compute.device
+                           : role == Role::Rollout ? &cfg.rollout.compute.device
+                                                   : nullptr;
+  return d && d->cuda() && d->index < 0;
 }
 
 }  // namespace
@@ -80,7 +99,9 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   w.run_dir = run_dir;
   w.resume = resume;
   w.resume_version = resume_version;
-  w.ranks_on_node = ranksOnNode(world);
+  const NodePlace place = nodePlace(world, wantsNodeGpu(cfg, map.of(me).role));
+  w.ranks_on_node = place.ranks_on_node;
+  w.device_slot = place.device_slot;
   w.weight_version_bytes = [&cfg](const std::string& policy) {
     return weightVersionBytes(cfg, tokenSpecOf(*makeTaskTokenizer()), policy);
   };

@@ -79,7 +79,8 @@ LocalRunResult runWorkflowSft(const Config& config) {
   for (std::size_t role = 0; role < wf.roles.size(); ++role) {
     const auto& policy = *config.findPolicy(wf.roles[role].policy);
     const double target = policy.sft_target_accuracy >= 0 ? policy.sft_target_accuracy : config.sft.target_accuracy;
-    PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer), policy.name);
+    PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer), policy.name,
+                                         resolveDevice(config.trainer.compute.device, 0, "trainer.device"));
     // Like the paper's teams (every role starts from the same base model), a later role starts
     // from the first role's warm start when their models have the same shape: the verifier and
     // the selector need the solver's arithmetic to judge answers.

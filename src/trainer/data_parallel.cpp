@@ -11,7 +11,7 @@ bool averageGradients(const std::vector<torch::Tensor>& parameters, bool local_l
   // One flat float32 buffer: every gradient, then a count of ranks whose loss was not finite.
   std::int64_t total = 1;
   for (const auto& p : parameters) total += p.numel();
-  auto flat = torch::zeros({total}, torch::kFloat32);
+  auto flat = torch::zeros({total}, torch::kFloat32);  // host memory: MPI reads it
   std::int64_t offset = 0;
   for (const auto& p : parameters) {
     if (p.grad().defined()) flat.narrow(0, offset, p.numel()).copy_(p.grad().reshape(-1));
@@ -35,7 +35,7 @@ bool averageGradients(const std::vector<torch::Tensor>& parameters, bool local_l
     if (p.grad().defined()) {
       p.mutable_grad().copy_(slice);
     } else {
-      p.mutable_grad() = slice.clone();
+      p.mutable_grad() = slice.to(p.device(), /*non_blocking=*/false, /*copy=*/true);
     }
     offset += p.numel();
   }

@@ -1,9 +1,10 @@
 #include "astraflow/trainer/policy_trainer.hpp"
 
+#include <ATen/autocast_mode.h>
+
 #include <algorithm>
 #include <cmath>
 
-#include "astraflow/trainer/data_parallel.hpp"
 #include "astraflow/trainer/loss.hpp"
 
 namespace astraflow {
@@ -45,6 +46,44 @@ TrainBatch collate(const std::vector<TrainingSample>& episodes, const std::vecto
   return b;
 }
 
+TrainBatch TrainBatch::to(const torch::Device& device) const {
+  TrainBatch b = *this;
+  for (torch::Tensor* t : {&b.tokens, &b.lengths, &b.behav, &b.mask, &b.rewards, &b.group_ids}) *t = t->to(device);
+  return b;
+}
+
+namespace {
+
+// Autocast to bf16 on the trainer's device for one step's forward and backward (matmuls and
+// linear layers in bf16, reductions and the loss in float32); the weights stay float32.
+class AutocastScope {
+ public:
+  AutocastScope(bool enabled, const torch::Device& device) : enabled_(enabled), type_(device.type()) {
+    if (!enabled_) return;
+    was_enabled_ = at::autocast::is_autocast_enabled(type_);
+    was_dtype_ = at::autocast::get_autocast_dtype(type_);
+    at::autocast::set_autocast_dtype(type_, at::kBFloat16);
+    at::autocast::set_autocast_enabled(type_, true);
+    at::autocast::increment_nesting();
+  }
+  ~AutocastScope() {
+    if (!enabled_) return;
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_autocast_enabled(type_, was_enabled_);
+    at::autocast::set_autocast_dtype(type_, was_dtype_);
+  }
+  AutocastScope(const AutocastScope&) = delete;
+  AutocastScope& operator=(const AutocastScope&) = delete;
+
+ private:
+  bool enabled_;
+  at::DeviceType type_;
+  bool was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kBFloat16;
+};
+
+}  // namespace
+
 PolicyTrainer::PolicyTrainer(PolicyModel model, const TrainerSection& config, double temperature)
     : model_(std::move(model)), config_(config), temperature_(temperature) {
   torch::optim::AdamWOptions opts(config_.lr);
@@ -54,8 +93,16 @@ PolicyTrainer::PolicyTrainer(PolicyModel model, const TrainerSection& config, do
   if (config_.loss.kl_coef > 0) freezeReference();
 }
 
+void PolicyTrainer::setDataParallel(const Comm* comm) {
+  dp_comm_ = comm;
+  averager_.reset();
+  if (comm && comm->size() > 1) averager_ = makeGradientAverager(*comm, config_.grad_sync, model_->device());
+}
+
 void PolicyTrainer::freezeReference() {
   reference_ = PolicyModel(model_->config());
+  reference_->setNeverGenerate(model_->neverGenerate());
+  reference_->place(model_->device(), torch::kFloat32);
   reference_->importTensors(model_->orderedParameters());
   reference_->eval();
   for (auto& p : reference_->parameters()) p.set_requires_grad(false);
@@ -64,7 +111,7 @@ void PolicyTrainer::freezeReference() {
 // A data-parallel rank with nothing to train on still takes part in the group's averaging
 // (with zero gradients) and steps, so its weights stay identical to its peers'.
 void PolicyTrainer::emptyStep(int repeats) {
-  if (!dp_comm_ || dp_comm_->size() <= 1) return;
+  if (!averager_) return;
   for (int i = 0; i < repeats; ++i) {
     optimizer_->zero_grad();
     double norm = 0;
@@ -73,14 +120,16 @@ void PolicyTrainer::emptyStep(int repeats) {
   }
 }
 
-RlStepStats PolicyTrainer::rlStep(const TrainBatch& batch) {
+RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   RlStepStats s;
-  s.dropped = batch.dropped;
-  if (batch.tokens.size(0) == 0) {
+  s.dropped = host_batch.dropped;
+  if (host_batch.tokens.size(0) == 0) {
     emptyStep(config_.ppo_epochs);
     return s;
   }
   model_->train();
+  const TrainBatch batch = host_batch.to(model_->device());
+  const AutocastScope autocast(config_.compute.bf16(), model_->device());
   const auto& L = config_.loss;
   const auto adv = groupAdvantages(batch.rewards, batch.group_ids, L.scale_by_std, L.advantage == "batch");
   PolicyLossOptions opts;
@@ -139,7 +188,7 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& batch) {
 // gradients are cleared) and counted. Clips the gradient norm when configured.
 bool PolicyTrainer::finiteStep(const torch::Tensor& loss, double& grad_norm) {
   const bool loss_finite = std::isfinite(loss.item<double>());
-  if (dp_comm_ && dp_comm_->size() > 1 && !averageGradients(model_->parameters(), loss_finite, *dp_comm_)) {
+  if (averager_ && !averager_->average(model_->parameters(), loss_finite)) {
     // Some rank of the group met NaN/inf: every rank skips this step alike.
     optimizer_->zero_grad();
     skipped_steps_++;
@@ -156,19 +205,21 @@ bool PolicyTrainer::finiteStep(const torch::Tensor& loss, double& grad_norm) {
     norm = std::sqrt(norm);
   }
   grad_norm = norm;
-  const bool group_finite = dp_comm_ && dp_comm_->size() > 1 ? true : loss_finite;
+  const bool group_finite = averager_ ? true : loss_finite;
   if (group_finite && std::isfinite(norm)) return true;
   optimizer_->zero_grad();
   skipped_steps_++;
   return false;
 }
 
-double PolicyTrainer::sftStep(const TrainBatch& batch, double lr) {
-  if (batch.tokens.size(0) == 0) {
+double PolicyTrainer::sftStep(const TrainBatch& host_batch, double lr) {
+  if (host_batch.tokens.size(0) == 0) {
     emptyStep(1);
     return 0.0;
   }
   model_->train();
+  const TrainBatch batch = host_batch.to(model_->device());
+  const AutocastScope autocast(config_.compute.bf16(), model_->device());
   // The SFT learning rate holds for this step only, also when it throws.
   struct LrRestore {
     torch::optim::AdamW& opt;

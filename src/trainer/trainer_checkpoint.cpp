@@ -19,7 +19,7 @@ namespace {
 void* stateKey(const torch::Tensor& p) { return p.unsafeGetTensorImpl(); }
 
 void writeTensor(const io::H5Location& group, const std::string& name, const torch::Tensor& t) {
-  const auto flat = t.detach().to(torch::kFloat32).contiguous().view(-1);
+  const auto flat = t.detach().to(torch::kCPU, torch::kFloat32).contiguous().view(-1);
   group.writeVector(name, std::span<const float>(flat.data_ptr<float>(), static_cast<std::size_t>(flat.numel())));
 }
 
@@ -29,7 +29,8 @@ torch::Tensor readTensor(const io::H5Location& group, const std::string& name, c
     throw Error(fmt::format("dataset {}/{} holds {} values, the parameter has {}", group.name(), name, values.size(),
                             like.numel()));
   }
-  return torch::from_blob(const_cast<float*>(values.data()), like.sizes(), torch::kFloat32).clone();
+  return torch::from_blob(const_cast<float*>(values.data()), like.sizes(), torch::kFloat32)
+      .to(like.device(), false, true);
 }
 
 }  // namespace

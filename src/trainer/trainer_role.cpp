@@ -38,7 +38,9 @@ class TrainerRank {
         ctx_(ports.ctx),
         policy_(ports.policy),
         comm_(ports.group),
-        trainer_(buildPolicyModel(ctx_.cfg, ports.tokens, policy_), ctx_.cfg.trainer, ctx_.cfg.rollout.temperature) {
+        trainer_(buildPolicyModel(ctx_.cfg, ports.tokens, policy_,
+                                  resolveDevice(ctx_.cfg.trainer.compute.device, ctx_.device_slot, "trainer.device")),
+                 ctx_.cfg.trainer, ctx_.cfg.rollout.temperature) {
     if (comm_.size() > 1) trainer_.setDataParallel(&comm_);
   }
 

@@ -59,6 +59,17 @@ expect_text validate_malformed err "malformed YAML" 1
 expect_rc nonzero validate_missing -- "$bin" validate "$work/nope.yaml"
 expect_text validate_missing err "nope.yaml: cannot open the config file" 1
 
+# A device the machine does not have is refused by name, at validate and at start (CI has no
+# GPU; on a machine with one these refusals do not apply).
+if ! { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }; then
+  sed 's/^trainer: {/trainer: {device: cuda, /' "$quick" >"$work/cuda.yaml"
+  grep -q 'device: cuda' "$work/cuda.yaml" || fail "cuda.yaml: the quickstart's trainer line moved"
+  expect_rc nonzero validate_cuda -- "$bin" validate "$work/cuda.yaml"
+  expect_text validate_cuda err "trainer.device: 'cuda' asks for a GPU" 1
+  expect_rc nonzero run_cuda -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/quick.yaml" --set rollout.device=cuda:0
+  expect_text run_cuda err "rollout.device: 'cuda:0' asks for a GPU"
+fi
+
 # A layout that does not match the world: one message, every rank leaves.
 expect_rc nonzero run_mismatch -- "$mpiexec" -n 3 --oversubscribe "$bin" run "$work/quick.yaml"
 expect_text run_mismatch err "layout needs 4 ranks, mpirun started 3" 1

@@ -48,6 +48,27 @@ TEST(Config, GoodConfigParsesWithDefaults) {
   EXPECT_EQ(c.dataflow.max_staleness, 2);
   EXPECT_EQ(c.dataflow.task_ring.slots, 64u);
   EXPECT_EQ(c.dataflow.task_ring.slot_bytes, 512u);  // default kept when only slots given
+  // Devices: the CPU in float32 unless asked; c10d collectives; SDPA attention.
+  EXPECT_FALSE(c.trainer.compute.device.cuda());
+  EXPECT_FALSE(c.rollout.compute.bf16());
+  EXPECT_EQ(c.trainer.grad_sync, TrainerSection::GradSync::Auto);
+  EXPECT_EQ(c.policies[0].model.attention, AttentionKind::Sdpa);
+}
+
+TEST(Config, DeviceAndPrecisionKeys) {
+  std::string text = kGood;
+  text +=
+      "trainer: {device: 'cuda:1', precision: fp32, grad_sync: mpi}\n"
+      "rollout: {device: cuda}\n";
+  text.replace(text.find("  - name: verifier"), 18, "  - name: verifier\n    model: {attention: eager}");
+  const Config c = parseConfig(text, "dev.yaml");
+  EXPECT_TRUE(c.trainer.compute.device.cuda());
+  EXPECT_EQ(c.trainer.compute.device.index, 1);
+  EXPECT_FALSE(c.trainer.compute.bf16());  // fp32 asked for, even on CUDA
+  EXPECT_EQ(c.trainer.grad_sync, TrainerSection::GradSync::Mpi);
+  EXPECT_EQ(c.rollout.compute.device.index, -1);
+  EXPECT_TRUE(c.rollout.compute.bf16());  // auto on CUDA
+  EXPECT_EQ(c.policies[1].model.attention, AttentionKind::Eager);
 }
 
 struct BadCase {
@@ -109,6 +130,14 @@ INSTANTIATE_TEST_SUITE_P(
                 "policies: required key is missing"},
         BadCase{"malformed YAML", "  seed: 7", "  seed: [7", "bad.yaml:"},
         BadCase{"layout not a list", "layout:\n", "layout: 4\nx:\n", "layout: given '4'; allowed: a non-empty list"},
+        BadCase{"bad device", "dataflow:", "trainer: {device: gpu0}\ndataflow:",
+                "trainer.device: given 'gpu0'; allowed: cpu, cuda, cuda:N"},
+        BadCase{"bad precision", "dataflow:", "rollout: {precision: fp16}\ndataflow:",
+                "rollout.precision: given 'fp16'; allowed: auto|fp32|bf16"},
+        BadCase{"bad grad sync", "dataflow:", "trainer: {grad_sync: nccl}\ndataflow:",
+                "trainer.grad_sync: given 'nccl'; allowed: auto|c10d|mpi"},
+        BadCase{"bad attention", "  - name: solver\n", "  - name: solver\n    model: {attention: flash}\n",
+                "policies[0].model.attention: given 'flash'; allowed: sdpa|eager"},
         BadCase{"trainer without policy", "{role: trainer, policy: verifier}", "{role: trainer}",
                 "layout[2].policy: required key is missing"}),
     [](const ::testing::TestParamInfo<BadCase>& param_info) {

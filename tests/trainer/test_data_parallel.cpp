@@ -6,6 +6,8 @@
 #include <xxhash.h>
 #include "test_model_config.hpp"
 
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "astraflow/comm/comm.hpp"
@@ -43,15 +45,22 @@ std::uint64_t weightsHash(PolicyModelImpl& m) {
 
 }  // namespace
 
-TEST(DataParallel, RanksStayBitIdenticalAndMatchTheUnionBatch) {
+// Every trainer.grad_sync: the c10d Gloo process group, MPI, and auto (MPI on the CPU).
+class DataParallel : public ::testing::TestWithParam<TrainerSection::GradSync> {};
+
+TEST_P(DataParallel, RanksStayBitIdenticalAndMatchTheUnionBatch) {
   Comm comm = Comm::duplicate(MPI_COMM_WORLD);
   const int size = comm.size(), rank = comm.rank();
   TrainerSection cfg;
   cfg.lr = 0.01;
+  cfg.grad_sync = GetParam();
   torch::manual_seed(5);
   PolicyModel model(tiny());
   PolicyTrainer trainer(model, cfg, 1.0);
   trainer.setDataParallel(&comm);
+  // auto on the CPU is MPI.
+  const std::string expected = size == 1 ? "none" : GetParam() == TrainerSection::GradSync::C10d ? "gloo" : "mpi";
+  EXPECT_EQ(trainer.gradSyncBackend(), expected);
   const std::uint64_t initial = weightsHash(*model);
 
   // Reference on rank 0: one process, the union of every rank's batch each step.
@@ -92,5 +101,35 @@ TEST(DataParallel, RanksStayBitIdenticalAndMatchTheUnionBatch) {
   // weights stay identical.
   trainer.sftStep(collate(rank == size - 1 ? std::vector<TrainingSample>{} : batchOf(rank, 9), {}, 0), cfg.lr);
   sameEverywhere("after a step with an empty rank");
+  // NaN on one rank (its final norm poisoned for one step: NaN logits, loss and gradients)
+  // makes every rank skip the step alike.
+  const auto before = weightsHash(*model);
+  const auto skipped = trainer.skippedSteps();
+  torch::Tensor norm = model->orderedParameters().back().tensor;  // final_norm (tied embeddings)
+  ASSERT_EQ(model->orderedParameters().back().name, "final_norm");
+  const float kept = norm[0].item<float>();
+  if (rank == 0) {
+    torch::NoGradGuard ng;
+    norm[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+  trainer.sftStep(collate(batchOf(rank, 10), {}, 0), cfg.lr);
+  if (rank == 0) {
+    torch::NoGradGuard ng;
+    norm[0] = kept;
+  }
+  EXPECT_EQ(trainer.skippedSteps(), skipped + 1) << "rank " << rank;
+  EXPECT_EQ(weightsHash(*model), before) << "rank " << rank;
+  sameEverywhere("after a step skipped for NaN");
   comm.barrier();
 }
+
+INSTANTIATE_TEST_SUITE_P(GradSync, DataParallel,
+                         ::testing::Values(TrainerSection::GradSync::C10d, TrainerSection::GradSync::Mpi,
+                                           TrainerSection::GradSync::Auto),
+                         [](const auto& info) {
+                           switch (info.param) {
+                             case TrainerSection::GradSync::C10d: return std::string("c10d");
+                             case TrainerSection::GradSync::Mpi: return std::string("mpi");
+                             default: return std::string("auto");
+                           }
+                         });

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "astraflow/trainer/policy_trainer.hpp"
 
@@ -47,11 +48,15 @@ TEST(PolicyTrainer, NonFiniteSamplesAreDroppedAndCounted) {
   for (const auto& p : model->parameters()) EXPECT_TRUE(torch::isfinite(p).all().item<bool>());
 }
 
-TEST(PolicyTrainer, RlStepsShiftProbabilityTowardRewardedToken) {
+// Steps with trainer.precision fp32 (the CPU default) and bf16 (autocast, as on a GPU).
+class PolicyTrainerPrecision : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(PolicyTrainerPrecision, RlStepsShiftProbabilityTowardRewardedToken) {
   torch::manual_seed(2);
   PolicyModel model(tiny());
   TrainerSection t;
   t.lr = 0.01;
+  t.compute.precision = GetParam();
   PolicyTrainer trainer(model, t, 1.0);
   auto probOf = [&](std::int64_t token) {
     torch::NoGradGuard ng;
@@ -61,6 +66,7 @@ TEST(PolicyTrainer, RlStepsShiftProbabilityTowardRewardedToken) {
     return torch::softmax(logits[0][1], -1)[token].item<double>();
   };
   const double before = probOf(7);
+  double first_loss = 0;
   for (int step = 0; step < 20; ++step) {
     // A group where token 7 earns reward and tokens 8, 9 do not.
     std::vector<TrainingSample> group{episode(7, 1.0), episode(8, 0.0), episode(9, 0.0), episode(7, 1.0)};
@@ -69,7 +75,36 @@ TEST(PolicyTrainer, RlStepsShiftProbabilityTowardRewardedToken) {
       const auto tokens = torch::tensor({{1, 5, e.tokens[2]}}, torch::kLong);
       e.behav_logprobs[2] = sequenceLogProbs(*model, tokens, torch::tensor({3}, torch::kLong))[0][2].item<float>();
     }
-    trainer.rlStep(collate(group, {0, 0, 0, 0}, 0));
+    const RlStepStats s = trainer.rlStep(collate(group, {0, 0, 0, 0}, 0));
+    if (step == 0) first_loss = s.loss;
+    EXPECT_TRUE(std::isfinite(s.loss));
   }
   EXPECT_GT(probOf(7), before + 0.2) << "probability of the rewarded token: " << before << " -> " << probOf(7);
+  // Master weights and AdamW moments stay float32 under bf16 autocast.
+  for (const auto& p : model->parameters()) EXPECT_EQ(p.scalar_type(), torch::kFloat32);
+  for (const auto& [key, state] : trainer.optimizer().state()) {
+    EXPECT_EQ(static_cast<torch::optim::AdamWParamState&>(*state).exp_avg().scalar_type(), torch::kFloat32);
+  }
+  RecordProperty("first_loss", std::to_string(first_loss));
+}
+
+INSTANTIATE_TEST_SUITE_P(Precision, PolicyTrainerPrecision, ::testing::Values(Precision::Fp32, Precision::Bf16),
+                         [](const auto& info) { return std::string(info.param == Precision::Bf16 ? "bf16" : "fp32"); });
+
+// Autocast really is on for bf16: the first step's loss differs from the float32 one (same
+// weights, same batch), and by no more than bf16 rounding.
+TEST(PolicyTrainerPrecisionCheck, Bf16AutocastChangesTheLossByRoundingOnly) {
+  std::vector<double> losses;
+  for (Precision precision : {Precision::Fp32, Precision::Bf16}) {
+    torch::manual_seed(3);
+    PolicyModel model(tiny());
+    TrainerSection t;
+    t.compute.precision = precision;
+    PolicyTrainer trainer(model, t, 1.0);
+    std::vector<TrainingSample> group{episode(7, 1.0), episode(8, 0.0), episode(9, 0.0), episode(7, 1.0)};
+    for (auto& e : group) e.behav_logprobs[2] = -2.5f;
+    losses.push_back(trainer.rlStep(collate(group, {0, 0, 0, 0}, 0)).loss);
+  }
+  EXPECT_NE(losses[0], losses[1]) << "bf16 autocast computed in float32";
+  EXPECT_NEAR(losses[0], losses[1], 0.05 * std::abs(losses[0]) + 1e-3);
 }

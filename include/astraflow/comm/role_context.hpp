@@ -18,6 +18,7 @@ struct RoleContext {
   int label_rank = 0;  // in traces and trajectories (a spawned pool's ranks are offset to stay unique)
   Role role = Role::Rollout;
   int ranks_on_node = 1;       // sizes LibTorch/BLAS threads (run.threads_per_rank = 0)
+  int device_slot = 0;         // among this node's ranks asking for plain `cuda`: picks its GPU
   double t0 = 0;               // the run clock's zero in MPI_Wtime() (same on every rank up to skew)
   double clock_offset = 0;     // run time of earlier segments: a resumed run's clock continues
   TraceSink* trace = nullptr;  // null: events are not recorded

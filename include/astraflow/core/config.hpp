@@ -46,6 +46,7 @@ struct RolloutSection {
   double max_new_tokens_growth = 0;  // tokens the cap grows by per weight version (a growing workload; 0: fixed)
   double min_new_tokens_growth = 0;  // tokens the minimum (no stop before it) grows by per weight version
   int batch_tasks = 64;              // most tasks a RaaS rank generates together in one batch
+  ComputeOptions compute;            // rollout.device, rollout.precision (the engine's weights and KV cache)
 };
 
 struct LossSection {
@@ -69,6 +70,11 @@ struct TrainerSection {
   int groups_per_step = 16;  // prompts (groups) per RL step
   int ppo_epochs = 1;        // optimiser steps on each RL batch
   LossSection loss;
+  ComputeOptions compute;  // trainer.device, trainer.precision (autocast compute; master weights stay fp32)
+  // trainer.grad_sync: how a data-parallel group averages gradients. c10d: a Gloo (CPU) or
+  // NCCL (CUDA) process group; mpi: reduce to rank 0 + broadcast over the group's communicator;
+  // auto: NCCL on CUDA, MPI on the CPU (faster than Gloo there: docs/performance.md).
+  enum class GradSync { Auto, C10d, Mpi } grad_sync = GradSync::Auto;
 };
 
 // Supervised warm start on the environment's reference solutions (`astraflow sft`).

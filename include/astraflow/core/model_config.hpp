@@ -2,6 +2,7 @@
 // Sizes of the policy transformer (config key policies[i].model). No LibTorch here, so the
 // config parser and the layout code stay cheap to compile.
 #include <cstdint>
+#include <string>
 
 namespace astraflow {
 
@@ -11,6 +12,11 @@ struct TokenSpec {
   std::int32_t pad_id = 0;
   std::int32_t bos_id = 0;
 };
+
+// How attention is computed (model.attention): `sdpa` through at::scaled_dot_product_attention
+// (LibTorch picks a fused kernel per device), `eager` the explicit matmul–softmax–matmul it
+// replaced, kept as the reference the tests compare with (Hugging Face's attn_implementation).
+enum class AttentionKind { Sdpa, Eager };
 
 struct ModelConfig {
   int vocab_size = 0;    // 0 in config: taken from the tokenizer
@@ -24,8 +30,32 @@ struct ModelConfig {
   bool tied_embeddings = true;
   double rope_theta = 10000.0;
   double rms_eps = 1e-6;
+  AttentionKind attention = AttentionKind::Sdpa;
 
   int headDim() const { return head_dim > 0 ? head_dim : d_model / heads; }
+};
+
+// Where a role's model runs (trainer.device, rollout.device): `cpu`, `cuda` (the GPU of this
+// rank's node-local slot) or `cuda:N`.
+enum class DeviceKind { Cpu, Cuda };
+struct DeviceRequest {
+  DeviceKind kind = DeviceKind::Cpu;
+  int index = -1;  // cuda:N; -1 = picked from the rank's node-local slot
+  std::string text() const;
+  bool cuda() const { return kind == DeviceKind::Cuda; }
+};
+// Parses "cpu", "cuda", "cuda:N"; false (and `out` untouched) for anything else.
+bool parseDeviceRequest(const std::string& text, DeviceRequest& out);
+
+// The compute dtype (trainer.precision, rollout.precision): `auto` is bf16 on CUDA and fp32
+// on the CPU. The trainer keeps fp32 master weights and AdamW state whatever this says.
+enum class Precision { Auto, Fp32, Bf16 };
+
+struct ComputeOptions {
+  DeviceRequest device;
+  Precision precision = Precision::Auto;
+  // bf16 when asked, or when `auto` on CUDA.
+  bool bf16() const { return precision == Precision::Bf16 || (precision == Precision::Auto && device.cuda()); }
 };
 
 }  // namespace astraflow

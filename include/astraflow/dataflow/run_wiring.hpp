@@ -47,6 +47,7 @@ struct RunWiring {
   bool resume = false;               // continuing from the newest checkpoint in run_dir
   std::int64_t resume_version = -1;  // that checkpoint's version (set before the loops start)
   int ranks_on_node = 1;             // sizes LibTorch/BLAS threads (run.threads_per_rank = 0)
+  int device_slot = 0;               // this rank's GPU slot on its node (plain `cuda`: GPU slot mod count)
   int rank_label_offset = 0;         // a spawned pool's ranks: 10000·(k+1), so trace and producer ranks stay unique
   bool peer_lost = false;            // the dataflow rank lost a spawned pool: leave with _exit (docs/elastic.md)
   std::vector<RankReport> spawned_reports;  // dataflow rank: the reports of retired spawned ranks

@@ -6,13 +6,17 @@
 
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/model_config.hpp"
+#include "astraflow/model/device.hpp"
 #include "astraflow/model/model_setup.hpp"
 #include "astraflow/model/policy_model.hpp"
 
 namespace astraflow {
 
 // Builds a policy's model (vocabulary from `tokens`) with the run seed; the first policy's when
-// `policy` is empty. Throws Error for a policy the config does not define.
-PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, const std::string& policy = {});
+// `policy` is empty. Throws Error for a policy the config does not define. The weights are drawn
+// on the CPU and then placed on `device` in `dtype`, so every rank starts from the same ones
+// whatever its device.
+PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, const std::string& policy = {},
+                             const torch::Device& device = torch::kCPU, torch::ScalarType dtype = torch::kFloat32);
 
 }  // namespace astraflow

@@ -14,6 +14,10 @@ namespace astraflow {
 // the model once to measure it.
 std::uint64_t weightVersionBytes(const Config& config, const TokenSpec& tokens, const std::string& policy = {});
 
+// Every model-holding role's device request in `config` (trainer.device, rollout.device) can be
+// met on this machine; else Error naming the key. Loads the CUDA plug-in only if one asks for cuda.
+void checkDeviceRequests(const Config& config);
+
 // Threads for LibTorch/OpenBLAS from run.threads_per_rank (0: cores / ranks_on_node).
 void configureThreads(const Config& config, int ranks_on_node);
 

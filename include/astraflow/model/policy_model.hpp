@@ -32,7 +32,7 @@ class PolicyModelImpl : public torch::nn::Module {
   explicit PolicyModelImpl(const ModelConfig& config);
 
   // Full causal forward. tokens, positions: [B,T] int64; valid: [B,T] bool (false = padding,
-  // never attended to). Returns logits [B,T,V] in float32.
+  // never attended to), on the model's device. Returns logits [B,T,V] in float32.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid);
   // Appends T new positions to `cache` and returns their logits [B,T,V]; new tokens attend to
   // every valid cached position and causally to each other.
@@ -50,8 +50,14 @@ class PolicyModelImpl : public torch::nn::Module {
   // nothing is copied unless all tensors pass.
   void importTensors(const std::vector<NamedTensor>& tensors);
   std::int64_t parameterCount() const;
+  // Moves the model to `device` with parameters in `dtype` (float32 for a trainer's master
+  // weights; bf16 for an engine computing in bf16). The KV caches it makes follow.
+  void place(const torch::Device& device, torch::ScalarType dtype);
+  torch::Device device() const { return embed_.device(); }
+  torch::ScalarType dtype() const { return embed_.scalar_type(); }
   // Tokens whose logits are forced to −inf in every forward (the tokenizer's <pad>, <bos>).
   void setNeverGenerate(const std::vector<std::int64_t>& token_ids);
+  std::vector<std::int64_t> neverGenerate() const;
 
   const ModelConfig& config() const { return config_; }
 
@@ -68,7 +74,7 @@ class PolicyModelImpl : public torch::nn::Module {
   torch::Tensor lm_head_;  // undefined when tied
   std::vector<Layer> layers_;
   std::vector<NamedTensor> ordered_;
-  torch::Tensor inv_freq_;  // CPU build: the model runs on the CPU (no device moves yet)
+  torch::Tensor inv_freq_;  // float32 on the model's device
   torch::Tensor never_generate_;
 };
 TORCH_MODULE(PolicyModel);

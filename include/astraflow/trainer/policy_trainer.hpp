@@ -10,6 +10,7 @@
 #include "astraflow/core/config.hpp"
 #include "astraflow/model/policy_model.hpp"
 #include "astraflow/model/training_sample.hpp"
+#include "astraflow/trainer/grad_sync.hpp"
 
 namespace astraflow {
 
@@ -22,6 +23,8 @@ struct TrainBatch {
   torch::Tensor rewards;     // [B] float
   torch::Tensor group_ids;   // [B] int64
   std::int64_t dropped = 0;  // episodes left out: NaN/inf reward or logits
+
+  TrainBatch to(const torch::Device& device) const;  // the tensors on `device` (a copy each, if elsewhere)
 };
 
 // Samples with a non-finite reward or a nonfinite flag are dropped and counted.
@@ -41,6 +44,9 @@ struct RlStepStats {
   std::int64_t skipped_steps = 0;  // optimiser steps skipped: NaN/inf loss or gradient
 };
 
+// The model's device is the trainer's: place the model (float32) before constructing. With
+// config.compute.bf16() the forward and backward passes run under autocast to bf16; the master
+// weights and AdamW state stay float32.
 class PolicyTrainer {
  public:
   PolicyTrainer(PolicyModel model, const TrainerSection& config, double temperature);
@@ -53,9 +59,11 @@ class PolicyTrainer {
   // construction when trainer.loss.kl_coef > 0; call again after loading a warm start).
   void freezeReference();
 
-  // Data parallelism: gradients are averaged over `comm` (the policy's trainer group) before
-  // every optimiser step. All ranks must start from the same weights and call the same steps.
-  void setDataParallel(const Comm* comm) { dp_comm_ = comm; }
+  // Data parallelism: gradients are averaged over `comm` (the policy's trainer group, through
+  // trainer.grad_sync) before every optimiser step. Collective over the group; all ranks must
+  // start from the same weights and call the same steps.
+  void setDataParallel(const Comm* comm);
+  const char* gradSyncBackend() const { return averager_ ? averager_->backend() : "none"; }
 
   PolicyModel& model() { return model_; }
   std::int64_t skippedSteps() const { return skipped_steps_; }
@@ -67,6 +75,7 @@ class PolicyTrainer {
 
   std::int64_t skipped_steps_ = 0;
   const Comm* dp_comm_ = nullptr;
+  std::unique_ptr<GradientAverager> averager_;
   PolicyModel model_;
   PolicyModel reference_{nullptr};
   TrainerSection config_;

@@ -1,0 +1,21 @@
+#pragma once
+// The CUDA plug-in's entry points (src/cuda/cuda_plugin.cpp), resolved by name with dlsym.
+// Both sides are compiled against the same LibTorch, so LibTorch types may cross.
+
+namespace c10d {
+class Backend;
+class Store;
+}  // namespace c10d
+
+extern "C" {
+// Visible CUDA devices (c10::cuda::device_count()).
+using AstraflowCudaDeviceCountFn = int (*)();
+inline constexpr const char* kAstraflowCudaDeviceCount = "astraflow_cuda_device_count";
+
+// A c10d NCCL backend over `store` for `rank` of `size`, on CUDA device `device`. Returns an
+// owning pointer (c10::intrusive_ptr<c10d::Backend>::reclaim takes it), or nullptr with the
+// reason in `error` (up to error_size bytes, NUL-terminated).
+using AstraflowMakeNcclBackendFn = c10d::Backend* (*)(c10d::Store* store, int rank, int size, int device, char* error,
+                                                      unsigned long error_size);
+inline constexpr const char* kAstraflowMakeNcclBackend = "astraflow_make_nccl_backend";
+}

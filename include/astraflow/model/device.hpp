@@ -1,0 +1,36 @@
+#pragma once
+// Where a role's model lives (trainer.device, rollout.device) and in which dtype it computes
+// (docs/gpu.md). CUDA comes from a plug-in (libastraflow_cuda.so, src/cuda) that this process
+// loads the first time a role asks for it: a CPU run never loads libtorch_cuda or any CUDA
+// library, and a build on a CPU-only LibTorch has no plug-in and refuses `cuda` by name.
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+#include "astraflow/core/config.hpp"
+#include "astraflow/core/model_config.hpp"
+
+namespace astraflow {
+
+// "" once CUDA is usable in this process (the plug-in loaded), else why not. Loads it on the
+// first call; thread-safe.
+const std::string& cudaUnavailableReason();
+// Visible CUDA devices: 0 without the plug-in or without a GPU.
+int cudaDeviceCount();
+// An entry point of the loaded plug-in (nullptr when it is not loaded or lacks the name).
+void* cudaPluginSymbol(const char* name);
+
+// This rank's device for `request` (config key `key`, for messages). Plain `cuda` takes GPU
+// node_slot mod the visible count (node_slot: the rank's index among the ranks of its node that
+// ask for plain cuda). Throws Error naming the key when CUDA is unusable or N is out of range.
+torch::Device resolveDevice(const DeviceRequest& request, int node_slot, const std::string& key);
+// checkDeviceRequests (`astraflow validate`): in model_setup.hpp, which needs no LibTorch.
+
+// The engine's weight and KV-cache dtype: bf16 or fp32 (ComputeOptions::bf16()).
+torch::ScalarType computeDtype(const ComputeOptions& compute);
+
+// A random generator on `device` (sampling draws on the device its logits are on).
+at::Generator makeGenerator(const torch::Device& device, std::uint64_t seed);
+
+}  // namespace astraflow

@@ -1,0 +1,44 @@
+// The CUDA plug-in (libastraflow_cuda.so): linked against libtorch_cuda, so loading it makes
+// CUDA usable in a process that started with the CPU LibTorch alone (its static registrations
+// install LibTorch's CUDA hooks), and home of the one thing that needs CUDA headers: the c10d
+// NCCL backend. Loaded by src/model/device.cpp with dlopen only when a role asks for cuda.
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "astraflow/model/cuda_plugin_abi.hpp"
+
+extern "C" {
+
+__attribute__((visibility("default"))) int astraflow_cuda_device_count() {
+  try {
+    return static_cast<int>(c10::cuda::device_count());
+  } catch (const std::exception&) {
+    return 0;  // no driver: LibTorch reports no device rather than an error here
+  }
+}
+
+__attribute__((visibility("default"))) c10d::Backend* astraflow_make_nccl_backend(c10d::Store* store, int rank,
+                                                                                  int size, int device, char* error,
+                                                                                  unsigned long error_size) {
+  try {
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::intrusive_ptr<c10d::Store>::reclaim_copy(store),
+                                                               rank, size, options);
+    // Bound to the rank's GPU, so the communicator is made for this device alone.
+    backend->setBoundDeviceId(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
+    return c10::intrusive_ptr<c10d::Backend>(std::move(backend)).release();
+  } catch (const std::exception& e) {
+    if (error && error_size) std::snprintf(error, error_size, "%s", e.what());
+    return nullptr;
+  }
+}
+
+}  // extern "C"
+
+// The declarations in the ABI header and the definitions above must agree.
+static_assert(static_cast<AstraflowCudaDeviceCountFn>(&astraflow_cuda_device_count) != nullptr);
+static_assert(static_cast<AstraflowMakeNcclBackendFn>(&astraflow_make_nccl_backend) != nullptr);
