@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include <torch/utils.h>
+
 #include "astraflow/comm/comm.hpp"
 #include "astraflow/trainer/grad_sync.hpp"
 

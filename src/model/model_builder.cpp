@@ -3,7 +3,6 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
-#include <torch/torch.h>
 
 #include <algorithm>
 #include <thread>

@@ -1,7 +1,6 @@
 #include "astraflow/model/weight_blob.hpp"
 
 #include <fmt/format.h>
-#include <torch/torch.h>
 
 #include <cstring>
 #include <string>

@@ -2,7 +2,6 @@
 // refresh weights from the store when a newer version is published.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <torch/torch.h>
 
 #include <algorithm>
 #include <limits>

@@ -1,6 +1,7 @@
 #include "astraflow/trainer/policy_trainer.hpp"
 
 #include <ATen/autocast_mode.h>
+#include <torch/nn/utils/clip_grad.h>
 
 #include <algorithm>
 #include <cmath>

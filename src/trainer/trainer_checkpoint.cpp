@@ -1,7 +1,6 @@
 #include "astraflow/trainer/trainer_checkpoint.hpp"
 
 #include <fmt/format.h>
-#include <torch/torch.h>
 
 #include <filesystem>
 #include <span>

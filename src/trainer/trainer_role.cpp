@@ -6,7 +6,6 @@
 // gradients are averaged before each optimiser step, so all ranks keep bit-identical weights.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <torch/torch.h>
 
 #include <algorithm>
 #include <filesystem>

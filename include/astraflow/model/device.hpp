@@ -3,7 +3,7 @@
 // (docs/gpu.md). CUDA comes from a plug-in (libastraflow_cuda.so, src/cuda) that this process
 // loads the first time a role asks for it: a CPU run never loads libtorch_cuda or any CUDA
 // library, and a build on a CPU-only LibTorch has no plug-in and refuses `cuda` by name.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <string>

@@ -3,7 +3,11 @@
 // position embeddings, grouped-query attention with per-head q/k RMSNorm, SwiGLU MLP, optional
 // tied embeddings. The same code serves the trainer (full causal forward) and the engine
 // (incremental forward over a KV cache).
-#include <torch/torch.h>
+// Narrow LibTorch headers, not <torch/torch.h> (every nn module, optimiser and data loader:
+// about twice the compile time of a file that includes this one; docs/performance.md).
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/utils.h>
 
 #include <string>
 #include <utility>

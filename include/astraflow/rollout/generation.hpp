@@ -2,8 +2,6 @@
 // The built-in generation engine: batched sampling with a KV cache, temperature and top-p,
 // stop tokens, max new tokens; returns the behaviour log-prob of every generated token.
 // Seeded through the caller's generator, so a run is reproducible.
-#include <torch/torch.h>
-
 #include <cstdint>
 #include <vector>
 

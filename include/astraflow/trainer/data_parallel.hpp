@@ -2,7 +2,7 @@
 // Data parallelism within one policy's trainer group (docs/architecture.md §7): every rank computes
 // gradients on its own batch; the group averages them before the optimiser step, so the
 // ranks' weights stay bit-identical.
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include "astraflow/comm/comm.hpp"
 

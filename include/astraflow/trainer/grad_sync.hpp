@@ -2,7 +2,7 @@
 // How a data-parallel trainer group averages its gradients (trainer.grad_sync, docs/gpu.md):
 // through a c10d process group — Gloo when the trainer is on the CPU, NCCL on CUDA — or
 // through the group's MPI communicator (reduce to rank 0 + broadcast).
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <memory>
 #include <vector>

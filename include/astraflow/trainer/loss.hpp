@@ -2,7 +2,7 @@
 // RL losses on token-level log-probabilities (docs/architecture.md §7; paper §3.4 and its M2PO
 // appendix). Shapes: B sequences × T token positions; `mask` is 1.0 where a token is the
 // policy's own (generated) and 0.0 elsewhere (prompt, environment text, padding).
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <cstdint>
 #include <string>

@@ -1,7 +1,7 @@
 #pragma once
 // One policy's optimiser: RL steps (GRPO advantages + PPO-family loss) and supervised steps
 // on training samples. Used by `train-local`, `sft` and the distributed trainer role.
-#include <torch/torch.h>
+#include <torch/optim/adamw.h>
 
 #include <memory>
 #include <vector>
