@@ -1,0 +1,107 @@
+#pragma once
+// Safetensors files (the Hugging Face weight format) and sharded checkpoints of them
+// (model.safetensors.index.json), read memory-mapped and written atomically (docs/models.md).
+//
+// The format: 8 bytes little-endian N, N bytes of a JSON object (possibly padded with spaces)
+// mapping each tensor name to {dtype, shape, data_offsets: [begin, end]} relative to the byte
+// buffer after the header, plus an optional "__metadata__" of string → string; the buffer is
+// the little-endian row-major data of every tensor, entirely covered without holes or overlaps.
+// A file breaking any rule is refused whole, with a message naming the file and the tensor: a
+// reader never sees half of a file. No LibTorch here: the model module turns views into tensors.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "astraflow/core/error.hpp"
+
+namespace astraflow::io {
+
+// The dtypes of the format ("F32", "BF16", …).
+enum class StDtype { F64, F32, F16, BF16, I64, I32, I16, I8, U8, Bool };
+std::size_t dtypeBytes(StDtype dtype);
+const char* dtypeName(StDtype dtype);
+
+// One tensor: its bytes are `bytes` (row-major, little-endian).
+struct StTensorView {
+  std::string name;
+  StDtype dtype = StDtype::F32;
+  std::vector<std::int64_t> shape;
+  std::span<const std::byte> bytes;
+
+  std::int64_t numel() const;
+};
+
+using StMetadata = std::map<std::string, std::string>;
+
+// A read-only memory map of a whole file; unmapped by its destructor.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::span<const std::byte> bytes() const { return {data_, size_}; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// One .safetensors file, validated when opened; the views point into its map.
+class SafetensorsFile {
+ public:
+  static SafetensorsFile open(const std::filesystem::path& path);
+  // Validates `bytes` (named `label` in messages); the views point into `bytes`.
+  static SafetensorsFile parse(std::span<const std::byte> bytes, const std::string& label);
+
+  const std::vector<StTensorView>& tensors() const { return tensors_; }  // in data order
+  const StTensorView* find(const std::string& name) const;
+  const StMetadata& metadata() const { return metadata_; }
+
+ private:
+  std::shared_ptr<MappedFile> map_;  // empty for parse()
+  std::vector<StTensorView> tensors_;
+  StMetadata metadata_;
+};
+
+// Writes `tensors` to `path` (through `path`.tmp and a rename: a reader never sees a partial
+// file), in the order given, the data 8-byte aligned. Names must be unique and non-empty and
+// each view's bytes must match its dtype and shape, else Error naming the tensor.
+void writeSafetensors(const std::filesystem::path& path, const std::vector<StTensorView>& tensors,
+                      const StMetadata& metadata = {});
+
+// A checkpoint folder (or one file): model.safetensors, or shards listed by
+// model.safetensors.index.json ({"metadata": {...}, "weight_map": {tensor: shard file}}). Every
+// shard named is opened and validated; each tensor must be in the shard the index names, no
+// tensor in two shards, no shard tensor missing from the index.
+class SafetensorsCheckpoint {
+ public:
+  static SafetensorsCheckpoint open(const std::filesystem::path& folder_or_file);
+
+  const std::vector<const StTensorView*>& tensors() const { return tensors_; }  // shard by shard
+  const StTensorView* find(const std::string& name) const;
+  std::size_t shards() const { return files_.size(); }
+
+ private:
+  std::vector<SafetensorsFile> files_;
+  std::vector<const StTensorView*> tensors_;
+  std::map<std::string, const StTensorView*> by_name_;
+};
+
+// Writes `tensors` into `folder` as model.safetensors when they fit in `max_shard_bytes`, else
+// as model-0000k-of-0000n.safetensors shards (in order, each at most max_shard_bytes unless one
+// tensor alone is larger) plus model.safetensors.index.json with metadata.total_size, as
+// transformers' save_pretrained does. Returns the files written.
+std::vector<std::filesystem::path> writeSafetensorsCheckpoint(const std::filesystem::path& folder,
+                                                              const std::vector<StTensorView>& tensors,
+                                                              std::uint64_t max_shard_bytes,
+                                                              const StMetadata& metadata = {});
+
+}  // namespace astraflow::io

@@ -1,0 +1,270 @@
+// Safetensors reading (memory-mapped, validated whole before use) and writing (atomic).
+#include "astraflow/io/safetensors.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <system_error>
+
+namespace astraflow::io {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data is little-endian; this reader maps it without byte swapping");
+
+namespace {
+
+using nlohmann::json;
+
+// The format's own cap on the header (safetensors' MAX_HEADER_SIZE): a larger length field is a
+// corrupt file, not a reason to read 2^64 bytes.
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+
+struct DtypeInfo {
+  StDtype dtype;
+  const char* name;
+  std::size_t bytes;
+};
+constexpr DtypeInfo kDtypes[] = {
+    {StDtype::F64, "F64", 8}, {StDtype::F32, "F32", 4},   {StDtype::F16, "F16", 2}, {StDtype::BF16, "BF16", 2},
+    {StDtype::I64, "I64", 8}, {StDtype::I32, "I32", 4},   {StDtype::I16, "I16", 2}, {StDtype::I8, "I8", 1},
+    {StDtype::U8, "U8", 1},   {StDtype::Bool, "BOOL", 1},
+};
+
+const DtypeInfo& infoOf(StDtype d) {
+  for (const auto& i : kDtypes)
+    if (i.dtype == d) return i;
+  throw Error("safetensors: unknown dtype enum");
+}
+
+std::string allowedDtypes() {
+  std::string s;
+  for (const auto& i : kDtypes) s += (s.empty() ? "" : ", ") + std::string(i.name);
+  return s;
+}
+
+[[noreturn]] void refuse(const std::string& label, const std::string& what) {
+  throw Error(fmt::format("safetensors {}: {}", label, what));
+}
+
+// numel × dtype size, refusing shapes whose byte count overflows.
+std::uint64_t byteCount(const std::vector<std::int64_t>& shape, std::size_t elem, const std::string& label,
+                        const std::string& name) {
+  std::uint64_t n = elem;
+  for (auto d : shape) {
+    if (d < 0) refuse(label, fmt::format("tensor '{}': negative dimension {}", name, d));
+    if (d != 0 && n > std::numeric_limits<std::uint64_t>::max() / static_cast<std::uint64_t>(d)) {
+      refuse(label, fmt::format("tensor '{}': shape too large", name));
+    }
+    n *= static_cast<std::uint64_t>(d);
+  }
+  return n;
+}
+
+}  // namespace
+
+std::size_t dtypeBytes(StDtype dtype) { return infoOf(dtype).bytes; }
+const char* dtypeName(StDtype dtype) { return infoOf(dtype).name; }
+
+std::int64_t StTensorView::numel() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(fmt::format("safetensors {}: cannot open: {}", path.string(), std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw Error(fmt::format("safetensors {}: cannot stat: {}", path.string(), std::strerror(err)));
+  }
+  size_ = static_cast<std::size_t>(st.st_size);
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      const int err = errno;
+      ::close(fd);
+      throw Error(fmt::format("safetensors {}: cannot map: {}", path.string(), std::strerror(err)));
+    }
+    data_ = static_cast<const std::byte*>(p);
+  }
+  ::close(fd);  // the map keeps the file
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
+}
+
+SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
+  auto map = std::make_shared<MappedFile>(path);
+  SafetensorsFile f = parse(map->bytes(), path.string());
+  f.map_ = std::move(map);
+  return f;
+}
+
+SafetensorsFile SafetensorsFile::parse(std::span<const std::byte> bytes, const std::string& label) {
+  if (bytes.size() < 8) refuse(label, fmt::format("{} bytes: shorter than the 8-byte header length", bytes.size()));
+  std::uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  if (header_len > kMaxHeaderBytes)
+    refuse(label, fmt::format("header length {} is past the format's limit", header_len));
+  if (8 + header_len > bytes.size()) {
+    refuse(label, fmt::format("header of {} bytes runs past the end of the file ({} bytes)", header_len, bytes.size()));
+  }
+  const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_len);
+  if (text.empty() || text.front() != '{') refuse(label, "the header is not a JSON object");
+
+  // Duplicate names are refused here: a JSON object would silently keep one of them.
+  std::set<std::string> seen;
+  std::string duplicate;
+  json header;
+  try {
+    header = json::parse(text, [&](int depth, json::parse_event_t event, json& parsed) {
+      if (depth == 1 && event == json::parse_event_t::key && !seen.insert(parsed.get<std::string>()).second) {
+        duplicate = parsed.get<std::string>();
+      }
+      return true;
+    });
+  } catch (const json::parse_error& e) {
+    refuse(label, fmt::format("the header is not valid JSON: {}", e.what()));
+  }
+  if (!duplicate.empty()) refuse(label, fmt::format("tensor '{}' is named twice in the header", duplicate));
+  if (!header.is_object()) refuse(label, "the header is not a JSON object");
+
+  SafetensorsFile f;
+  const std::span<const std::byte> data = bytes.subspan(8 + header_len);
+  struct Entry {
+    std::uint64_t begin, end;
+    std::size_t index;
+  };
+  std::vector<Entry> spans;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      if (!value.is_object()) refuse(label, "__metadata__ is not an object of strings");
+      for (const auto& [k, v] : value.items()) {
+        if (!v.is_string()) refuse(label, fmt::format("__metadata__['{}'] is not a string", k));
+        f.metadata_[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets")) {
+      refuse(label, fmt::format("tensor '{}': needs dtype, shape and data_offsets", name));
+    }
+    StTensorView t;
+    t.name = name;
+    const auto& dtype = value["dtype"];
+    const DtypeInfo* info = nullptr;
+    if (dtype.is_string()) {
+      for (const auto& i : kDtypes)
+        if (dtype.get<std::string>() == i.name) info = &i;
+    }
+    if (!info)
+      refuse(label, fmt::format("tensor '{}': dtype {} is not one of {}", name, dtype.dump(), allowedDtypes()));
+    t.dtype = info->dtype;
+    const auto& shape = value["shape"];
+    if (!shape.is_array()) refuse(label, fmt::format("tensor '{}': shape is not a list", name));
+    for (const auto& d : shape) {
+      if (!d.is_number_integer())
+        refuse(label, fmt::format("tensor '{}': shape {} holds a non-integer", name, shape.dump()));
+      t.shape.push_back(d.get<std::int64_t>());
+    }
+    const auto& offsets = value["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned()) {
+      refuse(label, fmt::format("tensor '{}': data_offsets is not [begin, end]", name));
+    }
+    const auto begin = offsets[0].get<std::uint64_t>(), end = offsets[1].get<std::uint64_t>();
+    if (begin > end || end > data.size()) {
+      refuse(label, fmt::format("tensor '{}': data_offsets [{}, {}] are outside the {}-byte data buffer", name, begin,
+                                end, data.size()));
+    }
+    const std::uint64_t want = byteCount(t.shape, info->bytes, label, name);
+    if (end - begin != want) {
+      refuse(label, fmt::format("tensor '{}': shape {} of {} needs {} bytes, data_offsets give {}", name, shape.dump(),
+                                info->name, want, end - begin));
+    }
+    t.bytes = data.subspan(begin, end - begin);
+    spans.push_back({begin, end, f.tensors_.size()});
+    f.tensors_.push_back(std::move(t));
+  }
+  // The buffer is covered exactly: sorted by offset, each tensor starts where the last ended.
+  std::sort(spans.begin(), spans.end(),
+            [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::uint64_t at = 0;
+  for (const auto& s : spans) {
+    const std::string& name = f.tensors_[s.index].name;
+    if (s.begin < at)
+      refuse(label, fmt::format("tensor '{}' overlaps the tensor before it (offset {} < {})", name, s.begin, at));
+    if (s.begin > at)
+      refuse(label, fmt::format("bytes [{}, {}) before tensor '{}' belong to no tensor", at, s.begin, name));
+    at = s.end;
+  }
+  if (at != data.size()) refuse(label, fmt::format("bytes [{}, {}) at the end belong to no tensor", at, data.size()));
+  // Data order, the order a sequential reader touches the map in.
+  std::vector<StTensorView> ordered;
+  ordered.reserve(spans.size());
+  for (const auto& s : spans) ordered.push_back(std::move(f.tensors_[s.index]));
+  f.tensors_ = std::move(ordered);
+  return f;
+}
+
+const StTensorView* SafetensorsFile::find(const std::string& name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+void writeSafetensors(const std::filesystem::path& path, const std::vector<StTensorView>& tensors,
+                      const StMetadata& metadata) {
+  const std::string label = path.string();
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::set<std::string> names;
+  std::uint64_t offset = 0;
+  for (const auto& t : tensors) {
+    if (t.name.empty() || t.name == "__metadata__")
+      refuse(label, fmt::format("cannot write a tensor named '{}'", t.name));
+    if (!names.insert(t.name).second) refuse(label, fmt::format("tensor '{}' is given twice", t.name));
+    const std::uint64_t want = byteCount(t.shape, dtypeBytes(t.dtype), label, t.name);
+    if (t.bytes.size() != want) {
+      refuse(label,
+             fmt::format("tensor '{}': {} bytes given, its shape and dtype need {}", t.name, t.bytes.size(), want));
+    }
+    header[t.name] = {{"dtype", dtypeName(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + want}}};
+    offset += want;
+  }
+  std::string text = header.dump();
+  // Spaces pad the header so the data starts 8-byte aligned (what the reference writer does).
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');
+  const std::uint64_t len = text.size();
+
+  const std::filesystem::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) refuse(label, fmt::format("cannot create {}", tmp.string()));
+    out.write(reinterpret_cast<const char*>(&len), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const auto& t : tensors)
+      out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+    out.flush();
+    if (!out) refuse(label, fmt::format("writing {} failed (disk full?)", tmp.string()));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) refuse(label, fmt::format("cannot rename {} into place: {}", tmp.string(), ec.message()));
+}
+
+}  // namespace astraflow::io
