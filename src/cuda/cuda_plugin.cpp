@@ -20,6 +20,15 @@ __attribute__((visibility("default"))) int astraflow_cuda_device_count() {
   }
 }
 
+__attribute__((visibility("default"))) int astraflow_cuda_set_device(int device) {
+  try {
+    c10::cuda::set_device(static_cast<c10::DeviceIndex>(device));
+    return 0;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 __attribute__((visibility("default"))) c10d::Backend* astraflow_make_nccl_backend(c10d::Store* store, int rank,
                                                                                   int size, int device, char* error,
                                                                                   unsigned long error_size) {
@@ -28,8 +37,11 @@ __attribute__((visibility("default"))) c10d::Backend* astraflow_make_nccl_backen
     auto options = c10d::ProcessGroupNCCL::Options::create();
     auto backend = c10::make_intrusive<c10d::ProcessGroupNCCL>(c10::intrusive_ptr<c10d::Store>::reclaim_copy(store),
                                                                rank, size, options);
-    // Bound to the rank's GPU, so the communicator is made for this device alone.
-    backend->setBoundDeviceId(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device)));
+    // Bound to the rank's GPU, so the communicator is made for this device alone, and made now:
+    // two ranks of a group on one GPU (which NCCL refuses) fail here, not at the first step.
+    const c10::Device gpu(c10::kCUDA, static_cast<c10::DeviceIndex>(device));
+    backend->setBoundDeviceId(gpu);
+    backend->eagerConnectSingleDevice(gpu);
     return c10::intrusive_ptr<c10d::Backend>(std::move(backend)).release();
   } catch (const std::exception& e) {
     if (error && error_size) std::snprintf(error, error_size, "%s", e.what());
@@ -41,4 +53,5 @@ __attribute__((visibility("default"))) c10d::Backend* astraflow_make_nccl_backen
 
 // The declarations in the ABI header and the definitions above must agree.
 static_assert(static_cast<AstraflowCudaDeviceCountFn>(&astraflow_cuda_device_count) != nullptr);
+static_assert(static_cast<AstraflowCudaSetDeviceFn>(&astraflow_cuda_set_device) != nullptr);
 static_assert(static_cast<AstraflowMakeNcclBackendFn>(&astraflow_make_nccl_backend) != nullptr);

@@ -94,8 +94,12 @@ torch::Device resolveDevice(const DeviceRequest& request, int node_slot, const s
   if (!request.cuda()) return torch::Device(torch::kCPU);
   requireCuda(request, key);
   const int index = request.index >= 0 ? request.index : std::max(0, node_slot) % cudaDeviceCount();
+  auto set = reinterpret_cast<AstraflowCudaSetDeviceFn>(cudaPluginSymbol(kAstraflowCudaSetDevice));
+  if (!set || set(index) != 0) throw Error(fmt::format("{}: cannot make GPU {} the current device", key, index));
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
+
+void loadCudaSupport() { (void)plugin(); }
 
 void checkDeviceRequests(const Config& config) {
   if (config.trainer.compute.device.cuda()) requireCuda(config.trainer.compute.device, "trainer.device");

@@ -1,10 +1,12 @@
 // Building a run's policy models from the config, and the LibTorch/BLAS thread count per rank.
 #include "astraflow/model/model_builder.hpp"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <mutex>
 #include <thread>
 
 #include "astraflow/core/error.hpp"
@@ -35,7 +37,14 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
   if (!section) throw Error(fmt::format("no policy '{}' in {}", policy, config.source));
   ModelConfig m = section->model;
   m.vocab_size = tokens.vocab_size;
-  torch::manual_seed(config.run.seed);
+  // The CPU generator only: torch::manual_seed would also seed the accelerators, and asking
+  // LibTorch for its CUDA hooks before the CUDA plug-in is loaded fixes them to the stub for
+  // the life of the process (docs/gpu.md).
+  {
+    auto cpu = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    cpu.set_current_seed(config.run.seed);
+  }
   PolicyModel model(m);
   model->setNeverGenerate({tokens.pad_id, tokens.bos_id});
   if (device != torch::Device(torch::kCPU) || dtype != torch::kFloat32) model->place(device, dtype);

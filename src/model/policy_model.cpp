@@ -161,7 +161,8 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
       const auto scores = torch::matmul(qg, k.transpose(-1, -2)) * scale + additive_g;  // [B,KV,group*T,K]
       out = torch::matmul(torch::softmax(scores, -1), v);
     }
-    out = out.view({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
+    // reshape, not view: a fused CUDA kernel may return [B,KV,group*T,hd] in another layout.
+    out = out.reshape({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
     x = x + torch::linear(out, L.o);
     h = rmsNorm(x, L.mlp_norm, config_.rms_eps);
     x = x + torch::linear(torch::silu(torch::linear(h, L.gate)) * torch::linear(h, L.up), L.down);

@@ -43,13 +43,14 @@ NodePlace nodePlace(const Comm& world, bool wants_node_gpu) {
   return place;
 }
 
-// Plain `cuda` for this rank's role: the GPU comes from its node-local slot.
-bool wantsNodeGpu(const Config& cfg, Role role) {
-  const DeviceRequest* d = role == Role::Trainer   ? &cfg.trainer.compute.device
-                           : role == Role::Rollout ? &cfg.rollout.compute.device
-                                                   : nullptr;
-  return d && d->cuda() && d->index < 0;
+const DeviceRequest* deviceOf(const Config& cfg, Role role) {
+  return role == Role::Trainer   ? &cfg.trainer.compute.device
+         : role == Role::Rollout ? &cfg.rollout.compute.device
+                                 : nullptr;
 }
+bool wantsGpu(const Config& cfg, Role role) { return deviceOf(cfg, role) && deviceOf(cfg, role)->cuda(); }
+// Plain `cuda` for this rank's role: the GPU comes from its node-local slot.
+bool wantsNodeGpu(const Config& cfg, Role role) { return wantsGpu(cfg, role) && deviceOf(cfg, role)->index < 0; }
 
 }  // namespace
 
@@ -100,6 +101,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   w.resume = resume;
   w.resume_version = resume_version;
   const NodePlace place = nodePlace(world, wantsNodeGpu(cfg, map.of(me).role));
+  if (wantsGpu(cfg, map.of(me).role)) loadCudaSupport();  // before any LibTorch call on this rank
   w.ranks_on_node = place.ranks_on_node;
   w.device_slot = place.device_slot;
   w.weight_version_bytes = [&cfg](const std::string& policy) {

@@ -3,6 +3,7 @@
 #include "astraflow/trainer/grad_sync.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -120,6 +121,16 @@ class C10dAverager final : public GradientAverager {
                               e.what_without_backtrace()));
     }
   }
+
+  ~C10dAverager() override {
+    try {
+      if (backend_) backend_->shutdown();  // NCCL: tear the communicator down before exit
+    } catch (const std::exception& e) {
+      spdlog::warn("trainer.grad_sync: {} shutdown failed: {}", name_, e.what());
+    }
+  }
+  C10dAverager(const C10dAverager&) = delete;
+  C10dAverager& operator=(const C10dAverager&) = delete;
 
   bool average(const std::vector<torch::Tensor>& parameters, bool local_loss_finite) override {
     torch::NoGradGuard no_grad;

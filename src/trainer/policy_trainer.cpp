@@ -172,6 +172,9 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
       break;
     }
     optimizer_->step();
+    // Autocast caches the bf16 casts of the weights for the scope's life: after a step they
+    // are stale, and the next epoch must see the new weights.
+    if (config_.compute.bf16()) at::autocast::clear_cache();
     if (epoch == 0) {
       s.loss = r.loss.item<double>();
       s.kl = r.kl;

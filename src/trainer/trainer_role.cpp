@@ -68,14 +68,19 @@ class TrainerRank {
 
 void TrainerRank::warmStart() {
   const auto& cfg = ctx_.cfg;
+  const std::string init = cfg.run.init_checkpoint.empty() ? cfg.sft.checkpoint : cfg.run.init_checkpoint;
   if (ctx_.resuming()) {
+    // The KL penalty's reference is the warm start, as in the first segment, not the resumed weights.
+    if (cfg.trainer.loss.kl_coef > 0 && fs::exists(init)) {
+      loadCheckpointFile(init, policy_, *trainer_.model());
+      trainer_.freezeReference();
+    }
     const auto path = trainerCheckpointPath(ctx_.run_dir, ctx_.resume_version, policy_).string();
     version_ = loadTrainerCheckpoint(path, policy_, trainer_);
     last_checkpoint_ = version_;
     if (comm_.rank() == 0) spdlog::info("resumed {} at version {} from {}", policy_, version_, path);
     return;
   }
-  const std::string init = cfg.run.init_checkpoint.empty() ? cfg.sft.checkpoint : cfg.run.init_checkpoint;
   if (fs::exists(init)) {
     loadCheckpointFile(init, policy_, *trainer_.model());
     trainer_.freezeReference();

@@ -180,24 +180,24 @@ INSTANTIATE_TEST_SUITE_P(
                   "runs past the end of the file", 4096},
         Malformed{"truncated data", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 6,
                   "tensor 'w': data_offsets [0, 8] are outside the 6-byte data buffer"},
-        Malformed{
-            "overlap",
-            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-            12, "tensor 'b' overlaps the tensor before it"},
-        Malformed{
-            "hole",
-            R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
-            12, "bytes [4, 8) before tensor 'b' belong to no tensor"},
+        Malformed{"overlap",
+                  R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                  12, "tensor 'b' overlaps the tensor before it"},
+        Malformed{"hole",
+                  R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                  R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                  12, "bytes [4, 8) before tensor 'b' belong to no tensor"},
         Malformed{"trailing bytes", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 12,
                   "bytes [8, 12) at the end belong to no tensor"},
         Malformed{"unknown dtype", R"({"w":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", 2,
                   "tensor 'w': dtype \"F8_E4M3\" is not one of F64, F32"},
         Malformed{"shape and bytes disagree", R"({"w":{"dtype":"BF16","shape":[3,2],"data_offsets":[0,8]}})", 8,
                   "tensor 'w': shape [3,2] of BF16 needs 12 bytes, data_offsets give 8"},
-        Malformed{
-            "duplicate name",
-            R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-            8, "tensor 'w' is named twice"},
+        Malformed{"duplicate name",
+                  R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                  R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                  8, "tensor 'w' is named twice"},
         Malformed{"not JSON", R"({"w": [1, 2)", 0, "not valid JSON"},
         Malformed{"not an object", R"(["w"])", 0, "not a JSON object"},
         Malformed{"missing field", R"({"w":{"dtype":"F32","shape":[2]}})", 0,

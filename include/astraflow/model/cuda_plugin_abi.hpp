@@ -12,6 +12,11 @@ extern "C" {
 using AstraflowCudaDeviceCountFn = int (*)();
 inline constexpr const char* kAstraflowCudaDeviceCount = "astraflow_cuda_device_count";
 
+// Makes `device` this thread's current CUDA device (0, or -1 on failure): kernels and
+// allocations without an explicit device, and the CUDA context, go there instead of GPU 0.
+using AstraflowCudaSetDeviceFn = int (*)(int device);
+inline constexpr const char* kAstraflowCudaSetDevice = "astraflow_cuda_set_device";
+
 // A c10d NCCL backend over `store` for `rank` of `size`, on CUDA device `device`. Returns an
 // owning pointer (c10::intrusive_ptr<c10d::Backend>::reclaim takes it), or nullptr with the
 // reason in `error` (up to error_size bytes, NUL-terminated).

@@ -18,6 +18,11 @@ std::uint64_t weightVersionBytes(const Config& config, const TokenSpec& tokens, 
 // met on this machine; else Error naming the key. Loads the CUDA plug-in only if one asks for cuda.
 void checkDeviceRequests(const Config& config);
 
+// Loads the CUDA plug-in now (no-op after the first call). A process that will use CUDA must
+// load it before LibTorch first asks for its CUDA hooks (seeding all devices, say), which would
+// fix them to the CPU-only stub; the run calls this first on every rank whose role asks for cuda.
+void loadCudaSupport();
+
 // Threads for LibTorch/OpenBLAS from run.threads_per_rank (0: cores / ranks_on_node).
 void configureThreads(const Config& config, int ranks_on_node);
 
