@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "astraflow/core/config_checks.hpp"
+#include "astraflow/core/hf_model_config.hpp"
 #include "core/dataflow_config.hpp"
 #include "core/workflow_config.hpp"
 #include "core/yaml_reader.hpp"
@@ -95,7 +96,33 @@ void parseRun(YamlReader r, RunSection& run) {
   r.finish();
 }
 
+// policies[i].model: {hf: FOLDER}: the folder's config.json gives every size; beside it only the
+// run-time choices (context limit, attention kernel) may be set.
+void parseHfModel(YamlReader& r, ModelConfig& m) {
+  const std::string folder = r.requireString("hf");
+  for (const char* key : {"d_model", "layers", "heads", "kv_heads", "head_dim", "ffn_hidden", "tied_embeddings",
+                          "rope_theta", "rms_eps"}) {
+    if (r.has(key))
+      r.fail(key, fmt::format("is set by {}/config.json; remove it (allowed beside hf: max_seq_len, "
+                              "attention)",
+                              folder));
+  }
+  try {
+    m = readHfModelConfig(folder).model;
+  } catch (const ConfigError& e) {
+    r.fail("hf", e.what());
+  }
+  m.max_seq_len = static_cast<int>(r.getInt("max_seq_len", m.max_seq_len, 8, m.max_position_embeddings, "tokens"));
+  m.attention =
+      r.getChoice("attention", "sdpa", {"sdpa", "eager"}) == "eager" ? AttentionKind::Eager : AttentionKind::Sdpa;
+  r.finish();
+}
+
 void parseModel(YamlReader r, ModelConfig& m) {
+  if (r.has("hf")) {
+    parseHfModel(r, m);
+    return;
+  }
   m.d_model = static_cast<int>(r.getInt("d_model", m.d_model, 8, 65536, "units"));
   m.layers = static_cast<int>(r.getInt("layers", m.layers, 1, 512, "blocks"));
   m.heads = static_cast<int>(r.getInt("heads", m.heads, 1, 1024, "heads"));

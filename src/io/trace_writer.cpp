@@ -15,7 +15,7 @@
 namespace astraflow::io {
 namespace {
 
-constexpr const char* kFormatName = "astraflow-trace";
+constexpr const char* kTraceFormatName = "astraflow-trace";
 constexpr const char* kEventsPath = "events";
 constexpr std::size_t kMembers = 11;
 
@@ -132,7 +132,7 @@ void appendEvents(const H5Dataset& dataset, const std::vector<TraceEvent>& event
 
 TraceWriter::TraceWriter(const std::string& path, std::size_t flush_every)
     : file_(H5File::create(path)), flush_every_(std::max<std::size_t>(1, flush_every)) {
-  file_.writeAttribute("format", kFormatName);
+  file_.writeAttribute("format", kTraceFormatName);
   file_.writeAttribute("format_version", kTraceFormatVersion);
   events_ = file_.createExtendible(kEventsPath, eventFileType());
   buffer_.reserve(flush_every_);
@@ -193,11 +193,11 @@ void TraceWriter::flush() {
 std::vector<TraceEvent> readTraceEvents(const std::string& path) {
   const auto file = H5File::openReadOnly(path);
   const std::string format = file.hasAttribute("format") ? file.readStringAttribute("format") : std::string("(none)");
-  if (format != kFormatName) {
+  if (format != kTraceFormatName) {
     ASTRA_H5_FAIL(
         fmt::format("'{}' is not an astraflow trace: attribute format is '{}', "
                     "expected '{}'",
-                    path, format, kFormatName));
+                    path, format, kTraceFormatName));
   }
   const std::int64_t version = file.readInt64Attribute("format_version");
   if (version != kTraceFormatVersion) {

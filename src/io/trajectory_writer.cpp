@@ -14,7 +14,7 @@
 namespace astraflow::io {
 namespace {
 
-constexpr const char* kFormatName = "astraflow-trajectories";
+constexpr const char* kTrajectoryFormatName = "astraflow-trajectories";
 constexpr const char* kTokensPath = "tokens";
 constexpr const char* kPolicyMaskPath = "policy_mask";
 constexpr const char* kLogprobsFlatPath = "behav_logprobs_flat";
@@ -53,9 +53,9 @@ void forEachColumn(F&& f) {
 
 void checkFormat(const H5File& file, const std::string& path) {
   const std::string format = file.hasAttribute("format") ? file.readStringAttribute("format") : std::string("(none)");
-  if (format != kFormatName) {
+  if (format != kTrajectoryFormatName) {
     ASTRA_H5_FAIL(fmt::format("'{}' is not an astraflow trajectory file: attribute format is '{}', expected '{}'", path,
-                              format, kFormatName));
+                              format, kTrajectoryFormatName));
   }
   const std::int64_t version = file.readInt64Attribute("format_version");
   if (version != kTrajectoryFormatVersion) {
@@ -99,7 +99,7 @@ TrajectoryWriter::TrajectoryWriter(H5File file, std::size_t flush_every)
 
 TrajectoryWriter::TrajectoryWriter(const std::string& path, std::size_t flush_every)
     : TrajectoryWriter(H5File::create(path), flush_every) {
-  file_.writeAttribute("format", kFormatName);
+  file_.writeAttribute("format", kTrajectoryFormatName);
   file_.writeAttribute("format_version", kTrajectoryFormatVersion);
   tokens_ = file_.createSequences(kTokensPath, kChunkRows);
   policy_mask_ = file_.createSequences(kPolicyMaskPath, kChunkRows);

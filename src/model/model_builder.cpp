@@ -4,15 +4,35 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <mutex>
 #include <thread>
 
 #include "astraflow/core/error.hpp"
+#include "astraflow/core/hf_model_config.hpp"
+#include "astraflow/model/hf_weights.hpp"
 #include "astraflow/model/weight_blob.hpp"
 
 namespace astraflow {
+
+namespace {
+
+// config.json fields astraflow does not read (none of them changes the forward pass, or
+// readHfModelConfig would have refused it): said once per process, so none passes unseen.
+void logUnreadHfFields(const std::string& folder) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    const auto unread = readHfModelConfig(folder).unread_fields;
+    if (!unread.empty()) {
+      spdlog::warn("{}/config.json: fields astraflow does not read: {}", folder, fmt::join(unread, ", "));
+    }
+  });
+}
+
+}  // namespace
 
 void configureThreads(const Config& config, int ranks_on_node) {
   int threads = config.run.threads_per_rank;
@@ -36,7 +56,12 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
   const PolicySection* section = policy.empty() ? &config.policies.front() : config.findPolicy(policy);
   if (!section) throw Error(fmt::format("no policy '{}' in {}", policy, config.source));
   ModelConfig m = section->model;
-  m.vocab_size = tokens.vocab_size;
+  if (m.hf_path.empty()) {
+    m.vocab_size = tokens.vocab_size;
+  } else if (tokens.vocab_size > m.vocab_size) {
+    throw Error(fmt::format("policy '{}': the tokenizer has {} tokens but {}/config.json has vocab_size {}",
+                            section->name, tokens.vocab_size, m.hf_path, m.vocab_size));
+  }
   // The CPU generator only: torch::manual_seed would also seed the accelerators, and asking
   // LibTorch for its CUDA hooks before the CUDA plug-in is loaded fixes them to the stub for
   // the life of the process (docs/gpu.md).
@@ -46,6 +71,10 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
     cpu.set_current_seed(config.run.seed);
   }
   PolicyModel model(m);
+  if (!m.hf_path.empty()) {
+    loadHfWeights(*model, m.hf_path);
+    logUnreadHfFields(m.hf_path);
+  }
   model->setNeverGenerate({tokens.pad_id, tokens.bos_id});
   if (device != torch::Device(torch::kCPU) || dtype != torch::kFloat32) model->place(device, dtype);
   return model;

@@ -28,6 +28,32 @@ torch::Tensor applyRope(const torch::Tensor& x, const torch::Tensor& cos, const 
   return x * cos + rotated * sin;
 }
 
+// Inverse rotary frequencies [head_dim/2] in float32, computed as transformers does (float32
+// arithmetic, 1 / theta^(2i/d)), then scaled: `linear` divides every frequency by the factor;
+// `llama3` divides the low frequencies, keeps the high ones and interpolates between.
+torch::Tensor rotaryInverseFrequencies(const ModelConfig& m) {
+  const auto hd = m.headDim();
+  const auto exponent = torch::arange(0, hd, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(hd);
+  auto inv_freq = 1.0 / torch::pow(m.rope_theta, exponent);
+  const RopeScaling& s = m.rope_scaling;
+  switch (s.kind) {
+    case RopeScaling::Kind::None: break;
+    case RopeScaling::Kind::Linear: inv_freq = inv_freq / s.factor; break;
+    case RopeScaling::Kind::Llama3: {
+      const double old_len = s.original_max_position_embeddings;
+      const double low_wavelen = old_len / s.low_freq_factor, high_wavelen = old_len / s.high_freq_factor;
+      const auto wavelen = 2 * M_PI / inv_freq;
+      auto scaled = torch::where(wavelen > low_wavelen, inv_freq / s.factor, inv_freq);
+      const auto smooth = (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      const auto smoothed = (1 - smooth) * scaled / s.factor + smooth * scaled;
+      const auto medium = (wavelen >= high_wavelen).logical_and(wavelen <= low_wavelen);
+      inv_freq = torch::where(medium, smoothed, scaled);
+      break;
+    }
+  }
+  return inv_freq;
+}
+
 std::string shapeOf(const torch::Tensor& t) { return fmt::format("[{}]", fmt::join(t.sizes(), ", ")); }
 
 }  // namespace
@@ -44,28 +70,43 @@ PolicyModelImpl::PolicyModelImpl(const ModelConfig& config) : config_(config) {
     ordered_.push_back({name, p});
     return p;
   };
-  // GPT-2-style init: N(0, 0.02), output projections scaled by 1/sqrt(2·layers).
+  // A model from a Hugging Face folder gets its weights from the folder next (importTensors):
+  // drawing random ones first would cost seconds for a large model.
+  const bool draw = config_.hf_path.empty();
+  auto normal = [&](torch::IntArrayRef shape, double init_std) {
+    return draw ? torch::randn(shape) * init_std : torch::empty(shape);
+  };
+  // A linear layer's weight [out, in] and, when `bias`, its bias [out] (zero-initialised).
+  auto linear = [&](const std::string& name, std::int64_t out, std::int64_t in, double init_std, bool bias,
+                    torch::Tensor& weight, torch::Tensor& bias_out) {
+    weight = param(name + ".weight", normal({out, in}, init_std));
+    if (bias) bias_out = param(name + ".bias", torch::zeros({out}));
+  };
+  // Hugging Face's parameter names and state_dict order, so checkpoints in and out need no
+  // mapping. GPT-2-style init: N(0, 0.02), output projections scaled by 1/sqrt(2·layers).
   const double std = 0.02, out_std = 0.02 / std::sqrt(2.0 * config_.layers);
-  embed_ = param("embed", torch::randn({V, D}) * std);
+  embed_ = param("model.embed_tokens.weight", normal({V, D}, std));
   for (int l = 0; l < config_.layers; ++l) {
-    const std::string p = fmt::format("layers.{}.", l);
-    Layer layer;
-    layer.attn_norm = param(p + "attn_norm", torch::ones({D}));
-    layer.q = param(p + "attn.q", torch::randn({H * hd, D}) * std);
-    layer.k = param(p + "attn.k", torch::randn({KV * hd, D}) * std);
-    layer.v = param(p + "attn.v", torch::randn({KV * hd, D}) * std);
-    layer.o = param(p + "attn.o", torch::randn({D, H * hd}) * out_std);
-    layer.q_norm = param(p + "attn.q_norm", torch::ones({hd}));
-    layer.k_norm = param(p + "attn.k_norm", torch::ones({hd}));
-    layer.mlp_norm = param(p + "mlp_norm", torch::ones({D}));
-    layer.gate = param(p + "mlp.gate", torch::randn({F, D}) * std);
-    layer.up = param(p + "mlp.up", torch::randn({F, D}) * std);
-    layer.down = param(p + "mlp.down", torch::randn({D, F}) * out_std);
-    layers_.push_back(layer);
+    const std::string p = fmt::format("model.layers.{}.", l);
+    Layer L;
+    linear(p + "self_attn.q_proj", H * hd, D, std, config_.qkvBias(), L.q, L.q_bias);
+    linear(p + "self_attn.k_proj", KV * hd, D, std, config_.qkvBias(), L.k, L.k_bias);
+    linear(p + "self_attn.v_proj", KV * hd, D, std, config_.qkvBias(), L.v, L.v_bias);
+    linear(p + "self_attn.o_proj", D, H * hd, out_std, config_.oBias(), L.o, L.o_bias);
+    if (config_.qkNorm()) {
+      L.q_norm = param(p + "self_attn.q_norm.weight", torch::ones({hd}));
+      L.k_norm = param(p + "self_attn.k_norm.weight", torch::ones({hd}));
+    }
+    linear(p + "mlp.gate_proj", F, D, std, config_.mlp_bias, L.gate, L.gate_bias);
+    linear(p + "mlp.up_proj", F, D, std, config_.mlp_bias, L.up, L.up_bias);
+    linear(p + "mlp.down_proj", D, F, out_std, config_.mlp_bias, L.down, L.down_bias);
+    L.attn_norm = param(p + "input_layernorm.weight", torch::ones({D}));
+    L.mlp_norm = param(p + "post_attention_layernorm.weight", torch::ones({D}));
+    layers_.push_back(L);
   }
-  final_norm_ = param("final_norm", torch::ones({D}));
-  if (!config_.tied_embeddings) lm_head_ = param("lm_head", torch::randn({V, D}) * std);
-  inv_freq_ = torch::pow(config_.rope_theta, -torch::arange(0, hd, 2, torch::kFloat64) / hd).to(torch::kFloat32);
+  final_norm_ = param("model.norm.weight", torch::ones({D}));
+  if (!config_.tied_embeddings) lm_head_ = param("lm_head.weight", normal({V, D}, std));
+  inv_freq_ = rotaryInverseFrequencies(config_);
 }
 
 KvCache PolicyModelImpl::newCache(std::int64_t batch, std::int64_t capacity) const {
@@ -141,11 +182,16 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const Layer& L = layers_[l];
     auto h = rmsNorm(x, L.attn_norm, config_.rms_eps);
-    auto q = torch::linear(h, L.q).view({B, T, H, hd}).transpose(1, 2);   // [B,H,T,hd]
-    auto k = torch::linear(h, L.k).view({B, T, KV, hd}).transpose(1, 2);  // [B,KV,T,hd]
-    auto v = torch::linear(h, L.v).view({B, T, KV, hd}).transpose(1, 2);
-    q = applyRope(rmsNorm(q, L.q_norm, config_.rms_eps), cos, sin);
-    k = applyRope(rmsNorm(k, L.k_norm, config_.rms_eps), cos, sin);
+    // An undefined bias is no bias (torch::linear skips it).
+    auto q = torch::linear(h, L.q, L.q_bias).view({B, T, H, hd}).transpose(1, 2);   // [B,H,T,hd]
+    auto k = torch::linear(h, L.k, L.k_bias).view({B, T, KV, hd}).transpose(1, 2);  // [B,KV,T,hd]
+    auto v = torch::linear(h, L.v, L.v_bias).view({B, T, KV, hd}).transpose(1, 2);
+    if (config_.qkNorm()) {
+      q = rmsNorm(q, L.q_norm, config_.rms_eps);
+      k = rmsNorm(k, L.k_norm, config_.rms_eps);
+    }
+    q = applyRope(q, cos, sin);
+    k = applyRope(k, cos, sin);
     if (cache) {
       cache->keys[l].narrow(2, past, T).copy_(k);
       cache->values[l].narrow(2, past, T).copy_(v);
@@ -163,9 +209,10 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
     }
     // reshape, not view: a fused CUDA kernel may return [B,KV,group*T,hd] in another layout.
     out = out.reshape({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
-    x = x + torch::linear(out, L.o);
+    x = x + torch::linear(out, L.o, L.o_bias);
     h = rmsNorm(x, L.mlp_norm, config_.rms_eps);
-    x = x + torch::linear(torch::silu(torch::linear(h, L.gate)) * torch::linear(h, L.up), L.down);
+    const auto act = torch::silu(torch::linear(h, L.gate, L.gate_bias)) * torch::linear(h, L.up, L.up_bias);
+    x = x + torch::linear(act, L.down, L.down_bias);
   }
   if (cache) cache->length = past + T;
   x = rmsNorm(x, final_norm_, config_.rms_eps);
@@ -213,7 +260,7 @@ void PolicyModelImpl::importTensors(const std::vector<NamedTensor>& tensors) {
   }
   torch::NoGradGuard no_grad;
   for (std::size_t i = 0; i < ordered_.size(); ++i)
-    ordered_[i].tensor.copy_(source[i]->tensor.to(ordered_[i].tensor.dtype()));
+    ordered_[i].tensor.copy_(source[i]->tensor);  // converts the dtype, no temporary
 }
 
 void PolicyModelImpl::setNeverGenerate(const std::vector<std::int64_t>& token_ids) {

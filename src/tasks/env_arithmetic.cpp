@@ -12,6 +12,7 @@
 
 #include "tasks/builtin_environments.hpp"
 #include "tasks/deterministic_hash.hpp"
+#include "tasks/text_match.hpp"
 
 namespace astraflow {
 namespace {
@@ -48,13 +49,6 @@ bool isHeldOutContent(const Problem& p) {
   h = detail::hashCombine(h, static_cast<unsigned char>(p.op));
   h = detail::hashCombine(h, static_cast<std::uint64_t>(p.b));
   return h % kHeldOutModulus == 0;
-}
-
-std::string_view trimSpaces(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\n");
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(" \t\n");
-  return s.substr(first, last - first + 1);
 }
 
 class ArithmeticEnvironment final : public Environment {
@@ -94,7 +88,7 @@ class ArithmeticEnvironment final : public Environment {
     StepResult result;
     result.done = true;
     const auto stop = action.find(kStopTag);
-    if (stop != std::string_view::npos && trimSpaces(action.substr(0, stop)) == answer_) result.reward = 1.0;
+    if (stop != std::string_view::npos && detail::trimSpaces(action.substr(0, stop)) == answer_) result.reward = 1.0;
     return result;
   }
 

@@ -19,6 +19,7 @@
 
 #include "tasks/builtin_environments.hpp"
 #include "tasks/deterministic_hash.hpp"
+#include "tasks/text_match.hpp"
 
 namespace astraflow {
 namespace {
@@ -30,8 +31,8 @@ constexpr std::uint64_t kKeySpace = 26 * 26 * 26;
 constexpr std::uint64_t kValueSpace = 1000;  // values have 1 to 3 digits
 constexpr std::uint64_t kCorpusSalt = 0xC0B0B5EA2C4ULL;
 constexpr std::uint64_t kSplitSalt = 0x4E1D0A7C0DEULL;
-// A key is held out iff hash(key) % kHeldOutModulus == 0; so is 1 id in kHeldOutModulus.
-constexpr std::uint64_t kHeldOutModulus = 5;
+// A key is held out iff hash(key) % kSearchHeldOutModulus == 0; so is 1 id in kSearchHeldOutModulus.
+constexpr std::uint64_t kSearchHeldOutModulus = 5;
 
 constexpr std::string_view kSearchOpen = "<search>";
 constexpr std::string_view kSearchClose = "</search>";
@@ -39,18 +40,11 @@ constexpr std::string_view kAnswerOpen = "<answer>";
 constexpr std::string_view kAnswerClose = "</answer>";
 constexpr std::string_view kNoInformation = "<information>none</information>";
 
-std::string_view trimSpaces(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\n");
-  if (first == std::string_view::npos) return {};
-  const auto last = s.find_last_not_of(" \t\n");
-  return s.substr(first, last - first + 1);
-}
-
 // The text between `open` and the `close` tag at `close_pos`, if `open` precedes it.
 std::optional<std::string_view> tagContent(std::string_view action, std::string_view open, std::size_t close_pos) {
   const auto open_pos = action.substr(0, close_pos).rfind(open);
   if (open_pos == std::string_view::npos) return std::nullopt;
-  return trimSpaces(action.substr(open_pos + open.size(), close_pos - open_pos - open.size()));
+  return detail::trimSpaces(action.substr(open_pos + open.size(), close_pos - open_pos - open.size()));
 }
 
 struct Fact {
@@ -122,9 +116,9 @@ class SearchEnvironment final : public Environment {
   // Ids ≡ 0 (mod 5) are held out, the others train; factOf() maps each id onto its side's keys,
   // cycling through them in corpus order, so both maps are O(1) and exact.
   std::uint64_t trainingId(std::uint64_t k) const override {
-    return (k / (kHeldOutModulus - 1)) * kHeldOutModulus + k % (kHeldOutModulus - 1) + 1;
+    return (k / (kSearchHeldOutModulus - 1)) * kSearchHeldOutModulus + k % (kSearchHeldOutModulus - 1) + 1;
   }
-  std::uint64_t heldOutId(std::uint64_t k) const override { return k * kHeldOutModulus; }
+  std::uint64_t heldOutId(std::uint64_t k) const override { return k * kSearchHeldOutModulus; }
 
   std::map<std::string, std::string> metadata() const override {
     if (!started_) return {};
@@ -159,19 +153,20 @@ class SearchEnvironment final : public Environment {
       hashed.emplace_back(detail::hashString(kSplitSalt, corpus_[i].key), i);
     }
     std::vector<bool> held_out(corpus_.size());
-    for (const auto& [h, i] : hashed) held_out[i] = h % kHeldOutModulus == 0;
+    for (const auto& [h, i] : hashed) held_out[i] = h % kSearchHeldOutModulus == 0;
     const auto n_held_out = std::count(held_out.begin(), held_out.end(), true);
     if (n_held_out == 0 || n_held_out == static_cast<long>(corpus_.size())) {
       std::sort(hashed.begin(), hashed.end());
-      const std::size_t n = (corpus_.size() + kHeldOutModulus - 1) / kHeldOutModulus;
+      const std::size_t n = (corpus_.size() + kSearchHeldOutModulus - 1) / kSearchHeldOutModulus;
       for (std::size_t r = 0; r < hashed.size(); ++r) held_out[hashed[r].second] = r < n;
     }
     for (int i = 0; i < static_cast<int>(corpus_.size()); ++i) (held_out[i] ? held_out_ : training_).push_back(i);
   }
 
   int factOf(std::uint64_t problem_id) const {
-    if (problem_id % kHeldOutModulus == 0) return held_out_[(problem_id / kHeldOutModulus) % held_out_.size()];
-    const std::uint64_t k = problem_id - problem_id / kHeldOutModulus - 1;  // inverse of trainingId
+    if (problem_id % kSearchHeldOutModulus == 0)
+      return held_out_[(problem_id / kSearchHeldOutModulus) % held_out_.size()];
+    const std::uint64_t k = problem_id - problem_id / kSearchHeldOutModulus - 1;  // inverse of trainingId
     return training_[k % training_.size()];
   }
 

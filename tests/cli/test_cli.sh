@@ -261,7 +261,7 @@ expect_text local_train-local out '"steps":2'
 # A checkpoint made for another model size is refused, naming a tensor.
 sed 's/ffn_hidden: 32/ffn_hidden: 48/' "$work/tiny.yaml" >"$work/tiny_big.yaml"
 expect_rc nonzero local_mismatch -- "$bin" train-local "$work/tiny_big.yaml"
-expect_text local_mismatch err "tensor 'layers.0.mlp.gate' has shape [32,16]"
+expect_text local_mismatch err "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [32,16]"
 
 if [ $failures -ne 0 ]; then
   echo "$failures check(s) failed"

@@ -13,7 +13,7 @@
 namespace astraflow {
 namespace {
 
-Trajectory member(std::uint64_t group, std::uint32_t index, std::int64_t version, double reward) {
+Trajectory pluginMember(std::uint64_t group, std::uint32_t index, std::int64_t version, double reward) {
   Trajectory t;
   t.task_id = group * 100 + index;
   t.problem_id = group;
@@ -42,7 +42,7 @@ TEST(ZeroAdvantage, DropsExactlyTheGroupsWhoseRewardsAllEqual) {
   BatchAssembler a("solver", 3, 1, 4, filters("zero_advantage"));
   const std::vector<std::vector<double>> groups = {{1, 1, 1}, {0, 1, 0}, {0, 0, 0}, {0.5, 0.5, 0.25}, {0, 0, 0}};
   for (std::uint64_t g = 0; g < groups.size(); ++g) {
-    for (std::uint32_t i = 0; i < 3; ++i) a.ingest(member(g, i, 0, groups[g][i]));
+    for (std::uint32_t i = 0; i < 3; ++i) a.ingest(pluginMember(g, i, 0, groups[g][i]));
   }
   std::set<std::uint64_t> served;
   while (auto batch = a.serve(0, 0)) served.insert(batch->trajectories.front().group_id);
@@ -65,7 +65,7 @@ TEST(Replay, ServesTheRatioWithinBinomialToleranceAndHonoursSizeAndStaleness) {
   std::uint64_t slots = 0, replayed_slots = 0;
   for (int v = 0; v < batches; ++v) {
     while (a.readyGroups() < static_cast<std::size_t>(per_batch)) {
-      for (int i = 0; i < group_size; ++i) a.ingest(member(next_group, static_cast<std::uint32_t>(i), v, i));
+      for (int i = 0; i < group_size; ++i) a.ingest(pluginMember(next_group, static_cast<std::uint32_t>(i), v, i));
       ++next_group;
     }
     auto batch = a.serve(v, static_cast<std::uint64_t>(v));
@@ -107,7 +107,7 @@ TEST(Replay, AdmissionScalesByTheFreshShareSoDataDoesNotAgePastTheBound) {
                    9);
   std::uint64_t next = 0;
   for (int v = 0; v < 300; ++v) {
-    for (std::int64_t room = a.admissionRoom(v, 0); room > 0; --room) a.ingest(member(next++, 0, v, 1));
+    for (std::int64_t room = a.admissionRoom(v, 0); room > 0; --room) a.ingest(pluginMember(next++, 0, v, 1));
     a.serve(v, static_cast<std::uint64_t>(v));
   }
   EXPECT_GT(a.counters().replayed, 0u);
@@ -124,14 +124,14 @@ TEST(Replay, BatchesCarryTheBoundTheyWereServedUnder) {
       "replay, ratio: 0.5, max_staleness: 11}}\n",
       "bound.yaml");
   BatchAssembler replay("solver", 1, 1, cfg.dataflow.max_staleness, {}, makeSampler(cfg.dataflow.sampler), 1);
-  replay.ingest(member(0, 0, 0, 1));
+  replay.ingest(pluginMember(0, 0, 0, 1));
   const auto b = replay.serve(0, 0);
   ASSERT_TRUE(b);
   EXPECT_EQ(b->max_staleness, servedStalenessBound(cfg));
   EXPECT_EQ(b->max_staleness, 11);
 
   BatchAssembler fresh("solver", 1, 1, 3, {}, makeSampler(spec("fresh")), 1);
-  fresh.ingest(member(0, 0, 0, 1));
+  fresh.ingest(pluginMember(0, 0, 0, 1));
   const auto f = fresh.serve(0, 0);
   ASSERT_TRUE(f);
   EXPECT_EQ(f->max_staleness, 3);
@@ -139,7 +139,7 @@ TEST(Replay, BatchesCarryTheBoundTheyWereServedUnder) {
 
 TEST(Replay, RatioZeroIsPlainFreshSampling) {
   BatchAssembler a("solver", 1, 2, 10, {}, makeSampler(spec("replay", {{"ratio", "0"}})), 1);
-  for (std::uint64_t g = 0; g < 6; ++g) a.ingest(member(g, 0, 0, 1));
+  for (std::uint64_t g = 0; g < 6; ++g) a.ingest(pluginMember(g, 0, 0, 1));
   for (int v = 0; v < 3; ++v) {
     auto b = a.serve(0, 0);
     ASSERT_TRUE(b);
@@ -235,8 +235,8 @@ TEST(Plugins, AFilterThatThrowsKeepsTheDataAndIsCounted) {
   std::vector<std::unique_ptr<Filter>> f;
   f.push_back(std::make_unique<ThrowingFilter>());
   BatchAssembler a("solver", 2, 1, 4, std::move(f));
-  a.ingest(member(1, 0, 0, 0));
-  a.ingest(member(1, 1, 0, 1));
+  a.ingest(pluginMember(1, 0, 0, 0));
+  a.ingest(pluginMember(1, 1, 0, 1));
   ASSERT_TRUE(a.serve(0, 0));
   EXPECT_EQ(a.filters().front()->counters().errors, 1u);
   EXPECT_EQ(a.counters().filtered, 0u);

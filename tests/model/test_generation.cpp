@@ -15,7 +15,7 @@ using namespace astraflow;
 
 namespace {
 
-ModelConfig smallConfig() { return test_support::tinyModel(50, 32, 2, 4, 1, 64, 48); }
+ModelConfig generationConfig() { return test_support::tinyModel(50, 32, 2, 4, 1, 64, 48); }
 
 std::vector<std::vector<std::int32_t>> prompts() {
   return {{1, 5, 6, 7}, {1, 9}, {1, 10, 11, 12, 13, 14, 15}, {1, 20, 21}};
@@ -25,7 +25,7 @@ std::vector<std::vector<std::int32_t>> prompts() {
 
 TEST(Generation, BehaviourLogProbsMatchTrainingForward) {
   torch::manual_seed(11);
-  PolicyModel model(smallConfig());
+  PolicyModel model(generationConfig());
   GenerationEngine engine(model, 0);
   SamplingOptions o;
   o.temperature = 0.7;
@@ -64,7 +64,7 @@ TEST(Generation, BehaviourLogProbsMatchTrainingForward) {
 
 TEST(Generation, KvCacheDoesNotChangeGreedyOutput) {
   torch::manual_seed(12);
-  PolicyModel model(smallConfig());
+  PolicyModel model(generationConfig());
   GenerationEngine engine(model, 0);
   SamplingOptions o;
   o.greedy = true;
@@ -83,7 +83,7 @@ TEST(Generation, KvCacheDoesNotChangeGreedyOutput) {
 
 TEST(Generation, StopTokensMaxTokensAndSeeds) {
   torch::manual_seed(13);
-  PolicyModel model(smallConfig());
+  PolicyModel model(generationConfig());
   GenerationEngine engine(model, 0);
   SamplingOptions o;
   o.max_new_tokens = 10;
@@ -129,7 +129,7 @@ TEST(Generation, StopTokensMaxTokensAndSeeds) {
 
 TEST(Generation, NonFiniteLogitsAreFlagged) {
   torch::manual_seed(14);
-  ModelConfig m = smallConfig();
+  ModelConfig m = generationConfig();
   m.tied_embeddings = false;  // a NaN row of a tied embedding would poison every row's logits
   PolicyModel model(m);
   {

@@ -84,8 +84,10 @@ TEST(PolicyModel, Bf16ExportImportRoundTrip) {
   PolicyModel a(smallConfig()), b(smallConfig());
   const auto exported = a->exportBf16();
   ASSERT_EQ(exported.size(), a->orderedParameters().size());
-  EXPECT_EQ(exported.front().name, "embed");
-  EXPECT_EQ(exported[1].name, "layers.0.attn_norm");
+  // Hugging Face's names and state_dict order.
+  EXPECT_EQ(exported.front().name, "model.embed_tokens.weight");
+  EXPECT_EQ(exported[1].name, "model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(exported.back().name, "model.norm.weight");  // tied: no lm_head.weight
   for (const auto& t : exported) EXPECT_EQ(t.tensor.scalar_type(), torch::kBFloat16) << t.name;
   b->importTensors(exported);
   for (std::size_t i = 0; i < exported.size(); ++i) {
@@ -102,7 +104,7 @@ TEST(PolicyModel, ImportRefusesWrongShapeNamingTheTensor) {
     a->importTensors(b->exportBf16());
     FAIL() << "accepted tensors of another shape";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("layers.0.mlp.gate"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("model.layers.0.mlp.gate_proj.weight"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[96, 32]"), std::string::npos) << e.what();
   }
 }
@@ -140,8 +142,8 @@ TEST(Checkpoint, RoundTripIsBitExactAndMismatchIsRefused) {
     loadCheckpointFile(path, "solver", *d);
     FAIL() << "accepted a checkpoint with another MLP size";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("tensor 'layers.0.mlp.gate' has shape [64,32]"), std::string::npos)
-        << e.what();
+    const std::string want = "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [64,32]";
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
   }
   EXPECT_THROW(loadCheckpointFile(path, "verifier", *b), Error);
   EXPECT_THROW(loadCheckpointFile(dir + "/missing.h5", "solver", *b), Error);

@@ -105,8 +105,8 @@ TEST_P(DataParallel, RanksStayBitIdenticalAndMatchTheUnionBatch) {
   // makes every rank skip the step alike.
   const auto before = weightsHash(*model);
   const auto skipped = trainer.skippedSteps();
-  torch::Tensor norm = model->orderedParameters().back().tensor;  // final_norm (tied embeddings)
-  ASSERT_EQ(model->orderedParameters().back().name, "final_norm");
+  torch::Tensor norm = model->orderedParameters().back().tensor;  // the final norm (tied embeddings)
+  ASSERT_EQ(model->orderedParameters().back().name, "model.norm.weight");
   const float kept = norm[0].item<float>();
   if (rank == 0) {
     torch::NoGradGuard ng;

@@ -18,6 +18,25 @@ struct TokenSpec {
 // replaced, kept as the reference the tests compare with (Hugging Face's attn_implementation).
 enum class AttentionKind { Sdpa, Eager };
 
+// The Hugging Face architecture the decoder block follows. They share RMSNorm, rotary
+// embeddings, grouped-query attention and the SwiGLU MLP, and differ in biases and q/k norm:
+// Qwen3 normalises each query/key head (q_norm, k_norm); Qwen2 has q/k/v biases; Llama has
+// neither, unless its config asks for attention/MLP biases. A model set by sizes in the config
+// is a Qwen3 block.
+enum class ModelFamily { Qwen3, Qwen2, Llama };
+const char* familyArchitecture(ModelFamily family);  // "Qwen3ForCausalLM", …
+
+// Rotary frequency scaling (config.json `rope_parameters.rope_type` / legacy `rope_scaling`):
+// the types astraflow computes exactly as `transformers` does. Others are refused by name.
+struct RopeScaling {
+  enum class Kind { None, Linear, Llama3 };
+  Kind kind = Kind::None;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;              // llama3
+  double high_freq_factor = 4.0;             // llama3
+  int original_max_position_embeddings = 0;  // llama3
+};
+
 struct ModelConfig {
   int vocab_size = 0;    // 0 in config: taken from the tokenizer
   int d_model = 64;      // hidden size
@@ -31,8 +50,19 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double rms_eps = 1e-6;
   AttentionKind attention = AttentionKind::Sdpa;
+  ModelFamily family = ModelFamily::Qwen3;
+  bool attention_bias = false;  // Qwen3/Llama `attention_bias`: q, k, v and o projections
+  bool mlp_bias = false;        // Llama `mlp_bias`: gate, up and down projections
+  RopeScaling rope_scaling;
+  int max_position_embeddings = 0;  // config.json's (0: a model set by sizes); bounds max_seq_len
+  // The Hugging Face folder (policies[i].model.hf) the sizes came from and the weights load from;
+  // empty for a model set by sizes and initialised from the seed.
+  std::string hf_path;
 
   int headDim() const { return head_dim > 0 ? head_dim : d_model / heads; }
+  bool qkNorm() const { return family == ModelFamily::Qwen3; }
+  bool qkvBias() const { return family == ModelFamily::Qwen2 || attention_bias; }
+  bool oBias() const { return family != ModelFamily::Qwen2 && attention_bias; }
 };
 
 // Where a role's model runs (trainer.device, rollout.device): `cpu`, `cuda` (the GPU of this

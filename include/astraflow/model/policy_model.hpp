@@ -1,10 +1,10 @@
 #pragma once
-// The policy: a decoder-only transformer built from the Qwen3 block — RMSNorm, rotary
-// position embeddings, grouped-query attention with per-head q/k RMSNorm, SwiGLU MLP, optional
-// tied embeddings. The same code serves the trainer (full causal forward) and the engine
-// (incremental forward over a KV cache).
-// Narrow LibTorch headers, not <torch/torch.h> (every nn module, optimiser and data loader:
-// about twice the compile time of a file that includes this one; docs/performance.md).
+// The policy: a decoder-only transformer of the Qwen3 / Qwen2 / Llama families — RMSNorm,
+// rotary position embeddings (with linear or llama3 scaling), grouped-query attention (per-head
+// q/k RMSNorm in Qwen3, q/k/v biases in Qwen2, optional biases in Llama), SwiGLU MLP, optional
+// tied embeddings — with Hugging Face's parameter names. The same code serves the trainer (full causal forward) and the
+// engine (incremental forward over a KV cache). Narrow LibTorch headers, not <torch/torch.h> (every nn module,
+// optimiser and data loader: about twice the compile time of a file that includes this one; docs/performance.md).
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/utils.h>
@@ -44,8 +44,8 @@ class PolicyModelImpl : public torch::nn::Module {
                               KvCache& cache);
   KvCache newCache(std::int64_t batch, std::int64_t capacity) const;
 
-  // Parameters in a fixed order with stable names ("embed", "layers.0.attn.q", …): what weight
-  // transfer moves and checkpoints hold.
+  // Parameters in a fixed order with Hugging Face's names and order ("model.embed_tokens.weight",
+  // "model.layers.0.self_attn.q_proj.weight", …): what weight transfer moves and checkpoints hold.
   std::vector<NamedTensor> orderedParameters() const;
   // bf16 copies of orderedParameters() (detached).
   std::vector<NamedTensor> exportBf16() const;
@@ -69,8 +69,10 @@ class PolicyModelImpl : public torch::nn::Module {
   torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
                     KvCache* cache);
 
+  // Biases and q/k norms the family lacks stay undefined.
   struct Layer {
     torch::Tensor attn_norm, q, k, v, o, q_norm, k_norm, mlp_norm, gate, up, down;
+    torch::Tensor q_bias, k_bias, v_bias, o_bias, gate_bias, up_bias, down_bias;
   };
   ModelConfig config_;
   torch::Tensor embed_;

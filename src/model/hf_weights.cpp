@@ -1,0 +1,85 @@
+#include "astraflow/model/hf_weights.hpp"
+
+#include <fmt/format.h>
+#include <torch/types.h>
+
+#include <map>
+#include <string>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/io/safetensors.hpp"
+
+namespace astraflow {
+
+namespace {
+
+torch::ScalarType torchDtype(const io::StTensorView& t, const std::filesystem::path& folder) {
+  switch (t.dtype) {
+    case io::StDtype::F32: return torch::kFloat32;
+    case io::StDtype::F16: return torch::kFloat16;
+    case io::StDtype::BF16: return torch::kBFloat16;
+    case io::StDtype::F64: return torch::kFloat64;
+    default:
+      throw Error(fmt::format("{}: tensor '{}' is {}; a model weight must be F32, F16, BF16 or F64", folder.string(),
+                              t.name, io::dtypeName(t.dtype)));
+  }
+}
+
+// A tensor over the mapped bytes (read only: the model copies out of it).
+torch::Tensor viewOf(const io::StTensorView& t, const std::filesystem::path& folder) {
+  auto* data = const_cast<std::byte*>(t.bytes.data());
+  return torch::from_blob(data, t.shape, torch::TensorOptions().dtype(torchDtype(t, folder)));
+}
+
+}  // namespace
+
+void loadHfWeights(PolicyModelImpl& model, const std::filesystem::path& folder) {
+  const auto checkpoint = io::SafetensorsCheckpoint::open(folder);
+  std::vector<NamedTensor> tensors;
+  tensors.reserve(checkpoint.tensors().size());
+  const io::StTensorView* tied_head = nullptr;
+  for (const io::StTensorView* t : checkpoint.tensors()) {
+    if (model.config().tied_embeddings && t->name == "lm_head.weight") {
+      tied_head = t;
+      continue;
+    }
+    tensors.push_back({t->name, viewOf(*t, folder)});
+  }
+  if (tied_head) {
+    // transformers ties the head to the embeddings and drops a stored copy; a copy that is not
+    // equal would be silently lost there, so it is refused here.
+    const io::StTensorView* embed = checkpoint.find("model.embed_tokens.weight");
+    if (!embed || !torch::equal(viewOf(*tied_head, folder), viewOf(*embed, folder))) {
+      throw Error(
+          fmt::format("{}: config.json ties the embeddings (tie_word_embeddings) but lm_head.weight differs "
+                      "from model.embed_tokens.weight",
+                      folder.string()));
+    }
+  }
+  try {
+    model.importTensors(tensors);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: {}", folder.string(), e.what()));
+  }
+}
+
+std::vector<std::filesystem::path> writeHfWeights(const PolicyModelImpl& model, const std::filesystem::path& folder,
+                                                  bool bf16, std::uint64_t max_shard_bytes) {
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> host;  // keeps the converted copies alive while the views are written
+  std::vector<io::StTensorView> views;
+  const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
+  for (const auto& p : model.orderedParameters()) {
+    host.push_back(p.tensor.detach().to(torch::kCPU, dtype).contiguous());
+    const auto& t = host.back();
+    io::StTensorView v;
+    v.name = p.name;
+    v.dtype = bf16 ? io::StDtype::BF16 : io::StDtype::F32;
+    v.shape.assign(t.sizes().begin(), t.sizes().end());
+    v.bytes = {static_cast<const std::byte*>(t.const_data_ptr()), t.nbytes()};
+    views.push_back(std::move(v));
+  }
+  return io::writeSafetensorsCheckpoint(folder, views, max_shard_bytes, {{"format", "pt"}});
+}
+
+}  // namespace astraflow
