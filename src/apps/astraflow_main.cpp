@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "apps/balance_replay.hpp"
+#include "apps/model_commands.hpp"
 #include "apps/run_job.hpp"
 #include "apps/trace_command.hpp"
 #include "astraflow/core/config.hpp"
@@ -113,7 +114,11 @@ int main(int argc, char** argv) {
   train_local->add_option("config", config_path, "YAML config")->required();
   train_local->add_option("--log-level", log_level, "override run.log_level");
 
+  const auto model_commands = astraflow::addModelCommands(app);
+
   CLI11_PARSE(app, argc, argv);
+
+  if (const int rc = model_commands.run(); rc >= 0) return rc;
 
   if (*sft) return localCommand(config_path, log_level, true);
   if (*train_local) return localCommand(config_path, log_level, false);

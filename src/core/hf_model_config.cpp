@@ -175,6 +175,14 @@ void readRope(Fields& top, const std::string& file, HfModelConfig& out) {
 
 const char* familyArchitecture(ModelFamily family) { return infoOf(family).architecture; }
 
+const char* ropeTypeName(RopeScaling::Kind kind) {
+  switch (kind) {
+    case RopeScaling::Kind::Linear: return "linear";
+    case RopeScaling::Kind::Llama3: return "llama3";
+    default: return "default";
+  }
+}
+
 HfModelConfig readHfModelConfig(const std::string& folder) {
   const auto path = (std::filesystem::path(folder) / "config.json").string();
   std::ifstream in(path);

@@ -51,6 +51,18 @@ void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl&
   policy_group.writeAttribute("max_seq_len", std::int64_t{m.max_seq_len});
   policy_group.writeAttribute("rope_theta", m.rope_theta);
   policy_group.writeAttribute("rms_eps", m.rms_eps);
+  // What export-hf needs to write config.json from the checkpoint alone.
+  policy_group.writeAttribute("architecture", std::string(familyArchitecture(m.family)));
+  policy_group.writeAttribute("attention_bias", std::int64_t{m.attention_bias ? 1 : 0});
+  policy_group.writeAttribute("mlp_bias", std::int64_t{m.mlp_bias ? 1 : 0});
+  policy_group.writeAttribute("max_position_embeddings", std::int64_t{m.max_position_embeddings});
+  policy_group.writeAttribute("rope_type", std::string(ropeTypeName(m.rope_scaling.kind)));
+  policy_group.writeAttribute("rope_factor", m.rope_scaling.factor);
+  policy_group.writeAttribute("rope_low_freq_factor", m.rope_scaling.low_freq_factor);
+  policy_group.writeAttribute("rope_high_freq_factor", m.rope_scaling.high_freq_factor);
+  policy_group.writeAttribute("rope_original_max_position_embeddings",
+                              std::int64_t{m.rope_scaling.original_max_position_embeddings});
+  policy_group.writeAttribute("hf_path", m.hf_path);
   policy_group.writeAttribute("parameter_order", fmt::format("{}", fmt::join(
                                                                        [&] {
                                                                          std::vector<std::string> names;
@@ -72,6 +84,18 @@ void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model
                               policy_group.fileName(), attr, got, want));
     }
   };
+  if (policy_group.hasAttribute("architecture") &&
+      policy_group.readStringAttribute("architecture") != familyArchitecture(m.family)) {
+    throw Error(fmt::format("checkpoint {}: model attribute 'architecture' is {} but the config's model is {}",
+                            policy_group.fileName(), policy_group.readStringAttribute("architecture"),
+                            familyArchitecture(m.family)));
+  }
+  if (policy_group.hasAttribute("rope_type") &&
+      policy_group.readStringAttribute("rope_type") != ropeTypeName(m.rope_scaling.kind)) {
+    throw Error(fmt::format("checkpoint {}: model attribute 'rope_type' is {} but the config's model has {}",
+                            policy_group.fileName(), policy_group.readStringAttribute("rope_type"),
+                            ropeTypeName(m.rope_scaling.kind)));
+  }
   checkInt("heads", m.heads);
   checkInt("kv_heads", m.kv_heads);
   checkInt("head_dim", m.headDim());
@@ -103,6 +127,49 @@ void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model
     tensors.push_back({name, t.view(dims)});
   }
   model.importTensors(tensors);
+}
+
+ModelConfig modelConfigOf(const io::H5Location& g) {
+  ModelConfig m;
+  auto integer = [&](const char* attr) {
+    if (!g.hasAttribute(attr)) {
+      throw Error(fmt::format("checkpoint {}: model attribute '{}' is missing (written by an older astraflow?)",
+                              g.fileName(), attr));
+    }
+    return static_cast<int>(g.readInt64Attribute(attr));
+  };
+  m.vocab_size = integer("vocab_size");
+  m.d_model = integer("d_model");
+  m.layers = integer("layers");
+  m.heads = integer("heads");
+  m.kv_heads = integer("kv_heads");
+  m.head_dim = integer("head_dim");
+  m.ffn_hidden = integer("ffn_hidden");
+  m.tied_embeddings = integer("tied_embeddings") != 0;
+  m.max_seq_len = integer("max_seq_len");
+  m.rope_theta = g.readDoubleAttribute("rope_theta");
+  m.rms_eps = g.readDoubleAttribute("rms_eps");
+  const std::string arch = g.hasAttribute("architecture") ? g.readStringAttribute("architecture") : "";
+  bool known = false;
+  for (auto family : {ModelFamily::Qwen3, ModelFamily::Qwen2, ModelFamily::Llama}) {
+    if (arch == familyArchitecture(family)) m.family = family, known = true;
+  }
+  if (!known) throw Error(fmt::format("checkpoint {}: model attribute 'architecture' is '{}'", g.fileName(), arch));
+  m.attention_bias = integer("attention_bias") != 0;
+  m.mlp_bias = integer("mlp_bias") != 0;
+  m.max_position_embeddings = integer("max_position_embeddings");
+  const std::string rope = g.readStringAttribute("rope_type");
+  known = false;
+  for (auto kind : {RopeScaling::Kind::None, RopeScaling::Kind::Linear, RopeScaling::Kind::Llama3}) {
+    if (rope == ropeTypeName(kind)) m.rope_scaling.kind = kind, known = true;
+  }
+  if (!known) throw Error(fmt::format("checkpoint {}: model attribute 'rope_type' is '{}'", g.fileName(), rope));
+  m.rope_scaling.factor = g.readDoubleAttribute("rope_factor");
+  m.rope_scaling.low_freq_factor = g.readDoubleAttribute("rope_low_freq_factor");
+  m.rope_scaling.high_freq_factor = g.readDoubleAttribute("rope_high_freq_factor");
+  m.rope_scaling.original_max_position_embeddings = integer("rope_original_max_position_embeddings");
+  m.hf_path = g.readStringAttribute("hf_path");
+  return m;
 }
 
 void saveCheckpointFile(const std::string& path, const std::string& policy, const PolicyModelImpl& model,

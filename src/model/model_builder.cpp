@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "astraflow/core/error.hpp"
@@ -21,15 +22,16 @@ namespace astraflow {
 namespace {
 
 // config.json fields astraflow does not read (none of them changes the forward pass, or
-// readHfModelConfig would have refused it): said once per process, so none passes unseen.
+// readHfModelConfig would have refused it): said once per folder and process, so none passes
+// unseen.
 void logUnreadHfFields(const std::string& folder) {
-  static std::once_flag once;
-  std::call_once(once, [&] {
-    const auto unread = readHfModelConfig(folder).unread_fields;
-    if (!unread.empty()) {
-      spdlog::warn("{}/config.json: fields astraflow does not read: {}", folder, fmt::join(unread, ", "));
-    }
-  });
+  static std::mutex mutex;
+  static std::set<std::string> told;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (!told.insert(folder).second) return;
+  const auto unread = readHfModelConfig(folder).unread_fields;
+  if (!unread.empty())
+    spdlog::warn("{}/config.json: fields astraflow does not read: {}", folder, fmt::join(unread, ", "));
 }
 
 }  // namespace
@@ -51,6 +53,18 @@ void configureThreads(const Config& config, int ranks_on_node) {
   }
 }
 
+PolicyModel newPolicyModel(const ModelConfig& m, std::uint64_t seed) {
+  // The CPU generator only: torch::manual_seed would also seed the accelerators, and asking
+  // LibTorch for its CUDA hooks before the CUDA plug-in is loaded fixes them to the stub for
+  // the life of the process (docs/gpu.md).
+  {
+    auto cpu = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(cpu.mutex());
+    cpu.set_current_seed(seed);
+  }
+  return PolicyModel(m);
+}
+
 PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, const std::string& policy,
                              const torch::Device& device, torch::ScalarType dtype) {
   const PolicySection* section = policy.empty() ? &config.policies.front() : config.findPolicy(policy);
@@ -62,20 +76,16 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
     throw Error(fmt::format("policy '{}': the tokenizer has {} tokens but {}/config.json has vocab_size {}",
                             section->name, tokens.vocab_size, m.hf_path, m.vocab_size));
   }
-  // The CPU generator only: torch::manual_seed would also seed the accelerators, and asking
-  // LibTorch for its CUDA hooks before the CUDA plug-in is loaded fixes them to the stub for
-  // the life of the process (docs/gpu.md).
-  {
-    auto cpu = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(cpu.mutex());
-    cpu.set_current_seed(config.run.seed);
-  }
-  PolicyModel model(m);
+  PolicyModel model = newPolicyModel(m, config.run.seed);
   if (!m.hf_path.empty()) {
     loadHfWeights(*model, m.hf_path);
     logUnreadHfFields(m.hf_path);
   }
-  model->setNeverGenerate({tokens.pad_id, tokens.bos_id});
+  // Ids past the tokenizer's (a folder's vocabulary is often padded, or larger than the
+  // tokenizer in use) have no text: never generated, like <pad> and <bos>.
+  std::vector<std::int64_t> never = {tokens.pad_id, tokens.bos_id};
+  for (std::int64_t id = tokens.vocab_size; id < m.vocab_size; ++id) never.push_back(id);
+  model->setNeverGenerate(never);
   if (device != torch::Device(torch::kCPU) || dtype != torch::kFloat32) model->place(device, dtype);
   return model;
 }

@@ -184,6 +184,65 @@ case "$(tail -n 1 "$work/job_resume.out")" in
   *'"resumed_from":4'*'"versions":6'* | *'"versions":6'*'"resumed_from":4'*) ;;
   *) fail "job_resume: summary does not say resumed_from 4, versions 6: $(tail -n 1 "$work/job_resume.out")" ;;
 esac
+# export-hf: the run's newest checkpoint (version 6, found from the run folder) and an early one
+# (version 2, named as a file) become Hugging Face folders that transformers loads, with a
+# tokenizer that encodes as the task vocabulary (one id per character; test_hf_model compares
+# the ids and log-probs in full).
+expect_rc 0 export_run -- "$bin" export-hf "$work/job" "$work/hf_v6"
+expect_text export_run out '"version": 6'
+expect_rc 0 export_v2 -- "$bin" export-hf "$work/job/checkpoints/step_2.solver.h5" "$work/hf_v2"
+expect_text export_v2 out '"version": 2'
+expect_rc nonzero export_again -- "$bin" export-hf "$work/job" "$work/hf_v6"
+expect_text export_again err "already holds a config.json"
+"$ASTRAFLOW_PYTHON" - "$work/hf_v2" "$work/hf_v6" >"$work/export_check.out" 2>&1 <<'PY' ||
+import sys
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+for folder in sys.argv[1:3]:
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    ids = AutoTokenizer.from_pretrained(folder)("12+34=")["input_ids"]
+    assert len(ids) == 6, ids
+    assert torch.isfinite(model(input_ids=torch.tensor([ids])).logits).all()
+PY
+  fail "export: transformers could not use the exported folders: $(grep -v "Loading weights" "$work/export_check.out" | tail -n 5)"
+# A policy from a Hugging Face folder: init-model makes one, sft, train-local and a distributed
+# run train it, export-hf writes the run's result, and transformers loads that with weights that
+# moved away from the folder's.
+expect_rc 0 init_model -- "$bin" init-model "$work/hf_init" --hidden-size 32 --layers 1 --heads 2 --kv-heads 1 \
+  --head-dim 16 --intermediate-size 64 --max-positions 64 --seed 3
+expect_text init_model out '"architecture": "Qwen3ForCausalLM"'
+cat >"$work/hf.yaml" <<YAML
+run: {name: hf, output_dir: $work/hf_run, seed: 1, threads_per_rank: 1, versions: 6, checkpoint_every: 3}
+policies:
+  - name: solver
+    model: {hf: $work/hf_init, max_seq_len: 32}
+layout:
+  - {role: dataflow, ranks: 1}
+  - {role: trainer, policy: solver, ranks: 1}
+  - {role: rollout, policies: [solver], ranks: 2}
+environment: {name: arithmetic, digits: 1, operators: "+"}
+rollout: {group_size: 4, max_new_tokens: 4, batch_tasks: 16}
+trainer: {groups_per_step: 4}
+sft: {max_steps: 20, checkpoint: $work/hf_sft.h5}
+local: {steps: 10}
+YAML
+expect_rc 0 hf_validate -- "$bin" validate "$work/hf.yaml"
+expect_rc 0 hf_sft -- "$bin" sft "$work/hf.yaml"
+expect_rc 0 hf_local -- "$bin" train-local "$work/hf.yaml"
+expect_rc 0 hf_run -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/hf.yaml"
+expect_rc 0 hf_export -- "$bin" export-hf "$work/hf_run" "$work/hf_trained"
+expect_text hf_export out '"version": 6'
+"$ASTRAFLOW_PYTHON" - "$work/hf_init" "$work/hf_trained" >"$work/hf_check.out" 2>&1 <<'PY' ||
+import sys
+import torch
+from transformers import AutoModelForCausalLM
+start, trained = (AutoModelForCausalLM.from_pretrained(p) for p in sys.argv[1:3])
+assert type(start) is type(trained), (type(start), type(trained))
+moved = max((a - b).abs().max().item() for a, b in zip(start.parameters(), trained.parameters()))
+assert moved > 0, "the trained weights are the folder's"
+assert torch.isfinite(trained(input_ids=torch.tensor([[5, 6, 7]])).logits).all()
+PY
+  fail "hf training: $(grep -v "Loading weights" "$work/hf_check.out" | tail -n 5)"
 expect_rc nonzero resume_bad_override -- "$mpiexec" -n 4 --oversubscribe "$bin" run --resume "$work/job" --set run.versions=zero
 expect_text resume_bad_override err "run.versions" 1
 # A truncated checkpoint: refused, naming the file.

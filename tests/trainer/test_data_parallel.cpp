@@ -126,8 +126,8 @@ TEST_P(DataParallel, RanksStayBitIdenticalAndMatchTheUnionBatch) {
 INSTANTIATE_TEST_SUITE_P(GradSync, DataParallel,
                          ::testing::Values(TrainerSection::GradSync::C10d, TrainerSection::GradSync::Mpi,
                                            TrainerSection::GradSync::Auto),
-                         [](const auto& info) {
-                           switch (info.param) {
+                         [](const auto& p) {
+                           switch (p.param) {
                              case TrainerSection::GradSync::C10d: return std::string("c10d");
                              case TrainerSection::GradSync::Mpi: return std::string("mpi");
                              default: return std::string("auto");

@@ -89,7 +89,7 @@ TEST_P(PolicyTrainerPrecision, RlStepsShiftProbabilityTowardRewardedToken) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Precision, PolicyTrainerPrecision, ::testing::Values(Precision::Fp32, Precision::Bf16),
-                         [](const auto& info) { return std::string(info.param == Precision::Bf16 ? "bf16" : "fp32"); });
+                         [](const auto& p) { return std::string(p.param == Precision::Bf16 ? "bf16" : "fp32"); });
 
 // Autocast really is on for bf16: the first step's loss differs from the float32 one (same
 // weights, same batch), and by no more than bf16 rounding.

@@ -37,6 +37,9 @@ struct RopeScaling {
   int original_max_position_embeddings = 0;  // llama3
 };
 
+// "default", "linear", "llama3": transformers' rope_type names.
+const char* ropeTypeName(RopeScaling::Kind kind);
+
 struct ModelConfig {
   int vocab_size = 0;    // 0 in config: taken from the tokenizer
   int d_model = 64;      // hidden size

@@ -15,6 +15,9 @@ void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl&
 // Refuses (Error naming the tensor) a checkpoint whose tensors do not match the model built
 // from the config: unknown or missing tensor, or a different shape.
 void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model);
+// The model a policy group was saved from (its attributes), for export-hf; hf_path is the
+// Hugging Face folder it was built from, if any. Throws Error naming a missing attribute.
+ModelConfig modelConfigOf(const io::H5Location& policy_group);
 
 // A file holding /policies/<name>/weights/… plus `format = astraflow-checkpoint` and
 // `version` (weight version) attributes.

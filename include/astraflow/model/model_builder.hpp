@@ -12,6 +12,10 @@
 
 namespace astraflow {
 
+// A model of `m` on the CPU in float32, its weights drawn from `seed` (uninitialised when
+// m.hf_path is set: the caller loads the folder's weights).
+PolicyModel newPolicyModel(const ModelConfig& m, std::uint64_t seed);
+
 // Builds a policy's model (vocabulary from `tokens`) with the run seed; the first policy's when
 // `policy` is empty. Throws Error for a policy the config does not define. The weights are drawn
 // on the CPU and then placed on `device` in `dtype`, so every rank starts from the same ones
