@@ -221,6 +221,19 @@ SafetensorsFile SafetensorsFile::parse(std::span<const std::byte> bytes, const s
   return f;
 }
 
+void SafetensorsFile::releasePages(const StTensorView& tensor) const {
+  if (!map_ || tensor.bytes.empty()) return;
+  const auto all = map_->bytes();
+  const auto* first = tensor.bytes.data();
+  const auto* last = first + tensor.bytes.size();
+  if (first < all.data() || last > all.data() + all.size()) return;
+  // Only the pages wholly inside the tensor: a neighbour's bytes may share the edge pages.
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<std::uintptr_t>(first) + page - 1) / page * page;
+  const auto end = reinterpret_cast<std::uintptr_t>(last) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 const StTensorView* SafetensorsFile::find(const std::string& name) const {
   for (const auto& t : tensors_)
     if (t.name == name) return &t;

@@ -99,6 +99,10 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open(const std::filesystem::path& f
   return c;
 }
 
+void SafetensorsCheckpoint::releasePages(const StTensorView& tensor) const {
+  for (const auto& file : files_) file.releasePages(tensor);
+}
+
 const StTensorView* SafetensorsCheckpoint::find(const std::string& name) const {
   auto it = by_name_.find(name);
   return it == by_name_.end() ? nullptr : it->second;

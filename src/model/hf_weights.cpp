@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <torch/types.h>
 
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -31,6 +32,32 @@ torch::Tensor viewOf(const io::StTensorView& t, const std::filesystem::path& fol
   return torch::from_blob(data, t.shape, torch::TensorOptions().dtype(torchDtype(t, folder)));
 }
 
+// Whether every value is finite, from the bits (an all-ones exponent is inf or NaN): one pass
+// over the mapped bytes, no temporaries — torch::isfinite on a 600 M-element tensor makes
+// several full-size ones.
+template <class Bits>
+bool exponentsFinite(const io::StTensorView& t, Bits exponent_mask) {
+  const auto n = t.bytes.size() / sizeof(Bits);
+  const auto* p = t.bytes.data();
+  Bits bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    Bits v;
+    std::memcpy(&v, p + i * sizeof(Bits), sizeof(Bits));
+    bad |= static_cast<Bits>((v & exponent_mask) == exponent_mask);
+  }
+  return bad == 0;
+}
+
+bool allFinite(const io::StTensorView& t) {
+  switch (t.dtype) {
+    case io::StDtype::F32: return exponentsFinite<std::uint32_t>(t, 0x7f800000u);
+    case io::StDtype::BF16: return exponentsFinite<std::uint16_t>(t, 0x7f80u);
+    case io::StDtype::F16: return exponentsFinite<std::uint16_t>(t, 0x7c00u);
+    case io::StDtype::F64: return exponentsFinite<std::uint64_t>(t, 0x7ff0000000000000ull);
+    default: return true;  // refused by torchDtype before
+  }
+}
+
 }  // namespace
 
 void loadHfWeights(PolicyModelImpl& model, const std::filesystem::path& folder) {
@@ -56,8 +83,20 @@ void loadHfWeights(PolicyModelImpl& model, const std::filesystem::path& folder) 
                       folder.string()));
     }
   }
+  // Tensor by tensor, releasing each one's mapped pages once read: the process then holds the
+  // model plus about one tensor of the files, not the files whole (docs/models.md, the load
+  // benchmark). Values are checked in a first pass, so nothing is copied unless all pass.
   try {
-    model.importTensors(tensors);
+    const auto index = model.matchTensors(tensors);
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const io::StTensorView& view = *checkpoint.find(tensors[i].name);
+      if (!allFinite(view)) throw Error(fmt::format("weights: tensor '{}' holds NaN or inf values", view.name));
+      checkpoint.releasePages(view);
+    }
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      model.copyInto(index[i], tensors[i].tensor);
+      checkpoint.releasePages(*checkpoint.find(tensors[i].name));
+    }
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", folder.string(), e.what()));
   }

@@ -28,13 +28,14 @@ torch::Tensor applyRope(const torch::Tensor& x, const torch::Tensor& cos, const 
   return x * cos + rotated * sin;
 }
 
-// Inverse rotary frequencies [head_dim/2] in float32, computed as transformers does (float32
-// arithmetic, 1 / theta^(2i/d)), then scaled: `linear` divides every frequency by the factor;
-// `llama3` divides the low frequencies, keeps the high ones and interpolates between.
+// Inverse rotary frequencies [head_dim/2] in float32: theta^(-2i/d) computed in float64 and
+// rounded once (transformers computes it in float32 arithmetic; the two differ by at most an ulp
+// or so, far inside the log-prob tolerance its tests hold us to), then scaled as transformers
+// does: `linear` divides every frequency by the factor; `llama3` divides the low frequencies,
+// keeps the high ones and interpolates between.
 torch::Tensor rotaryInverseFrequencies(const ModelConfig& m) {
   const auto hd = m.headDim();
-  const auto exponent = torch::arange(0, hd, 2, torch::kInt64).to(torch::kFloat32) / static_cast<double>(hd);
-  auto inv_freq = 1.0 / torch::pow(m.rope_theta, exponent);
+  auto inv_freq = torch::pow(m.rope_theta, -torch::arange(0, hd, 2, torch::kFloat64) / hd).to(torch::kFloat32);
   const RopeScaling& s = m.rope_scaling;
   switch (s.kind) {
     case RopeScaling::Kind::None: break;
@@ -238,29 +239,44 @@ std::vector<NamedTensor> PolicyModelImpl::exportBf16() const {
   return out;
 }
 
-void PolicyModelImpl::importTensors(const std::vector<NamedTensor>& tensors) {
-  // Validate everything first: a refused import must leave the model untouched.
-  std::vector<const NamedTensor*> source(ordered_.size(), nullptr);
+std::vector<std::size_t> PolicyModelImpl::matchTensors(const std::vector<NamedTensor>& tensors) const {
+  std::vector<std::size_t> index;
+  index.reserve(tensors.size());
+  std::vector<bool> given(ordered_.size(), false);
   for (const auto& t : tensors) {
     auto it = std::find_if(ordered_.begin(), ordered_.end(), [&](const NamedTensor& p) { return p.name == t.name; });
     if (it == ordered_.end()) throw Error(fmt::format("weights: tensor '{}' is not a parameter of this model", t.name));
     const auto idx = static_cast<std::size_t>(it - ordered_.begin());
-    if (source[idx]) throw Error(fmt::format("weights: tensor '{}' is given twice", t.name));
+    if (given[idx]) throw Error(fmt::format("weights: tensor '{}' is given twice", t.name));
     if (!it->tensor.sizes().equals(t.tensor.sizes())) {
       throw Error(fmt::format("weights: tensor '{}' has shape {} but the model (from the config) expects {}", t.name,
                               shapeOf(t.tensor), shapeOf(it->tensor)));
     }
-    if (!torch::isfinite(t.tensor).all().item<bool>()) {
-      throw Error(fmt::format("weights: tensor '{}' holds NaN or inf values", t.name));
-    }
-    source[idx] = &t;
+    given[idx] = true;
+    index.push_back(idx);
   }
   for (std::size_t i = 0; i < ordered_.size(); ++i) {
-    if (!source[i]) throw Error(fmt::format("weights: tensor '{}' is missing", ordered_[i].name));
+    if (!given[i]) throw Error(fmt::format("weights: tensor '{}' is missing", ordered_[i].name));
   }
+  return index;
+}
+
+void PolicyModelImpl::checkFinite(const NamedTensor& t) {
+  if (!torch::isfinite(t.tensor).all().item<bool>()) {
+    throw Error(fmt::format("weights: tensor '{}' holds NaN or inf values", t.name));
+  }
+}
+
+void PolicyModelImpl::copyInto(std::size_t index, const torch::Tensor& source) {
   torch::NoGradGuard no_grad;
-  for (std::size_t i = 0; i < ordered_.size(); ++i)
-    ordered_[i].tensor.copy_(source[i]->tensor);  // converts the dtype, no temporary
+  ordered_[index].tensor.copy_(source);  // converts the dtype, no temporary
+}
+
+void PolicyModelImpl::importTensors(const std::vector<NamedTensor>& tensors) {
+  // Validate everything first: a refused import must leave the model untouched.
+  const auto index = matchTensors(tensors);
+  for (const auto& t : tensors) checkFinite(t);
+  for (std::size_t i = 0; i < tensors.size(); ++i) copyInto(index[i], tensors[i].tensor);
 }
 
 void PolicyModelImpl::setNeverGenerate(const std::vector<std::int64_t>& token_ids) {

@@ -12,7 +12,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -265,6 +267,13 @@ TEST_F(HfFolders, WeightsThatDoNotFitAreRefusedByName) {
     if (t.name == "model.norm.weight") t.shape = {8, 6};
   }
   expect_refused(reshaped, "tensor 'model.norm.weight' has shape [8, 6]");
+  // A NaN in the last tensor: refused before any tensor is copied.
+  auto poisoned = all;
+  std::vector<std::byte> bytes(poisoned.back().bytes.begin(), poisoned.back().bytes.end());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(bytes.data() + bytes.size() - sizeof(float), &nan, sizeof(float));
+  poisoned.back().bytes = bytes;
+  expect_refused(poisoned, "tensor '" + poisoned.back().name + "' holds NaN or inf values");
 }
 
 Reference readReference(const std::filesystem::path& folder, nlohmann::json* all);

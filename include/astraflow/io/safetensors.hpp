@@ -64,6 +64,11 @@ class SafetensorsFile {
   const std::vector<StTensorView>& tensors() const { return tensors_; }  // in data order
   const StTensorView* find(const std::string& name) const;
   const StMetadata& metadata() const { return metadata_; }
+  // Unmaps the whole pages inside a tensor of this file from the process (madvise
+  // MADV_DONTNEED; the pages stay in the page cache and a later read maps them again), so a
+  // loader copying tensor by tensor keeps about one tensor of the file resident, not all of it.
+  // Does nothing for parse()d bytes or a view of another file.
+  void releasePages(const StTensorView& tensor) const;
 
  private:
   std::shared_ptr<MappedFile> map_;  // empty for parse()
@@ -88,6 +93,8 @@ class SafetensorsCheckpoint {
   const std::vector<const StTensorView*>& tensors() const { return tensors_; }  // shard by shard
   const StTensorView* find(const std::string& name) const;
   std::size_t shards() const { return files_.size(); }
+  // SafetensorsFile::releasePages for whichever shard holds `tensor`.
+  void releasePages(const StTensorView& tensor) const;
 
  private:
   std::vector<SafetensorsFile> files_;

@@ -53,6 +53,12 @@ class PolicyModelImpl : public torch::nn::Module {
   // and every shape must match and every value be finite, else an Error naming the tensor;
   // nothing is copied unless all tensors pass.
   void importTensors(const std::vector<NamedTensor>& tensors);
+  // importTensors in steps, for a loader that streams from a memory map: matchTensors checks
+  // names and shapes without reading any data (the parameter index of each tensor, or Error),
+  // checkFinite one tensor's values, copyInto copies one into its parameter.
+  std::vector<std::size_t> matchTensors(const std::vector<NamedTensor>& tensors) const;
+  static void checkFinite(const NamedTensor& tensor);
+  void copyInto(std::size_t index, const torch::Tensor& source);
   std::int64_t parameterCount() const;
   // Moves the model to `device` with parameters in `dtype` (float32 for a trainer's master
   // weights; bf16 for an engine computing in bf16). The KV caches it makes follow.
