@@ -10,6 +10,8 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
+# ICU (libicu-dev): the Unicode classes and normal forms of the tokenizer.json pipeline (src/text).
+pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
 
 # HDF5: Debian's parallel build (libhdf5-openmpi-dev). Its pkg-config file carries the
 # include dir and library of the Open MPI flavour; FindHDF5 would pick the serial one first.

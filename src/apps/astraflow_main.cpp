@@ -9,6 +9,7 @@
 #include "apps/balance_replay.hpp"
 #include "apps/model_commands.hpp"
 #include "apps/run_job.hpp"
+#include "apps/text_commands.hpp"
 #include "apps/trace_command.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/error.hpp"
@@ -115,10 +116,12 @@ int main(int argc, char** argv) {
   train_local->add_option("--log-level", log_level, "override run.log_level");
 
   const auto model_commands = astraflow::addModelCommands(app);
+  const auto text_commands = astraflow::addTextCommands(app);
 
   CLI11_PARSE(app, argc, argv);
 
   if (const int rc = model_commands.run(); rc >= 0) return rc;
+  if (const int rc = text_commands.run(); rc >= 0) return rc;
 
   if (*sft) return localCommand(config_path, log_level, true);
   if (*train_local) return localCommand(config_path, log_level, false);

@@ -11,34 +11,15 @@
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/text/tokenizer.hpp"
+#include "text/byte_level.hpp"
+#include "text/json_file.hpp"
+#include "text/split_rules.hpp"
 
 namespace astraflow {
 
 namespace {
 
 using nlohmann::json;
-
-// GPT-2's byte → printable code point map, which byte-level BPE vocabularies are written in:
-// printable Latin-1 bytes stand for themselves, the others are moved to 256 + n in order.
-std::string byteSymbol(int byte) {
-  int code = byte;
-  const bool printable = (byte >= 33 && byte <= 126) || (byte >= 161 && byte <= 172) || (byte >= 174 && byte <= 255);
-  if (!printable) {
-    int n = 0;
-    for (int b = 0; b < byte; ++b) {
-      if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))) ++n;
-    }
-    code = 256 + n;
-  }
-  std::string utf8;
-  if (code < 0x80) {
-    utf8 += static_cast<char>(code);
-  } else {
-    utf8 += static_cast<char>(0xC0 | (code >> 6));
-    utf8 += static_cast<char>(0x80 | (code & 0x3F));
-  }
-  return utf8;
-}
 
 json addedToken(int id, const std::string& content) {
   return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
@@ -48,12 +29,6 @@ json addedToken(int id, const std::string& content) {
 json byteLevel() {
   return {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
 }
-
-// Qwen2/Qwen3's pre-tokenizer split (contractions, letters, single digits, punctuation runs,
-// newlines, spaces), then the byte-level map.
-const char* kQwenSplit =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
-    "\\s+(?!\\S)|\\s+";
 
 const char* kChatmlTemplate =
     "{%- for message in messages %}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + "
@@ -65,21 +40,11 @@ void writeJson(const std::filesystem::path& path, const json& j) {
   if (!out) throw Error(fmt::format("{}: cannot be written", path.string()));
 }
 
-json readJson(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw Error(fmt::format("{}: cannot be read", path.string()));
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    throw Error(fmt::format("{}: not valid JSON ({})", path.string(), e.what()));
-  }
-}
-
 }  // namespace
 
 HfTokenizerSummary writeByteLevelTokenizer(const std::filesystem::path& folder) {
   json vocab = json::object();
-  for (int b = 0; b < 256; ++b) vocab[byteSymbol(b)] = b;
+  for (int b = 0; b < 256; ++b) vocab[text::byteSymbol(static_cast<std::uint8_t>(b))] = b;
   json tokenizer = {
       {"version", "1.0"},
       {"truncation", nullptr},
@@ -90,7 +55,10 @@ HfTokenizerSummary writeByteLevelTokenizer(const std::filesystem::path& folder) 
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         {{{"type", "Split"}, {"pattern", {{"Regex", kQwenSplit}}}, {"behavior", "Isolated"}, {"invert", false}},
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", std::string(text::splitPattern(text::SplitRule::Qwen2))}}},
+           {"behavior", "Isolated"},
+           {"invert", false}},
           byteLevel()}}}},
       {"post_processor", byteLevel()},
       {"decoder", byteLevel()},
@@ -159,7 +127,7 @@ HfTokenizerSummary writeTaskTokenizer(const Tokenizer& t, const std::filesystem:
 }
 
 HfTokenizerSummary copyTokenizer(const std::filesystem::path& tokenizer_json, const std::filesystem::path& folder) {
-  const json t = readJson(tokenizer_json);
+  const json t = text::readJsonFile(tokenizer_json);
   if (!t.is_object() || !t.contains("model") || !t["model"].is_object() || !t["model"].contains("vocab") ||
       !t["model"]["vocab"].is_object()) {
     throw Error(fmt::format("{}: not a tokenizer.json (no model.vocab object)", tokenizer_json.string()));
@@ -185,7 +153,7 @@ HfTokenizerSummary copyTokenizer(const std::filesystem::path& tokenizer_json, co
   if (std::filesystem::exists(config_path)) {
     std::filesystem::copy_file(config_path, folder / "tokenizer_config.json",
                                std::filesystem::copy_options::overwrite_existing);
-    const json c = readJson(config_path);
+    const json c = text::readJsonFile(config_path);
     auto idOf = [&](const char* key) {
       if (!c.contains(key) || !c[key].is_string()) return -1;
       const auto it = ids.find(c[key].get<std::string>());

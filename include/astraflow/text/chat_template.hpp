@@ -1,0 +1,42 @@
+#pragma once
+// Chat templates: a model folder's Jinja chat template rendered as transformers'
+// apply_chat_template(messages, tools=..., add_generation_prompt=..., tokenize=False, **extra)
+// renders it (the ChatML family with Qwen3's thinking switch, Llama-3). The interpreter
+// implements the Jinja subset chat templates use (docs/models.md lists it); a template with a
+// tag, filter or test outside it is refused by name when it is loaded, never approximated.
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace astraflow {
+
+struct ChatOptions {
+  bool add_generation_prompt = false;
+  nlohmann::ordered_json tools;                                     // null: no tools
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();  // e.g. {"enable_thinking": false}
+};
+
+class ChatTemplate {
+ public:
+  // The folder's chat_template.jinja, else tokenizer_config.json's "chat_template" (a string, or
+  // the entry named "default" of a list); the special tokens it names (bos_token, eos_token,
+  // pad_token, unk_token) become template variables as transformers passes them. Throws Error
+  // naming the file when there is no template or it cannot be parsed.
+  static ChatTemplate load(const std::filesystem::path& folder);
+  // A template given as text, with the special-token variables in `special_tokens` (an object).
+  static ChatTemplate fromSource(const std::string& source,
+                                 const nlohmann::ordered_json& special_tokens = nlohmann::ordered_json::object());
+
+  // `messages`: a list of {"role": ..., "content": ..., ...} as the openai and transformers APIs
+  // take them. Throws Error when the template raises or meets a value it cannot handle.
+  std::string render(const nlohmann::ordered_json& messages, const ChatOptions& options = {}) const;
+
+  struct Impl;
+
+ private:
+  explicit ChatTemplate(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace astraflow

@@ -1,0 +1,102 @@
+#include "astraflow/text/chat_template.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "astraflow/core/error.hpp"
+#include "text/jinja_ast.hpp"
+
+namespace astraflow {
+
+struct ChatTemplate::Impl {
+  jinja::Template tpl;
+  jinja::Object special_tokens;
+};
+
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string readFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(fmt::format("{}: cannot be read", path.string()));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// tokenizer_config.json names special tokens as strings or {"content": ...}.
+ordered_json specialTokens(const ordered_json& config) {
+  ordered_json out = ordered_json::object();
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token"}) {
+    if (!config.contains(key)) continue;
+    const ordered_json& v = config[key];
+    if (v.is_string())
+      out[key] = v;
+    else if (v.is_object() && v.contains("content") && v["content"].is_string())
+      out[key] = v["content"];
+  }
+  return out;
+}
+
+std::shared_ptr<ChatTemplate::Impl> compile(const std::string& source, const ordered_json& special_tokens,
+                                            const std::string& where) {
+  auto impl = std::make_shared<ChatTemplate::Impl>();
+  try {
+    impl->tpl = jinja::parseTemplate(source);
+  } catch (const Error& e) {
+    throw Error(where.empty() ? std::string(e.what()) : fmt::format("{}: {}", where, e.what()));
+  }
+  impl->special_tokens = jinja::fromJson(special_tokens).asObject();
+  return impl;
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::load(const std::filesystem::path& folder) {
+  const std::filesystem::path config_file = folder / "tokenizer_config.json";
+  ordered_json config = ordered_json::object();
+  if (std::filesystem::exists(config_file)) {
+    try {
+      config = ordered_json::parse(readFile(config_file));
+    } catch (const ordered_json::exception& e) {
+      throw Error(fmt::format("{}: not valid JSON ({})", config_file.string(), e.what()));
+    }
+  }
+  const std::filesystem::path jinja_file = folder / "chat_template.jinja";
+  if (std::filesystem::exists(jinja_file))
+    return ChatTemplate(compile(readFile(jinja_file), specialTokens(config), jinja_file.string()));
+  if (!config.contains("chat_template"))
+    throw Error(fmt::format("{}: no chat template (neither chat_template.jinja nor a \"chat_template\" in {})",
+                            folder.string(), config_file.filename().string()));
+  const ordered_json& t = config["chat_template"];
+  std::string source;
+  if (t.is_string()) source = t.get<std::string>();
+  for (const auto& entry : t.is_array() ? t : ordered_json::array())
+    if (entry.value("name", "") == "default" && entry.contains("template"))
+      source = entry["template"].get<std::string>();
+  if (source.empty())
+    throw Error(fmt::format("{}: \"chat_template\" is neither a string nor a list with a \"default\" entry",
+                            config_file.string()));
+  return ChatTemplate(compile(source, specialTokens(config), config_file.string()));
+}
+
+ChatTemplate ChatTemplate::fromSource(const std::string& source, const ordered_json& special_tokens) {
+  return ChatTemplate(compile(source, special_tokens, ""));
+}
+
+std::string ChatTemplate::render(const ordered_json& messages, const ChatOptions& options) const {
+  if (!messages.is_array()) throw Error("chat template: messages must be a list");
+  jinja::Object variables = impl_->special_tokens;
+  variables.emplace_back("messages", jinja::fromJson(messages));
+  variables.emplace_back("tools", jinja::fromJson(options.tools));
+  variables.emplace_back("documents", nullptr);
+  variables.emplace_back("add_generation_prompt", options.add_generation_prompt);
+  if (!options.extra.is_object()) throw Error("chat template: the extra template variables must be an object");
+  for (const auto& [k, v] : options.extra.items()) variables.emplace_back(k, jinja::fromJson(v));
+  return jinja::renderTemplate(impl_->tpl, variables);
+}
+
+}  // namespace astraflow

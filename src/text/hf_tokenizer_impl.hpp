@@ -1,0 +1,55 @@
+#pragma once
+// The parts of a loaded tokenizer.json (include/astraflow/text/hf_tokenizer.hpp), shared by the
+// loader (hf_tokenizer_load.cpp) and the encoder/decoder (hf_tokenizer.cpp).
+#include <filesystem>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "astraflow/text/hf_tokenizer.hpp"
+#include "text/added_tokens.hpp"
+#include "text/bpe_model.hpp"
+#include "text/split_rules.hpp"
+#include "text/unicode.hpp"
+
+namespace astraflow {
+
+struct HfTokenizer::Impl {
+  std::filesystem::path file;
+
+  std::vector<unicode::NormalForm> normalizers;  // applied in order; empty: none
+
+  // Pre-tokenizer: Split steps in order, then optionally the byte-level map (always last).
+  std::vector<text::SplitRule> splits;
+  bool byte_level = false;
+  bool add_prefix_space = false;  // ByteLevel: a space before each piece that lacks one
+  bool byte_level_regex = false;  // ByteLevel: GPT-2's split, after the prefix space
+
+  std::unique_ptr<text::BpeModel> model;
+
+  std::vector<text::AddedToken> added;  // never resized after the matchers point into it
+  std::unordered_map<std::int32_t, std::size_t> added_by_id;
+  text::TokenIds added_by_content;
+  text::AddedTokenMatcher raw_matcher;         // normalized: false tokens, on the raw text
+  text::AddedTokenMatcher normalized_matcher;  // normalized: true tokens, on normalised text
+
+  // The post-processor's single-sequence template: ids before and after the text.
+  std::vector<std::int32_t> prefix_ids;
+  std::vector<std::int32_t> suffix_ids;
+
+  bool byte_level_decoder = false;  // else tokens are joined with spaces (tokenizers, no decoder)
+
+  std::int32_t bos = -1, eos = -1, pad = -1, unk = -1;
+  std::int32_t vocab_size = 0;
+
+  const text::AddedToken* addedToken(std::int32_t id) const {
+    const auto it = added_by_id.find(id);
+    return it == added_by_id.end() ? nullptr : &added[it->second];
+  }
+};
+
+// Reads `path` (a tokenizer.json or its folder) into an Impl; throws Error naming the file and
+// the part it cannot use.
+std::unique_ptr<HfTokenizer::Impl> loadHfTokenizerImpl(const std::filesystem::path& path);
+
+}  // namespace astraflow
