@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "astraflow/core/error.hpp"
+#include "astraflow/run/gguf_export.hpp"
 #include "astraflow/run/hf_folders.hpp"
 
 namespace astraflow {
@@ -34,6 +35,13 @@ struct ExportHfArgs {
   std::uint64_t max_shard_bytes = 5'000'000'000;
 };
 
+struct ExportGgufArgs {
+  std::string source;
+  std::string file;
+  std::string policy;
+  std::string dtype = "f16";
+};
+
 namespace {
 
 std::string fileList(const std::vector<std::filesystem::path>& paths) {
@@ -54,6 +62,21 @@ int exportHfCommand(const ExportHfArgs& a) {
         "\"architecture\": \"%s\", \"files\": [%s]}\n",
         a.folder.c_str(), r.checkpoint.string().c_str(), r.policy.c_str(), static_cast<long long>(r.version),
         familyArchitecture(r.model.family), fileList(r.files).c_str());
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "astraflow: %s\n", e.what());
+    return 2;
+  }
+}
+
+int exportGgufCommand(const ExportGgufArgs& a) {
+  try {
+    GgufExportOptions o;
+    o.dtype = a.dtype;
+    o.policy = a.policy;
+    const auto r = exportGguf(a.source, a.file, o);
+    std::printf("{\"file\": \"%s\", \"architecture\": \"%s\", \"tensors\": %zu, \"tokens\": %zu, \"dtype\": \"%s\"}\n",
+                a.file.c_str(), r.architecture.c_str(), r.tensors, r.tokens, a.dtype.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "astraflow: %s\n", e.what());
@@ -147,12 +170,27 @@ ModelCommands addModelCommands(CLI::App& app) {
   ex->add_option("--max-shard-bytes", e.max_shard_bytes, "shard the weights past this size (default 5 GB)")
       ->check(CLI::Range(std::uint64_t{1} << 20, std::uint64_t{1} << 40));
   c.export_hf = ex;
+
+  c.gguf_args = std::make_shared<ExportGgufArgs>();
+  ExportGgufArgs& g = *c.gguf_args;
+  auto* gg = app.add_subcommand(
+      "export-gguf", "write a Hugging Face folder, checkpoint or run as one GGUF file for llama.cpp / Ollama");
+  gg->add_option("source", g.source,
+                 "a Hugging Face folder (config.json, safetensors, tokenizer.json), a checkpoint or a run")
+      ->required()
+      ->check(CLI::ExistingPath);
+  gg->add_option("file", g.file, "the .gguf file to write")->required();
+  gg->add_option("--dtype", g.dtype, "matrices as f16 (default), bf16 or f32; norms and biases stay f32")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  gg->add_option("--policy", g.policy, "for a checkpoint or run: which policy");
+  c.export_gguf = gg;
   return c;
 }
 
 int ModelCommands::run() const {
   if (init_model && *init_model) return initModelCommand(*init_args);
   if (export_hf && *export_hf) return exportHfCommand(*export_args);
+  if (export_gguf && *export_gguf) return exportGgufCommand(*gguf_args);
   return -1;
 }
 

@@ -91,6 +91,7 @@ void parseRun(YamlReader r, RunSection& run) {
   run.versions = static_cast<int>(r.getInt("versions", run.versions, 1, kMaxInt, "versions"));
   run.max_wall_seconds = r.getDouble("max_wall_seconds", run.max_wall_seconds, 0.0, 1e9);
   run.checkpoint_every = static_cast<int>(r.getInt("checkpoint_every", run.checkpoint_every, 0, kMaxInt, "versions"));
+  run.export_hf_every = static_cast<int>(r.getInt("export_hf_every", run.export_hf_every, 0, kMaxInt, "versions"));
   run.progress_every = static_cast<int>(r.getInt("progress_every", run.progress_every, 1, kMaxInt, "versions"));
   run.init_checkpoint = r.getString("init_checkpoint", run.init_checkpoint);
   r.finish();

@@ -1,6 +1,10 @@
 #include "astraflow/run/role_entry.hpp"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include "astraflow/rollout/raas_role.hpp"
+#include "astraflow/run/hf_folders.hpp"
 #include "astraflow/text/tokenizer.hpp"
 #include "astraflow/trainer/trainer_role.hpp"
 
@@ -26,6 +30,24 @@ TrainerReport runTrainerOn(RunWiring& w) {
   ports.batches = w.batch_rings.at(group).get();
   ports.store = w.weight_stores.at(group).get();
   ports.tokens = tokenSpecOf(*makeTaskTokenizer());
+  // Written beside, then renamed: a reader of <run>/hf/ never sees a half-written folder.
+  const std::filesystem::path run_dir = w.context().run_dir;
+  ports.export_hf = [run_dir, policy = ports.policy](const std::filesystem::path& checkpoint, std::int64_t version) {
+    const std::filesystem::path out = run_dir / "hf" / fmt::format("{}_step_{}", policy, version);
+    const std::filesystem::path tmp = out.string() + ".tmp";
+    std::filesystem::remove_all(tmp);
+    ExportHfOptions options;
+    options.policy = policy;
+    try {
+      exportHf(checkpoint, tmp, options);
+      std::filesystem::remove_all(out);
+      std::filesystem::rename(tmp, out);
+    } catch (const std::exception& e) {  // the checkpoint is there: `astraflow export-hf` can redo it
+      spdlog::warn("run.export_hf_every: version {} of {} not exported: {}", version, policy, e.what());
+      std::error_code ec;
+      std::filesystem::remove_all(tmp, ec);
+    }
+  };
   return runTrainerRole(ports);
 }
 

@@ -49,7 +49,7 @@ class TrainerRank {
   void warmStart();
   bool nextBatch(Batch& batch);
   void stage();
-  void checkpoint();
+  void checkpoint(bool final = false);
 
   const TrainerPorts& ports_;
   const RoleContext& ctx_;
@@ -123,12 +123,18 @@ void TrainerRank::stage() {
   ctx_.event("weight_stage", t, version_, blob_.size(), 1);
 }
 
-void TrainerRank::checkpoint() {
+void TrainerRank::checkpoint(bool final) {
   if (comm_.rank() == 0) {
     const double t = ctx_.now();
     const auto path = trainerCheckpointPath(ctx_.run_dir, version_, policy_).string();
     const auto bytes = saveTrainerCheckpoint(path, policy_, trainer_, version_);
     ctx_.event("checkpoint", t, version_, bytes, 1);
+    const int every = ctx_.cfg.run.export_hf_every;
+    if (ports_.export_hf && every > 0 && (version_ % every == 0 || final)) {
+      const double e = ctx_.now();
+      ports_.export_hf(path, version_);
+      ctx_.event("export_hf", e, version_, 0, 1);
+    }
   }
   last_checkpoint_ = version_;
 }
@@ -178,9 +184,11 @@ TrainerReport TrainerRank::run() {
     step_seconds_ += ctx_.now() - t;
     ctx_.event("train_step", t, version_, static_cast<std::uint64_t>(stats.tokens), batch.trajectories.size());
     stage();
-    if (cfg.run.checkpoint_every > 0 && version_ % cfg.run.checkpoint_every == 0) checkpoint();
+    const bool due = (cfg.run.checkpoint_every > 0 && version_ % cfg.run.checkpoint_every == 0) ||
+                     (cfg.run.export_hf_every > 0 && version_ % cfg.run.export_hf_every == 0);
+    if (due) checkpoint();
   }
-  if (last_checkpoint_ != version_) checkpoint();
+  if (last_checkpoint_ != version_) checkpoint(true);
 
   packWeights(*trainer_.model(), blob_);
   TrainerReport r;

@@ -212,7 +212,7 @@ expect_rc 0 init_model -- "$bin" init-model "$work/hf_init" --hidden-size 32 --l
   --head-dim 16 --intermediate-size 64 --max-positions 64 --seed 3
 expect_text init_model out '"architecture": "Qwen3ForCausalLM"'
 cat >"$work/hf.yaml" <<YAML
-run: {name: hf, output_dir: $work/hf_run, seed: 1, threads_per_rank: 1, versions: 6, checkpoint_every: 3}
+run: {name: hf, output_dir: $work/hf_run, seed: 1, threads_per_rank: 1, versions: 6, checkpoint_every: 3, export_hf_every: 2}
 policies:
   - name: solver
     model: {hf: $work/hf_init, max_seq_len: 32}
@@ -232,11 +232,17 @@ expect_rc 0 hf_local -- "$bin" train-local "$work/hf.yaml"
 expect_rc 0 hf_run -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/hf.yaml"
 expect_rc 0 hf_export -- "$bin" export-hf "$work/hf_run" "$work/hf_trained"
 expect_text hf_export out '"version": 6'
-"$ASTRAFLOW_PYTHON" - "$work/hf_init" "$work/hf_trained" >"$work/hf_check.out" 2>&1 <<'PY' ||
+# run.export_hf_every: 2 wrote versions 2, 4 and 6 as folders while the run went on.
+for v in 2 4 6; do
+  [ -f "$work/hf_run/hf/solver_step_$v/config.json" ] || fail "export_hf_every: no folder for version $v"
+done
+[ -z "$(ls -d "$work"/hf_run/hf/*.tmp 2>/dev/null)" ] || fail "export_hf_every: a .tmp folder was left"
+"$ASTRAFLOW_PYTHON" - "$work/hf_init" "$work/hf_trained" "$work/hf_run/hf/solver_step_6" >"$work/hf_check.out" 2>&1 <<'PY' ||
 import sys
 import torch
 from transformers import AutoModelForCausalLM
-start, trained = (AutoModelForCausalLM.from_pretrained(p) for p in sys.argv[1:3])
+start, trained, during = (AutoModelForCausalLM.from_pretrained(p) for p in sys.argv[1:4])
+assert all(torch.equal(a, b) for a, b in zip(trained.parameters(), during.parameters())), "export_hf_every's v6 differs"
 assert type(start) is type(trained), (type(start), type(trained))
 moved = max((a - b).abs().max().item() for a, b in zip(start.parameters(), trained.parameters()))
 assert moved > 0, "the trained weights are the folder's"

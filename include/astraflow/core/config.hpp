@@ -26,6 +26,7 @@ struct RunSection {
   int versions = 100;           // stop once every policy's trainer has published this version
   double max_wall_seconds = 0;  // also stop after this long (0 = no limit); the run still ends cleanly
   int checkpoint_every = 0;     // versions between checkpoints (0 = only the final one)
+  int export_hf_every = 0;      // versions between Hugging Face folders of the trained policies (0 = none)
   int progress_every = 5;       // versions between progress lines
   std::string init_checkpoint;  // warm start for every policy; empty = <output_dir>/sft.h5 if it exists
 };
