@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "apps/json_lines.hpp"
 #include "astraflow/core/error.hpp"
 #include "astraflow/core/hf_model_config.hpp"
 #include "astraflow/model/hf_weights.hpp"
@@ -34,7 +35,7 @@ using json = nlohmann::ordered_json;  // key order matters: templates print tool
 std::string idsLine(const std::vector<std::int32_t>& ids) {
   std::string line = "{\"ids\": [";
   for (std::size_t i = 0; i < ids.size(); ++i) fmt::format_to(std::back_inserter(line), "{}{}", i ? ", " : "", ids[i]);
-  line += "]}\n";
+  line += "]}";
   return line;
 }
 
@@ -72,33 +73,11 @@ int tokenizeCommand(const TokenizeArgs& a) {
     std::fprintf(stderr, "astraflow: %s\n", e.what());
     return 2;
   }
-  std::ios::sync_with_stdio(false);
-  std::string line;
-  std::size_t number = 0, bad = 0;
-  while (std::getline(std::cin, line)) {
-    ++number;
-    try {
-      const json input = json::parse(line);
-      if (tpl) {
-        std::cout << idsLine(encodeChat(*tokenizer, *tpl, input));
-        continue;
-      }
-      if (!input.is_string()) throw Error("the line is not a JSON string");
-      std::cout << idsLine(tokenizer->encode(input.get<std::string>(), !a.no_special_tokens));
-    } catch (const std::exception& e) {
-      ++bad;
-      // The message may quote the line's bad bytes: they are replaced, never echoed raw.
-      std::cout << json{{"error", fmt::format("line {}: {}", number, e.what())}}.dump(-1, ' ', false,
-                                                                                      json::error_handler_t::replace)
-                << "\n";
-    }
-  }
-  std::cout.flush();
-  if (bad > 0) {
-    std::fprintf(stderr, "astraflow: tokenize: %zu of %zu lines could not be encoded\n", bad, number);
-    return 3;
-  }
-  return 0;
+  return answerJsonLines("tokenize", [&](const json& input) {
+    if (tpl) return idsLine(encodeChat(*tokenizer, *tpl, input));
+    if (!input.is_string()) throw Error("the line is not a JSON string");
+    return idsLine(tokenizer->encode(input.get<std::string>(), !a.no_special_tokens));
+  });
 }
 
 // One input per line of stdin, {"tokens": [...]} or {"text": "..."} (encoded with the folder's
@@ -121,49 +100,31 @@ int scoreCommand(const ScoreArgs& a) {
   }
   const ModelConfig& m = (*model)->config();
   torch::NoGradGuard no_grad;
-  std::ios::sync_with_stdio(false);
-  std::string line;
-  std::size_t number = 0, bad = 0;
-  while (std::getline(std::cin, line)) {
-    ++number;
-    try {
-      const json input = json::parse(line);
-      std::vector<std::int64_t> tokens;
-      if (input.is_object() && input.contains("tokens")) {
-        tokens = input["tokens"].get<std::vector<std::int64_t>>();
-      } else if (input.is_object() && input.contains("text") && input["text"].is_string()) {
-        if (!tokenizer) throw Error("the model folder has no tokenizer.json: give {\"tokens\": [...]}");
-        for (std::int32_t id : tokenizer->encode(input["text"].get<std::string>())) tokens.push_back(id);
-      } else {
-        throw Error("a line is {\"tokens\": [...]} or {\"text\": \"...\"}");
-      }
-      if (tokens.empty()) throw Error("no tokens");
-      if (static_cast<int>(tokens.size()) > m.max_seq_len)
-        throw Error(fmt::format("{} tokens, past the model's {} positions", tokens.size(), m.max_seq_len));
-      for (std::int64_t id : tokens)
-        if (id < 0 || id >= m.vocab_size)
-          throw Error(fmt::format("token {} is outside the vocabulary ({})", id, m.vocab_size));
-      const auto n = static_cast<std::int64_t>(tokens.size());
-      const torch::Tensor lp = sequenceLogProbs(**model, torch::tensor(tokens, torch::kLong).unsqueeze(0),
-                                                torch::tensor({n}, torch::kLong))[0];
-      std::string out = json{{"tokens", tokens}}.dump();
-      out.pop_back();
-      out += ", \"logprobs\": [";
-      for (std::int64_t t = 1; t < n; ++t) out += fmt::format("{}{:.9g}", t > 1 ? ", " : "", lp[t].item<double>());
-      std::cout << out << "]}\n";
-    } catch (const std::exception& e) {
-      ++bad;
-      std::cout << json{{"error", fmt::format("line {}: {}", number, e.what())}}.dump(-1, ' ', false,
-                                                                                      json::error_handler_t::replace)
-                << "\n";
+  return answerJsonLines("score", [&](const json& input) {
+    std::vector<std::int64_t> tokens;
+    if (input.is_object() && input.contains("tokens")) {
+      tokens = input["tokens"].get<std::vector<std::int64_t>>();
+    } else if (input.is_object() && input.contains("text") && input["text"].is_string()) {
+      if (!tokenizer) throw Error("the model folder has no tokenizer.json: give {\"tokens\": [...]}");
+      for (std::int32_t id : tokenizer->encode(input["text"].get<std::string>())) tokens.push_back(id);
+    } else {
+      throw Error("a line is {\"tokens\": [...]} or {\"text\": \"...\"}");
     }
-  }
-  std::cout.flush();
-  if (bad > 0) {
-    std::fprintf(stderr, "astraflow: score: %zu of %zu lines could not be scored\n", bad, number);
-    return 3;
-  }
-  return 0;
+    if (tokens.empty()) throw Error("no tokens");
+    if (static_cast<int>(tokens.size()) > m.max_seq_len)
+      throw Error(fmt::format("{} tokens, past the model's {} positions", tokens.size(), m.max_seq_len));
+    for (std::int64_t id : tokens)
+      if (id < 0 || id >= m.vocab_size)
+        throw Error(fmt::format("token {} is outside the vocabulary ({})", id, m.vocab_size));
+    const auto n = static_cast<std::int64_t>(tokens.size());
+    const torch::Tensor lp = sequenceLogProbs(**model, torch::tensor(tokens, torch::kLong).unsqueeze(0),
+                                              torch::tensor({n}, torch::kLong))[0];
+    std::string out = json{{"tokens", tokens}}.dump();
+    out.pop_back();
+    out += ", \"logprobs\": [";
+    for (std::int64_t t = 1; t < n; ++t) out += fmt::format("{}{:.9g}", t > 1 ? ", " : "", lp[t].item<double>());
+    return out + "]}";
+  });
 }
 
 }  // namespace

@@ -1,0 +1,227 @@
+// The verifiable rewards, table-driven: 100+ (response, reference) cases of the `math` verifier
+// with the traps the field knows (empty and nested boxes, two boxes, thousands separators,
+// 0.5 vs \frac12, 50% vs 0.5, prose without a box), then `exact`, `regex` and `choice`.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "astraflow/tasks/reward.hpp"
+#include "io/temp_dir.hpp"
+
+using namespace astraflow;
+
+namespace {
+
+struct Case {
+  const char* response;
+  const char* reference;
+  RewardReason reason;  // Correct (reward 1) or another (reward 0)
+};
+
+constexpr RewardReason C = RewardReason::Correct;
+constexpr RewardReason W = RewardReason::Wrong;
+constexpr RewardReason N = RewardReason::NoAnswer;
+constexpr RewardReason I = RewardReason::Invalid;
+
+const std::vector<Case> kMath = {
+    // Plain integers and signs.
+    {"\\boxed{42}", "42", C},
+    {"The answer is \\boxed{42}.", "42", C},
+    {"\\boxed{ 42 }", "42", C},
+    {"\\boxed{41}", "42", W},
+    {"\\boxed{-3}", "-3", C},
+    {"\\boxed{3}", "-3", W},
+    {"\\boxed{+7}", "7", C},
+    {"\\boxed{007}", "7", C},
+    {"\\boxed{0}", "0", C},
+    {"\\boxed{-0}", "0", C},
+    // Thousands separators.
+    {"\\boxed{1,000}", "1000", C},
+    {"\\boxed{1000}", "1,000", C},
+    {"\\boxed{12,345,678}", "12345678", C},
+    {"\\boxed{1,00}", "100", W},  // not groups of three: not a number
+    {"\\boxed{1,000.5}", "1000.5", C},
+    // Decimals and tolerance.
+    {"\\boxed{0.5}", "0.5", C},
+    {"\\boxed{.5}", "0.5", C},
+    {"\\boxed{0.50}", "0.5", C},
+    {"\\boxed{3.14159}", "3.14159", C},
+    {"\\boxed{3.14}", "3.14159", W},
+    {"\\boxed{0.3333333333}", "1/3", C},
+    {"\\boxed{0.333}", "1/3", W},
+    {"\\boxed{2.0}", "2", C},
+    {"\\boxed{1e-3}", "0.001", W},  // scientific notation is text, not a number
+    // Fractions.
+    {"\\boxed{\\frac{1}{2}}", "0.5", C},
+    {"\\boxed{0.5}", "\\frac12", C},
+    {"\\boxed{\\frac12}", "1/2", C},
+    {"\\boxed{\\dfrac{3}{4}}", "0.75", C},
+    {"\\boxed{\\tfrac{3}{4}}", "3/4", C},
+    {"\\boxed{-\\frac{2}{3}}", "-2/3", C},
+    {"\\boxed{\\frac{2}{3}}", "-2/3", W},
+    {"\\boxed{6/8}", "3/4", C},
+    {"\\boxed{\\frac{10}{4}}", "2.5", C},
+    {"\\boxed{\\frac{1}{0}}", "1/0", W},  // no value: compared as text, which differs
+    {"\\boxed{\\frac{1}{3}}", "0.33", W},
+    // Percentages: p% is p and is p/100.
+    {"\\boxed{50\\%}", "50", C},
+    {"\\boxed{50%}", "0.5", C},
+    {"\\boxed{0.5}", "50%", C},
+    {"\\boxed{50}", "50%", C},
+    {"\\boxed{25\\%}", "0.5", W},
+    {"\\boxed{12.5%}", "0.125", C},
+    // LaTeX wrappers.
+    {"\\boxed{$42$}", "42", C},
+    {"$\\boxed{42}$", "42", C},
+    {"\\boxed{\\text{42}}", "42", C},
+    {"\\boxed{42 \\text{ apples}}", "42", W},  // units stay: "42apples" is not 42
+    {"\\boxed{\\left( 1, 2 \\right)}", "(1,2)", C},
+    {"\\boxed{90^\\circ}", "90", C},
+    {"\\boxed{90^{\\circ}}", "90", C},
+    {"\\boxed{\\$5}", "5", C},
+    {"\\boxed{\\textbf{7}}", "7", C},
+    {"\\boxed{\\mathrm{7}}", "7", C},
+    {"\\boxed{\\displaystyle \\frac{1}{2}}", "1/2", C},
+    {"\\boxed{x = 5}", "5", C},
+    {"\\boxed{x=5}", "x=5", C},
+    {"\\boxed{y = 6}", "5", W},
+    {"\\boxed{\\sqrt{2}}", "\\sqrt{2}", C},
+    {"\\boxed{\\sqrt{2}}", "\\sqrt{3}", W},
+    {"\\boxed{\\sqrt2}", "\\sqrt{2}", W},  // text compared as written
+    {"\\boxed{2\\pi}", "2\\pi", C},
+    {"\\boxed{x^2+1}", "x^2 + 1", C},
+    {"\\boxed{x^2+1}", "1+x^2", W},  // no algebra: order matters
+    // Tuples and intervals.
+    {"\\boxed{(1, 2)}", "(1,2)", C},
+    {"\\boxed{(2, 1)}", "(1,2)", W},
+    {"\\boxed{(1, 2, 3)}", "(1,2)", W},
+    {"\\boxed{[1, 2)}", "[1,2)", C},
+    {"\\boxed{(1, 2]}", "[1,2)", W},
+    {"\\boxed{(0.5, \\frac{1}{4})}", "(1/2, 0.25)", C},
+    {"\\boxed{(1,000, 2)}", "(1, 0, 2)", C},  // inside brackets commas separate elements
+    {"\\boxed{(-1, 3)}", "(-1,3)", C},
+    {"\\boxed{(5)}", "5", C},
+    {"\\boxed{[-\\frac{1}{2}, 4]}", "[-0.5, 4]", C},
+    // Boxes: nested braces, several, empty, spelled \fbox.
+    {"\\boxed{\\frac{\\sqrt{3}}{2}}", "\\frac{\\sqrt{3}}{2}", C},
+    {"\\boxed{{42}}", "42", W},  // an extra brace group is text
+    {"first \\boxed{1} then \\boxed{2}", "2", C},
+    {"first \\boxed{1} then \\boxed{2}", "1", W},
+    {"\\boxed{}", "42", N},
+    {"\\boxed{ }", "42", N},
+    {"\\boxed{42} and finally \\boxed{}", "42", N},
+    {"\\fbox{42}", "42", C},
+    {"\\boxed {42}", "42", C},
+    {"\\boxed{42", "42", N},  // never closed, and no fallback answer
+    {"\\boxed{\\{1, 2\\}}", "\\{1,2\\}", C},
+    // No box: the fallback pattern.
+    {"so 6 * 7 = 42\n#### 42", "42", C},
+    {"#### 1,234", "1234", C},
+    {"Answer: 42", "42", C},
+    {"The answer is 42.", "42", C},
+    {"answer = 3/4", "0.75", C},
+    {"#### 41\nwait, #### 42", "42", C},  // the last match counts
+    {"Answer: 7\n", "8", W},
+    {"I think it is 42.", "42", N},  // prose without a box or marker
+    {"42", "42", N},
+    {"", "42", N},
+    {"The box is \\boxed{42} but #### 41", "42", C},  // a box wins over the pattern
+    // References in the same forms.
+    {"\\boxed{42}", "$42$", C},
+    {"\\boxed{42}", "\\boxed{42}", C},
+    {"\\boxed{42}", "42.", C},
+    {"\\boxed{42}", "", I},
+    {"\\boxed{42}", "  ", I},
+    // Text answers.
+    {"\\boxed{\\text{yes}}", "yes", C},
+    {"\\boxed{No}", "no", W},  // case is kept
+    {"\\boxed{A}", "A", C},
+    {"\\boxed{\\infty}", "\\infty", C},
+    {"\\boxed{-\\infty}", "\\infty", W},
+    {"\\boxed{10^{6}}", "10^6", W},
+    {"\\boxed{\\frac{a}{b}}", "\\frac{a}{b}", C},
+};
+
+TEST(MathReward, Table) {
+  ASSERT_GE(kMath.size(), 100u);
+  int wrong = 0;
+  for (std::size_t i = 0; i < kMath.size(); ++i) {
+    const Case& c = kMath[i];
+    const RewardResult r = mathReward(c.response, c.reference);
+    const bool ok = r.reason == c.reason && r.reward == (c.reason == C ? 1.0 : 0.0);
+    if (!ok) {
+      ++wrong;
+      ADD_FAILURE() << "case " << i << ": " << c.response << " vs " << c.reference << " -> "
+                    << rewardReasonName(r.reason) << " (answer \"" << r.answer << "\"), expected "
+                    << rewardReasonName(c.reason);
+    }
+  }
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST(MathReward, ExtractionAndOptions) {
+  EXPECT_EQ(extractFinalAnswer("x \\boxed{\\frac{1}{2}} y").value(), "\\frac{1}{2}");
+  EXPECT_EQ(extractFinalAnswer("#### 12.").value(), "12");
+  EXPECT_FALSE(extractFinalAnswer("no answer here").has_value());
+  EXPECT_EQ(extractFinalAnswer("The answer is: 17").value(), "17");
+  MathRewardOptions custom;
+  custom.fallback_pattern = R"(RESULT<(\d+)>)";
+  EXPECT_EQ(mathReward("blah RESULT<9> blah", "9", custom).reason, RewardReason::Correct);
+  EXPECT_EQ(mathReward("#### 9", "9", custom).reason, RewardReason::NoAnswer);
+  MathRewardOptions broken;
+  broken.fallback_pattern = "(unclosed";
+  EXPECT_EQ(mathReward("#### 9", "9", broken).reason, RewardReason::NoAnswer);
+  MathRewardOptions loose;
+  loose.relative_tolerance = 1e-2;
+  EXPECT_EQ(mathReward("\\boxed{3.14}", "3.14159", loose).reason, RewardReason::Correct);
+}
+
+TEST(TextRewards, ExactRegexChoice) {
+  EXPECT_EQ(exactReward("  Paris\n", "Paris").reason, RewardReason::Correct);
+  EXPECT_EQ(exactReward("paris", "Paris").reason, RewardReason::Wrong);
+  EXPECT_EQ(exactReward("   ", "Paris").reason, RewardReason::NoAnswer);
+  EXPECT_EQ(regexReward("the code is 1234", R"(\b\d{4}\b)").reason, RewardReason::Correct);
+  EXPECT_EQ(regexReward("the code is 123", R"(\b\d{4}\b)").reason, RewardReason::Wrong);
+  EXPECT_EQ(regexReward("x", "(unclosed").reason, RewardReason::Invalid);
+  EXPECT_EQ(choiceReward("The answer is (B).", "B").reason, RewardReason::Correct);
+  EXPECT_EQ(choiceReward("\\boxed{c}", "C").reason, RewardReason::Correct);
+  EXPECT_EQ(choiceReward("Answer: D", "(d)").reason, RewardReason::Correct);
+  EXPECT_EQ(choiceReward(" A ", "A").reason, RewardReason::Correct);
+  EXPECT_EQ(choiceReward("Answer: A", "B").reason, RewardReason::Wrong);
+  EXPECT_EQ(choiceReward("I am not sure", "B").reason, RewardReason::NoAnswer);
+  EXPECT_EQ(choiceReward("A", "banana").reason, RewardReason::Invalid);
+}
+
+// `astraflow reward --kind math` gives the library's verdict for every table case, in order,
+// and answers a malformed line in place (exit code 3).
+TEST(RewardCli, MathTableThroughTheCommand) {
+  const char* cli = std::getenv("ASTRAFLOW_CLI");
+  ASSERT_NE(cli, nullptr) << "run under ctest";
+  test::TempDir dir;
+  {
+    std::ofstream in(dir.file("in.jsonl"));
+    for (const Case& c : kMath)
+      in << nlohmann::json{{"response", c.response}, {"reference", c.reference}}.dump() << "\n";
+    in << "{\"reference\": \"1\"}\n";
+  }
+  const int rc = std::system(
+      fmt::format("{} reward --kind math < {} > {} 2>/dev/null", cli, dir.file("in.jsonl"), dir.file("out.jsonl"))
+          .c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 3);
+  std::ifstream out(dir.file("out.jsonl"));
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(out, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), kMath.size() + 1);
+  for (std::size_t i = 0; i < kMath.size(); ++i) {
+    EXPECT_EQ(lines[i]["reason"], rewardReasonName(kMath[i].reason)) << "case " << i;
+    EXPECT_EQ(lines[i]["reward"].get<double>(), kMath[i].reason == C ? 1.0 : 0.0) << "case " << i;
+  }
+  EXPECT_TRUE(lines.back().contains("error"));
+}
+
+}  // namespace
