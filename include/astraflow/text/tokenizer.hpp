@@ -1,7 +1,6 @@
 #pragma once
-// Tokenizer interface. The built-in task vocabulary implements it; a Hugging Face
-// `tokenizer.json` BPE tokenizer can implement the same interface later (encode/decode,
-// special-token ids, token lookup).
+// Tokenizer interface (encode/decode, special-token ids, token lookup). The built-in task
+// vocabulary implements it, and so does a Hugging Face tokenizer.json (text/hf_tokenizer.hpp).
 #include <cstdint>
 #include <memory>
 #include <optional>
