@@ -408,14 +408,19 @@ class Parser {
       } else if (acceptOp("[")) {
         e = parseSubscript(std::move(e), line);
       } else if (acceptOp("(")) {
-        auto call = make(Expr::Kind::Call, line);
-        call->children.push_back(std::move(e));
-        parseArguments(*call);
-        e = std::move(call);
+        e = parseCall(std::move(e), line);
       } else {
         return e;
       }
     }
+  }
+
+  // callee(arguments), the '(' already taken.
+  ExprPtr parseCall(ExprPtr callee, int line) {
+    auto call = make(Expr::Kind::Call, line);
+    call->children.push_back(std::move(callee));
+    parseArguments(*call);
+    return call;
   }
 
   ExprPtr parseSubscript(ExprPtr target, int line) {
@@ -461,10 +466,7 @@ class Parser {
         }
         e = std::move(t);
       } else if (acceptOp("(")) {
-        auto call = make(Expr::Kind::Call, line);
-        call->children.push_back(std::move(e));
-        parseArguments(*call);
-        e = std::move(call);
+        e = parseCall(std::move(e), line);
       } else {
         return e;
       }
