@@ -2,10 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "astraflow/core/error.hpp"
+#include "astraflow/text/chat_template.hpp"
 #include "astraflow/text/hf_tokenizer.hpp"
 #include "text/json_file.hpp"
 #include "text/split_rules.hpp"
@@ -43,22 +41,6 @@ bool byteLevel(const json& pre) {
   return false;
 }
 
-std::string chatTemplate(const std::filesystem::path& folder) {
-  if (std::filesystem::exists(folder / "chat_template.jinja")) {
-    std::ifstream in(folder / "chat_template.jinja");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  if (!std::filesystem::exists(folder / "tokenizer_config.json")) return "";
-  const json config = text::readJsonFile(folder / "tokenizer_config.json");
-  const json t = config.value("chat_template", json());
-  if (t.is_string()) return t.get<std::string>();
-  for (const json& entry : t.is_array() ? t : json::array())
-    if (entry.value("name", "") == "default") return entry.value("template", "");
-  return "";
-}
-
 }  // namespace
 
 BpeVocabulary readBpeVocabulary(const std::filesystem::path& folder, std::int32_t vocab_size) {
@@ -88,7 +70,7 @@ BpeVocabulary readBpeVocabulary(const std::filesystem::path& folder, std::int32_
     v.merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
   v.pre = preName(j.value("pre_tokenizer", json()));
   v.add_bos = !tokenizer->encode("", true).empty();
-  v.chat_template = chatTemplate(folder);
+  v.chat_template = readChatTemplateSource(folder);
   return v;
 }
 

@@ -55,32 +55,47 @@ std::shared_ptr<ChatTemplate::Impl> compile(const std::string& source, const ord
 
 }  // namespace
 
-ChatTemplate ChatTemplate::load(const std::filesystem::path& folder) {
+namespace {
+
+// tokenizer_config.json of the folder, or an empty object when there is none.
+ordered_json readConfig(const std::filesystem::path& folder) {
   const std::filesystem::path config_file = folder / "tokenizer_config.json";
-  ordered_json config = ordered_json::object();
-  if (std::filesystem::exists(config_file)) {
-    try {
-      config = ordered_json::parse(readFile(config_file));
-    } catch (const ordered_json::exception& e) {
-      throw Error(fmt::format("{}: not valid JSON ({})", config_file.string(), e.what()));
-    }
+  if (!std::filesystem::exists(config_file)) return ordered_json::object();
+  try {
+    return ordered_json::parse(readFile(config_file));
+  } catch (const ordered_json::exception& e) {
+    throw Error(fmt::format("{}: not valid JSON ({})", config_file.string(), e.what()));
   }
-  const std::filesystem::path jinja_file = folder / "chat_template.jinja";
-  if (std::filesystem::exists(jinja_file))
-    return ChatTemplate(compile(readFile(jinja_file), specialTokens(config), jinja_file.string()));
-  if (!config.contains("chat_template"))
+}
+
+std::string templateSource(const std::filesystem::path& folder, const ordered_json& config) {
+  if (std::filesystem::exists(folder / "chat_template.jinja")) return readFile(folder / "chat_template.jinja");
+  if (!config.contains("chat_template") || config["chat_template"].is_null()) return "";
+  const ordered_json& t = config["chat_template"];
+  if (t.is_string()) return t.get<std::string>();
+  for (const auto& entry : t.is_array() ? t : ordered_json::array())
+    if (entry.value("name", "") == "default" && entry.contains("template") && entry["template"].is_string())
+      return entry["template"].get<std::string>();
+  throw Error(fmt::format("{}: \"chat_template\" is neither a string nor a list with a \"default\" entry",
+                          (folder / "tokenizer_config.json").string()));
+}
+
+}  // namespace
+
+std::string readChatTemplateSource(const std::filesystem::path& folder) {
+  return templateSource(folder, readConfig(folder));
+}
+
+ChatTemplate ChatTemplate::load(const std::filesystem::path& folder) {
+  const ordered_json config = readConfig(folder);
+  const std::string source = templateSource(folder, config);
+  const std::filesystem::path config_file = folder / "tokenizer_config.json";
+  if (source.empty())
     throw Error(fmt::format("{}: no chat template (neither chat_template.jinja nor a \"chat_template\" in {})",
                             folder.string(), config_file.filename().string()));
-  const ordered_json& t = config["chat_template"];
-  std::string source;
-  if (t.is_string()) source = t.get<std::string>();
-  for (const auto& entry : t.is_array() ? t : ordered_json::array())
-    if (entry.value("name", "") == "default" && entry.contains("template"))
-      source = entry["template"].get<std::string>();
-  if (source.empty())
-    throw Error(fmt::format("{}: \"chat_template\" is neither a string nor a list with a \"default\" entry",
-                            config_file.string()));
-  return ChatTemplate(compile(source, specialTokens(config), config_file.string()));
+  const bool from_jinja = std::filesystem::exists(folder / "chat_template.jinja");
+  return ChatTemplate(
+      compile(source, specialTokens(config), (from_jinja ? folder / "chat_template.jinja" : config_file).string()));
 }
 
 ChatTemplate ChatTemplate::fromSource(const std::string& source, const ordered_json& special_tokens) {

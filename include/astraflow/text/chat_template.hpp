@@ -11,6 +11,11 @@
 
 namespace astraflow {
 
+// The folder's chat template text: chat_template.jinja, else tokenizer_config.json's
+// "chat_template" (a string, or the entry named "default" of a list); empty when it has none.
+// Throws Error naming tokenizer_config.json when it is not JSON or the entry has another form.
+std::string readChatTemplateSource(const std::filesystem::path& folder);
+
 struct ChatOptions {
   bool add_generation_prompt = false;
   nlohmann::ordered_json tools;                                     // null: no tools
@@ -19,8 +24,7 @@ struct ChatOptions {
 
 class ChatTemplate {
  public:
-  // The folder's chat_template.jinja, else tokenizer_config.json's "chat_template" (a string, or
-  // the entry named "default" of a list); the special tokens it names (bos_token, eos_token,
+  // readChatTemplateSource(folder), compiled; the special tokens tokenizer_config.json names (bos_token, eos_token,
   // pad_token, unk_token) become template variables as transformers passes them. Throws Error
   // naming the file when there is no template or it cannot be parsed.
   static ChatTemplate load(const std::filesystem::path& folder);
