@@ -2,50 +2,90 @@
 
 #include <fmt/format.h>
 
-#include <iostream>
+#include <cstdint>
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "apps/json_lines.hpp"
+#include "astraflow/core/config.hpp"
 #include "astraflow/core/error.hpp"
-#include "astraflow/tasks/reward.hpp"
+#include "astraflow/tasks/reward_function.hpp"
 
 namespace astraflow {
 
 struct RewardArgs {
-  std::string kind;
+  RewardSpec spec;        // what the config's environment.reward would say
   std::string reference;  // default reference (a line's "reference" wins)
-  std::string pattern;    // regex: the pattern; math: the fallback answer pattern
-  double tolerance = 1e-6;
+  // code: each test's wall limit; command: the program's timeout (unset: each kind's default)
+  double timeout = 0;
+  int memory_mb = 0;                 // 0: the sandbox's default
+  std::vector<std::string> command;  // one "PROG ARGS" (split at spaces) or the argv word by word
+  std::string config;                // a run config whose environment.reward is the spec
 };
 
 namespace {
 
 using json = nlohmann::ordered_json;
 
-// One {"response": ..., "reference": ...} per line of stdin; one {"reward", "reason", "answer"}
-// line per input (answerJsonLines: bad lines are answered in place, exit 3).
-int rewardCommand(const RewardArgs& a) {
+std::string answerLine(const RewardResult& r, json extra = json::object()) {
+  json line{{"reward", r.reward}, {"reason", rewardReasonName(r.reason)}, {"answer", r.answer}};
+  line.update(extra);
+  return line.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+RewardSpec specOf(const RewardArgs& a) {
+  RewardSpec spec = a.spec;
+  if (a.timeout > 0) (spec.kind == "command" ? spec.command_timeout : spec.wall_seconds) = a.timeout;
+  if (a.memory_mb > 0) spec.memory_mb = static_cast<std::uint64_t>(a.memory_mb);
+  if (a.command.size() == 1) {
+    std::istringstream words(a.command.front());
+    for (std::string w; words >> w;) spec.command.push_back(w);
+  } else {
+    spec.command = a.command;
+  }
+  return spec;
+}
+
+// One input line per stdin line (answerJsonLines: bad lines are answered in place, exit 3):
+// {"response", "reference"} for the text kinds, {"response", "tests"} for code, {"response",
+// "reference", "prompt", "metadata"} for command; one {"reward", "reason", "answer", …} line each.
+int rewardCommand(RewardArgs a) {
+  if (!a.config.empty()) {
+    try {
+      a.spec = loadConfig(a.config).environment.reward;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "astraflow: %s\n", e.what());
+      return 2;
+    }
+  } else if (a.spec.kind.empty()) {
+    std::fprintf(stderr, "astraflow: reward needs --kind or --config\n");
+    return 2;
+  }
+  const RewardSpec spec = specOf(a);
+  if (spec.kind == "command" && spec.command.empty()) {
+    std::fprintf(stderr, "astraflow: reward --kind command needs --command \"PROGRAM ARGS\"\n");
+    return 2;
+  }
   return answerJsonLines("reward", [&](const json& input) {
     if (!input.is_object() || !input.contains("response") || !input["response"].is_string())
-      throw Error("a line is {\"response\": \"...\", \"reference\": \"...\"}");
+      throw Error("a line is {\"response\": \"...\", ...}");
     const std::string response = input["response"].get<std::string>();
-    const std::string reference = input.value("reference", a.reference);
-    RewardResult r;
-    if (a.kind == "math") {
-      MathRewardOptions o;
-      if (!a.pattern.empty()) o.fallback_pattern = a.pattern;
-      o.relative_tolerance = a.tolerance;
-      r = mathReward(response, reference, o);
-    } else if (a.kind == "exact") {
-      r = exactReward(response, reference);
-    } else if (a.kind == "regex") {
-      r = regexReward(response, input.value("pattern", a.pattern));
-    } else {
-      r = choiceReward(response, reference);
+    if (spec.kind == "code") {
+      if (!input.contains("tests")) throw Error("a code line needs \"tests\": [...]");
+      const json& tests = input["tests"];
+      const CodeScore s =
+          scoreCode(response, tests.is_string() ? tests.get<std::string>() : tests.dump(), codeRewardOptions(spec));
+      return answerLine(s.result, {{"passed", s.report.passed}, {"total", s.report.total}});
     }
-    return json{{"reward", r.reward}, {"reason", rewardReasonName(r.reason)}, {"answer", r.answer}}.dump(
-        -1, ' ', false, json::error_handler_t::replace);
+    RewardSpec line_spec = spec;
+    line_spec.pattern = input.value("pattern", spec.pattern);
+    const std::string reference = input.value("reference", a.reference);
+    const std::string prompt = input.value("prompt", "");
+    const std::string metadata = input.value("metadata", json::object()).dump();
+    return answerLine(scoreResponse(line_spec, {response, reference, "", prompt, metadata}));
   });
 }
 
@@ -57,15 +97,32 @@ RewardCommand addRewardCommand(CLI::App& app) {
   RewardArgs& a = *c.args;
   auto* cmd = app.add_subcommand("reward",
                                  "score responses with a verifiable reward; stdin: one {\"response\": ..., "
-                                 "\"reference\": ...} per line (docs/tasks.md)");
-  cmd->add_option("--kind", a.kind, "math, exact, regex or choice")
-      ->required()
-      ->check(CLI::IsMember({"math", "exact", "regex", "choice"}));
+                                 "\"reference\": ...} (code: \"tests\") per line (docs/tasks.md)");
+  a.spec.kind.clear();  // given by --kind or by --config
+  auto* kind = cmd->add_option("--kind", a.spec.kind, "math, exact, regex, choice, code or command")
+                   ->check(CLI::IsMember({"math", "exact", "regex", "choice", "code", "command"}));
+  auto* config = cmd->add_option("--config", a.config,
+                                 "a run config: score as its environment.reward says (instead of --kind and the "
+                                 "options that describe a reward; --reference, --timeout, --memory-mb still apply)");
   cmd->add_option("--reference", a.reference, "the reference for lines that carry none");
-  cmd->add_option("--pattern", a.pattern,
+  cmd->add_option("--pattern", a.spec.pattern,
                   "regex: the pattern to find; math: the answer pattern used without \\boxed{}");
-  cmd->add_option("--tolerance", a.tolerance, "math: relative tolerance of numeric answers (default 1e-6)")
+  cmd->add_option("--tolerance", a.spec.tolerance, "math: relative tolerance of numeric answers (default 1e-6)")
       ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--interpreter", a.spec.interpreter,
+                  "code: the interpreter the tests run with (default /usr/bin/python3)");
+  cmd->add_flag("--all-or-nothing", a.spec.all_or_nothing,
+                "code: reward 1 only when every test passes (else the fraction)");
+  cmd->add_option("--timeout", a.timeout,
+                  "code: wall seconds per test (default 10); command: seconds the program may take (default 30)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--memory-mb", a.memory_mb, "code: address-space limit of a test's run in MiB (default 512)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--command", a.command,
+                  "command: the verifier, as one \"PROGRAM ARGS\" (split at spaces) or word by word, repeated");
+  for (const char* name : {"--pattern", "--tolerance", "--interpreter", "--all-or-nothing", "--command"})
+    config->excludes(cmd->get_option(name));
+  config->excludes(kind);
   c.command = cmd;
   return c;
 }

@@ -106,7 +106,7 @@ int scoreCommand(const ScoreArgs& a) {
       tokens = input["tokens"].get<std::vector<std::int64_t>>();
     } else if (input.is_object() && input.contains("text") && input["text"].is_string()) {
       if (!tokenizer) throw Error("the model folder has no tokenizer.json: give {\"tokens\": [...]}");
-      for (std::int32_t id : tokenizer->encode(input["text"].get<std::string>())) tokens.push_back(id);
+      for (std::int32_t id : tokenizer->encode(input["text"].get<std::string>(), true)) tokens.push_back(id);
     } else {
       throw Error("a line is {\"tokens\": [...]} or {\"text\": \"...\"}");
     }

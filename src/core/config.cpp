@@ -10,11 +10,10 @@
 #include <limits>
 #include <map>
 #include <sstream>
-#include <stdexcept>
 
-#include "astraflow/core/config_checks.hpp"
 #include "astraflow/core/hf_model_config.hpp"
 #include "core/dataflow_config.hpp"
+#include "core/environment_config.hpp"
 #include "core/workflow_config.hpp"
 #include "core/yaml_reader.hpp"
 
@@ -50,12 +49,6 @@ const PolicySection* Config::findPolicy(const std::string& name) const {
 }
 
 namespace {
-
-std::vector<std::string> registeredEnvironmentNames() {
-  const auto& names = configChecks().environment_names;
-  if (!names) throw std::logic_error("config: no environments are registered (link the astraflow target)");
-  return names();
-}
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
 
@@ -150,20 +143,6 @@ void parseModel(YamlReader r, ModelConfig& m) {
   r.finish();
 }
 
-void parseEnvironment(YamlReader r, EnvironmentOptions& e) {
-  e.name = r.getChoice("name", e.name, registeredEnvironmentNames());
-  e.digits = static_cast<int>(r.getInt("digits", e.digits, 1, 6, "digits"));
-  e.operators = r.getString("operators", e.operators);
-  if (e.operators.empty() || e.operators.find_first_not_of("+-*") != std::string::npos) {
-    r.fail("operators", "given '" + e.operators + "'; allowed: a non-empty string of + - *");
-  }
-  e.corpus_size = static_cast<int>(r.getInt("corpus_size", e.corpus_size, 4, 10000, "facts"));
-  e.max_turns = static_cast<int>(r.getInt("max_turns", e.max_turns, 1, 16, "turns"));
-  e.corpus_seed = static_cast<std::uint64_t>(
-      r.getInt("corpus_seed", static_cast<std::int64_t>(e.corpus_seed), 0, std::numeric_limits<std::int64_t>::max()));
-  r.finish();
-}
-
 void parseRollout(YamlReader r, RolloutSection& s) {
   s.group_size = static_cast<int>(r.getInt("group_size", s.group_size, 1, 4096, "samples"));
   s.temperature = r.getDouble("temperature", s.temperature, 1e-3, 100.0);
@@ -217,6 +196,12 @@ void parseSft(YamlReader r, SftSection& s) {
 void parseEval(YamlReader r, EvalSection& e) {
   e.problems = static_cast<int>(r.getInt("problems", e.problems, 0, 1 << 20, "problems"));
   e.every = static_cast<int>(r.getInt("every", e.every, 1, 1 << 24, "steps"));
+  e.samples = static_cast<int>(r.getInt("samples", e.samples, 1, 1024, "samples"));
+  e.temperature = r.getDouble("temperature", e.temperature, 0.0, 100.0);
+  if (e.samples > 1 && e.temperature == 0.0)
+    r.fail("samples", fmt::format("is {} with eval.temperature 0 (greedy), which gives one answer {} times; set "
+                                  "eval.temperature (e.g. 0.6) or eval.samples: 1",
+                                  e.samples, e.samples));
   r.finish();
 }
 
@@ -470,12 +455,13 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   cfg.policies = parsePolicies(top, cfg.source);
   cfg.layout = parseLayout(top, cfg.policies, cfg.source);
   detail::parseDataflow(top.child("dataflow"), cfg.dataflow);
-  parseEnvironment(top.child("environment"), cfg.environment);
+  detail::parseEnvironment(top.child("environment"), cfg);
   parseWorkflow(top.child("workflow"), cfg);
   parseRollout(top.child("rollout"), cfg.rollout);
   parseTrainer(top.child("trainer"), cfg.trainer);
   parseSft(top.child("sft"), cfg.sft);
   parseEval(top.child("eval"), cfg.eval);
+  detail::checkEnvironment(cfg);
   parseWeights(top.child("weights"), cfg.weights);
   parseCrossSite(top.child("cross_site"), cfg);
   parseElastic(top.child("elastic"), cfg.elastic);

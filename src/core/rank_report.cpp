@@ -92,6 +92,27 @@ void emplaceAlternative(RoleReport& figures, std::size_t index) {
 
 }  // namespace
 
+void RolloutReport::countRewardReason(std::string_view reason) {
+  if (reason.empty())
+    ++reward_unstated;
+  else if (reason == "correct")
+    ++reward_correct;
+  else if (reason == "wrong")
+    ++reward_wrong;
+  else if (reason == "no_answer")
+    ++reward_no_answer;
+  else if (reason == "invalid")
+    ++reward_invalid;
+  else if (reason == "timeout")
+    ++reward_timeout;
+  else if (reason == "crashed")
+    ++reward_crashed;
+  else if (reason == "memory_limit")
+    ++reward_memory_limit;
+  else
+    ++reward_other;
+}
+
 const char* RankReport::roleName() const {
   static constexpr const char* kNames[] = {"dataflow", "rollout", "trainer", "gateway"};
   static_assert(std::size(kNames) == std::variant_size_v<RoleReport>);

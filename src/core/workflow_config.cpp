@@ -37,9 +37,41 @@ namespace {
 struct KindSpec {
   std::vector<std::string> roles;                           // in the only order the kind runs them
   std::map<std::string, std::vector<std::string>> rewards;  // allowed rules per role, default first
-  std::map<std::string, std::string> context;               // default templates
+  std::map<std::string, std::string> context;               // default templates (arithmetic)
   bool loops;                                               // needs a turn limit
+  bool arithmetic;                                          // runs on the arithmetic environment
+  bool code;                                                // runs chat-formatted on a code dataset
+  // The code workflows' defaults: each role's user message and system message, the solver's follow-up.
+  std::map<std::string, std::string> chat_context = {}, chat_system = {};
+  std::string chat_followup = {};
 };
+
+// The code workflows' default prompts (docs/multi-policy.md): in our own words, giving each role
+// the inputs and output format of the paper's Appendix A.9.
+const char* const kCodeSolver =
+    "Solve this programming problem in Python 3. The program reads its input from standard input and prints "
+    "the answer to standard output. Reply with one final ```python code block holding the whole program.\n\n"
+    "Problem:\n{problem}";
+const char* const kCodeRetry =
+    "Your program failed a test case.\n{feedback}\nFix it and reply with the whole corrected program in one "
+    "```python code block.";
+const char* const kCodeSecond =
+    "Write a second, different solution to the same problem, again as one ```python code block.";
+const char* const kGeneratorSystem =
+    "You write test cases for programming problems. The tests follow the problem statement, not the candidate "
+    "program, and aim at the inputs it is most likely to get wrong. Think inside <analysis></analysis>, then end "
+    "with exactly one ```json code block and nothing after it.";
+const char* const kGeneratorUser =
+    "Problem:\n{problem}\n\nCandidate program:\n```python\n{solution}\n```\n\nWrite 3 test cases as a JSON "
+    "list of objects {\"input\": <the program's standard input>, \"output\": <its expected standard output>}.";
+const char* const kSelectorSystem =
+    "You choose between two candidate programs for a programming problem. Check each against the statement: "
+    "the algorithm, edge cases, off-by-one errors, the input and output format. Think inside "
+    "<analysis></analysis>, then end with <final>A</final> or <final>B</final> on its own line.";
+const char* const kSelectorUser =
+    "Problem:\n{problem}\n\nCandidate A:\n```python\n{candidate_a}\n```\n\nCandidate B:\n```python\n"
+    "{candidate_b}\n```\n\nWhich candidate is more likely correct? If both or neither are, pick the one you "
+    "trust more.";
 
 const std::map<std::string, KindSpec>& kinds() {
   static const std::map<std::string, KindSpec> k = {
@@ -47,26 +79,44 @@ const std::map<std::string, KindSpec>& kinds() {
        {{"solver", "verifier"},
         {{"solver", {"team_correct", "own_correct"}}, {"verifier", {"verdict_correct", "team_correct"}}},
         {{"solver", "{feedback}{problem}"}, {"verifier", "{problem}{solution}<verifier>"}},
-        true}},
+        true,
+        true,
+        false}},
       {"solver_selector",
        {{"solver", "selector"},
         {{"solver", {"team_correct", "own_correct"}}, {"selector", {"team_correct"}}},
         {{"solver", "{problem}"}, {"selector", "{problem}{candidates}<selector>"}},
-        false}},
+        false,
+        true,
+        true,
+        {{"solver", kCodeSolver}, {"selector", kSelectorUser}},
+        {{"selector", kSelectorSystem}},
+        kCodeSecond}},
+      {"solver_testgen",
+       {{"solver", "generator"},
+        {{"solver", {"team_correct"}}, {"generator", {"team_correct"}}},
+        {},
+        true,
+        false,
+        true,
+        {{"solver", kCodeSolver}, {"generator", kGeneratorUser}},
+        {{"generator", kGeneratorSystem}},
+        kCodeRetry}},
   };
   return k;
 }
 
-const std::vector<std::string> kPlaceholders = {"problem", "solution", "feedback", "candidates"};
+const std::vector<std::string> kPlaceholders = {"problem",    "solution",    "feedback",
+                                                "candidates", "candidate_a", "candidate_b"};
 
-// Every {name} in the template must be a known placeholder.
+// Every {name} in the template (a name of lower-case letters and '_'; other braces, as JSON in a
+// prompt, are text) must be a known placeholder.
 void checkTemplate(YamlReader& r, int line, const std::string& key_path, const std::string& text) {
   for (std::size_t i = text.find('{'); i != std::string::npos; i = text.find('{', i + 1)) {
     const auto close = text.find('}', i);
-    if (close == std::string::npos) {
-      r.failAt(line, key_path, fmt::format("'{}' has a '{{' with no closing '}}'", text));
-    }
+    if (close == std::string::npos || close == i + 1) continue;
     const std::string name = text.substr(i + 1, close - i - 1);
+    if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") != std::string::npos) continue;
     if (std::find(kPlaceholders.begin(), kPlaceholders.end(), name) == kPlaceholders.end()) {
       r.failAt(line, key_path,
                fmt::format("unknown placeholder {{{}}} in '{}'; allowed: {{{}}}", name, text,
@@ -110,6 +160,17 @@ void parseWorkflow(YamlReader r, Config& cfg) {
   }
   const KindSpec& spec = kinds().at(wf.kind);
   const std::string& source = r.source();
+  // Where it runs: the arithmetic environment, or chat-formatted over a code dataset.
+  const EnvironmentOptions& env = cfg.environment;
+  wf.chat = spec.code && env.name == "dataset" && env.reward.kind == "code";
+  if (!wf.chat && !(spec.arithmetic && env.name == "arithmetic")) {
+    std::vector<std::string> allowed;
+    if (spec.arithmetic) allowed.push_back("environment.name: arithmetic");
+    if (spec.code) allowed.push_back("environment.name: dataset with environment.reward.kind: code");
+    r.fail("kind",
+           fmt::format("the {} workflow needs {}; environment.name is '{}'{}", wf.kind, fmt::join(allowed, ", or "),
+                       env.name, env.name == "dataset" ? fmt::format(" with reward.kind '{}'", env.reward.kind) : ""));
+  }
   std::vector<std::string> policy_names;
   for (const auto& p : cfg.policies) policy_names.push_back(p.name);
 
@@ -140,6 +201,15 @@ void parseWorkflow(YamlReader r, Config& cfg) {
     }
   }
   const auto context = roleMap(r, "context", spec.roles);
+  if (!wf.chat && (r.has("system") || r.has("followup")))
+    r.fail(r.has("system") ? "system" : "followup",
+           "belongs to the code workflows (chat-formatted, over a dataset with reward.kind: code)");
+  const auto system = roleMap(r, "system", spec.roles);
+  wf.followup = spec.chat_followup;
+  if (r.has("followup")) {
+    wf.followup = r.getString("followup", "");
+    checkTemplate(r, r.lineOf("followup"), r.keyPath("followup"), wf.followup);
+  }
   const auto rewards = roleMap(r, "rewards", spec.roles);
   std::set<std::string> used_policies;
   for (const auto& role : order) {
@@ -157,7 +227,12 @@ void parseWorkflow(YamlReader r, Config& cfg) {
                            "trajectories form its own policy's GRPO groups)",
                            policy));
     }
-    out.context = spec.context.at(role);
+    out.context = wf.chat ? spec.chat_context.at(role) : spec.context.at(role);
+    if (wf.chat && spec.chat_system.count(role)) out.system = spec.chat_system.at(role);
+    if (auto it = system.find(role); it != system.end()) {
+      out.system = it->second.first;
+      checkTemplate(r, it->second.second, r.keyPath("system") + "." + role, out.system);
+    }
     if (auto it = context.find(role); it != context.end()) {
       out.context = it->second.first;
       checkTemplate(r, it->second.second, r.keyPath("context") + "." + role, out.context);
@@ -187,11 +262,6 @@ void parseWorkflow(YamlReader r, Config& cfg) {
   r.finish();
 
   // Cross-checks with the rest of the config.
-  if (cfg.environment.name != "arithmetic") {
-    r.fail("kind", fmt::format("the {} workflow needs a single-turn environment with checkable answers; "
-                               "environment.name is '{}', allowed: arithmetic",
-                               wf.kind, cfg.environment.name));
-  }
   const auto team = wf.policies();
   for (const auto& p : cfg.policies) {
     if (std::find(team.begin(), team.end(), p.name) == team.end()) {

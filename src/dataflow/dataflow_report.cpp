@@ -44,6 +44,7 @@ DataflowReport DataflowRank::finalReport(std::int64_t final_version, std::uint64
   r.eval_rounds = eval_.rounds();
   r.eval_accuracy_start = eval_.startAccuracy();
   r.eval_accuracy_end = eval_.endAccuracy();
+  r.eval_pass_at_k_end = eval_.endPassAtK();
   r.wall_seconds = w_.now();
   r.segment_wall_seconds = w_.segmentSeconds();
   r.trajectories_written = trajectories_->rowsWritten();

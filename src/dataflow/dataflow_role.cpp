@@ -17,7 +17,7 @@ DataflowRank::DataflowRank(RunWiring& w)
     : w_(w),
       cfg_(w.cfg),
       ctx_(w.context()),
-      eval_(ctx_, w.cfg.eval.problems, w.cfg.workflow.multiAgent() ? w.cfg.workflow.roles.size() : 1),
+      eval_(ctx_, w.cfg.eval, w.cfg.workflow.multiAgent() ? w.cfg.workflow.roles.size() : 1),
       env_(makeEnvironment(w.cfg.environment)) {
   router_ = makeRouter(cfg_.dataflow.router);
   const auto& groups = w.map.trainerGroups();

@@ -63,6 +63,7 @@ void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl&
   policy_group.writeAttribute("rope_original_max_position_embeddings",
                               std::int64_t{m.rope_scaling.original_max_position_embeddings});
   policy_group.writeAttribute("hf_path", m.hf_path);
+  policy_group.writeAttribute("tokenizer_folder", m.tokenizer_folder);
   policy_group.writeAttribute("parameter_order", fmt::format("{}", fmt::join(
                                                                        [&] {
                                                                          std::vector<std::string> names;
@@ -169,6 +170,8 @@ ModelConfig modelConfigOf(const io::H5Location& g) {
   m.rope_scaling.high_freq_factor = g.readDoubleAttribute("rope_high_freq_factor");
   m.rope_scaling.original_max_position_embeddings = integer("rope_original_max_position_embeddings");
   m.hf_path = g.readStringAttribute("hf_path");
+  // Absent in checkpoints written before it was kept: those runs encoded with the task vocabulary.
+  if (g.hasAttribute("tokenizer_folder")) m.tokenizer_folder = g.readStringAttribute("tokenizer_folder");
   return m;
 }
 

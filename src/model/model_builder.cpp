@@ -70,6 +70,8 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
   const PolicySection* section = policy.empty() ? &config.policies.front() : config.findPolicy(policy);
   if (!section) throw Error(fmt::format("no policy '{}' in {}", policy, config.source));
   ModelConfig m = section->model;
+  if (usesPromptDataset(config.environment.name))
+    m.tokenizer_folder = config.environment.dataset.tokenizer_folders.at(0);
   if (m.hf_path.empty()) {
     m.vocab_size = tokens.vocab_size;
   } else if (tokens.vocab_size > m.vocab_size) {
@@ -83,7 +85,8 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
   }
   // Ids past the tokenizer's (a folder's vocabulary is often padded, or larger than the
   // tokenizer in use) have no text: never generated, like <pad> and <bos>.
-  std::vector<std::int64_t> never = {tokens.pad_id, tokens.bos_id};
+  std::vector<std::int64_t> never = {tokens.pad_id};
+  if (tokens.bos_id >= 0) never.push_back(tokens.bos_id);
   for (std::int64_t id = tokens.vocab_size; id < m.vocab_size; ++id) never.push_back(id);
   model->setNeverGenerate(never);
   if (device != torch::Device(torch::kCPU) || dtype != torch::kFloat32) model->place(device, dtype);

@@ -1,5 +1,6 @@
 #include "astraflow/rollout/episode.hpp"
 
+#include <algorithm>
 #include <memory>
 
 namespace astraflow {
@@ -25,10 +26,13 @@ std::vector<std::int32_t> stopIds(const Tokenizer& tok, const Environment& env) 
 Episode startEpisode(const Tokenizer& tok, Environment& env, std::uint64_t problem_id) {
   Episode e;
   e.problem_id = problem_id;
-  e.tokens.push_back(tok.bosId());
-  e.behav_logprobs.push_back(0.0f);
-  e.policy_mask.push_back(0);
-  appendText(e, tok, env.reset(problem_id));
+  const std::string prompt = env.reset(problem_id);
+  if (!env.rendersWholeSequence()) {
+    e.tokens.push_back(tok.bosId());
+    e.behav_logprobs.push_back(0.0f);
+    e.policy_mask.push_back(0);
+  }
+  appendText(e, tok, prompt);
   return e;
 }
 
@@ -47,7 +51,9 @@ std::vector<Episode> runEpisodes(GenerationEngine& engine, const Tokenizer& tok,
   if (n == 0) return episodes;
   SamplingOptions opts = sampling;
   opts.stop_token_ids = stopIds(tok, *envs.front());
-  const std::size_t max_len = static_cast<std::size_t>(engine.model()->config().max_seq_len);
+  std::size_t max_len = static_cast<std::size_t>(engine.model()->config().max_seq_len);
+  if (const int context = envs.front()->maxContextTokens(); context > 0)
+    max_len = std::min(max_len, static_cast<std::size_t>(context));
   std::vector<bool> done(n, false);
   for (int turn = 0; turn < envs.front()->maxTurns(); ++turn) {
     std::vector<std::size_t> active;
@@ -79,11 +85,29 @@ std::vector<Episode> runEpisodes(GenerationEngine& engine, const Tokenizer& tok,
         e.behav_logprobs.push_back(g.logprobs[t]);
         e.policy_mask.push_back(1);
       }
+      if (e.tokens.size() > max_len) {
+        // Past the environment's context limit within the turn: ends unsolved, not scored.
+        e.truncated = true;
+        e.tokens.resize(max_len);
+        e.behav_logprobs.resize(max_len);
+        e.policy_mask.resize(max_len);
+        done[active[a]] = true;
+        continue;
+      }
       const StepResult r = envs[active[a]]->step(tok.decode(g.tokens));
       if (r.done) {
         e.reward = r.reward;
+        e.reward_reason = r.reason;
         done[active[a]] = true;
         continue;
+      }
+      // A chat turn cut at max_new_tokens has no end-of-turn token; the reply that follows must
+      // start a new turn as the template would.
+      if (envs[active[a]]->rendersWholeSequence() && std::find(opts.stop_token_ids.begin(), opts.stop_token_ids.end(),
+                                                               g.tokens.back()) == opts.stop_token_ids.end()) {
+        e.tokens.push_back(tok.eosId());
+        e.behav_logprobs.push_back(0.0f);
+        e.policy_mask.push_back(0);
       }
       appendText(e, tok, r.observation);
       if (e.tokens.size() >= max_len) {
@@ -105,8 +129,13 @@ std::vector<Episode> runEpisodes(GenerationEngine& engine, const Tokenizer& tok,
 Episode referenceEpisode(const Tokenizer& tok, const EnvironmentOptions& env_options, std::uint64_t problem_id) {
   auto env = makeEnvironment(env_options);
   Episode e = startEpisode(tok, *env, problem_id);
+  const std::vector<std::int32_t> stops = stopIds(tok, *env);
   for (const auto& action : env->referenceActions()) {
-    for (auto id : tok.encode(action)) {
+    std::vector<std::int32_t> ids = tok.encode(action);
+    // A turn ends as a generated one does: on a stop token (the end-of-sequence token where the
+    // action has none of its own, as a chat turn's <|im_end|>).
+    if (ids.empty() || std::find(stops.begin(), stops.end(), ids.back()) == stops.end()) ids.push_back(tok.eosId());
+    for (auto id : ids) {
       e.tokens.push_back(id);
       e.behav_logprobs.push_back(0.0f);
       e.policy_mask.push_back(1);

@@ -15,7 +15,7 @@
 #include "astraflow/model/weight_blob.hpp"
 #include "astraflow/rollout/episode.hpp"
 #include "astraflow/rollout/workflow.hpp"
-#include "astraflow/text/tokenizer.hpp"
+#include "astraflow/tasks/environment.hpp"
 
 namespace astraflow {
 
@@ -40,7 +40,7 @@ class RolloutRank {
   explicit RolloutRank(const RolloutPorts& ports)
       : ports_(ports),
         ctx_(ports.ctx),
-        tokenizer_(makeTaskTokenizer()),
+        tokenizer_(makeEnvironmentTokenizer(ctx_.cfg.environment)),
         device_(resolveDevice(ctx_.cfg.rollout.compute.device, ctx_.device_slot, "rollout.device")),
         generator_(makeGenerator(device_, ctx_.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(ctx_.rank))) {
     for (const auto& s : ports.served) {
@@ -79,6 +79,7 @@ class RolloutRank {
   std::vector<std::byte> record_;
   // Report.
   std::uint64_t pushed_ = 0, eval_pushed_ = 0, oversize_ = 0, malformed_ = 0, tokens_ = 0;
+  RolloutReport reasons_;  // only its reward_* counts: why training episodes got their rewards
   double generate_seconds_ = 0, wait_seconds_ = 0, pull_seconds_ = 0;
 };
 
@@ -205,6 +206,7 @@ void RolloutRank::runSingle(const std::vector<Task>& tasks, ServedPolicy& p, con
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     pushTrajectory(trajectoryOf(tasks[i], episodes[i], p, t_start, t_end));
     ++(eval ? eval_pushed_ : pushed_);
+    if (!eval) reasons_.countRewardReason(episodes[i].reward_reason);
   }
   ctx_.event(eval ? "eval_generate" : "generate", t_start, p.version, tokens_ - tokens_before, tasks.size());
 }
@@ -230,6 +232,7 @@ void RolloutRank::runTeam(const std::vector<Task>& tasks, const SamplingOptions&
       t.rewards.push_back(team[i].team_reward);
       pushTrajectory(t);
       ++(eval ? eval_pushed_ : pushed_);
+      if (!eval) reasons_.countRewardReason(team[i].roles[r].reward_reason);
     }
   }
   ctx_.event(eval ? "eval_generate" : "generate", t_start, served_.front().version, tokens_ - tokens_before,
@@ -240,7 +243,10 @@ void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
   if (tasks.empty()) return;
   waitForVersions(tasks);
   SamplingOptions sampling = samplingFrom(ctx_.cfg);
-  sampling.greedy = eval;
+  if (eval) {
+    sampling.greedy = ctx_.cfg.eval.temperature == 0.0;
+    if (!sampling.greedy) sampling.temperature = ctx_.cfg.eval.temperature;
+  }
   if (!eval) {
     // A workload whose generations lengthen as training goes (bench_autoscale); the model's
     // max_seq_len still bounds every sequence.
@@ -309,7 +315,7 @@ RolloutReport RolloutRank::run() {
   encodeInto(endOfStreamTrajectory(served_.front().name, ctx_.label_rank), record_);
   ports_.trajectories->push(record_);
 
-  RolloutReport r;
+  RolloutReport r = reasons_;  // its reward_* counts; the rest is set here
   r.pushed = pushed_;
   r.eval_pushed = eval_pushed_;
   r.oversize = oversize_;

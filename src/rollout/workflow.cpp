@@ -6,52 +6,19 @@
 #include <memory>
 #include <stdexcept>
 
+#include "rollout/code_workflow.hpp"
+#include "rollout/workflow_text.hpp"
+
 namespace astraflow {
 
 namespace {
 
+using detail::appendContext;
+using detail::appendTurn;
+using detail::render;
+using detail::TeamState;
+
 enum class Verdict { Approve, Reject, Missing };
-
-// The team state a template is rendered from.
-struct TeamState {
-  std::string problem;                  // the environment's prompt
-  std::string solution;                 // the solver's latest answer text
-  std::string feedback;                 // the verifier's latest verdict text ("" before any)
-  std::vector<std::string> candidates;  // the solver's candidates (solver_selector)
-};
-
-std::string render(const std::string& tmpl, const TeamState& s) {
-  std::string out;
-  for (std::size_t i = 0; i < tmpl.size();) {
-    if (tmpl[i] == '{') {
-      const auto close = tmpl.find('}', i);
-      const std::string name = tmpl.substr(i + 1, close - i - 1);
-      if (name == "problem") {
-        out += s.problem;
-      } else if (name == "solution") {
-        out += s.solution;
-      } else if (name == "feedback") {
-        out += s.feedback;
-      } else if (name == "candidates") {
-        for (const auto& c : s.candidates) out += "<candidate>" + c;
-      } else {
-        throw std::invalid_argument("workflow template: unknown placeholder {" + name + "}");  // config checks this
-      }
-      i = close + 1;
-    } else {
-      out += tmpl[i++];
-    }
-  }
-  return out;
-}
-
-void appendContext(Episode& e, const Tokenizer& tok, const std::string& text) {
-  for (auto id : tok.encode(text)) {
-    e.tokens.push_back(id);
-    e.behav_logprobs.push_back(0.0f);
-    e.policy_mask.push_back(0);
-  }
-}
 
 Episode startTranscript(const Tokenizer& tok, std::uint64_t problem_id) {
   Episode e;
@@ -113,20 +80,7 @@ std::vector<std::string> roleTurn(const WorkflowSection& wf, std::size_t role, c
   for (std::size_t a = 0; a < active.size(); ++a) {
     Episode& e = team[active[a]].roles[role];
     const Generation& g = gens[a];
-    e.turns++;
-    if (g.nonfinite) {
-      e.nonfinite = true;
-      continue;
-    }
-    if (g.tokens.empty()) {
-      e.truncated = true;
-      continue;
-    }
-    for (std::size_t t = 0; t < g.tokens.size(); ++t) {
-      e.tokens.push_back(g.tokens[t]);
-      e.behav_logprobs.push_back(g.logprobs[t]);
-      e.policy_mask.push_back(1);
-    }
+    if (!appendTurn(e, g)) continue;
     if (!g.stopped) e.truncated = true;
     texts[a] = tok.decode(g.tokens);
   }
@@ -246,6 +200,7 @@ std::vector<TeamEpisode> runTeamEpisodes(const WorkflowSection& wf, const Policy
                                          const Tokenizer& tok, const EnvironmentOptions& env_options,
                                          const std::vector<std::uint64_t>& problem_ids,
                                          const SamplingOptions& sampling) {
+  if (wf.chat) return detail::runCodeTeamEpisodes(wf, generate, tok, env_options, problem_ids, sampling);
   std::vector<TeamEpisode> team(problem_ids.size());
   std::vector<TeamState> states(problem_ids.size());
   for (std::size_t i = 0; i < problem_ids.size(); ++i) {

@@ -192,17 +192,17 @@ GgufExportResult writeFolder(const std::filesystem::path& folder, const std::fil
     const std::int64_t rows = t->shape.empty() ? 1 : t->shape[0];
     const std::int64_t cols = rows == 0 ? 0 : t->numel() / rows;
     w.addTensor(name.gguf, t->shape, tensor_type,
-                [t, name, tensor_type, rows, cols, &m, &checkpoint](std::string& out) {
-                  out.reserve(static_cast<std::size_t>(t->numel()) * io::ggufTypeBytes(tensor_type));
+                [t, name, tensor_type, rows, cols, &m, &checkpoint](std::string& bytes) {
+                  bytes.reserve(static_cast<std::size_t>(t->numel()) * io::ggufTypeBytes(tensor_type));
                   for (std::int64_t r = 0; r < rows; ++r) {
                     const std::int64_t src = name.permute_heads ? permutedRow(r, m.headDim()) : r;
                     for (std::int64_t c = 0; c < cols; ++c) {
                       const float f = toFloat(*t, src * cols + c);
                       if (tensor_type == GgufTensorType::F32) {
-                        out.append(reinterpret_cast<const char*>(&f), 4);
+                        bytes.append(reinterpret_cast<const char*>(&f), 4);
                       } else {
                         const std::uint16_t h = tensor_type == GgufTensorType::BF16 ? toBf16(f) : toF16(f);
-                        out.append(reinterpret_cast<const char*>(&h), 2);
+                        bytes.append(reinterpret_cast<const char*>(&h), 2);
                       }
                     }
                   }
@@ -211,9 +211,10 @@ GgufExportResult writeFolder(const std::filesystem::path& folder, const std::fil
   }
   if (m.rope_scaling.kind == RopeScaling::Kind::Llama3) {
     const std::vector<float> factors = llama3RopeFactors(m);
-    w.addTensor(
-        "rope_freqs.weight", {static_cast<std::int64_t>(factors.size())}, GgufTensorType::F32,
-        [factors](std::string& out) { out.append(reinterpret_cast<const char*>(factors.data()), 4 * factors.size()); });
+    w.addTensor("rope_freqs.weight", {static_cast<std::int64_t>(factors.size())}, GgufTensorType::F32,
+                [factors](std::string& bytes) {
+                  bytes.append(reinterpret_cast<const char*>(factors.data()), 4 * factors.size());
+                });
   }
   w.write(out);
   return {arch, m, w.tensorCount(), vocabulary.tokens.size()};

@@ -160,9 +160,17 @@ ExportHfResult exportHf(const std::filesystem::path& source, const std::filesyst
 
   std::filesystem::create_directories(out);
   result.files = writeHfWeights(*model, out, o.bf16, o.max_shard_bytes);
-  // The tokenizer the policy was trained with: runs encode with the task vocabulary today, also
-  // for a policy from an hf: folder (whose own tokenizer.json would give other ids).
-  const HfTokenizerSummary tok = writeTaskTokenizer(*makeTaskTokenizer(), out);
+  // The tokenizer the policy was trained with: its folder's tokenizer.json (and chat template)
+  // for the dataset environments, else the task vocabulary (also for a policy from an hf: folder
+  // trained on the synthetic environments, whose ids are the task vocabulary's).
+  const std::filesystem::path tokenizer_json = std::filesystem::path(m.tokenizer_folder) / "tokenizer.json";
+  if (!m.tokenizer_folder.empty() && !std::filesystem::exists(tokenizer_json))
+    throw Error(
+        fmt::format("export-hf: policy '{}' was trained with the tokenizer of {}, which is gone; restore the "
+                    "folder to export it",
+                    result.policy, tokenizer_json.string()));
+  const HfTokenizerSummary tok =
+      m.tokenizer_folder.empty() ? writeTaskTokenizer(*makeTaskTokenizer(), out) : copyTokenizer(tokenizer_json, out);
   writeConfigJson(out, m, o.bf16, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id);
   writeGenerationConfig(out, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id);
   return result;

@@ -58,7 +58,7 @@ LocalRunResult runSft(const Config& config) {
   if (config.workflow.multiAgent()) return runWorkflowSft(config);
   const auto t0 = Clock::now();
   configureThreads(config, 1);
-  auto tokenizer = makeTaskTokenizer();
+  auto tokenizer = makeEnvironmentTokenizer(config.environment);
   // One model for the engine and the trainer: on trainer.device, in float32.
   const auto device = resolveDevice(config.trainer.compute.device, 0, "trainer.device");
   PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer), {}, device);
@@ -105,7 +105,7 @@ LocalRunResult runTrainLocal(const Config& config) {
   }
   const auto t0 = Clock::now();
   configureThreads(config, 1);
-  auto tokenizer = makeTaskTokenizer();
+  auto tokenizer = makeEnvironmentTokenizer(config.environment);
   // One model for the engine and the trainer: on trainer.device, in float32.
   const auto device = resolveDevice(config.trainer.compute.device, 0, "trainer.device");
   PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer), {}, device);

@@ -5,7 +5,7 @@
 
 #include "astraflow/rollout/raas_role.hpp"
 #include "astraflow/run/hf_folders.hpp"
-#include "astraflow/text/tokenizer.hpp"
+#include "astraflow/tasks/environment.hpp"
 #include "astraflow/trainer/trainer_role.hpp"
 
 namespace astraflow {
@@ -29,7 +29,7 @@ TrainerReport runTrainerOn(RunWiring& w) {
   const auto group = static_cast<std::size_t>(w.policyIndex(ports.policy));
   ports.batches = w.batch_rings.at(group).get();
   ports.store = w.weight_stores.at(group).get();
-  ports.tokens = tokenSpecOf(*makeTaskTokenizer());
+  ports.tokens = tokenSpecOf(*makeEnvironmentTokenizer(w.cfg.environment));
   // Written beside, then renamed: a reader of <run>/hf/ never sees a half-written folder.
   const std::filesystem::path run_dir = w.context().run_dir;
   ports.export_hf = [run_dir, policy = ports.policy](const std::filesystem::path& checkpoint, std::int64_t version) {

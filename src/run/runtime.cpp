@@ -16,7 +16,7 @@
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/model/model_setup.hpp"
 #include "astraflow/run/role_entry.hpp"
-#include "astraflow/text/tokenizer.hpp"
+#include "astraflow/tasks/environment.hpp"
 #include "run/summary.hpp"
 
 namespace astraflow {
@@ -105,7 +105,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   w.ranks_on_node = place.ranks_on_node;
   w.device_slot = place.device_slot;
   w.weight_version_bytes = [&cfg](const std::string& policy) {
-    return weightVersionBytes(cfg, tokenSpecOf(*makeTaskTokenizer()), policy);
+    return weightVersionBytes(cfg, tokenSpecOf(*makeEnvironmentTokenizer(cfg.environment)), policy);
   };
   wireWindows(w);
 

@@ -76,6 +76,21 @@ std::pair<std::uint64_t, std::uint64_t> rolloutTotals(const std::vector<RankRepo
   return {tokens, trajectories};
 }
 
+// Why training episodes got their rewards, summed over the rollout ranks: {"correct": n, ...}.
+nlohmann::json rewardReasons(const std::vector<RankReport>& ranks) {
+  nlohmann::json sum = nlohmann::json::object();
+  for (const auto* r : ofRole<RolloutReport>(ranks)) {
+    RolloutReport::fields(*r, [&](std::string_view key, const auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>, std::uint64_t>) {
+        if (!key.starts_with("reward_")) return;
+        const std::string reason(key.substr(7));
+        sum[reason] = sum.value(reason, std::uint64_t{0}) + value;
+      }
+    });
+  }
+  return sum;
+}
+
 // Weight transfer per policy (docs/weights.md): what the store encoded, and what the rollout
 // ranks pulled against what full versions would have cost for the same pulls.
 nlohmann::json weightsSummary(const Config& cfg, const std::vector<RankReport>& ranks, const DataflowReport* df) {
@@ -193,6 +208,8 @@ nlohmann::json summarize(const Config& cfg, const std::vector<RankReport>& ranks
   s["consumed"] = df.consumed;
   s["buffered"] = df.buffered;
   s["eval_accuracy_start"] = orNull(df.eval_accuracy_start);
+  s["eval_samples"] = cfg.eval.samples;
+  s["eval_pass_at_k_end"] = orNull(df.eval_pass_at_k_end);
   s["eval_accuracy_end"] = orNull(df.eval_accuracy_end);
   double wait = 0;
   const auto trainers = ofRole<TrainerReport>(ranks);
@@ -213,6 +230,7 @@ nlohmann::json summarize(const Config& cfg, const std::vector<RankReport>& ranks
   s["segment_wall_seconds"] = df.segment_wall_seconds;
   s["replayed"] = df.replayed;
   s["rollouts_generated"] = df.produced;  // every training rollout the run paid for
+  s["reward_reasons"] = rewardReasons(ranks);
   nlohmann::json plugins = nlohmann::json::object();
   for (const auto& c : df.plugins) plugins[c.name][c.counter] = c.value;
   s["plugins"] = plugins;

@@ -68,9 +68,15 @@ double evaluateRoleGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, 
 }
 
 LocalRunResult runWorkflowSft(const Config& config) {
+  if (config.workflow.chat)
+    throw Error(
+        fmt::format("{}: warm-start SFT of the code workflow {} is not built (its roles have no reference "
+                    "outputs); start each policy from a model folder (policies[i].model.hf) and run "
+                    "`astraflow run` directly",
+                    config.source, config.workflow.kind));
   const auto t0 = std::chrono::steady_clock::now();
   configureThreads(config, 1);
-  auto tokenizer = makeTaskTokenizer();
+  auto tokenizer = makeEnvironmentTokenizer(config.environment);
   auto env = makeEnvironment(config.environment);
   const auto& wf = config.workflow;
   std::vector<PolicyModel> models;

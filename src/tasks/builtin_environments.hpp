@@ -10,5 +10,8 @@ namespace astraflow::detail {
 // Each throws std::invalid_argument naming the `environment.<key>` option it rejects.
 std::unique_ptr<Environment> makeArithmeticEnvironment(const EnvironmentOptions& options);
 std::unique_ptr<Environment> makeSearchEnvironment(const EnvironmentOptions& options);
+std::unique_ptr<Environment> makeDatasetEnvironment(const EnvironmentOptions& options);
+std::unique_ptr<Environment> makeCodeInterpreterEnvironment(const EnvironmentOptions& options);
+std::unique_ptr<Environment> makeDocSearchEnvironment(const EnvironmentOptions& options);
 
 }  // namespace astraflow::detail

@@ -17,9 +17,12 @@ struct EnvironmentEntry {
   std::unique_ptr<Environment> (*make)(const EnvironmentOptions&);
 };
 
-constexpr std::array<EnvironmentEntry, 2> kEnvironments = {{
+constexpr std::array<EnvironmentEntry, 5> kEnvironments = {{
     {"arithmetic", &detail::makeArithmeticEnvironment},
     {"search", &detail::makeSearchEnvironment},
+    {"dataset", &detail::makeDatasetEnvironment},
+    {"code_interpreter", &detail::makeCodeInterpreterEnvironment},
+    {"doc_search", &detail::makeDocSearchEnvironment},
 }};
 
 }  // namespace

@@ -176,8 +176,18 @@ const char* rewardReasonName(RewardReason reason) {
     case RewardReason::Wrong: return "wrong";
     case RewardReason::NoAnswer: return "no_answer";
     case RewardReason::Invalid: return "invalid";
+    case RewardReason::Timeout: return "timeout";
+    case RewardReason::Crashed: return "crashed";
+    case RewardReason::MemoryLimit: return "memory_limit";
   }
   return "invalid";
+}
+
+std::optional<RewardReason> rewardReasonFromName(std::string_view name) {
+  // Every enumerator, MemoryLimit being the last.
+  for (int r = 0; r <= static_cast<int>(RewardReason::MemoryLimit); ++r)
+    if (name == rewardReasonName(static_cast<RewardReason>(r))) return static_cast<RewardReason>(r);
+  return std::nullopt;
 }
 
 std::optional<std::string> extractFinalAnswer(std::string_view response, const MathRewardOptions& options) {

@@ -13,6 +13,8 @@ namespace astraflow {
 struct ChatTemplate::Impl {
   jinja::Template tpl;
   jinja::Object special_tokens;
+  std::string eos_token;  // "" when the folder names none
+  std::string where;      // the file, for messages
 };
 
 namespace {
@@ -50,6 +52,8 @@ std::shared_ptr<ChatTemplate::Impl> compile(const std::string& source, const ord
     throw Error(where.empty() ? std::string(e.what()) : fmt::format("{}: {}", where, e.what()));
   }
   impl->special_tokens = jinja::fromJson(special_tokens).asObject();
+  impl->eos_token = special_tokens.value("eos_token", "");
+  impl->where = where.empty() ? "the chat template" : where;
   return impl;
 }
 
@@ -112,6 +116,34 @@ std::string ChatTemplate::render(const ordered_json& messages, const ChatOptions
   if (!options.extra.is_object()) throw Error("chat template: the extra template variables must be an object");
   for (const auto& [k, v] : options.extra.items()) variables.emplace_back(k, jinja::fromJson(v));
   return jinja::renderTemplate(impl_->tpl, variables);
+}
+
+std::string ChatTemplate::continuation(const ordered_json& message, const ChatOptions& options) const {
+  // Rendered after a fixed short conversation, never after the caller's own: templates rewrite
+  // earlier turns when one is added (Qwen3's drops an earlier assistant turn's empty <think>
+  // block), and a context must stay what the policy generated.
+  const ordered_json base =
+      ordered_json::array({{{"role", "system"}, {"content", "s"}}, {{"role", "user"}, {"content", "u"}}});
+  ChatOptions closed = options;
+  closed.add_generation_prompt = false;
+  const std::string before = render(base, closed);
+  ordered_json extended = base;
+  extended.push_back(message);
+  ChatOptions open = options;
+  open.add_generation_prompt = true;
+  const std::string after = render(extended, open);
+  const std::size_t eos = impl_->eos_token.empty() ? std::string::npos : before.rfind(impl_->eos_token);
+  if (eos == std::string::npos)
+    throw Error(
+        fmt::format("{}: a turn does not end with eos_token '{}' (tokenizer_config.json), so a conversation "
+                    "cannot be continued after a generated turn",
+                    impl_->where, impl_->eos_token));
+  if (!after.starts_with(before))
+    throw Error(
+        fmt::format("{}: adding a '{}' message rewrites the conversation before it, so a conversation cannot "
+                    "be continued with one",
+                    impl_->where, message.value("role", "")));
+  return before.substr(eos + impl_->eos_token.size()) + after.substr(before.size());
 }
 
 }  // namespace astraflow

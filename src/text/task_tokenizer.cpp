@@ -1,5 +1,7 @@
 // The built-in task vocabulary (include/astraflow/text/tokenizer.hpp): whole-token tags
 // plus single characters, encoded by greedy longest match.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -7,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "astraflow/core/error.hpp"
 #include "astraflow/text/tokenizer.hpp"
 
 namespace astraflow {
@@ -117,5 +120,19 @@ class TaskTokenizer final : public Tokenizer {
 }  // namespace
 
 std::unique_ptr<Tokenizer> makeTaskTokenizer() { return std::make_unique<TaskTokenizer>(); }
+
+TokenSpec tokenSpecOf(const Tokenizer& t) {
+  const std::int32_t pad = t.padId();
+  if (pad < 0)
+    throw Error(
+        "the tokenizer has no padding token: name one in tokenizer_config.json (\"pad_token\"), a token the text "
+        "never holds (Llama-3: <|finetune_right_pad_id|>)");
+  if (pad == t.eosId())
+    throw Error(
+        fmt::format("the tokenizer's padding token {} is its end-of-sequence token: name another "
+                    "\"pad_token\" in tokenizer_config.json (padding is masked out, the end of a turn is not)",
+                    t.tokenText(pad)));
+  return {t.vocabSize(), pad, t.bosId()};
+}
 
 }  // namespace astraflow

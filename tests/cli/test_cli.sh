@@ -41,9 +41,15 @@ expect_text validate_ok out "valid (4 ranks"
 expect_rc 0 layout_size -- "$bin" layout-size "$quick"
 [ "$(cat "$work/layout_size.out")" = 4 ] || fail "layout-size printed '$(cat "$work/layout_size.out")', wanted 4"
 
-# Every shipped config is valid; a workflow naming an undefined policy is refused by key.
+# Every shipped config is valid; a workflow naming an undefined policy is refused by key. Paths
+# are relative to the working directory: text_math.yaml's model folder is made there first, as
+# scripts/text_math.sh makes it (a smaller one).
+"$bin" init-model "$work/runs/text_math/model" --hidden-size 16 --layers 1 --heads 2 --kv-heads 1 \
+  --intermediate-size 32 --max-positions 256 >/dev/null || fail "init-model for text_math.yaml"
+"$bin" init-model "$work/runs/code/model" --hidden-size 16 --layers 1 --heads 2 --kv-heads 1 \
+  --intermediate-size 32 --max-positions 1024 >/dev/null || fail "init-model for the code workflow configs"
 for c in "$src"/configs/*.yaml; do
-  expect_rc 0 "validate_$(basename "$c" .yaml)" -- "$bin" validate "$c"
+  expect_rc 0 "validate_$(basename "$c" .yaml)" -- bash -c 'cd "$1" && "$2" validate "$3"' _ "$work" "$bin" "$c"
 done
 sed 's/roles: {solver: solver, verifier: verifier}/roles: {solver: solver, verifier: judge}/' \
   "$src/configs/math_solver_verifier.yaml" >"$work/bad_workflow.yaml"
@@ -249,6 +255,58 @@ assert moved > 0, "the trained weights are the folder's"
 assert torch.isfinite(trained(input_ids=torch.tensor([[5, 6, 7]])).logits).all()
 PY
   fail "hf training: $(grep -v "Loading weights" "$work/hf_check.out" | tail -n 5)"
+# The dataset environment: JSONL rows (two bad lines, counted and named) rendered with the
+# folder's chat template and tokenizer, scored by the math reward; sft, then a distributed run whose
+# summary says why every training episode got its reward.
+mkdir -p "$work/ds"
+for i in $(seq 1 30); do echo "{\"prompt\": \"$i+1?\", \"answer\": \"$((i + 1))\", \"level\": $((i % 3))}"; done >"$work/ds/train.jsonl"
+printf 'not json\n{"answer": "no prompt"}\n' >>"$work/ds/train.jsonl"
+for i in $(seq 40 44); do echo "{\"prompt\": \"$i+1?\", \"answer\": \"$((i + 1))\"}"; done >"$work/ds/eval.jsonl"
+sed -e "s#name: hf, output_dir: $work/hf_run#name: ds, output_dir: $work/ds_run#" -e "s#versions: 6, checkpoint_every: 3, export_hf_every: 2#versions: 3#" \
+  -e "s#max_seq_len: 32#max_seq_len: 64#" -e "s#checkpoint: $work/hf_sft.h5#checkpoint: $work/ds_sft.h5#" \
+  -e "s#^environment: .*#environment: {name: dataset, train: [$work/ds/train.jsonl], eval: [$work/ds/eval.jsonl], system_prompt: Be brief., reward: {kind: math}}#" \
+  -e "s#max_new_tokens: 4#max_new_tokens: 8#" "$work/hf.yaml" >"$work/ds.yaml"
+echo "eval: {problems: 5, every: 2}" >>"$work/ds.yaml"
+# astraflow reward --config scores as the config's environment.reward says (math here).
+echo '{"response": "so \\boxed{7}", "reference": "7"}' >"$work/reward_line.jsonl"
+expect_rc 0 reward_config -- bash -c '"$1" reward --config "$2" < "$3"' _ "$bin" "$work/ds.yaml" "$work/reward_line.jsonl"
+expect_text reward_config out '"reason":"correct"'
+expect_rc nonzero reward_config_kind -- "$bin" reward --config "$work/ds.yaml" --kind exact
+expect_rc 0 ds_sft -- "$bin" sft "$work/ds.yaml"
+expect_text ds_sft err "2 of 32 lines skipped"
+expect_text ds_sft err "train.jsonl:31: not valid JSON"
+expect_rc 0 ds_run -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/ds.yaml"
+"$ASTRAFLOW_PYTHON" - "$work/ds_run/summary.json" >"$work/ds_check.out" 2>&1 <<'PY' ||
+import json, sys
+s = json.load(open(sys.argv[1]))
+reasons = s["reward_reasons"]
+assert sum(reasons.values()) == s["produced"] > 0, (reasons, s["produced"])
+assert reasons["unstated"] == 0 and reasons["correct"] + reasons["wrong"] + reasons["no_answer"] > 0, reasons
+assert s["eval_accuracy_end"] is not None, s
+PY
+  fail "dataset run: $(tail -n 5 "$work/ds_check.out")"
+# Its export carries the tokenizer it was trained with: the folder's own, chat template included.
+expect_rc 0 ds_export -- "$bin" export-hf "$work/ds_run" "$work/ds_export"
+cmp -s "$work/hf_init/tokenizer.json" "$work/ds_export/tokenizer.json" || fail "ds export: not the folder's tokenizer.json"
+grep -q chat_template "$work/ds_export/tokenizer_config.json" || fail "ds export: no chat template"
+# The Solver + Test-Case Generator workflow on real code, as configs/code_solver_testgen.yaml
+# ships (its relative paths resolved in $work): five ranks, two trainers, chat transcripts,
+# generated tests and hidden tests run in the sandbox; every trajectory's reward has a reason.
+"$ASTRAFLOW_PYTHON" "$src/scripts/make_code_problems.py" --out "$work/runs/code/data" --train 6 --eval 2 ||
+  fail "make_code_problems.py"
+expect_rc 0 code_run -- bash -c 'cd "$1" && "$2" -n 5 --oversubscribe "$3" run "$4" --set run.versions=2 \
+  --set rollout.max_new_tokens=16 --set eval.problems=2 --set run.threads_per_rank=1' _ "$work" "$mpiexec" "$bin" \
+  "$src/configs/code_solver_testgen.yaml"
+"$ASTRAFLOW_PYTHON" - "$work/runs/code_solver_testgen/summary.json" >"$work/code_check.out" 2>&1 <<'PY' ||
+import json, sys
+s = json.load(open(sys.argv[1]))
+reasons = s["reward_reasons"]
+assert s["produced"] > 0 and s["produced"] % 2 == 0, s["produced"]  # one trajectory per role
+assert sum(reasons.values()) == s["produced"], (reasons, s["produced"])
+assert reasons["unstated"] == 0, reasons
+assert s["eval_accuracy_end"] is not None, s
+PY
+  fail "code workflow run: $(tail -n 5 "$work/code_check.out")"
 expect_rc nonzero resume_bad_override -- "$mpiexec" -n 4 --oversubscribe "$bin" run --resume "$work/job" --set run.versions=zero
 expect_text resume_bad_override err "run.versions" 1
 # A truncated checkpoint: refused, naming the file.

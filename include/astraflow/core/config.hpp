@@ -89,8 +89,10 @@ struct SftSection {
 };
 
 struct EvalSection {
-  int problems = 200;  // held-out problems per evaluation (greedy)
-  int every = 10;      // optimiser steps between evaluations
+  int problems = 200;        // held-out problems per evaluation
+  int every = 10;            // optimiser steps between evaluations
+  int samples = 1;           // k: answers per problem (pass@1 is their mean reward, pass@k any full reward)
+  double temperature = 0.0;  // 0: greedy; > 0 (needed for samples > 1): sampled at this temperature
 };
 
 // Weight transfer from trainers to rollout ranks (docs/architecture.md §8, docs/weights.md).
@@ -193,9 +195,11 @@ struct DataflowSection {
 // One role of a multi-agent workflow: the policy it runs on, its team-context template and
 // its reward rule (docs/multi-policy.md).
 struct WorkflowRole {
-  std::string name;     // "solver", "verifier", "selector"
+  std::string name;     // "solver", "verifier", "selector", "generator"
   std::string policy;   // the policy whose weights generate this role's turns
-  std::string context;  // template rendered before each of its turns: {problem} {solution} {feedback} {candidates}
+  std::string context;  // template rendered before each of its turns (chat workflows: its user message):
+                        // {problem} {solution} {feedback} {candidates} {candidate_a} {candidate_b}
+  std::string system;   // chat workflows: the role's system message ("" for none)
   std::string reward;   // team_correct | own_correct | verdict_correct
 };
 
@@ -203,10 +207,15 @@ struct WorkflowRole {
 // single- or multi-turn episode. `solver_verifier` and `solver_selector`: several policies per
 // episode, one trajectory per role, each routed to its own policy's trainer.
 struct WorkflowSection {
-  std::string kind = "single";      // single | solver_verifier | solver_selector
+  std::string kind = "single";      // single | solver_verifier | solver_selector | solver_testgen
   std::vector<WorkflowRole> roles;  // in turn order (workflow.order)
   int max_rounds = 1;               // solver_verifier: solver attempts (reject → retry)
   int candidates = 1;               // solver_selector: 2 (the solver writes two candidates)
+  // The code workflows over a `dataset` environment with the `code` reward: each role's transcript
+  // is a chat conversation in the policy's template, and `followup` is the solver's next user
+  // message (solver_testgen: the retry, with {feedback}; solver_selector: the second candidate).
+  bool chat = false;
+  std::string followup;
   bool multiAgent() const { return kind != "single"; }
   const WorkflowRole* findRole(const std::string& name) const;
   // The roles' distinct policies, in role order.

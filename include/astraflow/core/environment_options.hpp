@@ -1,12 +1,65 @@
 #pragma once
-// Options of the built-in environments (config section `environment`). A plain struct in core
-// so the config parser needs nothing of the tasks module that implements the environments.
+// Options of the environments (config section `environment`). A plain struct in core so the
+// config parser needs nothing of the tasks module that implements the environments.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace astraflow {
 
-// Options of the built-in environments (config section `environment`, docs/configuration.md).
+// The reward a text environment scores each response with (environment.reward, docs/tasks.md).
+struct RewardSpec {
+  std::string kind = "math";  // math, exact, regex, choice, code, command
+  std::string pattern;        // math: the answer pattern used without \boxed{} (empty: the default); regex: the pattern
+  double tolerance = 1e-6;    // math: relative tolerance of numbers
+  // code: the row's tests run in the sandbox
+  std::string interpreter = "/usr/bin/python3";
+  bool all_or_nothing = false;
+  double wall_seconds = 10;       // per test run
+  std::uint64_t memory_mb = 512;  // address space per process of a run
+  // command: the user's verifier program and its arguments
+  std::vector<std::string> command;
+  double command_timeout = 30;
+};
+
+// The `dataset` environment: prompts from JSONL files, rendered with the policy's chat
+// template, answered in one turn and scored by `reward` against the row's answer.
+struct DatasetTaskOptions {
+  std::vector<std::string> train_files;  // absolute paths
+  std::vector<std::string> eval_files;   // held-out rows; none: `eval_fraction` of train_files
+  double eval_fraction = 0.0;
+  std::uint64_t max_prompt_bytes = 64 * 1024;
+  std::string system_prompt;                // empty: none (a row's own system message is kept)
+  std::string solution_field = "solution";  // a row's worked answer, for warm-start SFT
+  std::string enable_thinking;              // "", "true" or "false": the template variable, when set
+  std::uint64_t seed = 1;                   // split and epoch shuffles (run.seed)
+  // The policies' Hugging Face folders (policies[i].model.hf): the first one's tokenizer.json and
+  // chat template are the run's; the others must hold the same tokenizer.json.
+  std::vector<std::string> tokenizer_folders;
+};
+
+// The multi-turn tool environments (`code_interpreter`, `doc_search`; config section
+// `environment.tool`, docs/tasks.md).
+struct ToolOptions {
+  int max_context_tokens = 0;         // an episode past it ends truncated; 0: the model's max_seq_len
+  std::uint64_t output_bytes = 2048;  // of a tool's reply shown to the policy (the rest cut, said so)
+  // code_interpreter: each code run in the sandbox
+  std::string interpreter = "/usr/bin/python3";
+  double wall_seconds = 5;
+  std::uint64_t memory_mb = 512;
+  // doc_search: a JSONL corpus ({"text", "title"?, "id"?} per line), searched with BM25
+  std::string corpus;  // absolute path
+  int top_k = 3;
+  std::uint64_t document_bytes = 512;  // of each document's text in a reply
+};
+
+// The environments over JSONL prompt datasets, encoded with the policy folder's tokenizer and
+// chat template: `dataset`, `code_interpreter`, `doc_search`.
+inline bool usesPromptDataset(const std::string& name) {
+  return name == "dataset" || name == "code_interpreter" || name == "doc_search";
+}
+
+// Options of the environments (config section `environment`, docs/configuration.md).
 struct EnvironmentOptions {
   std::string name = "arithmetic";
   // arithmetic
@@ -14,8 +67,12 @@ struct EnvironmentOptions {
   std::string operators = "+-";  // any of + - *
   // search
   int corpus_size = 64;           // key–value facts generated from the seed
-  int max_turns = 4;              // agent turns per episode
+  int max_turns = 4;              // agent turns per episode (search, code_interpreter, doc_search)
   std::uint64_t corpus_seed = 7;  // the corpus is a function of this seed
+  // dataset
+  DatasetTaskOptions dataset;
+  RewardSpec reward;
+  ToolOptions tool;  // code_interpreter, doc_search
 };
 
 }  // namespace astraflow

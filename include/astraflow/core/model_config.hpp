@@ -61,6 +61,10 @@ struct ModelConfig {
   // The Hugging Face folder (policies[i].model.hf) the sizes came from and the weights load from;
   // empty for a model set by sizes and initialised from the seed.
   std::string hf_path;
+  // The folder whose tokenizer.json gave the policy's token ids (the dataset environments encode
+  // with the first policy's folder); empty: the built-in task vocabulary. Checkpoints keep it, so
+  // export-hf writes the tokenizer the policy was trained with.
+  std::string tokenizer_folder;
 
   int headDim() const { return head_dim > 0 ? head_dim : d_model / heads; }
   bool qkNorm() const { return family == ModelFamily::Qwen3; }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -62,6 +63,14 @@ struct RolloutReport {
   double task_wait_seconds = 0;
   double weight_pull_seconds = 0;
   std::vector<PolicyPullFigures> policies;  // in the order the rank serves them; never empty
+  // Why training episodes got their rewards, as the environment said (docs/tasks.md): the reward
+  // functions' reasons; `reward_other` is any other reason, `reward_unstated` none (the synthetic
+  // environments and truncated episodes).
+  std::uint64_t reward_correct = 0, reward_wrong = 0, reward_no_answer = 0, reward_invalid = 0;
+  std::uint64_t reward_timeout = 0, reward_crashed = 0, reward_memory_limit = 0, reward_other = 0;
+  std::uint64_t reward_unstated = 0;
+
+  void countRewardReason(std::string_view reason);
 
   template <class S, class V>
   static void fields(S& s, V&& v) {
@@ -69,6 +78,11 @@ struct RolloutReport {
     v("malformed_tasks", s.malformed_tasks), v("generated_tokens", s.generated_tokens);
     v("generate_seconds", s.generate_seconds), v("task_wait_seconds", s.task_wait_seconds);
     v("weight_pull_seconds", s.weight_pull_seconds), v("policies", s.policies);
+    v("reward_correct", s.reward_correct), v("reward_wrong", s.reward_wrong);
+    v("reward_no_answer", s.reward_no_answer), v("reward_invalid", s.reward_invalid);
+    v("reward_timeout", s.reward_timeout), v("reward_crashed", s.reward_crashed);
+    v("reward_memory_limit", s.reward_memory_limit);
+    v("reward_other", s.reward_other), v("reward_unstated", s.reward_unstated);
   }
 };
 
@@ -206,6 +220,7 @@ struct DataflowReport {
   std::uint64_t malformed = 0, unroutable = 0, tasks_unsent = 0;
   std::uint64_t eval_received = 0, eval_rounds = 0;
   double eval_accuracy_start = -1, eval_accuracy_end = -1;  // < 0: no evaluation
+  double eval_pass_at_k_end = -1;                           // the last round's pass@k (eval.samples = k); < 0: none
   double wall_seconds = 0, segment_wall_seconds = 0;
   std::uint64_t trajectories_written = 0;
   std::vector<PolicyBooks> policies;
@@ -222,7 +237,8 @@ struct DataflowReport {
     v("buffered", s.buffered), v("replayed", s.replayed), v("malformed", s.malformed);
     v("unroutable", s.unroutable), v("tasks_unsent", s.tasks_unsent), v("eval_received", s.eval_received);
     v("eval_rounds", s.eval_rounds), v("eval_accuracy_start", s.eval_accuracy_start);
-    v("eval_accuracy_end", s.eval_accuracy_end), v("wall_seconds", s.wall_seconds);
+    v("eval_accuracy_end", s.eval_accuracy_end), v("eval_pass_at_k_end", s.eval_pass_at_k_end);
+    v("wall_seconds", s.wall_seconds);
     v("segment_wall_seconds", s.segment_wall_seconds), v("trajectories_written", s.trajectories_written);
     v("policies", s.policies), v("roles", s.roles), v("plugins", s.plugins), v("cross_site", s.cross_site);
     v("elastic", s.elastic);

@@ -3,6 +3,7 @@
 // each, and the sequence's reward. Rollout produces them (an Episode is one), the trainer
 // consumes them; neither module includes the other.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace astraflow {
@@ -13,6 +14,7 @@ struct TrainingSample {
   std::vector<float> behav_logprobs;      // per token; 0 where policy_mask is 0
   std::vector<std::uint8_t> policy_mask;  // 1: the policy's own token (trained on); 0: context
   double reward = 0.0;
+  std::string reward_reason;  // why the environment gave that reward ("correct", "no_answer", …); reports count it
   int turns = 0;
   bool nonfinite = false;  // generation met NaN/inf logits: drop, do not train on it
   bool truncated = false;  // ran out of context or turns without finishing

@@ -4,17 +4,20 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "astraflow/core/environment_options.hpp"
+#include "astraflow/text/tokenizer.hpp"
 
 namespace astraflow {
 
 struct StepResult {
   std::string observation;  // text the environment appends to the context (may be empty)
   double reward = 0.0;      // final reward on the done step, 0 before
+  std::string reason;       // why the done step got its reward ("correct", "no_answer", …); may be empty
   bool done = false;
 };
 
@@ -39,6 +42,17 @@ class Environment {
   // Text that ends an agent turn (the engine stops generating after it), e.g. "</answer>".
   virtual std::vector<std::string> stopStrings() const = 0;
   virtual int maxTurns() const = 0;
+  // True when reset() returns the whole start of the sequence, special tokens included (a
+  // rendered chat template puts in its own <bos> where the model has one): the episode adds no
+  // <bos> and encodes the prompt as it is.
+  virtual bool rendersWholeSequence() const { return false; }
+  // Tokens an episode may hold, prompt and tool replies included; past it the episode ends
+  // truncated. 0: the model's max_seq_len (the tighter of the two always applies).
+  virtual int maxContextTokens() const { return 0; }
+  // The current problem as plain text, for the workflows that put it in their own messages (the
+  // code workflows, docs/multi-policy.md): a dataset row's prompt, or its conversation's last user
+  // message. nullopt where the problem is only the prompt reset() returns (the synthetic ones).
+  virtual std::optional<std::string> problemText() const { return std::nullopt; }
 
   // Problems are split by id-derived content into training and held-out sets: evaluation uses
   // held-out ids only, training never sees them. heldOutId(k) is the k-th held-out problem id,
@@ -50,10 +64,15 @@ class Environment {
   virtual std::map<std::string, std::string> metadata() const = 0;
 };
 
-// Registry by name: "arithmetic", "search". Unknown name → std::invalid_argument listing the
-// registered names.
+// Registry by name: "arithmetic", "search", "dataset", "code_interpreter", "doc_search". Unknown name →
+// std::invalid_argument listing the registered names.
 std::unique_ptr<Environment> makeEnvironment(const EnvironmentOptions& options);
 std::vector<std::string> environmentNames();
+
+// The tokenizer episodes of this environment are encoded with: the task vocabulary for the
+// synthetic environments, the policy folder's tokenizer.json for the dataset environments
+// (Error when the policies' folders hold different ones).
+std::unique_ptr<Tokenizer> makeEnvironmentTokenizer(const EnvironmentOptions& options);
 
 // Lets parseConfig check environment.name against this registry (core/config_checks.hpp).
 void registerTaskConfigChecks();

@@ -8,9 +8,13 @@
 
 namespace astraflow {
 
-enum class RewardReason { Correct, Wrong, NoAnswer, Invalid };
-// "correct", "wrong", "no_answer", "invalid" (the reference or configuration cannot be used).
+enum class RewardReason { Correct, Wrong, NoAnswer, Invalid, Timeout, Crashed, MemoryLimit };
+// "correct", "wrong", "no_answer", "invalid" (the reference or configuration cannot be used),
+// and for the rewards that run programs (code_reward.hpp, command_reward.hpp) "timeout",
+// "crashed" (ended by a signal, or the command failed), "memory_limit".
 const char* rewardReasonName(RewardReason reason);
+// The reason of that name; nullopt for any other text.
+std::optional<RewardReason> rewardReasonFromName(std::string_view name);
 
 struct RewardResult {
   double reward = 0.0;

@@ -36,6 +36,13 @@ class ChatTemplate {
   // take them. Throws Error when the template raises or meets a value it cannot handle.
   std::string render(const nlohmann::ordered_json& messages, const ChatOptions& options = {}) const;
 
+  // The text that follows an assistant turn's end-of-turn token (eos_token) to add `message` (a
+  // tool reply, a user's follow-up) and open the next assistant turn: multi-turn episodes append
+  // it to what the policy generated. Taken from the template's rendering of a fixed short
+  // conversation with and without the message; throws Error naming the file when the template
+  // ends no turn with eos_token or rewrites the conversation when a message of that role is added.
+  std::string continuation(const nlohmann::ordered_json& message, const ChatOptions& options = {}) const;
+
   struct Impl;
 
  private:

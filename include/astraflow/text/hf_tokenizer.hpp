@@ -29,7 +29,9 @@ class HfTokenizer final : public Tokenizer {
   // (Llama-3's <|begin_of_text|>) come only with add_special_tokens. Throws Error on text that
   // is not valid UTF-8.
   std::vector<std::int32_t> encode(std::string_view text, bool add_special_tokens) const;
-  std::vector<std::int32_t> encode(std::string_view text) const override { return encode(text, true); }
+  // As a piece of a longer sequence (a rendered chat, an environment's reply): no
+  // post-processor tokens, as transformers encodes apply_chat_template's text.
+  std::vector<std::int32_t> encode(std::string_view text) const override { return encode(text, false); }
 
   // tokenizers' decode(ids, skip_special_tokens); throws Error on an id that is neither a
   // vocabulary entry nor an added token.

@@ -16,6 +16,8 @@ namespace astraflow {
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
+  // `text` as a piece of a sequence: text spelling a special token becomes it, but nothing is
+  // added around it (no post-processor <bos>); episodes put in their own.
   virtual std::vector<std::int32_t> encode(std::string_view text) const = 0;
   virtual std::string decode(std::span<const std::int32_t> ids) const = 0;
   virtual std::int32_t vocabSize() const = 0;
@@ -39,7 +41,9 @@ class Tokenizer {
 // spelling, specials included. Ids are stable: adding tokens appends.
 std::unique_ptr<Tokenizer> makeTaskTokenizer();
 
-// The ids and size a model built for this tokenizer needs (buildPolicyModel).
-inline TokenSpec tokenSpecOf(const Tokenizer& t) { return {t.vocabSize(), t.padId(), t.bosId()}; }
+// The ids and size a model built for this tokenizer needs (buildPolicyModel); bos_id is -1 where
+// the tokenizer has none (Qwen). Error when it has no padding token: batches are left-padded
+// with it and positions skip it, so it must be a token the text never holds.
+TokenSpec tokenSpecOf(const Tokenizer& t);
 
 }  // namespace astraflow

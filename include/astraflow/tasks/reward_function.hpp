@@ -1,0 +1,29 @@
+#pragma once
+// One entry to every reward function (docs/tasks.md): the `dataset` environment and `astraflow
+// reward` score a response by a RewardSpec (config `environment.reward`) through it.
+#include <string_view>
+
+#include "astraflow/core/environment_options.hpp"
+#include "astraflow/tasks/code_reward.hpp"
+#include "astraflow/tasks/command_reward.hpp"
+#include "astraflow/tasks/reward.hpp"
+
+namespace astraflow {
+
+// What a reward function may read of the row a response answers.
+struct RewardInput {
+  std::string_view response;
+  std::string_view reference;      // the row's answer (math, exact, choice, command)
+  std::string_view tests_json;     // code: the row's tests (a JSON list)
+  std::string_view prompt;         // command: the prompt as the policy saw it
+  std::string_view metadata_json;  // command: the row's other fields (a JSON object)
+};
+
+CodeRewardOptions codeRewardOptions(const RewardSpec& spec);
+CommandRewardOptions commandRewardOptions(const RewardSpec& spec);
+
+// The reward of spec.kind. Throws Error only for a configuration that cannot work (a command
+// that cannot be started); a response that fails is a reward with its reason.
+RewardResult scoreResponse(const RewardSpec& spec, const RewardInput& input);
+
+}  // namespace astraflow

@@ -1,0 +1,141 @@
+// The `environment` section: the built-in synthetic environments' options and the `dataset`
+// environment's files, chat rendering and reward (docs/configuration.md, docs/tasks.md).
+#include "core/environment_config.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <limits>
+#include <stdexcept>
+
+#include "astraflow/core/config_checks.hpp"
+
+namespace astraflow::detail {
+
+namespace {
+
+std::vector<std::string> registeredEnvironmentNames() {
+  const auto& names = configChecks().environment_names;
+  if (!names) throw std::logic_error("config: no environments are registered (link the astraflow target)");
+  return names();
+}
+
+std::vector<std::string> absolutePaths(YamlReader& r, const std::string& key) {
+  std::vector<std::string> files = r.requireStringList(key);
+  if (files.empty()) r.fail(key, "is an empty list; give one or more JSONL files");
+  for (auto& f : files) f = std::filesystem::absolute(f).lexically_normal().string();
+  return files;
+}
+
+void parseReward(YamlReader r, RewardSpec& s) {
+  s.kind = r.getChoice("kind", s.kind, {"math", "exact", "regex", "choice", "code", "command"});
+  s.pattern = r.getString("pattern", s.pattern);
+  if (s.kind == "regex" && s.pattern.empty()) r.fail("pattern", "is required with kind: regex");
+  s.tolerance = r.getDouble("tolerance", s.tolerance, 0.0, 1.0);
+  s.interpreter = r.getString("interpreter", s.interpreter);
+  s.all_or_nothing = r.getBool("all_or_nothing", s.all_or_nothing);
+  s.wall_seconds = r.getDouble("wall_seconds", s.wall_seconds, 0.01, 3600.0);
+  s.memory_mb = static_cast<std::uint64_t>(
+      r.getInt("memory_mb", static_cast<std::int64_t>(s.memory_mb), 16, std::int64_t{1} << 20, "MiB"));
+  if (r.has("command")) s.command = r.requireStringList("command");
+  if (s.kind == "command" && s.command.empty())
+    r.fail("command", "is required with kind: command (the verifier program and its arguments, a list)");
+  s.command_timeout = r.getDouble("command_timeout", s.command_timeout, 0.01, 3600.0);
+  r.finish();
+}
+
+void parseDataset(YamlReader& r, Config& cfg) {
+  DatasetTaskOptions& d = cfg.environment.dataset;
+  d.train_files = absolutePaths(r, "train");
+  if (r.has("eval")) d.eval_files = absolutePaths(r, "eval");
+  d.eval_fraction = r.getDouble("eval_fraction", d.eval_fraction, 0.0, 0.9);
+  if (!d.eval_files.empty() && d.eval_fraction > 0.0)
+    r.fail("eval_fraction", "is set beside environment.eval; held-out rows come from one or the other");
+  d.max_prompt_bytes = static_cast<std::uint64_t>(
+      r.getInt("max_prompt_bytes", static_cast<std::int64_t>(d.max_prompt_bytes), 16, 1 << 30, "bytes"));
+  d.system_prompt = r.getString("system_prompt", d.system_prompt);
+  d.solution_field = r.getString("solution_field", d.solution_field);
+  if (r.has("enable_thinking")) d.enable_thinking = r.getBool("enable_thinking", false) ? "true" : "false";
+  d.seed = cfg.run.seed;
+  for (const auto& p : cfg.policies) {
+    if (p.model.hf_path.empty())
+      r.fail("name",
+             fmt::format("is dataset, which encodes with the policy's own tokenizer and chat template, but policy "
+                         "'{}' has no model.hf folder (make one with `astraflow init-model`, or use a Hugging Face "
+                         "model folder)",
+                         p.name));
+    d.tokenizer_folders.push_back(p.model.hf_path);
+  }
+  parseReward(r.child("reward"), cfg.environment.reward);
+}
+
+void parseTool(YamlReader r, EnvironmentOptions& e) {
+  ToolOptions& t = e.tool;
+  t.max_context_tokens =
+      static_cast<int>(r.getInt("max_context_tokens", t.max_context_tokens, 0, 1 << 24, "tokens (0: the model's)"));
+  t.output_bytes = static_cast<std::uint64_t>(
+      r.getInt("output_bytes", static_cast<std::int64_t>(t.output_bytes), 16, 1 << 24, "bytes"));
+  const bool code = e.name == "code_interpreter";
+  for (const char* key : {"interpreter", "wall_seconds", "memory_mb"})
+    if (!code && r.has(key)) r.fail(key, fmt::format("belongs to code_interpreter; environment.name is '{}'", e.name));
+  for (const char* key : {"corpus", "top_k", "document_bytes"})
+    if (code && r.has(key)) r.fail(key, "belongs to doc_search; environment.name is 'code_interpreter'");
+  t.interpreter = r.getString("interpreter", t.interpreter);
+  t.wall_seconds = r.getDouble("wall_seconds", t.wall_seconds, 0.01, 3600.0);
+  t.memory_mb = static_cast<std::uint64_t>(
+      r.getInt("memory_mb", static_cast<std::int64_t>(t.memory_mb), 16, std::int64_t{1} << 20, "MiB"));
+  if (!code) {
+    if (!r.has("corpus"))
+      r.fail("corpus", "is required with doc_search: a JSONL file of {\"text\", \"title\", \"id\"}");
+    t.corpus = std::filesystem::absolute(r.getString("corpus", "")).lexically_normal().string();
+  }
+  t.top_k = static_cast<int>(r.getInt("top_k", t.top_k, 1, 100, "documents"));
+  t.document_bytes = static_cast<std::uint64_t>(
+      r.getInt("document_bytes", static_cast<std::int64_t>(t.document_bytes), 16, 1 << 24, "bytes"));
+  r.finish();
+}
+
+}  // namespace
+
+void parseEnvironment(YamlReader r, Config& cfg) {
+  EnvironmentOptions& e = cfg.environment;
+  e.name = r.getChoice("name", e.name, registeredEnvironmentNames());
+  e.digits = static_cast<int>(r.getInt("digits", e.digits, 1, 6, "digits"));
+  e.operators = r.getString("operators", e.operators);
+  if (e.operators.empty() || e.operators.find_first_not_of("+-*") != std::string::npos) {
+    r.fail("operators", "given '" + e.operators + "'; allowed: a non-empty string of + - *");
+  }
+  e.corpus_size = static_cast<int>(r.getInt("corpus_size", e.corpus_size, 4, 10000, "facts"));
+  e.max_turns = static_cast<int>(r.getInt("max_turns", e.max_turns, 1, 16, "turns"));
+  e.corpus_seed = static_cast<std::uint64_t>(
+      r.getInt("corpus_seed", static_cast<std::int64_t>(e.corpus_seed), 0, std::numeric_limits<std::int64_t>::max()));
+  if (usesPromptDataset(e.name)) {
+    parseDataset(r, cfg);
+    if (e.name != "dataset") {
+      parseTool(r.child("tool"), e);
+    } else if (r.has("tool")) {
+      r.fail("tool", "belongs to the tool environments (code_interpreter, doc_search); environment.name is 'dataset'");
+    }
+  } else {
+    for (const char* key : {"train", "eval", "eval_fraction", "max_prompt_bytes", "system_prompt", "solution_field",
+                            "enable_thinking", "reward", "tool"}) {
+      if (r.has(key))
+        r.fail(key, fmt::format("belongs to the dataset environments (dataset, code_interpreter, doc_search); "
+                                "environment.name is '{}'",
+                                e.name));
+    }
+  }
+  r.finish();
+}
+
+void checkEnvironment(const Config& cfg) {
+  const DatasetTaskOptions& d = cfg.environment.dataset;
+  if (usesPromptDataset(cfg.environment.name) && cfg.eval.problems > 0 && d.eval_files.empty() &&
+      d.eval_fraction == 0.0)
+    throw ConfigError(fmt::format(
+        "{}: eval.problems is {} but the {} environment has no held-out rows; set environment.eval (files) or "
+        "environment.eval_fraction, or eval.problems: 0",
+        cfg.source, cfg.eval.problems, cfg.environment.name));
+}
+
+}  // namespace astraflow::detail

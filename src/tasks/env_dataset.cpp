@@ -1,0 +1,219 @@
+// DatasetEnvironment ("dataset"): one-turn text tasks from JSONL prompt datasets
+// (docs/tasks.md). The prompt is the row's text or conversation rendered with the policy's chat
+// template (a generation prompt added), the response is scored by the configured reward against
+// the row's answer.
+//
+// Problem ids index the rows (train: the row's index; held out: kEvalBit | index), so a task
+// stays a few bytes and every rank opens the same files: the dataflow rank, which picks the
+// order, and the rollout ranks, which render and score.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/tasks/prompt_dataset.hpp"
+#include "astraflow/tasks/reward_function.hpp"
+#include "astraflow/text/chat_template.hpp"
+#include "astraflow/text/hf_tokenizer.hpp"
+#include "tasks/builtin_environments.hpp"
+#include "tasks/dataset_environment.hpp"
+
+namespace astraflow {
+namespace {
+
+using json = nlohmann::ordered_json;
+constexpr std::uint64_t kEvalBit = std::uint64_t{1} << 62;
+
+// Every process reads the files and compiles the template once: a RaaS rank makes an environment
+// per episode.
+std::string cacheKey(const DatasetTaskOptions& d) {
+  json key = {{"train", d.train_files},
+              {"eval", d.eval_files},
+              {"fraction", d.eval_fraction},
+              {"max", d.max_prompt_bytes},
+              {"seed", d.seed},
+              {"folder", d.tokenizer_folders.empty() ? "" : d.tokenizer_folders[0]}};
+  return key.dump();
+}
+
+void logReport(const char* what, const DatasetReport& r) {
+  if (r.bad == 0 && r.duplicates == 0) return;
+  std::string first;
+  for (const auto& issue : r.first_issues) first += fmt::format("\n  {}:{}: {}", issue.file, issue.line, issue.what);
+  // Printed by every process that loads it: the report is the same everywhere, and a rank's log
+  // is where a user looks.
+  fmt::print(stderr, "environment.{}: {} of {} lines skipped, {} duplicates dropped{}\n", what, r.bad, r.lines,
+             r.duplicates, first);
+}
+
+class DatasetEnvironment final : public detail::DatasetEnvironmentBase {
+ public:
+  using DatasetEnvironmentBase::DatasetEnvironmentBase;
+
+  std::string name() const override { return "dataset"; }
+
+  std::string reset(std::uint64_t problem_id) override {
+    prompt_ = task_->chat.render(startMessages(problem_id), chatOptions(true));
+    return prompt_;
+  }
+
+  StepResult step(std::string_view action) override {
+    const RewardResult r = score(action);
+    return {"", r.reward, rewardReasonName(r.reason), true};
+  }
+
+  int maxTurns() const override { return 1; }
+};
+
+std::string fileBytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+namespace detail {
+
+std::shared_ptr<const DatasetTask> sharedDatasetTask(const DatasetTaskOptions& d) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const DatasetTask>> cache;
+  const std::string key = cacheKey(d);
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (d.tokenizer_folders.empty()) throw Error("environment dataset: no policy folder to take the chat template from");
+  DatasetOptions options{d.max_prompt_bytes, d.eval_files.empty() ? d.eval_fraction : 0.0, d.seed};
+  std::vector<std::filesystem::path> train_files(d.train_files.begin(), d.train_files.end());
+  auto task = std::make_shared<DatasetTask>(
+      DatasetTask{PromptDataset::load(train_files, options), {}, ChatTemplate::load(d.tokenizer_folders[0])});
+  logReport("train", task->train.report());
+  if (d.eval_files.empty()) {
+    task->eval = task->train.eval();
+  } else {
+    options.eval_fraction = 0.0;
+    std::vector<std::filesystem::path> eval_files(d.eval_files.begin(), d.eval_files.end());
+    const PromptDataset eval = PromptDataset::load(eval_files, options);
+    logReport("eval", eval.report());
+    task->eval = eval.train();
+  }
+  if (task->train.train().empty())
+    throw Error(fmt::format("environment.train: every row of {} is held out; lower environment.eval_fraction",
+                            d.train_files.front()));
+  cache.emplace(key, task);
+  return task;
+}
+
+DatasetEnvironmentBase::DatasetEnvironmentBase(const EnvironmentOptions& options)
+    : options_(options), task_(sharedDatasetTask(options.dataset)) {}
+
+const PromptRow& DatasetEnvironmentBase::row() const {
+  if (row_ == nullptr) throw std::logic_error(name() + " environment: step() before reset()");
+  return *row_;
+}
+
+DatasetEnvironmentBase::json DatasetEnvironmentBase::startMessages(std::uint64_t problem_id) {
+  const bool eval = (problem_id & kEvalBit) != 0;
+  const std::uint64_t index = problem_id & ~kEvalBit;
+  const auto& rows = eval ? task_->eval : task_->train.train();
+  if (index >= rows.size())
+    throw Error(fmt::format("{} environment: problem id {} names {} row {} of {}", name(), problem_id,
+                            eval ? "held-out" : "training", index, rows.size()));
+  row_ = &rows[index];
+  json messages = row_->prompt.empty() ? json::parse(row_->messages_json)
+                                       : json::array({json{{"role", "user"}, {"content", row_->prompt}}});
+  const std::string& system = options_.dataset.system_prompt;
+  if (!system.empty() && messages.front().value("role", "") != "system")
+    messages.insert(messages.begin(), json{{"role", "system"}, {"content", system}});
+  return messages;
+}
+
+ChatOptions DatasetEnvironmentBase::chatOptions(bool add_generation_prompt) const {
+  ChatOptions o;
+  o.add_generation_prompt = add_generation_prompt;
+  if (!options_.dataset.enable_thinking.empty())
+    o.extra["enable_thinking"] = options_.dataset.enable_thinking == "true";
+  return o;
+}
+
+RewardResult DatasetEnvironmentBase::score(std::string_view response) const {
+  std::string tests;
+  if (options_.reward.kind == "code") {
+    const json meta = json::parse(row().metadata_json);
+    const auto it = meta.find("tests");
+    if (it != meta.end()) tests = it->is_string() ? it->get<std::string>() : it->dump();
+  }
+  return scoreResponse(options_.reward, {response, row().answer, tests, prompt_, row().metadata_json});
+}
+
+std::vector<std::string> DatasetEnvironmentBase::referenceActions() const {
+  if (row_ == nullptr) return {};
+  const json meta = json::parse(row_->metadata_json);
+  const auto it = meta.find(options_.dataset.solution_field);
+  if (it != meta.end() && it->is_string()) return {it->get<std::string>()};
+  const RewardSpec& r = options_.reward;
+  if (r.kind == "math" || r.kind == "choice") return {"\\boxed{" + row_->answer + "}"};
+  if (r.kind == "exact") return {row_->answer};
+  return {};
+}
+
+std::uint64_t DatasetEnvironmentBase::trainingId(std::uint64_t k) const {
+  const std::size_t n = task_->train.train().size();
+  const std::uint64_t epoch = k / n;
+  if (epoch != order_epoch_ || order_.empty()) {
+    order_ = task_->train.epochOrder(epoch);
+    order_epoch_ = epoch;
+  }
+  return order_[k % n];
+}
+
+std::uint64_t DatasetEnvironmentBase::heldOutId(std::uint64_t k) const {
+  if (task_->eval.empty())
+    throw Error(
+        fmt::format("environment {}: no held-out rows (set environment.eval or environment.eval_fraction)", name()));
+  return kEvalBit | (k % task_->eval.size());
+}
+
+std::optional<std::string> DatasetEnvironmentBase::problemText() const {
+  if (row_ == nullptr) return std::nullopt;
+  if (!row_->prompt.empty()) return row_->prompt;
+  const json messages = json::parse(row_->messages_json);
+  for (auto it = messages.rbegin(); it != messages.rend(); ++it)
+    if (it->value("role", "") == "user" && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+  return std::nullopt;
+}
+
+std::map<std::string, std::string> DatasetEnvironmentBase::metadata() const {
+  if (row_ == nullptr) return {};
+  std::map<std::string, std::string> out;
+  const json meta = json::parse(row_->metadata_json);  // items() does not keep a temporary alive
+  for (const auto& [key, value] : meta.items()) out[key] = value.is_string() ? value.get<std::string>() : value.dump();
+  return out;
+}
+
+std::unique_ptr<Environment> makeDatasetEnvironment(const EnvironmentOptions& options) {
+  return std::make_unique<DatasetEnvironment>(options);
+}
+
+}  // namespace detail
+
+std::unique_ptr<Tokenizer> makeEnvironmentTokenizer(const EnvironmentOptions& options) {
+  if (!usesPromptDataset(options.name)) return makeTaskTokenizer();
+  const auto& folders = options.dataset.tokenizer_folders;
+  if (folders.empty()) throw Error("environment dataset: no policy folder to take the tokenizer from");
+  const std::filesystem::path first = std::filesystem::path(folders[0]) / "tokenizer.json";
+  auto tokenizer = HfTokenizer::load(first);
+  for (std::size_t i = 1; i < folders.size(); ++i) {
+    if (folders[i] == folders[0]) continue;
+    const std::filesystem::path other = std::filesystem::path(folders[i]) / "tokenizer.json";
+    if (fileBytes(other) != fileBytes(first))
+      throw Error(fmt::format("environment dataset: {} and {} differ; the policies of a run share one tokenizer",
+                              first.string(), other.string()));
+  }
+  return tokenizer;
+}
+
+}  // namespace astraflow

@@ -1,0 +1,233 @@
+// The multi-turn tool environments over JSONL prompt datasets (docs/tasks.md):
+//   code_interpreter  the policy may run Python in the sandbox ("python" tool) before answering
+//   doc_search        the policy may search a local corpus with BM25 ("search" tool)
+// A turn with a <tool_call> (tool_call.hpp) gets the tool's reply as a "tool" message rendered
+// by the policy's chat template; a turn without one is the answer, scored by environment.reward.
+// The reply's tokens join the context with loss mask 0: the policy's own tokens are the only
+// ones trained on.
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/tasks/bm25.hpp"
+#include "astraflow/tasks/sandbox.hpp"
+#include "astraflow/tasks/tool_call.hpp"
+#include "tasks/builtin_environments.hpp"
+#include "tasks/dataset_environment.hpp"
+
+namespace astraflow {
+
+ParsedToolCall parseToolCall(std::string_view turn) {
+  using json = nlohmann::ordered_json;
+  constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+  ParsedToolCall out;
+  const std::size_t open = turn.find(kOpen);
+  if (open == std::string_view::npos) return out;
+  out.present = true;
+  const std::size_t body = open + kOpen.size();
+  const std::size_t close = turn.find(kClose, body);
+  if (close == std::string_view::npos) {
+    out.error = "the <tool_call> is not closed by </tool_call>";
+    return out;
+  }
+  const json j = json::parse(turn.substr(body, close - body), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    out.error = "the tool call is not a JSON object";
+    return out;
+  }
+  if (!j.contains("name") || !j["name"].is_string()) {
+    out.error = "the tool call has no \"name\" string";
+    return out;
+  }
+  ToolCall call{j["name"].get<std::string>()};
+  if (j.contains("arguments")) {
+    json args = j["arguments"];
+    if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);
+    if (args.is_discarded() || !args.is_object()) {
+      out.error = "the tool call's \"arguments\" is not a JSON object";
+      return out;
+    }
+    call.arguments = std::move(args);
+  }
+  out.call = std::move(call);
+  return out;
+}
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// `text` cut to `limit` bytes (at a UTF-8 character boundary), saying how much was cut.
+std::string capped(std::string text, std::uint64_t limit) {
+  if (text.size() <= limit) return text;
+  std::size_t cut = limit;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  const std::size_t dropped = text.size() - cut;
+  text.resize(cut);
+  return text + fmt::format("\n[{} more bytes cut]", dropped);
+}
+
+// One tool: its name, the schema the chat template shows the policy, and what a call does.
+class Tool {
+ public:
+  virtual ~Tool() = default;
+  virtual std::string name() const = 0;
+  virtual json schema() const = 0;  // {"type": "function", "function": {...}} as the openai API
+  // The reply the policy sees; an argument error is a reply too (the policy made a mistake).
+  virtual std::string call(const json& arguments) const = 0;
+};
+
+json functionSchema(const std::string& name, const std::string& description, const std::string& argument,
+                    const std::string& argument_description) {
+  return {{"type", "function"},
+          {"function",
+           {{"name", name},
+            {"description", description},
+            {"parameters",
+             {{"type", "object"},
+              {"properties", {{argument, {{"type", "string"}, {"description", argument_description}}}}},
+              {"required", json::array({argument})}}}}}};
+}
+
+class PythonTool final : public Tool {
+ public:
+  explicit PythonTool(const ToolOptions& o) : options_(o) {}
+  std::string name() const override { return "python"; }
+  json schema() const override {
+    return functionSchema("python", "Runs a Python 3 program in a sandbox and returns what it printed.", "code",
+                          "the program");
+  }
+  std::string call(const json& arguments) const override {
+    if (!arguments.contains("code") || !arguments["code"].is_string()) return "error: the call needs a \"code\" string";
+    SandboxRequest request;
+    request.interpreter = options_.interpreter;
+    request.program = arguments["code"].get<std::string>();
+    request.limits.wall_seconds = options_.wall_seconds;
+    request.limits.cpu_seconds = options_.wall_seconds;
+    request.limits.memory_bytes = options_.memory_mb << 20;
+    request.limits.output_bytes = static_cast<std::size_t>(options_.output_bytes);
+    const SandboxResult r = runSandboxed(request);
+    std::string reply = r.stdout_text;
+    if (!r.stderr_text.empty()) reply += (reply.empty() ? "" : "\n") + std::string("[stderr]\n") + r.stderr_text;
+    if (r.outcome == SandboxOutcome::Exited && r.exit_code != 0) reply += fmt::format("\n[exit code {}]", r.exit_code);
+    if (r.outcome != SandboxOutcome::Exited) reply += fmt::format("\n[{}]", sandboxOutcomeName(r.outcome));
+    if (reply.empty()) reply = "[no output]";
+    return reply;
+  }
+
+ private:
+  ToolOptions options_;
+};
+
+// One index per corpus file and process: every episode of a rank searches the same one.
+std::shared_ptr<const Bm25Index> sharedIndex(const std::string& corpus) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const Bm25Index>> cache;
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(corpus); it != cache.end()) return it->second;
+  DatasetReport report;
+  auto index = std::make_shared<const Bm25Index>(Bm25Index::loadJsonl(corpus, report));
+  if (report.bad > 0)
+    fmt::print(stderr, "environment.tool.corpus: {} of {} lines skipped (first: {}:{}: {})\n", report.bad, report.lines,
+               report.first_issues[0].file, report.first_issues[0].line, report.first_issues[0].what);
+  cache.emplace(corpus, index);
+  return index;
+}
+
+class SearchTool final : public Tool {
+ public:
+  explicit SearchTool(const ToolOptions& o) : options_(o), index_(sharedIndex(o.corpus)) {}
+  std::string name() const override { return "search"; }
+  json schema() const override {
+    return functionSchema("search", "Searches the document collection and returns the best-matching documents.",
+                          "query", "words to search for");
+  }
+  std::string call(const json& arguments) const override {
+    if (!arguments.contains("query") || !arguments["query"].is_string())
+      return "error: the call needs a \"query\" string";
+    const auto hits = index_->search(arguments["query"].get<std::string>(), static_cast<std::size_t>(options_.top_k));
+    if (hits.empty()) return "no documents match";
+    std::string reply;
+    for (std::size_t i = 0; i < hits.size(); ++i) {
+      const CorpusDocument& d = index_->document(hits[i].document);
+      reply += fmt::format("{}[{}] {}\n{}", i ? "\n\n" : "", i + 1, d.title.empty() ? d.id : d.title,
+                           capped(d.text, options_.document_bytes));
+    }
+    return reply;
+  }
+
+ private:
+  ToolOptions options_;
+  std::shared_ptr<const Bm25Index> index_;
+};
+
+class ToolEnvironment final : public detail::DatasetEnvironmentBase {
+ public:
+  ToolEnvironment(const EnvironmentOptions& options, std::unique_ptr<Tool> tool, std::string name)
+      : DatasetEnvironmentBase(options), tool_(std::move(tool)), name_(std::move(name)) {
+    replyTurn("");  // a template that cannot continue a conversation with a tool reply fails here, at the start
+  }
+
+  std::string name() const override { return name_; }
+  int maxTurns() const override { return options_.max_turns; }
+  int maxContextTokens() const override { return options_.tool.max_context_tokens; }
+
+  std::string reset(std::uint64_t problem_id) override {
+    turns_ = 0;
+    prompt_ = task_->chat.render(startMessages(problem_id), withTools(chatOptions(true)));
+    return prompt_;
+  }
+
+  StepResult step(std::string_view action) override {
+    row();  // throws before reset()
+    ++turns_;
+    const ParsedToolCall parsed = parseToolCall(action);
+    // The answer: a turn without a tool call, or the last turn whatever it holds.
+    if (!parsed.present || turns_ >= options_.max_turns) {
+      const RewardResult r = score(action);
+      return {"", r.reward, rewardReasonName(r.reason), true};
+    }
+    std::string reply;
+    if (!parsed.call)
+      reply = "error: " + parsed.error;
+    else if (parsed.call->name != tool_->name())
+      reply = fmt::format("error: there is no tool \"{}\"; the tool is \"{}\"", parsed.call->name, tool_->name());
+    else
+      reply = tool_->call(parsed.call->arguments);
+    return {replyTurn(capped(std::move(reply), options_.tool.output_bytes)), 0.0, "", false};
+  }
+
+ private:
+  ChatOptions withTools(ChatOptions o) const {
+    o.tools = json::array({tool_->schema()});
+    return o;
+  }
+
+  std::string replyTurn(std::string reply) const {
+    return task_->chat.continuation({{"role", "tool"}, {"content", std::move(reply)}}, withTools(chatOptions(true)));
+  }
+
+  std::unique_ptr<Tool> tool_;
+  std::string name_;
+  int turns_ = 0;
+};
+
+}  // namespace
+
+namespace detail {
+
+std::unique_ptr<Environment> makeCodeInterpreterEnvironment(const EnvironmentOptions& options) {
+  return std::make_unique<ToolEnvironment>(options, std::make_unique<PythonTool>(options.tool), "code_interpreter");
+}
+
+std::unique_ptr<Environment> makeDocSearchEnvironment(const EnvironmentOptions& options) {
+  if (options.tool.corpus.empty()) throw std::invalid_argument("environment.tool.corpus: doc_search needs a corpus");
+  return std::make_unique<ToolEnvironment>(options, std::make_unique<SearchTool>(options.tool), "doc_search");
+}
+
+}  // namespace detail
+}  // namespace astraflow

@@ -1,0 +1,207 @@
+// The code workflows on real code (solver_testgen, solver_selector over a code dataset) with
+// scripted policies: generated tests that catch a wrong program send the failing case back to
+// the solver, whose retry is scored on the row's hidden tests in the sandbox; the selector's pick
+// is the team's answer; every transcript is the chat template's conversation with the role's own
+// tokens the only ones trained on; and the config keys that choose these workflows.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "astraflow/core/config.hpp"
+#include "astraflow/core/error.hpp"
+#include "astraflow/rollout/workflow.hpp"
+#include "astraflow/run/hf_folders.hpp"
+#include "astraflow/text/chat_template.hpp"
+#include "io/temp_dir.hpp"
+#include "rollout/code_workflow.hpp"
+
+using namespace astraflow;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+const std::string kWrong = "```python\na, b = map(int, input().split())\nprint(a - b)\n```";
+const std::string kRight = "Fixed:\n```python\na, b = map(int, input().split())\nprint(a + b)\n```";
+const std::string kCases =
+    "<analysis>negatives</analysis>\n```json\n[{\"input\": \"2 3\\n\", \"output\": \"5\\n\"}]\n```";
+
+struct CodeFixture {
+  test::TempDir dir;
+  Config cfg;
+
+  explicit CodeFixture(const std::string& kind, int max_rounds = 2) {
+    InitModelOptions init;
+    init.model = modelPreset("tiny-qwen3");
+    initModel(dir.file("m"), init);
+    std::ofstream(dir.file("code.jsonl"))
+        << R"({"prompt": "Read two integers and print their sum.", "tests": [{"input": "1 2\n", "output": "3\n"}, )"
+        << R"({"input": "10 -4\n", "output": "6\n"}]})"
+        << "\n";
+    const std::string roles = kind == "solver_testgen" ? "{solver: s, generator: g}" : "{solver: s, selector: g}";
+    cfg = parseConfig(fmt::format(R"(policies:
+  - {{name: s, model: {{hf: {0}}}}}
+  - {{name: g, model: {{hf: {0}}}}}
+layout:
+  - {{role: dataflow}}
+  - {{role: trainer, policy: s}}
+  - {{role: trainer, policy: g}}
+  - {{role: rollout, policies: [s, g]}}
+environment: {{name: dataset, train: [{1}], reward: {{kind: code, all_or_nothing: true}}}}
+eval: {{problems: 0}}
+workflow: {{kind: {2}, roles: {3}{4}}}
+)",
+                                  dir.file("m"), dir.file("code.jsonl"), kind, roles,
+                                  kind == "solver_testgen" ? fmt::format(", max_rounds: {}", max_rounds) : ""),
+                      "code.yaml");
+  }
+};
+
+// A scripted policy: `answer(policy, prompt text)` is the turn's text; the generation is its
+// tokens and the end-of-turn token, each with log-prob -0.5.
+PolicyGenerate scripted(const Tokenizer& tok, std::function<std::string(const std::string&, const std::string&)> answer,
+                        std::vector<std::string>* prompts_seen = nullptr) {
+  return [&tok, answer, prompts_seen](const std::string& policy, const std::vector<std::vector<std::int32_t>>& prompts,
+                                      const SamplingOptions& options) {
+    std::vector<Generation> out;
+    for (const auto& p : prompts) {
+      const std::string text = tok.decode(p);
+      if (prompts_seen) prompts_seen->push_back(text);
+      Generation g;
+      g.tokens = tok.encode(answer(policy, text));
+      g.tokens.push_back(tok.eosId());
+      EXPECT_EQ(options.stop_token_ids, std::vector<std::int32_t>{tok.eosId()});
+      g.logprobs.assign(g.tokens.size(), -0.5f);
+      g.stopped = true;
+      out.push_back(std::move(g));
+    }
+    return out;
+  };
+}
+
+std::size_t trained(const Episode& e) {
+  return static_cast<std::size_t>(std::count(e.policy_mask.begin(), e.policy_mask.end(), 1));
+}
+
+}  // namespace
+
+TEST(CodeWorkflow, TestgenFeedbackLeadsToARightRetry) {
+  CodeFixture f("solver_testgen");
+  ASSERT_TRUE(f.cfg.workflow.chat);
+  const auto tok = makeEnvironmentTokenizer(f.cfg.environment);
+  std::vector<std::string> seen;
+  const auto generate = scripted(
+      *tok,
+      [](const std::string& policy, const std::string& prompt) {
+        if (policy == "g") return kCases;
+        return prompt.find("failed a test case") != std::string::npos ? kRight : kWrong;
+      },
+      &seen);
+  const auto team = runTeamEpisodes(f.cfg.workflow, generate, *tok, f.cfg.environment, {0}, {});
+  ASSERT_EQ(team.size(), 1u);
+  const TeamEpisode& t = team[0];
+  EXPECT_EQ(t.rounds, 2);
+  EXPECT_EQ(t.team_reward, 1.0);
+  ASSERT_EQ(t.roles.size(), 2u);
+  EXPECT_EQ(t.roles[0].reward, 1.0);
+  EXPECT_EQ(t.roles[1].reward, 1.0);
+  EXPECT_EQ(t.roles[0].reward_reason, "correct");
+
+  // The generator saw the problem, the candidate program and its system message.
+  ASSERT_EQ(seen.size(), 3u);  // solver, generator, solver again
+  EXPECT_NE(seen[1].find("You write test cases"), std::string::npos) << seen[1];
+  EXPECT_NE(seen[1].find("print(a - b)"), std::string::npos) << seen[1];
+  EXPECT_NE(seen[1].find("Read two integers"), std::string::npos) << seen[1];
+  // The solver's transcript: its conversation, its first program, the failing case as the next
+  // user message (input, expected and actual output), its retry.
+  const std::string feedback = "Input:\n2 3\n\nExpected output:\n5\n\nYour program's output:\n-1\n";
+  std::string retry = f.cfg.workflow.followup;
+  retry.replace(retry.find("{feedback}"), 10, feedback);
+  EXPECT_NE(seen[2].find(retry), std::string::npos) << seen[2];
+  const ChatTemplate chat = ChatTemplate::load(f.dir.file("m"));
+  const std::string tail_text =
+      kWrong + "<|im_end|>" + chat.continuation({{"role", "user"}, {"content", retry}}) + kRight + "<|im_end|>";
+  const Episode& solver = t.roles[0];
+  const auto tail = tok->encode(tail_text);
+  ASSERT_GT(solver.tokens.size(), tail.size());
+  EXPECT_TRUE(std::equal(tail.begin(), tail.end(), solver.tokens.end() - static_cast<std::ptrdiff_t>(tail.size())));
+  EXPECT_EQ(seen[0], tok->decode(std::vector<std::int32_t>(
+                         solver.tokens.begin(), solver.tokens.end() - static_cast<std::ptrdiff_t>(tail.size()))));
+  // Only the solver's own tokens (two turns, each closed by its end-of-turn token) are trained.
+  EXPECT_EQ(trained(solver), tok->encode(kWrong).size() + tok->encode(kRight).size() + 2);
+  EXPECT_EQ(trained(t.roles[1]), tok->encode(kCases).size() + 1);
+}
+
+TEST(CodeWorkflow, TestgenWithoutUsableTestsKeepsTheFirstProgram) {
+  CodeFixture f("solver_testgen");
+  const auto tok = makeEnvironmentTokenizer(f.cfg.environment);
+  const auto generate = scripted(*tok, [](const std::string& policy, const std::string&) {
+    return policy == "g" ? std::string("```json\nnot json\n```") : kWrong;
+  });
+  const auto team = runTeamEpisodes(f.cfg.workflow, generate, *tok, f.cfg.environment, {0}, {});
+  EXPECT_EQ(team[0].rounds, 1);
+  EXPECT_EQ(team[0].team_reward, 0.0);
+  EXPECT_EQ(team[0].roles[0].reward_reason, "wrong");
+  // One round allowed: no retry even when the generated tests catch the program.
+  CodeFixture once("solver_testgen", 1);
+  const auto generate2 =
+      scripted(*tok, [](const std::string& policy, const std::string&) { return policy == "g" ? kCases : kWrong; });
+  EXPECT_EQ(runTeamEpisodes(once.cfg.workflow, generate2, *tok, once.cfg.environment, {0}, {})[0].rounds, 1);
+}
+
+TEST(CodeWorkflow, SelectorPickIsTheTeamsAnswer) {
+  CodeFixture f("solver_selector");
+  const auto tok = makeEnvironmentTokenizer(f.cfg.environment);
+  for (const auto& [pick, want] :
+       std::vector<std::pair<std::string, double>>{{"<analysis>B adds</analysis>\n<final>B</final>", 1.0},
+                                                   {"<final>B</final> no, <final>A</final>", 0.0},
+                                                   {"both look fine", 0.0}}) {
+    std::vector<std::string> seen;
+    const auto generate = scripted(
+        *tok,
+        [&pick = pick](const std::string& policy, const std::string& prompt) {
+          if (policy == "g") return pick;
+          return prompt.find("second, different solution") != std::string::npos ? kRight : kWrong;
+        },
+        &seen);
+    const auto team = runTeamEpisodes(f.cfg.workflow, generate, *tok, f.cfg.environment, {0}, {});
+    EXPECT_EQ(team[0].team_reward, want) << pick;
+    EXPECT_EQ(team[0].rounds, 2);
+    ASSERT_EQ(seen.size(), 3u);
+    // The selector sees both programs, A the first and B the second.
+    EXPECT_LT(seen[2].find("print(a - b)"), seen[2].find("print(a + b)")) << seen[2];
+    EXPECT_NE(seen[2].find("You choose between two candidate programs"), std::string::npos);
+  }
+  EXPECT_EQ(astraflow::detail::parseFinalPick("<final>A</final>"), 0);
+  EXPECT_EQ(astraflow::detail::parseFinalPick("x <final>A</final> then <final>B</final>"), 1);
+  EXPECT_EQ(astraflow::detail::parseFinalPick("<final>C</final>"), -1);
+}
+
+TEST(CodeWorkflow, ConfigChoosesTheChatWorkflows) {
+  CodeFixture f("solver_testgen");
+  const WorkflowSection& wf = f.cfg.workflow;
+  EXPECT_EQ(wf.max_rounds, 2);
+  EXPECT_NE(wf.followup.find("{feedback}"), std::string::npos);
+  EXPECT_NE(wf.roles[1].system.find("test cases"), std::string::npos);
+  const std::string base = f.cfg.text;
+  auto error = [&](const std::string& from, const std::string& to) {
+    std::string text = base;
+    const auto at = text.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    try {
+      parseConfig(text, "bad.yaml");
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(error("kind: code, all_or_nothing: true", "kind: math")
+                .find("the solver_testgen workflow needs environment.name: dataset with environment.reward.kind: code"),
+            std::string::npos);
+  EXPECT_NE(error("max_rounds: 2}", "max_rounds: 2, followup: 'retry {hint}'}").find("unknown placeholder {hint}"),
+            std::string::npos);
+  EXPECT_EQ(error("max_rounds: 2}", "max_rounds: 2, system: {solver: 'Be exact.'}}"), "accepted");
+}

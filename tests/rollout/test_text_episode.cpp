@@ -1,0 +1,91 @@
+// Episodes of the `dataset` environment with a Hugging Face tokenizer: the prompt is the rendered
+// chat encoded as it is (no <bos> added, the template's special tokens whole), the policy's tokens
+// — its end-of-turn token included — are the only ones with mask 1, and every finished episode
+// carries the reward function's reason.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "astraflow/rollout/episode.hpp"
+#include "astraflow/text/hf_tokenizer_files.hpp"
+#include "io/temp_dir.hpp"
+#include "test_model_config.hpp"
+
+using namespace astraflow;
+
+namespace {
+
+struct TextTask {
+  test::TempDir dir;
+  EnvironmentOptions options;
+
+  TextTask() {
+    std::filesystem::create_directories(dir.file("model"));
+    writeByteLevelTokenizer(dir.file("model"));
+    std::ofstream rows(dir.file("train.jsonl"));
+    for (int i = 0; i < 8; ++i)
+      rows << fmt::format(R"({{"prompt": "{} plus 2?", "answer": "{}", "solution": "{}+2=\\boxed{{{}}}"}})", i, i + 2,
+                          i, i + 2)
+           << "\n";
+    options.name = "dataset";
+    options.dataset.train_files = {dir.file("train.jsonl")};
+    options.dataset.tokenizer_folders = {dir.file("model")};
+  }
+};
+
+std::vector<std::int32_t> concat(std::vector<std::int32_t> a, const std::vector<std::int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+TEST(TextEpisode, ReferenceEpisodeIsTheChatWithTheSolutionTurn) {
+  TextTask t;
+  const auto tok = makeEnvironmentTokenizer(t.options);
+  auto env = makeEnvironment(t.options);
+  const std::uint64_t id = env->trainingId(0);
+  const std::string prompt = env->reset(id);
+  const std::vector<std::string> actions = env->referenceActions();
+  ASSERT_EQ(actions.size(), 1u);
+  const Episode e = referenceEpisode(*tok, t.options, id);
+
+  const auto prompt_ids = tok->encode(prompt);
+  const auto expected = concat(concat(prompt_ids, tok->encode(actions[0])), {tok->eosId()});
+  EXPECT_EQ(e.tokens, expected);
+  EXPECT_EQ(e.tokens.front(), *tok->tokenId("<|im_start|>"));  // no <bos>: the template has none
+  ASSERT_EQ(e.policy_mask.size(), e.tokens.size());
+  for (std::size_t i = 0; i < e.tokens.size(); ++i) EXPECT_EQ(e.policy_mask[i], i < prompt_ids.size() ? 0 : 1) << i;
+  EXPECT_EQ(e.reward, 1.0);
+}
+
+TEST(TextEpisode, GeneratedEpisodesMaskOnlyThePolicyTokens) {
+  TextTask t;
+  const auto tok = makeEnvironmentTokenizer(t.options);
+  torch::manual_seed(5);
+  PolicyModel model(test_support::tinyModel(tok->vocabSize(), 32, 1, 2, 1, 64, 96));
+  const TokenSpec spec = tokenSpecOf(*tok);
+  model->setNeverGenerate({spec.pad_id});
+  GenerationEngine engine(model, spec.pad_id);
+  SamplingOptions sampling;
+  sampling.max_new_tokens = 6;
+  auto gen = at::detail::createCPUGenerator(3);
+  auto env = makeEnvironment(t.options);
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t k = 0; k < 4; ++k) ids.push_back(env->trainingId(k));
+  const auto episodes = runEpisodes(engine, *tok, t.options, ids, sampling, gen);
+  ASSERT_EQ(episodes.size(), ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const Episode& e = episodes[i];
+    const auto prompt_ids = tok->encode(env->reset(ids[i]));
+    ASSERT_GT(e.tokens.size(), prompt_ids.size());
+    EXPECT_TRUE(std::equal(prompt_ids.begin(), prompt_ids.end(), e.tokens.begin()));
+    for (std::size_t p = 0; p < e.tokens.size(); ++p) EXPECT_EQ(e.policy_mask[p], p < prompt_ids.size() ? 0 : 1);
+    EXPECT_EQ(e.turns, 1);
+    // A random policy rarely answers; whatever it wrote, the reward function said why.
+    EXPECT_TRUE(e.reward_reason == "no_answer" || e.reward_reason == "wrong" || e.reward_reason == "correct")
+        << e.reward_reason;
+  }
+}
