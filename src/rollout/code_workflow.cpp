@@ -68,7 +68,6 @@ class CodeTeams {
       : wf_(wf),
         generate_(generate),
         tok_(tok),
-        env_options_(env_options),
         chat_(chatTemplateOf(env_options.dataset.tokenizer_folders.at(0))),
         sampling_(sampling),
         code_options_(codeRewardOptions(env_options.reward)),
@@ -228,7 +227,6 @@ class CodeTeams {
   const WorkflowSection& wf_;
   const PolicyGenerate& generate_;
   const Tokenizer& tok_;
-  const EnvironmentOptions& env_options_;
   const ChatTemplate& chat_;
   ChatOptions chat_options_;
   SamplingOptions sampling_;

@@ -4,19 +4,18 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <unordered_set>
 
 #include "astraflow/core/error.hpp"
+#include "tasks/jsonl_reader.hpp"
 
 namespace astraflow {
 namespace {
 
 using json = nlohmann::ordered_json;
-constexpr std::size_t kIssuesKept = 20;
 
 bool wordByte(unsigned char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80;
@@ -81,28 +80,13 @@ Bm25Index::Bm25Index(std::vector<CorpusDocument> documents, Bm25Params params)
 }
 
 Bm25Index Bm25Index::loadJsonl(const std::filesystem::path& file, DatasetReport& report, Bm25Params params) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(fmt::format("corpus {}: cannot be read", file.string()));
   std::vector<CorpusDocument> documents;
-  std::string line;
-  for (std::size_t number = 1; std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    ++report.lines;
+  detail::readJsonLines(file, "corpus", report, [&](const json& j, std::size_t number) {
     CorpusDocument d;
-    std::string problem;
-    try {
-      problem = documentFrom(json::parse(line), number, d);
-    } catch (const json::exception& e) {
-      problem = fmt::format("not valid JSON ({})", e.what());
-    }
-    if (!problem.empty()) {
-      ++report.bad;
-      if (report.first_issues.size() < kIssuesKept) report.first_issues.push_back({file.string(), number, problem});
-      continue;
-    }
-    documents.push_back(std::move(d));
-  }
+    std::string problem = documentFrom(j, number, d);
+    if (problem.empty()) documents.push_back(std::move(d));
+    return problem;
+  });
   report.rows = documents.size();
   if (documents.empty())
     throw Error(

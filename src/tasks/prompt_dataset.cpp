@@ -2,19 +2,18 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <unordered_set>
 
 #include "astraflow/core/error.hpp"
 #include "tasks/deterministic_hash.hpp"
+#include "tasks/jsonl_reader.hpp"
 
 namespace astraflow {
 namespace {
 
 using json = nlohmann::ordered_json;
-constexpr std::size_t kIssuesKept = 20;
 constexpr std::uint64_t kSplitScale = 1'000'000;
 
 // A row from one parsed line, or the reason it cannot be one.
@@ -67,35 +66,20 @@ PromptDataset PromptDataset::load(const std::vector<std::filesystem::path>& file
   std::unordered_set<std::uint64_t> seen;
   const auto eval_cut = static_cast<std::uint64_t>(options.eval_fraction * static_cast<double>(kSplitScale));
   for (const auto& file : files) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw Error(fmt::format("dataset {}: cannot be read", file.string()));
-    std::string line;
-    for (std::size_t number = 1; std::getline(in, line); ++number) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.find_first_not_of(" \t") == std::string::npos) continue;
-      ++d.report_.lines;
+    detail::readJsonLines(file, "dataset", d.report_, [&](const json& j, std::size_t number) {
       PromptRow row;
-      std::string problem;
-      try {
-        problem = rowFrom(json::parse(line), options, row);
-      } catch (const json::exception& e) {
-        problem = fmt::format("not valid JSON ({})", e.what());
-      }
-      if (!problem.empty()) {
-        ++d.report_.bad;
-        if (d.report_.first_issues.size() < kIssuesKept)
-          d.report_.first_issues.push_back({file.string(), number, problem});
-        continue;
-      }
+      std::string problem = rowFrom(j, options, row);
+      if (!problem.empty()) return problem;
       if (!seen.insert(row.hash).second) {
         ++d.report_.duplicates;
-        continue;
+        return problem;
       }
       row.file = file.string();
       row.line = number;
       const bool held_out = detail::hashCombine(options.seed, row.hash) % kSplitScale < eval_cut;
       (held_out ? d.eval_ : d.train_).push_back(std::move(row));
-    }
+      return problem;
+    });
   }
   d.report_.rows = d.train_.size() + d.eval_.size();
   if (d.report_.rows == 0) {
