@@ -10,6 +10,9 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
+# HTTP server and client (src/http): Debian's cpp-httplib, built with OpenSSL, zlib and brotli;
+# its pkg-config flags say so, and the header's class layouts depend on them.
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 # ICU (libicu-dev): the Unicode classes and normal forms of the tokenizer.json pipeline (src/text).
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
 

@@ -18,6 +18,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libzstd-dev libxxhash-dev
+  libcpp-httplib-dev  # HTTP server and client: astraflow serve, the http rollout backend (src/http)
   libicu-dev  # Unicode classes and normal forms for tokenizer.json files (src/text)
   libgloo-dev  # headers only: LibTorch's ProcessGroupGloo.hpp includes them (the wheel ships Gloo compiled in, not its headers)
   python3 python3-venv  # .venv (the torch wheel); the CLI test checks trace JSON against summary.json

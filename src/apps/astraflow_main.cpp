@@ -10,6 +10,7 @@
 #include "apps/model_commands.hpp"
 #include "apps/reward_command.hpp"
 #include "apps/run_job.hpp"
+#include "apps/serve_command.hpp"
 #include "apps/text_commands.hpp"
 #include "apps/trace_command.hpp"
 #include "astraflow/core/config.hpp"
@@ -119,12 +120,14 @@ int main(int argc, char** argv) {
   const auto model_commands = astraflow::addModelCommands(app);
   const auto text_commands = astraflow::addTextCommands(app);
   const auto reward_command = astraflow::addRewardCommand(app);
+  const auto serve_command = astraflow::addServeCommand(app);
 
   CLI11_PARSE(app, argc, argv);
 
   if (const int rc = model_commands.run(); rc >= 0) return rc;
   if (const int rc = text_commands.run(); rc >= 0) return rc;
   if (const int rc = reward_command.run(); rc >= 0) return rc;
+  if (const int rc = serve_command.run(); rc >= 0) return rc;
 
   if (*sft) return localCommand(config_path, log_level, true);
   if (*train_local) return localCommand(config_path, log_level, false);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "astraflow/core/hf_model_config.hpp"
@@ -304,6 +305,45 @@ std::vector<PolicySection> parsePolicies(YamlReader& top, const std::string& sou
 }  // namespace
 
 // Layout needs the policy list to check references, so it is parsed after `policies`.
+// "http://host:port" with an optional trailing slash: what HttpClient connects to.
+static bool isHttpUrl(const std::string& url) {
+  static const std::regex pattern(R"(^http://[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}/?$)");
+  return std::regex_match(url, pattern);
+}
+
+static RolloutBackendSpec parseBackend(YamlReader& entry) {
+  RolloutBackendSpec b;
+  if (!entry.has("backend")) return b;
+  YamlReader r = entry.child("backend");
+  b.kind = r.requireChoice("kind", {"engine", "http"});
+  if (!b.http()) {
+    r.finish();
+    return b;
+  }
+  b.api = r.getChoice("api", "sglang", {"sglang", "openai"});
+  if (r.has("url") == r.has("urls")) r.fail("url", "give exactly one of url (one server) and urls (one per rank)");
+  if (r.has("url"))
+    b.urls = {r.requireString("url")};
+  else
+    b.urls = r.requireStringList("urls");
+  for (const auto& u : b.urls) {
+    if (!isHttpUrl(u)) r.fail(r.has("url") ? "url" : "urls", fmt::format("given '{}'; allowed: http://host:port", u));
+  }
+  b.model = r.getString("model", "");
+  b.max_in_flight = static_cast<int>(r.getInt("max_in_flight", b.max_in_flight, 1, 4096));
+  b.timeout_seconds = r.getDouble("timeout_seconds", b.timeout_seconds, 0.1, 86400);
+  b.retries = static_cast<int>(r.getInt("retries", b.retries, 0, 100));
+  b.backoff_seconds = r.getDouble("backoff_seconds", b.backoff_seconds, 0, 3600);
+  b.weights_dir = r.getString("weights_dir", "");
+  b.update_path = r.getString("update_path", b.update_path);
+  if (b.update_path.empty() || b.update_path[0] != '/')
+    r.fail("update_path", fmt::format("given '{}'; allowed: a path starting with /", b.update_path));
+  b.keep_versions = static_cast<int>(r.getInt("keep_versions", b.keep_versions, 1, 1000));
+  b.lost_after_seconds = r.getDouble("lost_after_seconds", b.lost_after_seconds, 1, 86400);
+  r.finish();
+  return b;
+}
+
 static std::vector<LayoutEntry> parseLayout(YamlReader& top, const std::vector<PolicySection>& policies,
                                             const std::string& source) {
   std::vector<LayoutEntry> out;
@@ -353,6 +393,7 @@ static std::vector<LayoutEntry> parseLayout(YamlReader& top, const std::vector<P
         checkPolicy(r, fmt::format("{}[{}]", r.keyPath("policies"), j), r.lineOf("policies"), e.policies[j]);
         served[e.policies[j]]++;
       }
+      e.backend = parseBackend(r);
       e.pool = r.getString("pool", fmt::format("pool{}", i));
       if (!isIdentifier(e.pool)) r.fail("pool", "given '" + e.pool + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
       for (const auto& other : out) {
@@ -412,10 +453,23 @@ void applyOverride(YAML::Node& root, const std::string& setting, const std::stri
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}: --set '{}': malformed value: {}", source_name, setting, e.msg));
   }
+  // A key that is a number indexes a list (layout.2.backend): the entry must exist.
+  auto child = [&](YAML::Node& node, const std::string& key) -> YAML::Node {
+    if (node.IsSequence()) {
+      const bool numeric =
+          !key.empty() && std::all_of(key.begin(), key.end(), [](unsigned char c) { return std::isdigit(c); });
+      if (!numeric || std::stoul(key) >= node.size()) {
+        throw ConfigError(fmt::format("{}: --set '{}': '{}' is not an index of a list of {} entries", source_name,
+                                      setting, key, node.size()));
+      }
+      return node[std::stoul(key)];
+    }
+    return node[key];
+  };
   std::vector<YAML::Node> chain{root};
   for (std::size_t i = 0; i + 1 < keys.size(); ++i) {
-    YAML::Node next = chain.back()[keys[i]];
-    if (next.IsDefined() && !next.IsNull() && !next.IsMap()) {
+    YAML::Node next = child(chain.back(), keys[i]);
+    if (next.IsDefined() && !next.IsNull() && !next.IsMap() && !next.IsSequence()) {
       throw ConfigError(fmt::format("{}: --set '{}': '{}' is not a section", source_name, setting, keys[i]));
     }
     if (!next.IsDefined() || next.IsNull()) {
@@ -424,7 +478,12 @@ void applyOverride(YAML::Node& root, const std::string& setting, const std::stri
     }
     chain.push_back(next);
   }
-  chain.back()[keys.back()] = value;
+  if (chain.back().IsSequence()) {
+    YAML::Node entry = child(chain.back(), keys.back());
+    entry = value;
+  } else {
+    chain.back()[keys.back()] = value;
+  }
 }
 
 }  // namespace

@@ -156,8 +156,9 @@ std::string invariantError(const Trajectory& t) {
     return fmt::format("trajectory: tokens/behav_logprobs/policy_mask lengths differ ({}/{}/{})", t.tokens.size(),
                        t.behav_logprobs.size(), t.policy_mask.size());
   }
-  if (t.status > static_cast<std::uint8_t>(TrajectoryStatus::Error)) {
-    return fmt::format("trajectory: status {} is not one of 0 ok, 1 truncated, 2 nonfinite, 3 error", t.status);
+  if (t.status > static_cast<std::uint8_t>(TrajectoryStatus::Returned)) {
+    return fmt::format("trajectory: status {} is not one of 0 ok, 1 truncated, 2 nonfinite, 3 error, 4 returned",
+                       t.status);
   }
   for (std::size_t i = 0; i < t.policy_mask.size(); ++i) {
     if (t.policy_mask[i] > 1) {

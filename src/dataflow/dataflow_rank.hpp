@@ -29,6 +29,7 @@
 #include "dataflow/elastic_pools.hpp"
 #include "dataflow/eval_scheduler.hpp"
 #include "dataflow/policy_state.hpp"
+#include "dataflow/server_pools.hpp"
 #include "dataflow/site_hub.hpp"
 #include "dataflow/task_sink.hpp"
 
@@ -43,6 +44,9 @@ class DataflowRank {
   bool progressAndPublish();
   bool ingest();
   void ingestRecord(std::span<const std::byte> record, const char* source, std::uint32_t pool_uid = 0);
+  // A record from the ring of local pool `pool`, whose ranks generate on servers (ServerPools).
+  void ingestServerRecord(std::span<const std::byte> record, std::size_t pool);
+  void requeue(std::vector<Task> tasks);  // to the front of their policies' outboxes
   void route(Trajectory t);
   void waitForSites();
   bool serve();
@@ -68,11 +72,13 @@ class DataflowRank {
   std::unique_ptr<io::TrajectoryWriter> trajectories_;
   std::size_t lead_ = 0;  // the policy whose outbox and pools carry tasks of a multi-agent team
   std::uint64_t malformed_ = 0, unroutable_ = 0, rollout_ended_ = 0;
+  bool no_rollout_ = false;  // every pool of some policy is lost: the run ends as at its wall limit
   std::int64_t last_checkpoint_ = -1;
   std::vector<std::byte> record_;
   std::unique_ptr<Router> router_;
   std::vector<std::string> policy_names_;
-  std::vector<std::unique_ptr<RingSink>> pool_sinks_;  // per local pool: its task ring
+  std::unique_ptr<ServerPools> server_pools_;          // the local pools that generate on servers
+  std::vector<std::unique_ptr<TaskSink>> pool_sinks_;  // per local pool: its task ring (leased for server pools)
   std::unique_ptr<SiteHub> hub_;                       // cross_site.listen: remote sites' gateways
   std::unique_ptr<ElasticPools> elastic_;              // elastic.mode auto|external: spawned pools
   std::unique_ptr<BalanceWindow> balance_;             // after hub_ and elastic_, which it reads

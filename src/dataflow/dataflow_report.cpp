@@ -54,6 +54,11 @@ DataflowReport DataflowRank::finalReport(std::int64_t final_version, std::uint64
   }
   r.plugins = pluginCounters();
   if (hub_) r.cross_site = hub_->figures();
+  r.tasks_returned = server_pools_->tasksReturned();
+  r.tasks_reissued = server_pools_->reissued();
+  r.returned_duplicates = server_pools_->duplicates();
+  r.rollout_ranks_lost = server_pools_->ranksLost();
+  r.pools_lost = server_pools_->poolsLost();
   if (elastic_) {
     r.elastic = elastic_->figures();
     w_.spawned_reports = elastic_->childReports();

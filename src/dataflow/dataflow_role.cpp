@@ -72,8 +72,12 @@ DataflowRank::DataflowRank(RunWiring& w)
     for (std::size_t i = 0; i < policies_.size(); ++i) units.push_back({i, {i}});
   }
   admission_ = std::make_unique<Admission>(cfg_, *env_, policies_, std::move(units));
+  server_pools_ = std::make_unique<ServerPools>(cfg_, w.map);
   for (std::size_t i = 0; i < w.map.pools().size(); ++i) {
-    pool_sinks_.push_back(std::make_unique<RingSink>(*w_.task_rings.at(i)));
+    if (server_pools_->served(i))
+      pool_sinks_.push_back(server_pools_->sink(i, *w_.task_rings.at(i)));
+    else
+      pool_sinks_.push_back(std::make_unique<RingSink>(*w_.task_rings.at(i)));
   }
   if (cfg_.elastic.mode != "off") elastic_ = std::make_unique<ElasticPools>(w_);
   if (!cfg_.cross_site.listen.empty()) {
@@ -156,9 +160,13 @@ bool DataflowRank::ingest() {
   for (std::size_t pool = 0; pool < w_.trajectory_rings.size(); ++pool) {
     auto& ring = w_.trajectory_rings[pool];
     if (!ring) continue;
+    const bool local = pool < w_.map.pools().size();
     for (int i = 0; i < 256 && ring->tryPop(record_); ++i) {
       did = true;
-      ingestRecord(record_, pool < w_.map.pools().size() ? w_.map.pools()[pool].name.c_str() : "spawned pool");
+      if (local && server_pools_->served(pool))
+        ingestServerRecord(record_, pool);
+      else
+        ingestRecord(record_, local ? w_.map.pools()[pool].name.c_str() : "spawned pool");
     }
   }
   return did;
@@ -173,6 +181,43 @@ void DataflowRank::ingestRecord(std::span<const std::byte> record, const char* s
   Trajectory t = std::move(decoded).value();
   if (pool_uid >= kSitePoolUidBase) t.pool_uid = pool_uid;  // a remote site's: its pool index means nothing here
   route(std::move(t));
+}
+
+void DataflowRank::ingestServerRecord(std::span<const std::byte> record, std::size_t pool) {
+  auto decoded = decodeTrajectory(record);
+  if (!decoded) {
+    if (malformed_++ < 5)
+      spdlog::warn("{}: malformed trajectory record refused: {}", w_.map.pools()[pool].name, decoded.error());
+    return;
+  }
+  Trajectory t = std::move(decoded).value();
+  std::vector<Task> back;
+  switch (server_pools_->arrived(pool, t, back)) {
+    case ServerPools::Verdict::Route: route(std::move(t)); return;
+    case ServerPools::Verdict::Duplicate: return;
+    case ServerPools::Verdict::Requeue: requeue(std::move(back)); return;
+    case ServerPools::Verdict::Ended: ++rollout_ended_; return;
+    case ServerPools::Verdict::PoolLost:
+      ++rollout_ended_;
+      requeue(std::move(back));
+      for (auto& p : policies_) {
+        p.pools.erase(std::remove(p.pools.begin(), p.pools.end(), static_cast<int>(pool)), p.pools.end());
+        if (p.pools.empty() && !elastic_ && !hub_ && !no_rollout_) {
+          no_rollout_ = true;
+          spdlog::error("policy '{}' has no rollout pool left: the run ends with the batches already served", p.name);
+        }
+      }
+      return;
+  }
+}
+
+void DataflowRank::requeue(std::vector<Task> tasks) {
+  // In reverse, so the first given back is the first to go out again.
+  for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) {
+    for (auto& p : policies_) {
+      if (p.name == it->policy) p.outbox.push_front(*it);
+    }
+  }
 }
 
 void DataflowRank::route(Trajectory t) {
@@ -285,6 +330,7 @@ bool DataflowRank::flushOutbox() {
       for (TaskSink* s : elastic_->activeSinks()) sinks.push_back(s);
     }
     if (hub_) sinks.push_back(hub_.get());
+    if (sinks.empty()) continue;  // every pool of the policy is lost (no_rollout_)
     while (!p.outbox.empty()) {
       bool pushed = false;
       const auto bytes = encode(p.outbox.front());
@@ -317,8 +363,9 @@ void DataflowRank::endStreams() {
       backoff.wait();
     }
   };
+  // One end-of-stream task per rank still reading its ring (a rank whose server was lost has left).
   for (std::size_t pool = 0; pool < w_.map.pools().size(); ++pool) {
-    for (std::size_t r = 0; r < w_.map.pools()[pool].world_ranks.size(); ++r) pushEnd(pool);
+    for (std::size_t r = 0; r < server_pools_->liveRanks(pool); ++r) pushEnd(pool);
   }
   if (elastic_) elastic_->endStreams([&](int ring) { pushEnd(static_cast<std::size_t>(ring)); });
 }
@@ -340,6 +387,10 @@ DataflowReport DataflowRank::run() {
     did |= admission_->admit();
     did |= flushOutbox();
     if (std::all_of(policies_.begin(), policies_.end(), [&](PolicyState& p) { return finished(p); })) break;
+    if (!wall_stop && no_rollout_) {
+      wall_stop = true;
+      for (auto& p : policies_) p.target = std::min(p.target, p.next_batch);
+    }
     if (!wall_stop && cfg_.run.max_wall_seconds > 0 && w_.segmentSeconds() > cfg_.run.max_wall_seconds) {
       wall_stop = true;
       for (auto& p : policies_) p.target = std::min(p.target, p.next_batch);
@@ -356,7 +407,7 @@ DataflowReport DataflowRank::run() {
   const std::uint64_t unsent = admission_->stop([this](const Task& t) { return eval_.owns(t.task_id); });
   // Phase 2: the final evaluation, at the final weights.
   std::int64_t final_version = policies_.empty() ? 0 : policies_[lead_].published;
-  if (cfg_.eval.problems > 0) startEval(final_version);
+  if (cfg_.eval.problems > 0 && !no_rollout_) startEval(final_version);
   while (eval_.pending()) {
     bool did = progressAndPublish();
     did |= ingest();

@@ -26,6 +26,16 @@ bool TaskLeases::returned(std::uint64_t task_id, const std::string& role) {
   return true;
 }
 
+std::optional<Task> TaskLeases::giveBack(std::uint64_t task_id) {
+  const auto it = leases_.find(task_id);
+  if (it == leases_.end()) return std::nullopt;
+  Task task = it->second.task;
+  reissued_.insert(task_id);
+  ++reissued_count_;
+  release(it);
+  return task;
+}
+
 std::vector<Task> TaskLeases::lose(int holder) {
   std::vector<const Lease*> lost;
   for (const auto& [id, lease] : leases_) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ class TaskLeases {
   // Releases the lease. False when the result is a late duplicate — the task was re-issued and a
   // result for this role already counted — so the caller drops it.
   bool returned(std::uint64_t task_id, const std::string& role);
+  // The holder gave `task_id` back unrun: the task, to be queued again (nullopt when it holds no
+  // lease, e.g. a second role's record of the same team task). Its first result counts.
+  std::optional<Task> giveBack(std::uint64_t task_id);
   // The holder is lost: its leased tasks, in lease order, to be queued again. Their first
   // result (from whoever runs them) counts; any later one is a duplicate.
   std::vector<Task> lose(int holder);

@@ -41,6 +41,13 @@ Episode startEpisode(const Tokenizer& tok, Environment& env, std::uint64_t probl
 std::vector<Episode> runEpisodes(GenerationEngine& engine, const Tokenizer& tok, const EnvironmentOptions& env_options,
                                  const std::vector<std::uint64_t>& problem_ids, const SamplingOptions& sampling,
                                  at::Generator& generator) {
+  EngineBackend backend(engine, generator);
+  return runEpisodes(backend, tok, env_options, problem_ids, sampling);
+}
+
+std::vector<Episode> runEpisodes(GenerationBackend& backend, const Tokenizer& tok,
+                                 const EnvironmentOptions& env_options, const std::vector<std::uint64_t>& problem_ids,
+                                 const SamplingOptions& sampling) {
   const std::size_t n = problem_ids.size();
   std::vector<std::unique_ptr<Environment>> envs;
   std::vector<Episode> episodes;
@@ -51,7 +58,7 @@ std::vector<Episode> runEpisodes(GenerationEngine& engine, const Tokenizer& tok,
   if (n == 0) return episodes;
   SamplingOptions opts = sampling;
   opts.stop_token_ids = stopIds(tok, *envs.front());
-  std::size_t max_len = static_cast<std::size_t>(engine.model()->config().max_seq_len);
+  std::size_t max_len = static_cast<std::size_t>(backend.maxSequenceLength());
   if (const int context = envs.front()->maxContextTokens(); context > 0)
     max_len = std::min(max_len, static_cast<std::size_t>(context));
   std::vector<bool> done(n, false);
@@ -64,11 +71,22 @@ std::vector<Episode> runEpisodes(GenerationEngine& engine, const Tokenizer& tok,
       prompts.push_back(episodes[i].tokens);
     }
     if (active.empty()) break;
-    auto gens = engine.generate(prompts, opts, generator);
+    auto gens = backend.generate(prompts, opts);
     for (std::size_t a = 0; a < active.size(); ++a) {
       Episode& e = episodes[active[a]];
       const Generation& g = gens[a];
       e.turns++;
+      if (g.failed) {
+        // Nothing half-formed goes on: the whole episode is returned, not trained on.
+        e.failed = true;
+        done[active[a]] = true;
+        continue;
+      }
+      if (g.weight_version >= 0) {
+        e.weight_version_min =
+            e.weight_version_min < 0 ? g.weight_version : std::min(e.weight_version_min, g.weight_version);
+        e.weight_version_max = std::max(e.weight_version_max, g.weight_version);
+      }
       if (g.nonfinite) {
         e.nonfinite = true;
         done[active[a]] = true;

@@ -41,7 +41,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> sampleStep(const torch::
 }  // namespace
 
 std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector<std::int32_t>>& prompts,
-                                                   const SamplingOptions& o, at::Generator& gen) {
+                                                   const SamplingOptions& o, at::Generator& gen,
+                                                   const RowControl& control) {
   torch::NoGradGuard no_grad;
   const auto B = static_cast<std::int64_t>(prompts.size());
   std::vector<Generation> out(prompts.size());
@@ -53,7 +54,8 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
   for (std::size_t b = 0; b < prompts.size(); ++b) {
     const auto len = static_cast<std::int64_t>(prompts[b].size());
     longest = std::max(longest, len);
-    budget[b] = std::max<std::int64_t>(0, std::min<std::int64_t>(o.max_new_tokens, max_len - len));
+    const int limit = control.max_new_tokens.empty() ? o.max_new_tokens : control.max_new_tokens[b];
+    budget[b] = std::max<std::int64_t>(0, std::min<std::int64_t>(limit, max_len - len));
     steps = std::max(steps, budget[b]);
   }
   if (steps <= 0 || longest == 0) return out;  // no room anywhere: nothing generated, not stopped
@@ -134,6 +136,11 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
       const auto tok = static_cast<std::int32_t>(next_a[b]);
       out[b].tokens.push_back(tok);
       out[b].logprobs.push_back(logp_a[b]);
+      if (control.on_token && !control.on_token(static_cast<std::size_t>(b), tok, logp_a[b])) {
+        out[b].stopped = out[b].ended_by_caller = true;
+        done[b] = true;
+        continue;
+      }
       if (is_stop(tok)) {
         out[b].stopped = true;
         done[b] = true;

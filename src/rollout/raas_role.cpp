@@ -14,8 +14,10 @@
 #include "astraflow/model/model_builder.hpp"
 #include "astraflow/model/weight_blob.hpp"
 #include "astraflow/rollout/episode.hpp"
+#include "astraflow/rollout/generation_backend.hpp"
 #include "astraflow/rollout/workflow.hpp"
 #include "astraflow/tasks/environment.hpp"
+#include "rollout/served_weights.hpp"
 
 namespace astraflow {
 
@@ -23,15 +25,18 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// One policy this rank serves: its model, engine and the version it holds.
+// One policy this rank serves: its model, the backend it generates with and the version it holds.
 struct ServedPolicy {
   std::string name;
   WeightStore* store = nullptr;
-  PolicyModel model{nullptr};
-  std::unique_ptr<GenerationEngine> engine;
-  int group = 0;          // index of its trainer group and weight store
-  WeightReplica replica;  // the bf16 weights as pulled (deltas apply to it in place)
-  std::int64_t version = -1;
+  PolicyModel model{nullptr};  // engine: the generating model; http: the CPU model versions are written from
+  std::unique_ptr<GenerationEngine> engine;                // engine backend only
+  std::unique_ptr<GenerationBackend> backend;              // what episodes generate with
+  HttpBackend* http = nullptr;                             // the backend, when it is an external server
+  std::unique_ptr<rollout_detail::ServedWeights> folders;  // http: versions as folders for the server
+  int group = 0;                                           // index of its trainer group and weight store
+  WeightReplica replica;                                   // the bf16 weights as pulled (deltas apply to it in place)
+  std::int64_t version = -1;  // the version generating now (http: the one the server confirmed loading)
   std::uint64_t pulls = 0;
 };
 
@@ -48,10 +53,23 @@ class RolloutRank {
       p.name = s.policy;
       p.group = s.group;
       p.store = s.store;
-      p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy, device_,
-                                 computeDtype(ctx_.cfg.rollout.compute));
-      p.model->eval();
-      p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId());
+      const auto& spec = ports.backend;
+      if (spec.http()) {
+        // The server generates; this rank keeps a CPU copy only to write each version out.
+        p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy);
+        auto http = std::make_unique<HttpBackend>(spec, ports.index_in_pool, p.model->config().max_seq_len);
+        p.http = http.get();
+        p.backend = std::move(http);
+        const std::filesystem::path dir =
+            spec.weights_dir.empty() ? ctx_.run_dir / "served_weights" : std::filesystem::path(spec.weights_dir);
+        p.folders = std::make_unique<rollout_detail::ServedWeights>(dir, s.policy, p.model, spec.keep_versions);
+      } else {
+        p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy, device_,
+                                   computeDtype(ctx_.cfg.rollout.compute));
+        p.model->eval();
+        p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId());
+        p.backend = std::make_unique<EngineBackend>(*p.engine, generator_);
+      }
       served_.push_back(std::move(p));
     }
   }
@@ -69,6 +87,11 @@ class RolloutRank {
   void runTeam(const std::vector<Task>& tasks, const SamplingOptions& sampling, bool eval);
   Trajectory trajectoryOf(const Task& task, const Episode& e, const ServedPolicy& p, double t_start, double t_end);
   void pushTrajectory(const Trajectory& t);
+  // The server of an http policy loads the version this rank holds; false when it did not.
+  bool loadOnServer(ServedPolicy& p);
+  // A served policy's server has been silent past backend.lost_after_seconds.
+  bool serverLost() const;
+  std::string lostUrl() const;
 
   const RolloutPorts& ports_;
   const RoleContext& ctx_;
@@ -78,9 +101,12 @@ class RolloutRank {
   at::Generator generator_;
   std::vector<std::byte> record_;
   // Report.
-  std::uint64_t pushed_ = 0, eval_pushed_ = 0, oversize_ = 0, malformed_ = 0, tokens_ = 0;
-  RolloutReport reasons_;  // only its reward_* counts: why training episodes got their rewards
-  double generate_seconds_ = 0, wait_seconds_ = 0, pull_seconds_ = 0;
+  std::uint64_t pushed_ = 0, eval_pushed_ = 0, oversize_ = 0, malformed_ = 0, tokens_ = 0, failed_episodes_ = 0;
+  bool update_failed_ = false;  // the last refresh could not get a server to load its version
+  bool lost_ = false;           // a server stayed silent past backend.lost_after_seconds: the rank left
+  std::uint64_t returned_ = 0;  // tasks given back to the dataflow rank
+  RolloutReport reasons_;       // only its reward_* counts: why training episodes got their rewards
+  double generate_seconds_ = 0, wait_seconds_ = 0, pull_seconds_ = 0, write_seconds_ = 0;
 };
 
 ServedPolicy& RolloutRank::served(const std::string& policy) {
@@ -95,21 +121,61 @@ ServedPolicy& RolloutRank::served(const std::string& policy) {
 // happens here, between batches of episodes, when this rank chooses (request-based, §8).
 bool RolloutRank::refreshWeights(bool force) {
   bool pulled = false;
+  update_failed_ = false;
   for (auto& p : served_) {
     const std::int64_t published = p.store->publishedVersion();
-    if (published <= p.version) continue;
-    if (!force && p.version >= 0 && published - p.version < ctx_.cfg.weights.pull_every) continue;
-    const double t = ctx_.now();
-    const PullResult r = p.store->pull(p.replica);
-    if (!r.moved) continue;
-    unpackWeights(p.replica.blob, *p.model);
-    p.version = r.version;
-    ++p.pulls;
-    pull_seconds_ += ctx_.now() - t;
-    ctx_.event("weight_pull", t, r.version, r.bytes, 0, {.policy = p.group});
-    pulled = true;
+    const std::int64_t held = p.replica.version;
+    if (published > held && (force || held < 0 || published - held >= ctx_.cfg.weights.pull_every)) {
+      const double t = ctx_.now();
+      const PullResult r = p.store->pull(p.replica);
+      if (r.moved) {
+        ++p.pulls;
+        pull_seconds_ += ctx_.now() - t;
+        ctx_.event("weight_pull", t, r.version, r.bytes, 0, {.policy = p.group});
+        if (!p.http) {
+          unpackWeights(p.replica.blob, *p.model);
+          p.version = r.version;
+          pulled = true;
+        }
+      }
+    }
+    if (p.http && p.replica.version > p.version) {
+      if (loadOnServer(p))
+        pulled = true;
+      else
+        update_failed_ = true;
+    }
   }
   return pulled;
+}
+
+bool RolloutRank::serverLost() const { return !lostUrl().empty(); }
+
+std::string RolloutRank::lostUrl() const {
+  for (const auto& p : served_) {
+    if (p.http && p.http->unreachableSeconds() > ports_.backend.lost_after_seconds) return p.http->url();
+  }
+  return {};
+}
+
+// Between batches, with no request of this rank in flight: the version is written once as a
+// folder, the server loads it, and only its confirmation moves the version trajectories report.
+bool RolloutRank::loadOnServer(ServedPolicy& p) {
+  const double t = ctx_.now();
+  std::filesystem::path folder;
+  try {
+    folder = p.folders->materialise(p.replica.blob, p.replica.version, p.replica.hash);
+  } catch (const std::exception& e) {
+    spdlog::error("rollout rank {}: version {} of {} cannot be written for the server: {}", ctx_.rank,
+                  p.replica.version, p.name, e.what());
+    return false;
+  }
+  write_seconds_ += ctx_.now() - t;
+  if (!p.http->loadWeights(folder.string(), p.replica.version)) return false;
+  p.version = p.replica.version;
+  p.folders->collect(p.version);
+  ctx_.event("weight_load", t, p.version, p.replica.blob.size(), 0, {.policy = p.group});
+  return true;
 }
 
 // Waits until every policy holds the version the tasks ask for: "min_version" for the task's
@@ -135,7 +201,11 @@ void RolloutRank::waitForVersions(const std::vector<Task>& tasks) {
     return false;
   };
   while (behind()) {
-    if (!refreshWeights(true)) backoff.wait();
+    if (refreshWeights(true)) continue;
+    // A server that would not load the version (refused, or gone past the retries): the tasks run
+    // on what it has, tagged with that version; the staleness rules of the dataflow rank decide.
+    if (update_failed_) break;
+    backoff.wait();
   }
 }
 
@@ -174,6 +244,12 @@ Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const S
   t.producer_rank = ctx_.label_rank;
   t.pool_uid = static_cast<std::uint32_t>(ports_.pool);
   t.weight_version_min = t.weight_version_max = p.version;
+  if (e.weight_version_min >= 0) {
+    // The versions the server reported generating with (a server shared by several ranks may have
+    // moved on between this rank's update and the request).
+    t.weight_version_min = e.weight_version_min;
+    t.weight_version_max = e.weight_version_max;
+  }
   t.tokens = e.tokens;
   t.behav_logprobs = e.behav_logprobs;
   t.policy_mask = e.policy_mask;
@@ -184,6 +260,16 @@ Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const S
   t.status = static_cast<std::uint8_t>(e.nonfinite   ? TrajectoryStatus::Nonfinite
                                        : e.truncated ? TrajectoryStatus::Truncated
                                                      : TrajectoryStatus::Ok);
+  if (e.failed) {
+    // The backend could not produce it: the task goes back to the dataflow rank, which re-issues
+    // it (a record with no tokens, status Returned); nothing half-formed is trained on.
+    t.tokens.clear();
+    t.behav_logprobs.clear();
+    t.policy_mask.clear();
+    t.status = static_cast<std::uint8_t>(TrajectoryStatus::Returned);
+    ++failed_episodes_;
+    return t;
+  }
   for (auto m : e.policy_mask) tokens_ += m;
   return t;
 }
@@ -199,12 +285,16 @@ void RolloutRank::runSingle(const std::vector<Task>& tasks, ServedPolicy& p, con
                             bool eval) {
   const auto problems = problemsOf(tasks);
   const double t_start = ctx_.now();
-  const auto episodes = runEpisodes(*p.engine, *tokenizer_, ctx_.cfg.environment, problems, sampling, generator_);
+  const auto episodes = runEpisodes(*p.backend, *tokenizer_, ctx_.cfg.environment, problems, sampling);
   const double t_end = ctx_.now();
   generate_seconds_ += t_end - t_start;
   const auto tokens_before = tokens_;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     pushTrajectory(trajectoryOf(tasks[i], episodes[i], p, t_start, t_end));
+    if (episodes[i].failed) {
+      ++returned_;
+      continue;
+    }
     ++(eval ? eval_pushed_ : pushed_);
     if (!eval) reasons_.countRewardReason(episodes[i].reward_reason);
   }
@@ -217,11 +307,20 @@ void RolloutRank::runTeam(const std::vector<Task>& tasks, const SamplingOptions&
   const auto& wf = ctx_.cfg.workflow;
   const auto problems = problemsOf(tasks);
   const double t_start = ctx_.now();
-  auto generate = [this](const std::string& policy, const std::vector<std::vector<std::int32_t>>& prompts,
-                         const SamplingOptions& options) {
-    return served(policy).engine->generate(prompts, options, generator_);
+  bool failed = false;
+  auto generate = [this, &failed](const std::string& policy, const std::vector<std::vector<std::int32_t>>& prompts,
+                                  const SamplingOptions& options) {
+    auto out = served(policy).backend->generate(prompts, options);
+    for (const auto& g : out) failed = failed || g.failed;
+    return out;
   };
-  const auto team = runTeamEpisodes(wf, generate, *tokenizer_, ctx_.cfg.environment, problems, sampling);
+  auto team = runTeamEpisodes(wf, generate, *tokenizer_, ctx_.cfg.environment, problems, sampling);
+  if (failed) {
+    // A team episode is one conversation: a failed turn anywhere in the batch fails the batch's
+    // trajectories (which episode it was is not traced through the workflow).
+    for (auto& episode : team)
+      for (auto& role : episode.roles) role.failed = true;
+  }
   const double t_end = ctx_.now();
   generate_seconds_ += t_end - t_start;
   const auto tokens_before = tokens_;
@@ -231,6 +330,10 @@ void RolloutRank::runTeam(const std::vector<Task>& tasks, const SamplingOptions&
       t.role = wf.roles[r].name;
       t.rewards.push_back(team[i].team_reward);
       pushTrajectory(t);
+      if (team[i].roles[r].failed) {
+        if (r == 0) ++returned_;  // one task, given back once (the other roles' records are ignored)
+        continue;
+      }
       ++(eval ? eval_pushed_ : pushed_);
       if (!eval) reasons_.countRewardReason(team[i].roles[r].reward_reason);
     }
@@ -277,6 +380,14 @@ RolloutReport RolloutRank::run() {
   const std::size_t batch = static_cast<std::size_t>(ctx_.cfg.rollout.batch_tasks);
   double idle_since = -1;
   while (!ended) {
+    if (serverLost()) {
+      // Its server has said nothing for backend.lost_after_seconds: the rank leaves, holding no
+      // task (every failed one was given back), and its end of stream says why.
+      lost_ = true;
+      spdlog::error("rollout rank {}: server {} silent for {:.0f} s; leaving the pool", ctx_.rank, lostUrl(),
+                    ports_.backend.lost_after_seconds);
+      break;
+    }
     refreshWeights();
     train.clear();
     eval.clear();
@@ -310,9 +421,11 @@ RolloutReport RolloutRank::run() {
   }
   // The run's last versions are published before the end of the stream: pull them, so that every
   // rank ends on the trainers' final weights (and the report's checksums prove it).
-  refreshWeights(true);
+  if (!lost_) refreshWeights(true);
   // The last record of this rank: the dataflow rank counts one per rollout rank before it stops.
-  encodeInto(endOfStreamTrajectory(served_.front().name, ctx_.label_rank), record_);
+  Trajectory end = endOfStreamTrajectory(served_.front().name, ctx_.label_rank);
+  if (lost_) end.status = static_cast<std::uint8_t>(TrajectoryStatus::Returned);
+  encodeInto(end, record_);
   ports_.trajectories->push(record_);
 
   RolloutReport r = reasons_;  // its reward_* counts; the rest is set here
@@ -324,6 +437,25 @@ RolloutReport RolloutRank::run() {
   r.generate_seconds = generate_seconds_;
   r.task_wait_seconds = wait_seconds_;
   r.weight_pull_seconds = pull_seconds_;
+  r.failed_episodes = failed_episodes_;
+  r.tasks_returned = returned_;
+  r.server_lost = lost_ ? 1 : 0;
+  r.weight_write_seconds = write_seconds_;
+  for (const auto& p : served_) {
+    if (!p.http) continue;
+    const auto& st = p.http->stats();
+    r.backend_requests += st.requests;
+    r.backend_retries += st.retries;
+    r.backend_failed += st.failed;
+    r.backend_transport_errors += st.transport_errors;
+    r.backend_http_errors += st.http_errors;
+    r.backend_malformed += st.malformed;
+    r.backend_weight_updates += st.weight_updates;
+    r.backend_weight_update_failures += st.weight_update_failures;
+    r.backend_request_seconds += st.request_seconds;
+    r.weight_load_seconds += st.weight_load_seconds;
+    r.served_folders_written += p.folders->written();
+  }
   for (const auto& p : served_) {
     const auto& st = p.store->stats();
     PolicyPullFigures f;

@@ -16,6 +16,7 @@
 #include "astraflow/model/checkpoint.hpp"
 #include "astraflow/model/hf_weights.hpp"
 #include "astraflow/model/model_builder.hpp"
+#include "astraflow/rollout/hf_folder.hpp"
 #include "astraflow/text/hf_tokenizer_files.hpp"
 #include "astraflow/text/tokenizer.hpp"
 
@@ -40,21 +41,6 @@ ModelConfig sized(int d_model, int layers, int heads, int kv_heads, int head_dim
   m.rope_theta = rope_theta;
   m.rms_eps = 1e-6;
   return m;
-}
-
-void writeGenerationConfig(const std::filesystem::path& folder, int bos, int eos, int pad) {
-  const auto id = [](int v) { return v >= 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  const nlohmann::json generation = {{"bos_token_id", id(bos)}, {"eos_token_id", id(eos)}, {"pad_token_id", id(pad)}};
-  std::ofstream out(folder / "generation_config.json");
-  out << generation.dump(2) << "\n";
-  if (!out) throw Error(fmt::format("{} cannot be written", (folder / "generation_config.json").string()));
-}
-
-void writeConfigJson(const std::filesystem::path& folder, const ModelConfig& m, bool bf16, int bos, int eos, int pad) {
-  const std::vector<int> eos_ids = eos >= 0 ? std::vector<int>{eos} : std::vector<int>{};
-  std::ofstream out(folder / "config.json");
-  out << hfConfigJson(m, bf16 ? "bfloat16" : "float32", bos, pad, eos_ids);
-  if (!out) throw Error(fmt::format("{} cannot be written", (folder / "config.json").string()));
 }
 
 void refuseExisting(const std::filesystem::path& folder, const char* command) {
@@ -123,8 +109,7 @@ InitModelResult initModel(const std::filesystem::path& folder, const InitModelOp
   result.parameters = model->parameterCount();
   result.files = writeHfWeights(*model, folder, o.bf16, o.max_shard_bytes);
 
-  writeConfigJson(folder, m, o.bf16, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id);
-  writeGenerationConfig(folder, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id);
+  writeHfModelFiles(folder, m, o.bf16, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id);
   return result;
 }
 
@@ -158,21 +143,7 @@ ExportHfResult exportHf(const std::filesystem::path& source, const std::filesyst
   if (m.max_position_embeddings <= 0) m.max_position_embeddings = m.max_seq_len;
   result.model = m;
 
-  std::filesystem::create_directories(out);
-  result.files = writeHfWeights(*model, out, o.bf16, o.max_shard_bytes);
-  // The tokenizer the policy was trained with: its folder's tokenizer.json (and chat template)
-  // for the dataset environments, else the task vocabulary (also for a policy from an hf: folder
-  // trained on the synthetic environments, whose ids are the task vocabulary's).
-  const std::filesystem::path tokenizer_json = std::filesystem::path(m.tokenizer_folder) / "tokenizer.json";
-  if (!m.tokenizer_folder.empty() && !std::filesystem::exists(tokenizer_json))
-    throw Error(
-        fmt::format("export-hf: policy '{}' was trained with the tokenizer of {}, which is gone; restore the "
-                    "folder to export it",
-                    result.policy, tokenizer_json.string()));
-  const HfTokenizerSummary tok =
-      m.tokenizer_folder.empty() ? writeTaskTokenizer(*makeTaskTokenizer(), out) : copyTokenizer(tokenizer_json, out);
-  writeConfigJson(out, m, o.bf16, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id);
-  writeGenerationConfig(out, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id);
+  result.files = writeHfFolder(*model, m, out, o.bf16, o.max_shard_bytes);
   return result;
 }
 

@@ -20,6 +20,10 @@ RolloutReport runRolloutOn(RunWiring& w) {
     const int group = w.policyIndex(name);
     ports.served.push_back({name, group, w.weight_stores.at(static_cast<std::size_t>(group)).get()});
   }
+  for (const auto& e : w.cfg.layout) {
+    if (e.role == Role::Rollout && e.pool == w.role().pool_name) ports.backend = e.backend;
+  }
+  ports.index_in_pool = w.role().index_in_group;
   return runRolloutRole(ports);
 }
 

@@ -63,7 +63,7 @@ class TrainerRank {
   std::uint64_t foreign_ = 0, remote_ = 0;  // trained: other policies' / remote sites' trajectories
   std::uint64_t steps_ = 0, trajectories_ = 0, tokens_ = 0, version_mismatches_ = 0, stale_violations_ = 0;
   std::int64_t max_staleness_ = 0;
-  double wait_seconds_ = 0, step_seconds_ = 0, reward_sum_ = 0;
+  double wait_seconds_ = 0, step_seconds_ = 0, reward_sum_ = 0, max_abs_behav_diff_ = 0;
 };
 
 void TrainerRank::warmStart() {
@@ -177,6 +177,7 @@ TrainerReport TrainerRank::run() {
       groups.push_back(group_index);
     }
     const auto stats = trainer_.rlStep(collate(episodes, groups, ports_.tokens.pad_id));
+    max_abs_behav_diff_ = std::max(max_abs_behav_diff_, stats.max_abs_behav_diff);
     trajectories_ += batch.trajectories.size();
     for (const auto& traj : batch.trajectories) remote_ += traj.pool_uid >= kSitePoolUidBase;
     ++steps_;
@@ -205,6 +206,7 @@ TrainerReport TrainerRank::run() {
   r.version_mismatches = version_mismatches_;
   r.skipped_steps = trainer_.skippedSteps();
   r.mean_reward = trajectories_ ? reward_sum_ / static_cast<double>(trajectories_) : 0.0;
+  r.max_abs_behav_diff = max_abs_behav_diff_;
   r.weights_hash = weightsHash(blob_);  // the checksum the rollout ranks' replicas keep
   return r;
 }

@@ -206,3 +206,38 @@ cross_site: {connect: "10.0.0.1:17417", site: site_b}
   expectError(std::string(kGood) + "weights: {mode: sparse}\n", "weights.mode");
   expectError(std::string(kGood) + "weights: {delta_log: 65}\n", "weights.delta_log");
 }
+
+// layout[i].backend: the http backend's keys, checked like every other key, and --set reaching a
+// list entry by index.
+TEST(Config, RolloutBackendKeys) {
+  Config c = parseConfig(kGood, "good.yaml");
+  EXPECT_EQ(c.layout[3].backend.kind, "engine");
+  c = parseConfig(
+      kGood, "good.yaml",
+      {"layout.3.backend={kind: http, api: openai, urls: [\"http://10.0.0.1:8000\", \"http://gpu2:8000/\"], "
+       "max_in_flight: 8, retries: 0}"});
+  const RolloutBackendSpec& b = c.layout[3].backend;
+  EXPECT_TRUE(b.http());
+  EXPECT_EQ(b.api, "openai");
+  EXPECT_EQ(b.urls.size(), 2u);
+  EXPECT_EQ(b.max_in_flight, 8);
+  EXPECT_EQ(b.retries, 0);
+  EXPECT_EQ(b.update_path, "/update_weights_from_disk");
+  const auto refused = [](const std::string& backend, const std::string& says) {
+    try {
+      parseConfig(kGood, "good.yaml", {"layout.3.backend=" + backend});
+      ADD_FAILURE() << backend << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused("{kind: grpc}", "layout[3].backend.kind");
+  refused("{kind: http}", "give exactly one of url");
+  refused("{kind: http, url: \"https://x:1\"}", "allowed: http://host:port");
+  refused("{kind: http, url: \"http://x\"}", "allowed: http://host:port");
+  refused("{kind: http, url: \"http://x:1\", api: grpc}", "layout[3].backend.api");
+  refused("{kind: http, url: \"http://x:1\", max_in_flight: 0}", "layout[3].backend.max_in_flight");
+  refused("{kind: http, url: \"http://x:1\", update_path: reload}", "a path starting with /");
+  refused("{kind: http, url: \"http://x:1\", bogus: 1}", "bogus");
+  EXPECT_THROW(parseConfig(kGood, "good.yaml", {"layout.9.backend={kind: http}"}), ConfigError);
+}

@@ -469,8 +469,10 @@ TEST(Records, SemanticInvariantsAreChecked) {
   EXPECT_MESSAGE(decodeTrajectory(bytesOf(encode(t))), "lengths differ (10/11/10)");
 
   t = sampleTrajectory(10, 1);
-  t.status = 4;
-  EXPECT_MESSAGE(decodeTrajectory(bytesOf(encode(t))), "status 4 is not one of");
+  t.status = 5;
+  EXPECT_MESSAGE(decodeTrajectory(bytesOf(encode(t))), "status 5 is not one of");
+  t.status = 4;  // Returned: a task given back (docs/rollout-backends.md)
+  EXPECT_TRUE(decodeTrajectory(bytesOf(encode(t))).ok());
   t.status = 3;
   EXPECT_TRUE(decodeTrajectory(bytesOf(encode(t))).ok());
 

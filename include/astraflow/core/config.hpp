@@ -148,6 +148,25 @@ struct LocalSection {
   std::string init_checkpoint;  // default <output_dir>/sft.h5 when it exists
 };
 
+// How a rollout pool generates (layout[i].backend; docs/rollout-backends.md). `engine`: the
+// in-process LibTorch engine. `http`: an external inference server per rank (SGLang's /generate
+// or an OpenAI-style /v1/completions), fed weight versions as Hugging Face folders.
+struct RolloutBackendSpec {
+  std::string kind = "engine";    // engine | http
+  std::string api = "sglang";     // http: sglang | openai
+  std::vector<std::string> urls;  // http: rank i of the pool drives urls[i % size] ("http://host:port")
+  std::string model;              // openai: the model id requests name (empty: the first of /v1/models)
+  int max_in_flight = 32;         // requests one rank keeps in flight
+  double timeout_seconds = 120;   // one request's limit
+  int retries = 3;                // a failed request is sent again this many times
+  double backoff_seconds = 0.5;   // wait before the first retry, doubling
+  std::string weights_dir;        // shared folder the versions are written to (default <output_dir>/served_weights)
+  std::string update_path = "/update_weights_from_disk";  // the server's load-from-disk endpoint
+  int keep_versions = 2;                                  // version folders kept per policy
+  double lost_after_seconds = 60;  // a server silent this long: its rank leaves the pool (tasks go back)
+  bool http() const { return kind == "http"; }
+};
+
 // One entry of `layout`: consecutive world ranks given one role.
 struct LayoutEntry {
   Role role = Role::Rollout;
@@ -155,6 +174,7 @@ struct LayoutEntry {
   std::string policy;                 // trainer: the policy it trains
   std::vector<std::string> policies;  // rollout: the policies the pool serves
   std::string pool;                   // rollout: pool name (default pool<i>)
+  RolloutBackendSpec backend;         // rollout: how the pool generates
   int line = 0;
 };
 

@@ -69,6 +69,13 @@ struct RolloutReport {
   std::uint64_t reward_correct = 0, reward_wrong = 0, reward_no_answer = 0, reward_invalid = 0;
   std::uint64_t reward_timeout = 0, reward_crashed = 0, reward_memory_limit = 0, reward_other = 0;
   std::uint64_t reward_unstated = 0;
+  // An http generation backend's figures (docs/rollout-backends.md); 0 with the engine.
+  // failed_episodes: episodes whose generation failed past the retries, sent as error records.
+  std::uint64_t backend_requests = 0, backend_retries = 0, backend_failed = 0, backend_transport_errors = 0;
+  std::uint64_t backend_http_errors = 0, backend_malformed = 0, failed_episodes = 0, tasks_returned = 0;
+  std::uint64_t server_lost = 0;  // 1: the rank left early, its server silent past backend.lost_after_seconds
+  std::uint64_t backend_weight_updates = 0, backend_weight_update_failures = 0, served_folders_written = 0;
+  double backend_request_seconds = 0, weight_write_seconds = 0, weight_load_seconds = 0;
 
   void countRewardReason(std::string_view reason);
 
@@ -83,6 +90,14 @@ struct RolloutReport {
     v("reward_timeout", s.reward_timeout), v("reward_crashed", s.reward_crashed);
     v("reward_memory_limit", s.reward_memory_limit);
     v("reward_other", s.reward_other), v("reward_unstated", s.reward_unstated);
+    v("backend_requests", s.backend_requests), v("backend_retries", s.backend_retries);
+    v("backend_failed", s.backend_failed), v("backend_transport_errors", s.backend_transport_errors);
+    v("backend_http_errors", s.backend_http_errors), v("backend_malformed", s.backend_malformed);
+    v("failed_episodes", s.failed_episodes), v("tasks_returned", s.tasks_returned), v("server_lost", s.server_lost);
+    v("backend_weight_updates", s.backend_weight_updates);
+    v("backend_weight_update_failures", s.backend_weight_update_failures);
+    v("served_folders_written", s.served_folders_written), v("backend_request_seconds", s.backend_request_seconds);
+    v("weight_write_seconds", s.weight_write_seconds), v("weight_load_seconds", s.weight_load_seconds);
   }
 };
 
@@ -100,6 +115,10 @@ struct TrainerReport {
   std::uint64_t version_mismatches = 0;
   std::uint64_t skipped_steps = 0;
   double mean_reward = 0;
+  // Largest |log π_θ − log π_behav| on a policy token before a step (the rollout's behaviour
+  // log-prob against the trainer's recomputation; at staleness 0 the same version, so what is
+  // left is bf16 weights and the engine's arithmetic: docs/rollout-backends.md).
+  double max_abs_behav_diff = 0;
   std::uint64_t weights_hash = 0;  // XXH3 of the final weights: equal across a data-parallel group
 
   double waitFraction() const {
@@ -114,6 +133,7 @@ struct TrainerReport {
     v("trajectories_from_remote_sites", s.trajectories_from_remote_sites), v("max_staleness", s.max_staleness);
     v("staleness_violations", s.staleness_violations), v("version_mismatches", s.version_mismatches);
     v("skipped_steps", s.skipped_steps), v("mean_reward", s.mean_reward), v("weights_hash", s.weights_hash);
+    v("max_abs_behav_diff", s.max_abs_behav_diff);
   }
 };
 
@@ -228,6 +248,10 @@ struct DataflowReport {
   std::vector<PluginCount> plugins;
   std::optional<SiteHubFigures> cross_site;
   std::optional<ElasticFigures> elastic;
+  // Server pools (docs/rollout-backends.md): tasks their ranks gave back, tasks re-issued (given
+  // back, or held by a lost pool), late results dropped as duplicates, ranks and pools lost.
+  std::uint64_t tasks_returned = 0, tasks_reissued = 0, returned_duplicates = 0, rollout_ranks_lost = 0;
+  std::uint64_t pools_lost = 0;
 
   template <class S, class V>
   static void fields(S& s, V&& v) {
@@ -241,7 +265,9 @@ struct DataflowReport {
     v("wall_seconds", s.wall_seconds);
     v("segment_wall_seconds", s.segment_wall_seconds), v("trajectories_written", s.trajectories_written);
     v("policies", s.policies), v("roles", s.roles), v("plugins", s.plugins), v("cross_site", s.cross_site);
-    v("elastic", s.elastic);
+    v("elastic", s.elastic), v("tasks_returned", s.tasks_returned), v("tasks_reissued", s.tasks_reissued);
+    v("returned_duplicates", s.returned_duplicates), v("rollout_ranks_lost", s.rollout_ranks_lost);
+    v("pools_lost", s.pools_lost);
   }
 };
 

@@ -58,7 +58,10 @@ struct Task {
 };
 
 // Terminal status of a trajectory, as carried in Trajectory::status.
-enum class TrajectoryStatus : std::uint8_t { Ok = 0, Truncated = 1, Nonfinite = 2, Error = 3 };
+// Returned: the rank could not run the task (its inference server failed past the retries) and
+// gives it back to the dataflow rank to be re-issued; no tokens. On an end-of-stream record it
+// says the rank leaves early because its server is lost (docs/rollout-backends.md).
+enum class TrajectoryStatus : std::uint8_t { Ok = 0, Truncated = 1, Nonfinite = 2, Error = 3, Returned = 4 };
 
 struct Trajectory {
   std::uint64_t task_id = 0;

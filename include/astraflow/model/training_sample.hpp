@@ -18,6 +18,10 @@ struct TrainingSample {
   int turns = 0;
   bool nonfinite = false;  // generation met NaN/inf logits: drop, do not train on it
   bool truncated = false;  // ran out of context or turns without finishing
+  bool failed = false;     // the generation backend could not run it (an http server's errors): its task goes back
+  // The weight versions an external server reported for its turns (-1: none reported; the rank's
+  // own version stands).
+  std::int64_t weight_version_min = -1, weight_version_max = -1;
 };
 
 }  // namespace astraflow

@@ -8,6 +8,7 @@
 
 #include "astraflow/model/training_sample.hpp"
 #include "astraflow/rollout/generation.hpp"
+#include "astraflow/rollout/generation_backend.hpp"
 #include "astraflow/tasks/environment.hpp"
 #include "astraflow/text/tokenizer.hpp"
 
@@ -18,7 +19,11 @@ namespace astraflow {
 using Episode = TrainingSample;
 
 // Runs one episode per problem id, batching the generation of all unfinished episodes turn
-// by turn.
+// by turn. An episode whose generation failed (http backend) ends with `failed` set.
+std::vector<Episode> runEpisodes(GenerationBackend& backend, const Tokenizer& tokenizer,
+                                 const EnvironmentOptions& env_options, const std::vector<std::uint64_t>& problem_ids,
+                                 const SamplingOptions& sampling);
+// The same with the in-process engine and `generator`.
 std::vector<Episode> runEpisodes(GenerationEngine& engine, const Tokenizer& tokenizer,
                                  const EnvironmentOptions& env_options, const std::vector<std::uint64_t>& problem_ids,
                                  const SamplingOptions& sampling, at::Generator& generator);

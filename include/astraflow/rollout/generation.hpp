@@ -3,6 +3,7 @@
 // stop tokens, max new tokens; returns the behaviour log-prob of every generated token.
 // Seeded through the caller's generator, so a run is reproducible.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "astraflow/model/policy_model.hpp"
@@ -26,6 +27,17 @@ struct Generation {
   std::vector<float> logprobs;       // log π(token) under the temperature-scaled distribution
   bool stopped = false;              // ended on a stop token (else max_new_tokens or context end)
   bool nonfinite = false;            // the logits held NaN/inf: the sample is unusable
+  bool ended_by_caller = false;      // RowControl::on_token ended it (stopped is set too)
+  bool failed = false;               // a backend could not produce it (an http server's errors past the retries)
+  std::int64_t weight_version = -1;  // the version an external server reported for it (-1: not reported)
+};
+
+// Per-row control of one generate() call (`astraflow serve` batches requests that each have
+// their own limit and stop strings).
+struct RowControl {
+  std::vector<int> max_new_tokens;  // per row; empty: options.max_new_tokens for every row
+  // After each token a row draws; false ends the row there (stopped, ended_by_caller).
+  std::function<bool(std::size_t row, std::int32_t token, float logprob)> on_token;
 };
 
 class GenerationEngine {
@@ -35,7 +47,8 @@ class GenerationEngine {
   // Prompts of any lengths (left-padded internally). Rows that would exceed the model's
   // max_seq_len stop early (stopped = false).
   std::vector<Generation> generate(const std::vector<std::vector<std::int32_t>>& prompts,
-                                   const SamplingOptions& options, at::Generator& generator);
+                                   const SamplingOptions& options, at::Generator& generator,
+                                   const RowControl& control = {});
 
   PolicyModel& model() { return model_; }
 

@@ -28,6 +28,8 @@ struct RolloutPorts {
   RmaRing* tasks = nullptr;         // popped: tasks from the dataflow rank
   RmaRing* trajectories = nullptr;  // pushed: trajectories back to it
   std::vector<ServedStore> served;  // the pool's policies, in its layout order
+  RolloutBackendSpec backend;       // how the pool generates (layout[i].backend)
+  int index_in_pool = 0;            // this rank's place in its pool (an http pool's url: urls[index % size])
 };
 
 // Runs until the end-of-stream task; the last record it pushes is an end-of-stream trajectory.

@@ -1,0 +1,86 @@
+#pragma once
+// Where a rollout rank's tokens come from (layout[i].backend, docs/rollout-backends.md): the
+// in-process engine, or an external inference server over HTTP (SGLang's /generate or an
+// OpenAI-style /v1/completions). Episodes, workflows, rewards and trajectories are the same for
+// both: a backend takes token-id prompts and returns token ids with their behaviour log-probs.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "astraflow/core/config.hpp"
+#include "astraflow/rollout/generation.hpp"
+
+namespace astraflow {
+
+class GenerationBackend {
+ public:
+  virtual ~GenerationBackend() = default;
+  // One generation per prompt, in order. A row the backend could not produce has `failed` set
+  // and no tokens (its task goes back, never into a trajectory).
+  virtual std::vector<Generation> generate(const std::vector<std::vector<std::int32_t>>& prompts,
+                                           const SamplingOptions& options) = 0;
+  // The longest sequence (prompt + generated) the model takes.
+  virtual int maxSequenceLength() const = 0;
+};
+
+// The in-process engine with this rank's generator.
+class EngineBackend final : public GenerationBackend {
+ public:
+  EngineBackend(GenerationEngine& engine, at::Generator& generator) : engine_(engine), generator_(generator) {}
+  std::vector<Generation> generate(const std::vector<std::vector<std::int32_t>>& prompts,
+                                   const SamplingOptions& options) override {
+    return engine_.generate(prompts, options, generator_);
+  }
+  int maxSequenceLength() const override { return engine_.model()->config().max_seq_len; }
+
+ private:
+  GenerationEngine& engine_;
+  at::Generator& generator_;
+};
+
+// What an http backend counts (the rank's report carries them into summary.json).
+struct HttpBackendStats {
+  std::uint64_t requests = 0;          // answered requests
+  std::uint64_t retries = 0;           // requests sent again after a failure
+  std::uint64_t failed = 0;            // rows given up after the retries
+  std::uint64_t transport_errors = 0;  // refused, reset, timed out
+  std::uint64_t http_errors = 0;       // non-2xx answers
+  std::uint64_t malformed = 0;         // bodies that were not the API's shape (bad JSON, short or non-finite log-probs)
+  std::uint64_t weight_updates = 0;    // versions the server confirmed loading
+  std::uint64_t weight_update_failures = 0;
+  double request_seconds = 0;  // summed over requests (they overlap)
+  double weight_write_seconds = 0, weight_load_seconds = 0;
+};
+
+class PolicyModelImpl;
+
+// An external server. `rank_in_pool` picks its url (urls[rank % size]). Requests of one
+// generate() call run concurrently, at most backend.max_in_flight at a time.
+class HttpBackend final : public GenerationBackend {
+ public:
+  HttpBackend(const RolloutBackendSpec& spec, int rank_in_pool, int max_sequence_length);
+  ~HttpBackend() override;
+  std::vector<Generation> generate(const std::vector<std::vector<std::int32_t>>& prompts,
+                                   const SamplingOptions& options) override;
+  int maxSequenceLength() const override { return max_sequence_length_; }
+
+  // Asks the server to load the folder (SGLang /update_weights_from_disk, or the configured
+  // endpoint) as `version`; true once it confirmed. Retries as requests do.
+  bool loadWeights(const std::string& folder, std::int64_t version);
+  // The server answers /health now.
+  bool healthy();
+  // Seconds since the server last answered anything (0 while it answers).
+  double unreachableSeconds() const;
+  const std::string& url() const { return url_; }
+  const HttpBackendStats& stats() const { return stats_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string url_;
+  int max_sequence_length_;
+  HttpBackendStats stats_;
+};
+
+}  // namespace astraflow

@@ -1,0 +1,55 @@
+#pragma once
+// `astraflow serve MODEL_DIR`: an HTTP inference server over the built-in engine, speaking the
+// subset of SGLang's native API and of the OpenAI API that RL rollouts use (docs/rollout-backends.md):
+//   SGLang   POST /generate, POST /update_weights_from_disk, GET /get_model_info,
+//            GET /get_weight_version, GET /health, GET /health_generate
+//   OpenAI   GET /v1/models, POST /v1/completions, POST /v1/chat/completions (streaming with
+//            server-sent events, logprobs)
+// Requests are batched as they arrive (serve/generation_queue.hpp). It is what the http rollout
+// backend is tested against, and a way to try a folder a run exported.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace astraflow {
+
+struct ServeOptions {
+  std::filesystem::path model;  // a Hugging Face folder: config.json, safetensors, tokenizer.json
+  std::string host = "127.0.0.1";
+  int port = 30000;                  // SGLang's default; 0 = any free port
+  std::string served_name;           // the model id of /v1/models; empty = the folder's name
+  std::string device = "cpu";        // cpu | cuda | cuda:N
+  std::string precision = "auto";    // auto (bf16 on CUDA) | fp32 | bf16
+  int max_batch = 32;                // rows generated together
+  int http_threads = 64;             // connections served at once
+  std::uint64_t seed = 0;            // the sampler's seed
+  std::string weight_version = "0";  // reported until the first /update_weights_from_disk
+  // Sample as an astraflow policy does: <pad>, <bos> and ids past the tokenizer never drawn
+  // (false: the model's whole vocabulary, as transformers' generate samples it).
+  bool policy_mask = true;
+};
+
+namespace serve_detail {
+struct ServeState;
+}
+
+class InferenceServer {
+ public:
+  // Loads the folder (weights, tokenizer, chat template if it has one) and binds the port;
+  // throws Error naming what is wrong.
+  explicit InferenceServer(const ServeOptions& options);
+  ~InferenceServer();
+  InferenceServer(const InferenceServer&) = delete;
+  InferenceServer& operator=(const InferenceServer&) = delete;
+
+  int port() const;
+  void start();  // serves on background threads
+  void stop();
+  std::string statsLine() const;  // requests, batches, mean batch, tokens, weight updates
+
+ private:
+  std::unique_ptr<serve_detail::ServeState> state_;
+};
+
+}  // namespace astraflow

@@ -1,0 +1,170 @@
+#include "astraflow/http/http.hpp"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <mutex>
+#include <thread>
+
+#include "astraflow/core/error.hpp"
+
+namespace astraflow {
+
+namespace {
+
+HttpRequest requestOf(const httplib::Request& r) {
+  HttpRequest out;
+  out.method = r.method;
+  out.path = r.path;
+  out.body = r.body;
+  for (const auto& [k, v] : r.headers) out.headers.emplace(k, v);
+  return out;
+}
+
+void answer(const HttpResponse& ours, httplib::Response& res) {
+  res.status = ours.status;
+  if (!ours.stream) {
+    res.set_content(ours.body, ours.content_type.c_str());
+    return;
+  }
+  // The provider is called once: it writes every piece itself and then ends the body.
+  auto stream = ours.stream;
+  res.set_chunked_content_provider(ours.content_type, [stream](std::size_t, httplib::DataSink& sink) {
+    stream([&sink](std::string_view chunk) {
+      if (sink.is_writable && !sink.is_writable()) return false;
+      return sink.write(chunk.data(), chunk.size());
+    });
+    sink.done();
+    return true;
+  });
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  httplib::Server server;
+  std::thread thread;
+  std::function<void(const HttpRequest&, HttpResponse&, bool)> unmatched;
+  std::map<std::string, std::string> routes;  // path → methods, for 404 vs 405
+};
+
+HttpServer::HttpServer(int threads) : impl_(std::make_unique<Impl>()) {
+  const auto n = static_cast<std::size_t>(std::max(1, threads));
+  impl_->server.new_task_queue = [n] { return new httplib::ThreadPool(n); };
+  impl_->server.set_tcp_nodelay(true);
+  // Generation can take long; a client that sends its request promptly is never cut off.
+  impl_->server.set_read_timeout(600);
+  impl_->server.set_write_timeout(600);
+  impl_->server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // Only answers cpp-httplib could not route (404): a handler's own 4xx/5xx bodies stand.
+    if (res.status != 404 || !res.body.empty()) return;
+    HttpResponse ours;
+    ours.status = 404;
+    ours.body = fmt::format("no route for {} {}", req.method, req.path);
+    ours.content_type = "text/plain";
+    const bool exists = impl_->routes.count(req.path) > 0;
+    if (impl_->unmatched) impl_->unmatched(requestOf(req), ours, exists);
+    answer(ours, res);
+  });
+  impl_->server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    res.status = 500;
+    res.set_content(fmt::format("{{\"error\": {{\"message\": \"internal error: {}\", \"type\": \"internal_error\"}}}}",
+                                what.substr(0, 200)),
+                    "application/json");
+  });
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::get(const std::string& path, HttpHandler handler) {
+  impl_->routes[path] += "GET ";
+  impl_->server.Get(path, [h = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    HttpResponse ours;
+    h(requestOf(req), ours);
+    answer(ours, res);
+  });
+}
+
+void HttpServer::post(const std::string& path, HttpHandler handler) {
+  impl_->routes[path] += "POST ";
+  impl_->server.Post(path, [h = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+    HttpResponse ours;
+    h(requestOf(req), ours);
+    answer(ours, res);
+  });
+}
+
+void HttpServer::onUnmatched(std::function<void(const HttpRequest&, HttpResponse&, bool)> handler) {
+  impl_->unmatched = std::move(handler);
+}
+
+int HttpServer::bind(const std::string& host, int port) {
+  if (port == 0) {
+    const int bound = impl_->server.bind_to_any_port(host);
+    if (bound < 0) throw Error(fmt::format("cannot listen on {} (any port)", host));
+    return bound;
+  }
+  if (!impl_->server.bind_to_port(host, port)) {
+    throw Error(fmt::format("cannot listen on {}:{} (in use, or not an address of this host)", host, port));
+  }
+  return port;
+}
+
+void HttpServer::start() {
+  impl_->thread = std::thread([this] { impl_->server.listen_after_bind(); });
+}
+
+void HttpServer::stop() {
+  impl_->server.stop();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+bool HttpServer::running() const { return impl_->server.is_running(); }
+
+struct HttpClient::Impl {
+  explicit Impl(const std::string& url) : client(url) {}
+  httplib::Client client;
+};
+
+HttpClient::HttpClient(const std::string& base_url, std::chrono::milliseconds connect_timeout,
+                       std::chrono::milliseconds read_timeout)
+    : base_url_(base_url), impl_(std::make_unique<Impl>(base_url)) {
+  if (!impl_->client.is_valid()) throw Error(fmt::format("'{}' is not an http://host:port address", base_url));
+  impl_->client.set_connection_timeout(connect_timeout);
+  impl_->client.set_read_timeout(read_timeout);
+  impl_->client.set_write_timeout(read_timeout);
+  impl_->client.set_keep_alive(true);
+  impl_->client.set_tcp_nodelay(true);
+}
+
+HttpClient::~HttpClient() = default;
+
+namespace {
+
+HttpResult resultOf(const httplib::Result& r) {
+  HttpResult out;
+  if (!r) {
+    out.error = httplib::to_string(r.error());
+    return out;
+  }
+  out.status = r->status;
+  out.body = r->body;
+  return out;
+}
+
+}  // namespace
+
+HttpResult HttpClient::get(const std::string& path) { return resultOf(impl_->client.Get(path)); }
+
+HttpResult HttpClient::postJson(const std::string& path, const std::string& body) {
+  return resultOf(impl_->client.Post(path, body, "application/json"));
+}
+
+}  // namespace astraflow

@@ -1,0 +1,27 @@
+#pragma once
+// Reading an inference server's answer into a Generation (docs/rollout-backends.md): SGLang's
+// /generate body (meta_info.output_token_logprobs as [logprob, id, text] triples, finish_reason
+// {"type": ...}, weight_version) and an OpenAI-style /v1/completions body (logprobs.tokens as
+// "token_id:N", token_logprobs, finish_reason). A body that is not the API's shape, or whose ids
+// and log-probs do not pair up as finite log-probabilities, is refused with the reason; nothing
+// throws. Private to src/rollout; tests/rollout/test_backend_responses.cpp checks it on the
+// published examples and on mutations of them.
+#include <optional>
+#include <string>
+
+#include "astraflow/rollout/generation.hpp"
+
+namespace astraflow::rollout_detail {
+
+// One try at a request: the generation, or what went wrong and whether sending it again could help.
+struct Attempt {
+  std::optional<Generation> generation;
+  std::string error;
+  bool retryable = true;
+  enum class Kind { None, Transport, Http, Malformed } kind = Kind::None;
+};
+
+Attempt parseSglang(const std::string& body);
+Attempt parseOpenai(const std::string& body);
+
+}  // namespace astraflow::rollout_detail

@@ -1,0 +1,212 @@
+// The http generation backend (docs/rollout-backends.md): one request per prompt to an external
+// server, many in flight, each answer checked before it becomes a Generation.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "astraflow/http/http.hpp"
+#include "astraflow/rollout/generation_backend.hpp"
+#include "rollout/backend_responses.hpp"
+
+namespace astraflow {
+
+namespace {
+
+using json = nlohmann::json;
+using rollout_detail::Attempt;
+using rollout_detail::parseOpenai;
+using rollout_detail::parseSglang;
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string sglangBody(const std::vector<std::int32_t>& prompt, const SamplingOptions& o) {
+  json sp = {{"temperature", o.greedy ? 0.0 : o.temperature},
+             {"top_p", o.top_p},
+             {"max_new_tokens", o.max_new_tokens},
+             {"min_new_tokens", o.min_new_tokens},
+             {"stop_token_ids", o.stop_token_ids},
+             {"skip_special_tokens", false}};
+  return json{{"input_ids", prompt}, {"sampling_params", sp}, {"return_logprob", true}}.dump();
+}
+
+std::string openaiBody(const std::vector<std::int32_t>& prompt, const SamplingOptions& o, const std::string& model) {
+  return json{{"model", model},
+              {"prompt", prompt},
+              {"max_tokens", o.max_new_tokens},
+              {"min_tokens", o.min_new_tokens},
+              {"temperature", o.greedy ? 0.0 : o.temperature},
+              {"top_p", o.top_p},
+              {"logprobs", 1},
+              {"stop_token_ids", o.stop_token_ids},
+              {"skip_special_tokens", false},
+              {"return_tokens_as_token_ids", true}}
+      .dump();
+}
+
+}  // namespace
+
+struct HttpBackend::Impl {
+  RolloutBackendSpec spec;
+  std::vector<std::unique_ptr<HttpClient>> clients;  // one per request in flight
+  std::mutex mutex;                                  // guards the stats and the reachability clock
+  std::optional<Clock::time_point> failing_since;
+  std::string model;  // openai: the model id requests name
+
+  HttpClient& client(std::size_t k) {
+    if (!clients[k]) {
+      clients[k] = std::make_unique<HttpClient>(
+          url, std::chrono::seconds(5),
+          std::chrono::milliseconds(static_cast<std::int64_t>(spec.timeout_seconds * 1000)));
+    }
+    return *clients[k];
+  }
+  std::string url;
+};
+
+HttpBackend::HttpBackend(const RolloutBackendSpec& spec, int rank_in_pool, int max_sequence_length)
+    : impl_(std::make_unique<Impl>()), max_sequence_length_(max_sequence_length) {
+  impl_->spec = spec;
+  url_ = spec.urls.at(static_cast<std::size_t>(rank_in_pool) % spec.urls.size());
+  impl_->url = url_;
+  impl_->clients.resize(static_cast<std::size_t>(std::max(1, spec.max_in_flight)) + 1);
+  impl_->model = spec.model;
+}
+
+HttpBackend::~HttpBackend() = default;
+
+double HttpBackend::unreachableSeconds() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->failing_since ? secondsSince(*impl_->failing_since) : 0.0;
+}
+
+bool HttpBackend::healthy() {
+  const auto r = impl_->client(impl_->clients.size() - 1).get("/health");
+  return r.ok();
+}
+
+std::vector<Generation> HttpBackend::generate(const std::vector<std::vector<std::int32_t>>& prompts,
+                                              const SamplingOptions& options) {
+  auto& im = *impl_;
+  if (im.spec.api == "openai" && im.model.empty()) {
+    // The model id the server serves, asked once.
+    const auto r = im.client(0).get("/v1/models");
+    try {
+      if (r.ok()) im.model = json::parse(r.body).at("data").at(0).at("id").get<std::string>();
+    } catch (const std::exception&) {
+    }
+  }
+  std::vector<Generation> out(prompts.size());
+  std::atomic<std::size_t> next{0};
+  auto worker = [&](std::size_t k) {
+    for (std::size_t i = next++; i < prompts.size(); i = next++) {
+      const std::string body =
+          im.spec.api == "openai" ? openaiBody(prompts[i], options, im.model) : sglangBody(prompts[i], options);
+      const char* path = im.spec.api == "openai" ? "/v1/completions" : "/generate";
+      Attempt last;
+      // A server silent for longer than lost_after_seconds gets one try per request, no retries,
+      // until it answers again: a dead server costs each batch one refused connect, not the backoff.
+      int retries = im.spec.retries;
+      {
+        std::lock_guard lock(im.mutex);
+        if (im.failing_since && secondsSince(*im.failing_since) > im.spec.lost_after_seconds) retries = 0;
+      }
+      for (int attempt = 0; attempt <= retries; ++attempt) {
+        if (attempt > 0) {
+          std::this_thread::sleep_for(std::chrono::duration<double>(im.spec.backoff_seconds * (1 << (attempt - 1))));
+        }
+        const auto t0 = Clock::now();
+        const HttpResult r = im.client(k).postJson(path, body);
+        if (!r.transportOk()) {
+          last = Attempt{std::nullopt, r.error, true, Attempt::Kind::Transport};
+        } else if (!r.ok()) {
+          // 4xx says the request itself is wrong: sending it again cannot help (but 408/429).
+          const bool retryable = r.status >= 500 || r.status == 408 || r.status == 429;
+          last = Attempt{std::nullopt, fmt::format("HTTP {}: {}", r.status, r.body.substr(0, 300)), retryable,
+                         Attempt::Kind::Http};
+        } else {
+          last = im.spec.api == "openai" ? parseOpenai(r.body) : parseSglang(r.body);
+        }
+        std::lock_guard lock(im.mutex);
+        stats_.request_seconds += secondsSince(t0);
+        if (attempt > 0) ++stats_.retries;
+        if (last.kind == Attempt::Kind::Transport) {
+          ++stats_.transport_errors;
+          if (!im.failing_since) im.failing_since = t0;
+        } else {
+          im.failing_since.reset();  // it answered: reachable
+          if (last.kind == Attempt::Kind::Http) ++stats_.http_errors;
+          if (last.kind == Attempt::Kind::Malformed) ++stats_.malformed;
+        }
+        if (last.generation) {
+          ++stats_.requests;
+          break;
+        }
+        if (stats_.transport_errors + stats_.http_errors + stats_.malformed <= 5)
+          spdlog::warn("http backend {}: request failed (attempt {} of {}): {}", url_, attempt + 1, retries + 1,
+                       last.error);
+        if (!last.retryable) break;
+      }
+      if (last.generation) {
+        out[i] = std::move(*last.generation);
+      } else {
+        out[i].failed = true;
+        std::lock_guard lock(im.mutex);
+        ++stats_.failed;
+      }
+    }
+  };
+  const std::size_t width = std::min<std::size_t>(prompts.size(), static_cast<std::size_t>(im.spec.max_in_flight));
+  std::vector<std::thread> threads;
+  for (std::size_t k = 1; k < width; ++k) threads.emplace_back(worker, k);
+  worker(0);
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+bool HttpBackend::loadWeights(const std::string& folder, std::int64_t version) {
+  auto& im = *impl_;
+  const std::string body = json{{"model_path", folder}, {"weight_version", std::to_string(version)}}.dump();
+  const auto t0 = Clock::now();
+  for (int attempt = 0; attempt <= im.spec.retries; ++attempt) {
+    if (attempt > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(im.spec.backoff_seconds * (1 << (attempt - 1))));
+    const HttpResult r = im.client(0).postJson(im.spec.update_path, body);
+    std::lock_guard lock(im.mutex);
+    if (!r.transportOk()) {
+      ++stats_.transport_errors;
+      if (!im.failing_since) im.failing_since = t0;
+      continue;
+    }
+    im.failing_since.reset();
+    bool success = r.ok();
+    if (success) {
+      try {
+        const json j = json::parse(r.body);
+        success = !j.contains("success") || j["success"] == true;
+      } catch (const std::exception&) {
+        success = false;
+      }
+    }
+    if (success) {
+      ++stats_.weight_updates;
+      stats_.weight_load_seconds += secondsSince(t0);
+      return true;
+    }
+    ++stats_.http_errors;
+    spdlog::warn("http backend {}: weight update to version {} refused: HTTP {} {}", url_, version, r.status,
+                 r.body.substr(0, 300));
+    if (r.status < 500) break;  // the server read the request and said no
+  }
+  std::lock_guard lock(im.mutex);
+  ++stats_.weight_update_failures;
+  return false;
+}
+
+}  // namespace astraflow

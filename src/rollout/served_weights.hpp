@@ -1,0 +1,36 @@
+#pragma once
+// Weight versions as folders an external server loads (docs/rollout-backends.md, "Weight
+// updates"): <weights_dir>/<policy>/v<V>. A version is written once however many ranks of a node
+// ask for it — the first takes a lock file, the others wait for the folder — into a temporary
+// name renamed into place whole, so a server never reads half a version; folders older than the
+// newest `keep` are removed. Private to src/rollout.
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+
+#include "astraflow/model/policy_model.hpp"
+
+namespace astraflow::rollout_detail {
+
+class ServedWeights {
+ public:
+  ServedWeights(const std::filesystem::path& weights_dir, const std::string& policy, PolicyModel cpu_model, int keep);
+  // The folder of `version`, written from the bf16 `blob` unless it is there already with the
+  // same bits (`hash`, the store's XXH3 of the blob, kept in the folder's astraflow_version.json:
+  // a folder another run left under the same name is replaced, never loaded).
+  std::filesystem::path materialise(std::span<const std::byte> blob, std::int64_t version, std::uint64_t hash);
+  // Removes the folders of versions up to `current` but the newest `keep` of them (a rank that
+  // lags further behind and asks its server for a removed one is refused, counted, and stays on
+  // the version it has).
+  void collect(std::int64_t current);
+  std::uint64_t written() const { return written_; }
+
+ private:
+  std::filesystem::path dir_;
+  PolicyModel model_;  // the blob is unpacked here and written out as bf16 safetensors (bit for bit)
+  int keep_;
+  std::uint64_t written_ = 0;
+};
+
+}  // namespace astraflow::rollout_detail

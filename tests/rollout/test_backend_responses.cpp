@@ -1,0 +1,108 @@
+// The http backend's reading of server answers (src/rollout/backend_responses.hpp) on the servers'
+// published examples (tests/fixtures/rollout_backends) and on mutations of them: every valid body
+// gives its ids and log-probs, every broken one a reason, never an exception.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "rollout/backend_responses.hpp"
+
+namespace astraflow::rollout_detail {
+namespace {
+
+using json = nlohmann::json;
+
+std::string fixture(const std::string& name) {
+  const char* dir = std::getenv("ASTRAFLOW_BACKEND_FIXTURES");
+  EXPECT_NE(dir, nullptr) << "ASTRAFLOW_BACKEND_FIXTURES is not set";
+  std::ifstream in(std::string(dir ? dir : ".") + "/" + name);
+  std::stringstream s;
+  s << in.rdbuf();
+  EXPECT_FALSE(s.str().empty()) << name;
+  return s.str();
+}
+
+TEST(BackendResponses, SglangLogprobsExample) {
+  const Attempt a = parseSglang(fixture("sglang_generate_logprobs.json"));
+  ASSERT_TRUE(a.generation) << a.error;
+  EXPECT_EQ(a.generation->tokens, (std::vector<std::int32_t>{12095, 13, 1084, 374, 7407, 304}));
+  ASSERT_EQ(a.generation->logprobs.size(), 6u);
+  EXPECT_FLOAT_EQ(a.generation->logprobs[0], -0.73046875f);
+  EXPECT_FLOAT_EQ(a.generation->logprobs[5], -0.060546875f);
+  EXPECT_FALSE(a.generation->stopped);          // finish_reason length
+  EXPECT_EQ(a.generation->weight_version, -1);  // this server reports none
+}
+
+TEST(BackendResponses, SglangStopWithVersion) {
+  const Attempt a = parseSglang(fixture("sglang_generate_stop.json"));
+  ASSERT_TRUE(a.generation) << a.error;
+  EXPECT_EQ(a.generation->tokens, (std::vector<std::int32_t>{12095, 13, 151645}));
+  EXPECT_TRUE(a.generation->stopped);
+  EXPECT_EQ(a.generation->weight_version, 42);
+}
+
+TEST(BackendResponses, SglangAbortIsRetryableNotAGeneration) {
+  const Attempt a = parseSglang(fixture("sglang_generate_abort.json"));
+  EXPECT_FALSE(a.generation);
+  EXPECT_EQ(a.kind, Attempt::Kind::Http);
+  EXPECT_TRUE(a.retryable);
+}
+
+TEST(BackendResponses, OpenAiTokenIds) {
+  const Attempt a = parseOpenai(fixture("vllm_completion_token_ids.json"));
+  ASSERT_TRUE(a.generation) << a.error;
+  EXPECT_EQ(a.generation->tokens, (std::vector<std::int32_t>{264, 12366}));
+  EXPECT_FLOAT_EQ(a.generation->logprobs[1], -0.25f);
+  EXPECT_TRUE(a.generation->stopped);
+}
+
+TEST(BackendResponses, OpenAiTextTokensAreRefused) {
+  // Without return_tokens_as_token_ids the ids cannot be known for sure: refused, with the reason.
+  const Attempt a = parseOpenai(fixture("vllm_completion_text_tokens.json"));
+  EXPECT_FALSE(a.generation);
+  EXPECT_EQ(a.kind, Attempt::Kind::Malformed);
+  EXPECT_NE(a.error.find("token_id"), std::string::npos) << a.error;
+}
+
+// A body cut anywhere, or with its log-probs broken, is refused, never thrown on.
+TEST(BackendResponses, MutationsAreRefused) {
+  for (const char* name : {"sglang_generate_logprobs.json", "sglang_generate_stop.json"}) {
+    const std::string body = fixture(name);
+    for (std::size_t cut = 0; cut + 1 < body.size(); cut += 7) {
+      const Attempt a = parseSglang(body.substr(0, cut));
+      EXPECT_FALSE(a.generation) << name << " cut at " << cut;
+      EXPECT_FALSE(a.error.empty());
+    }
+    const json good = json::parse(body);
+    auto mutated = [&](auto edit) {
+      json j = good;
+      edit(j["meta_info"]["output_token_logprobs"]);
+      return parseSglang(j.dump());
+    };
+    EXPECT_FALSE(mutated([](json& lp) { lp[0][0] = nullptr; }).generation) << "a null log-prob";
+    EXPECT_FALSE(mutated([](json& lp) { lp[0][0] = 0.5; }).generation) << "a positive log-prob";
+    EXPECT_FALSE(mutated([](json& lp) { lp[1][1] = "13"; }).generation) << "an id that is a string";
+    EXPECT_FALSE(mutated([](json& lp) { lp = json::object(); }).generation) << "not a list";
+  }
+  // output_ids that disagree with the log-prob ids.
+  json j = json::parse(fixture("sglang_generate_stop.json"));
+  j["output_ids"].erase(j["output_ids"].size() - 1);
+  EXPECT_FALSE(parseSglang(j.dump()).generation);
+
+  const std::string body = fixture("vllm_completion_token_ids.json");
+  for (std::size_t cut = 0; cut + 1 < body.size(); cut += 7) EXPECT_FALSE(parseOpenai(body.substr(0, cut)).generation);
+  json o = json::parse(body);
+  o["choices"][0]["logprobs"]["token_logprobs"].erase(1);
+  const Attempt shorter = parseOpenai(o.dump());
+  EXPECT_FALSE(shorter.generation);
+  EXPECT_NE(shorter.error.find("2 tokens but 1 log-probs"), std::string::npos) << shorter.error;
+  o = json::parse(body);
+  o["choices"][0]["finish_reason"] = "abort";
+  EXPECT_FALSE(parseOpenai(o.dump()).generation);
+}
+
+}  // namespace
+}  // namespace astraflow::rollout_detail
