@@ -75,11 +75,12 @@ int main(int argc, char** argv) {
   HttpBackend http(spec, 0, hf.model.max_seq_len);
   auto gen = at::detail::createCPUGenerator(1);
   EngineBackend local(engine, gen);
+  constexpr int kRepeats = 3;
   auto rate = [&](GenerationBackend& b) {
     b.generate(prompts, o);  // warm-up
     std::size_t tokens = 0;
     const auto t0 = Clock::now();
-    for (int r = 0; r < 3; ++r)
+    for (int r = 0; r < kRepeats; ++r)
       for (const auto& g : b.generate(prompts, o)) tokens += g.tokens.size();
     return static_cast<double>(tokens) / since(t0);
   };
@@ -92,6 +93,10 @@ int main(int argc, char** argv) {
   std::printf("  http backend -> serve      %10.0f tokens/s   (%llu requests)\n", http_rate,
               static_cast<unsigned long long>(http.stats().requests));
   std::printf("  http / engine              %10.3f\n", http_rate / engine_rate);
+  // What HTTP, JSON and the server's queue add per request of new_tokens tokens.
+  const double per_request_ms = new_tokens * (1.0 / http_rate - 1.0 / engine_rate) * 1000;
+  std::printf("  added per request          %10.2f ms (of %.2f ms of generation per request at the engine's rate)\n",
+              per_request_ms, new_tokens / engine_rate * 1000);
 
   // Part 2: concurrent clients.
   std::printf("part 2: /v1/completions, %d new tokens each, %.0f s per level\n", new_tokens, level_seconds);

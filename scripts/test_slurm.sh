@@ -6,6 +6,8 @@
 # run folder holds the HDF5 outputs and summary.json, then stops every daemon it started (by
 # PID, also when something fails). Not part of scripts/test.sh (a few minutes); docs/slurm.md.
 #   scripts/test_slurm.sh [extra --set overrides for the job...]
+# ASTRAFLOW_SLURM_JOB=jobs/http_rollout.sbatch runs that job instead, on one node with
+# `astraflow serve` on the CPU as its server (ASTRAFLOW_SERVER=astraflow, --gres=none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -95,9 +97,15 @@ sinfo
 run=$tmp/run
 # The job makes the config's warm start when it is missing; the run, moved to $run, loads it.
 warm=$(build/bin/astraflow warm-start-path configs/quickstart.yaml)
-echo "test_slurm: submitting jobs/quickstart.sbatch"
+job_script=${ASTRAFLOW_SLURM_JOB:-jobs/quickstart.sbatch}
+sbatch_args=()
+if [ "$job_script" = jobs/http_rollout.sbatch ]; then
+  sbatch_args=(--nodes=1 --gres=none)
+  export ASTRAFLOW_SERVER=astraflow ASTRAFLOW_SERVER_DEVICE=cpu ASTRAFLOW_SHARED_DIR=$tmp/shared ASTRAFLOW_SERVER_PORT=30517
+fi
+echo "test_slurm: submitting $job_script"
 set +e
-sbatch --wait --parsable --chdir="$repo" --output="$tmp/job-%j.out" jobs/quickstart.sbatch \
+sbatch --wait --parsable --chdir="$repo" --output="$tmp/job-%j.out" "${sbatch_args[@]}" "$job_script" \
   --set "run.output_dir=$run" --set "run.init_checkpoint=$warm" --set run.versions=4 --set run.max_wall_seconds=0 --set eval.problems=20 \
   --set eval.every=2 --set run.progress_every=2 "$@" >"$tmp/sbatch.out"
 rc=$?

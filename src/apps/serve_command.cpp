@@ -35,6 +35,9 @@ ServeCommand addServeCommand(CLI::App& app) {
   cmd->add_option("--max-batch", o.max_batch, "rows generated together")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  cmd->add_option("--batch-wait-ms", o.batch_wait_ms, "how long a batch waits after its first request for more")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 10000.0));
   cmd->add_option("--http-threads", o.http_threads, "connections served at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));

@@ -338,6 +338,7 @@ static RolloutBackendSpec parseBackend(YamlReader& entry) {
   b.update_path = r.getString("update_path", b.update_path);
   if (b.update_path.empty() || b.update_path[0] != '/')
     r.fail("update_path", fmt::format("given '{}'; allowed: a path starting with /", b.update_path));
+  b.update_mode = r.getChoice("update_mode", b.update_mode, {"finish", "abort"});
   b.keep_versions = static_cast<int>(r.getInt("keep_versions", b.keep_versions, 1, 1000));
   b.lost_after_seconds = r.getDouble("lost_after_seconds", b.lost_after_seconds, 1, 86400);
   r.finish();

@@ -52,6 +52,10 @@ HttpServer::HttpServer(int threads) : impl_(std::make_unique<Impl>()) {
   const auto n = static_cast<std::size_t>(std::max(1, threads));
   impl_->server.new_task_queue = [n] { return new httplib::ThreadPool(n); };
   impl_->server.set_tcp_nodelay(true);
+  // A rollout rank keeps its connections open for the whole run: no closing after a handful of
+  // requests (the library's default is 5), and an idle one gives its thread back after 5 s.
+  impl_->server.set_keep_alive_max_count(1'000'000);
+  impl_->server.set_keep_alive_timeout(5);
   // Generation can take long; a client that sends its request promptly is never cut off.
   impl_->server.set_read_timeout(600);
   impl_->server.set_write_timeout(600);
@@ -161,10 +165,24 @@ HttpResult resultOf(const httplib::Result& r) {
 
 }  // namespace
 
-HttpResult HttpClient::get(const std::string& path) { return resultOf(impl_->client.Get(path)); }
+void HttpClient::reconnectIfIdle() {
+  const auto now = std::chrono::steady_clock::now();
+  if (last_used_.time_since_epoch().count() != 0 && now - last_used_ > kIdleReconnect) impl_->client.stop();
+  last_used_ = now;
+}
+
+HttpResult HttpClient::get(const std::string& path) {
+  reconnectIfIdle();
+  auto r = resultOf(impl_->client.Get(path));
+  last_used_ = std::chrono::steady_clock::now();
+  return r;
+}
 
 HttpResult HttpClient::postJson(const std::string& path, const std::string& body) {
-  return resultOf(impl_->client.Post(path, body, "application/json"));
+  reconnectIfIdle();
+  auto r = resultOf(impl_->client.Post(path, body, "application/json"));
+  last_used_ = std::chrono::steady_clock::now();
+  return r;
 }
 
 }  // namespace astraflow

@@ -174,6 +174,23 @@ bool HttpBackend::loadWeights(const std::string& folder, std::int64_t version) {
   auto& im = *impl_;
   const std::string body = json{{"model_path", folder}, {"weight_version", std::to_string(version)}}.dump();
   const auto t0 = Clock::now();
+  const bool abort = im.spec.update_mode == "abort";
+  if (abort) {
+    // Requests in flight on the server (other ranks' too) end as aborted and are sent again.
+    const auto r = im.client(0).postJson("/pause_generation", R"({"mode": "abort"})");
+    if (!r.ok()) spdlog::warn("http backend {}: /pause_generation: {} {}", url_, r.status, r.error);
+  }
+  const bool loaded = loadWeightsOnce(body, version, t0);
+  if (abort) {
+    const auto r = im.client(0).postJson("/continue_generation", "{}");
+    if (!r.ok()) spdlog::warn("http backend {}: /continue_generation: {} {}", url_, r.status, r.error);
+  }
+  return loaded;
+}
+
+bool HttpBackend::loadWeightsOnce(const std::string& body, std::int64_t version,
+                                  std::chrono::steady_clock::time_point t0) {
+  auto& im = *impl_;
   for (int attempt = 0; attempt <= im.spec.retries; ++attempt) {
     if (attempt > 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(im.spec.backoff_seconds * (1 << (attempt - 1))));

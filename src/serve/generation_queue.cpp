@@ -29,10 +29,12 @@ bool sameSampling(const SamplingOptions& a, const SamplingOptions& b) {
 
 }  // namespace
 
-GenerationQueue::GenerationQueue(GenerationEngine engine, int max_batch, std::uint64_t seed, std::string weight_version)
+GenerationQueue::GenerationQueue(GenerationEngine engine, int max_batch, std::chrono::microseconds batch_wait,
+                                 std::uint64_t seed, std::string weight_version)
     : engine_(std::move(engine)),
       config_(engine_.model()->config()),
       max_batch_(std::max(1, max_batch)),
+      batch_wait_(batch_wait),
       generator_(makeGenerator(engine_.model()->device(), seed)),
       weight_version_(std::move(weight_version)) {
   worker_ = std::thread([this] { work(); });
@@ -95,8 +97,16 @@ void GenerationQueue::work() {
     std::optional<Update> update;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !pending_.empty() || !updates_.empty(); });
+      wake_.wait(lock, [&] { return stopping_ || !updates_.empty() || (!paused_ && !pending_.empty()); });
       if (stopping_) return;
+      if (updates_.empty() && static_cast<int>(pending_.size()) < max_batch_ && batch_wait_.count() > 0) {
+        // Requests sent together arrive a few hundred microseconds apart: wait a moment for them.
+        wake_.wait_for(lock, batch_wait_, [&] {
+          return stopping_ || !updates_.empty() || static_cast<int>(pending_.size()) >= max_batch_;
+        });
+        if (stopping_) return;
+      }
+      if (updates_.empty() && paused_) continue;
       if (!updates_.empty()) {
         // Updates go first: requests that arrive after one was asked for see the new weights.
         update.emplace(std::move(updates_.front()));
@@ -106,6 +116,7 @@ void GenerationQueue::work() {
         batch.clear();
         const SamplingOptions key = pending_.front().request.sampling;
         for (auto it = pending_.begin(); it != pending_.end() && static_cast<int>(batch.size()) < max_batch_;) {
+          abort_running_ = false;  // under the lock pause() takes: an abort asked from now on cuts this batch
           if (sameSampling(it->request.sampling, key)) {
             batch.push_back(std::move(*it));
             it = pending_.erase(it);
@@ -148,7 +159,8 @@ void GenerationQueue::runBatch(std::vector<Pending>& batch) {
     longest_limit = std::max(longest_limit, p.request.sampling.max_new_tokens);
   }
   options.max_new_tokens = longest_limit;
-  control.on_token = [&batch](std::size_t row, std::int32_t token, float logprob) {
+  control.on_token = [this, &batch](std::size_t row, std::int32_t token, float logprob) {
+    if (abort_running_) return false;
     const auto& hook = batch[row].request.on_token;
     return !hook || hook(token, logprob);
   };
@@ -166,6 +178,7 @@ void GenerationQueue::runBatch(std::vector<Pending>& batch) {
     version = weight_version_;
   }
   if (!failure.empty()) spdlog::error("a batch of {} requests failed: {}", batch.size(), failure);
+  const bool aborted = abort_running_.exchange(false);
   for (std::size_t i = 0; i < batch.size(); ++i) {
     QueuedResult r;
     r.weight_version = version;
@@ -177,6 +190,7 @@ void GenerationQueue::runBatch(std::vector<Pending>& batch) {
       r.nonfinite = g.nonfinite;
       r.matched_stop_token = g.stopped && !g.ended_by_caller;
       r.finish = g.nonfinite ? Finish::Abort : g.stopped ? Finish::Stop : Finish::Length;
+      if (aborted && g.ended_by_caller) r.finish = Finish::Abort;  // cut by pause(abort), not by a stop
     } else {
       r.finish = Finish::Abort;
     }
@@ -188,6 +202,21 @@ void GenerationQueue::runBatch(std::vector<Pending>& batch) {
   stats_.rows += batch.size();
   stats_.generated_tokens += tokens;
   stats_.largest_batch = std::max<std::uint64_t>(stats_.largest_batch, batch.size());
+  if (aborted) stats_.aborted += batch.size();
+}
+
+void GenerationQueue::pause(bool abort) {
+  std::lock_guard lock(mutex_);
+  paused_ = true;
+  if (abort) abort_running_ = true;
+}
+
+void GenerationQueue::resume() {
+  {
+    std::lock_guard lock(mutex_);
+    paused_ = false;
+  }
+  wake_.notify_all();
 }
 
 }  // namespace astraflow::serve_detail

@@ -4,6 +4,8 @@
 // temperature, top-p, greedy flag and stop tokens), up to `max_batch` rows, in one generate()
 // call, each row with its own token limit. Weight updates run on the same thread between
 // batches, so a batch never sees two versions. Private to src/serve.
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -44,13 +46,16 @@ struct QueuedResult {
 };
 
 struct QueueStats {
-  std::uint64_t requests = 0, batches = 0, rows = 0, generated_tokens = 0, weight_updates = 0;
+  std::uint64_t requests = 0, batches = 0, rows = 0, generated_tokens = 0, weight_updates = 0, aborted = 0;
   std::uint64_t largest_batch = 0;
 };
 
 class GenerationQueue {
  public:
-  GenerationQueue(GenerationEngine engine, int max_batch, std::uint64_t seed, std::string weight_version);
+  // `batch_wait`: how long a batch waits, after its first request, for more to arrive (clients
+  // that send together are generated together; a lone request pays at most this much).
+  GenerationQueue(GenerationEngine engine, int max_batch, std::chrono::microseconds batch_wait, std::uint64_t seed,
+                  std::string weight_version);
   ~GenerationQueue();  // finishes the batch in progress, aborts the waiting requests, joins
   GenerationQueue(const GenerationQueue&) = delete;
   GenerationQueue& operator=(const GenerationQueue&) = delete;
@@ -61,6 +66,10 @@ class GenerationQueue {
   std::string updateWeights(const std::filesystem::path& folder, const std::string& weight_version);
   std::string weightVersion() const;
   QueueStats stats() const;
+  // SGLang's /pause_generation: no new batch starts until resume(); with `abort`, the batch
+  // running now ends at its next token and its requests finish as aborted (their clients retry).
+  void pause(bool abort);
+  void resume();
   const ModelConfig& modelConfig() const { return config_; }
 
  private:
@@ -79,6 +88,7 @@ class GenerationQueue {
   GenerationEngine engine_;
   ModelConfig config_;
   int max_batch_;
+  std::chrono::microseconds batch_wait_;
   at::Generator generator_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
@@ -87,6 +97,8 @@ class GenerationQueue {
   std::string weight_version_;
   QueueStats stats_;
   bool stopping_ = false;
+  bool paused_ = false;
+  std::atomic<bool> abort_running_{false};
   std::thread worker_;
 };
 

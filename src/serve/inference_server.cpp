@@ -95,8 +95,10 @@ InferenceServer::InferenceServer(const ServeOptions& options) : state_(std::make
   model->eval();
   const std::int32_t pad =
       s.tokenizer && s.tokenizer->padId() >= 0 ? s.tokenizer->padId() : std::max(0, hf.pad_token_id);
-  s.queue = std::make_unique<serve_detail::GenerationQueue>(GenerationEngine(model, pad), options.max_batch,
-                                                            options.seed, options.weight_version);
+  s.queue = std::make_unique<serve_detail::GenerationQueue>(
+      GenerationEngine(model, pad), options.max_batch,
+      std::chrono::microseconds(static_cast<std::int64_t>(options.batch_wait_ms * 1000)), options.seed,
+      options.weight_version);
   s.http = std::make_unique<HttpServer>(options.http_threads);
   serve_detail::addSglangRoutes(s);
   serve_detail::addOpenAiRoutes(s);
@@ -123,9 +125,10 @@ void InferenceServer::stop() { state_->http->stop(); }
 
 std::string InferenceServer::statsLine() const {
   const auto st = state_->queue->stats();
-  return fmt::format("{} requests in {} batches (mean {:.1f} rows, largest {}), {} tokens generated, {} weight updates",
-                     st.requests, st.batches, st.batches ? static_cast<double>(st.rows) / st.batches : 0.0,
-                     st.largest_batch, st.generated_tokens, st.weight_updates);
+  return fmt::format(
+      "{} requests in {} batches (mean {:.1f} rows, largest {}), {} tokens generated, {} weight updates, {} aborted",
+      st.requests, st.batches, st.batches ? static_cast<double>(st.rows) / st.batches : 0.0, st.largest_batch,
+      st.generated_tokens, st.weight_updates, st.aborted);
 }
 
 }  // namespace astraflow

@@ -213,6 +213,23 @@ void addSglangRoutes(ServeState& s) {
   };
   s.http->get("/get_model_info", model_info);
   s.http->get("/model_info", model_info);
+  // Pause and continue, as SGLang's RL flow uses them around a weight update: `mode: abort` ends
+  // the running batch's requests as aborted (finish_reason abort); "retract" and "in_place" keep it.
+  s.http->post("/pause_generation", [&s](const HttpRequest& req, HttpResponse& res) {
+    guarded(res, [&] {
+      const json body = req.body.empty() ? json::object() : parseBody(req);
+      const std::string mode =
+          body.contains("mode") && body["mode"].is_string() ? body["mode"].get<std::string>() : std::string("abort");
+      if (mode != "abort" && mode != "retract" && mode != "in_place")
+        throw ApiError(400, fmt::format("'mode' is '{}'; allowed: abort, retract, in_place", mode), "mode");
+      s.queue->pause(mode == "abort");
+      answerJson(res, json{{"message", "Generation paused successfully."}, {"status", "ok"}});
+    });
+  });
+  s.http->post("/continue_generation", [&s](const HttpRequest&, HttpResponse& res) {
+    s.queue->resume();
+    answerJson(res, json{{"message", "Generation continued successfully."}, {"status", "ok"}});
+  });
   s.http->get("/get_weight_version", [&s](const HttpRequest&, HttpResponse& res) {
     answerJson(res, json{{"weight_version", s.queue->weightVersion()}});
   });

@@ -12,6 +12,7 @@ client's own types. Prints one JSON line of figures; exits 1 on the first failed
 import json
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 
@@ -200,6 +201,29 @@ threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
 [t.start() for t in threads]
 [t.join() for t in threads]
 check(not errors, f"concurrent requests failed: {errors[:2]}")
+
+# Pause with abort ends the running generation as aborted; while paused a new request waits; it
+# is answered after /continue_generation.
+long_answer = {}
+long = threading.Thread(target=lambda: long_answer.update(g=raw("POST", "/generate", {
+    "input_ids": prompt_ids, "sampling_params": {"max_new_tokens": 1500, "ignore_eos": True}})[1]))
+long.start()
+time.sleep(0.3)
+status, body = raw("POST", "/pause_generation", {"mode": "abort"})
+check(status == 200 and body["status"] == "ok", f"pause: {status} {body}")
+long.join()
+finish = long_answer["g"]["meta_info"]["finish_reason"]
+check(finish["type"] == "abort" and len(long_answer["g"]["output_ids"]) < 1500, f"the running request: {finish}")
+waiting_answer = {}
+waiting = threading.Thread(target=lambda: waiting_answer.update(g=raw("POST", "/generate", {
+    "input_ids": prompt_ids, "sampling_params": {"max_new_tokens": 2}})[1]))
+waiting.start()
+time.sleep(0.5)
+check(not waiting_answer, "a request sent while paused waits")
+status, body = raw("POST", "/continue_generation", {})
+check(status == 200 and body["status"] == "ok", f"continue: {status} {body}")
+waiting.join(timeout=60)
+check(waiting_answer.get("g", {}).get("meta_info", {}).get("completion_tokens") == 2, f"after continue: {waiting_answer}")
 
 # Weight update from disk: the version advances and the log-probs become the other folder's.
 status, body = raw("POST", "/update_weights_from_disk", {"model_path": OTHER, "weight_version": "7"})

@@ -162,7 +162,11 @@ struct RolloutBackendSpec {
   double backoff_seconds = 0.5;   // wait before the first retry, doubling
   std::string weights_dir;        // shared folder the versions are written to (default <output_dir>/served_weights)
   std::string update_path = "/update_weights_from_disk";  // the server's load-from-disk endpoint
-  int keep_versions = 2;                                  // version folders kept per policy
+  // finish: requests in flight finish on the old version (tagged with it); abort: the server is
+  // paused with mode abort around the update (SGLang's /pause_generation, /continue_generation)
+  // and the aborted requests are sent again, to run on the new version.
+  std::string update_mode = "finish";
+  int keep_versions = 2;           // version folders kept per policy
   double lost_after_seconds = 60;  // a server silent this long: its rank leaves the pool (tasks go back)
   bool http() const { return kind == "http"; }
 };

@@ -85,6 +85,12 @@ class HttpClient {
 
  private:
   std::string base_url_;
+  // A connection idle this long is closed and opened anew before the next request: servers close
+  // idle keep-alive connections (uvicorn, which SGLang and vLLM run on, after 5 s; astraflow
+  // serve too), and a request written into one the server just closed fails.
+  static constexpr std::chrono::seconds kIdleReconnect{4};
+  std::chrono::steady_clock::time_point last_used_{};
+  void reconnectIfIdle();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

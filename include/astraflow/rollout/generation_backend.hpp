@@ -3,6 +3,7 @@
 // in-process engine, or an external inference server over HTTP (SGLang's /generate or an
 // OpenAI-style /v1/completions). Episodes, workflows, rewards and trajectories are the same for
 // both: a backend takes token-id prompts and returns token ids with their behaviour log-probs.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -76,6 +77,8 @@ class HttpBackend final : public GenerationBackend {
   const HttpBackendStats& stats() const { return stats_; }
 
  private:
+  bool loadWeightsOnce(const std::string& body, std::int64_t version, std::chrono::steady_clock::time_point t0);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string url_;

@@ -22,7 +22,8 @@ struct ServeOptions {
   std::string device = "cpu";        // cpu | cuda | cuda:N
   std::string precision = "auto";    // auto (bf16 on CUDA) | fp32 | bf16
   int max_batch = 32;                // rows generated together
-  int http_threads = 64;             // connections served at once
+  double batch_wait_ms = 2;          // a batch waits this long after its first request for more to arrive
+  int http_threads = 512;            // connections served at once
   std::uint64_t seed = 0;            // the sampler's seed
   std::string weight_version = "0";  // reported until the first /update_weights_from_disk
   // Sample as an astraflow policy does: <pad>, <bos> and ids past the tokenizer never drawn
