@@ -90,8 +90,9 @@ int main(int argc, char** argv) {
   const double http_rate = rate(http);
   std::printf("part 1: %d prompts x %d new tokens, 1 LibTorch thread per side\n", n_prompts, new_tokens);
   std::printf("  engine (in process)        %10.0f tokens/s\n", engine_rate);
-  std::printf("  http backend -> serve      %10.0f tokens/s   (%llu requests)\n", http_rate,
-              static_cast<unsigned long long>(http.stats().requests));
+  std::printf("  http backend -> serve      %10.0f tokens/s   (%llu requests, %llu retried)\n", http_rate,
+              static_cast<unsigned long long>(http.stats().requests),
+              static_cast<unsigned long long>(http.stats().retries));
   std::printf("  http / engine              %10.3f\n", http_rate / engine_rate);
   // What HTTP, JSON and the server's queue add per request of new_tokens tokens.
   const double per_request_ms = new_tokens * (1.0 / http_rate - 1.0 / engine_rate) * 1000;

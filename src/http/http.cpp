@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <mutex>
 #include <thread>
@@ -39,10 +40,20 @@ void answer(const HttpResponse& ours, httplib::Response& res) {
   });
 }
 
+// cpp-httplib listens with a backlog of 5 (compiled into Debian's library): when a rollout rank
+// opens 128 connections at once, the connections past the accept queue are dropped by the kernel
+// and their first request fails. listen() again on the bound socket raises the backlog in place.
+class BacklogServer : public httplib::Server {
+ public:
+  void raiseBacklog(int backlog) {
+    if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, backlog);
+  }
+};
+
 }  // namespace
 
 struct HttpServer::Impl {
-  httplib::Server server;
+  BacklogServer server;
   std::thread thread;
   std::function<void(const HttpRequest&, HttpResponse&, bool)> unmatched;
   std::map<std::string, std::string> routes;  // path → methods, for 404 vs 405
@@ -110,15 +121,15 @@ void HttpServer::onUnmatched(std::function<void(const HttpRequest&, HttpResponse
 }
 
 int HttpServer::bind(const std::string& host, int port) {
+  int bound = port;
   if (port == 0) {
-    const int bound = impl_->server.bind_to_any_port(host);
+    bound = impl_->server.bind_to_any_port(host);
     if (bound < 0) throw Error(fmt::format("cannot listen on {} (any port)", host));
-    return bound;
-  }
-  if (!impl_->server.bind_to_port(host, port)) {
+  } else if (!impl_->server.bind_to_port(host, port)) {
     throw Error(fmt::format("cannot listen on {}:{} (in use, or not an address of this host)", host, port));
   }
-  return port;
+  impl_->server.raiseBacklog(4096);  // the kernel caps it at net.core.somaxconn
+  return bound;
 }
 
 void HttpServer::start() {
