@@ -105,7 +105,13 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
   auto step_tok = torch::full({B, 1}, pad_id_, torch::kLong);
   auto step_valid = torch::zeros({B, 1}, torch::kBool);
   auto step_pos = torch::zeros({B, 1}, torch::kLong);
+  const auto banned =
+      o.banned_token_ids.empty()
+          ? torch::Tensor()
+          : torch::tensor(std::vector<std::int64_t>(o.banned_token_ids.begin(), o.banned_token_ids.end()), torch::kLong)
+                .to(device);
   for (std::int64_t step = 0; step < steps; ++step) {
+    if (banned.defined()) logits = logits.index_fill(-1, banned, -std::numeric_limits<float>::infinity());
     if (step < o.min_new_tokens && !o.stop_token_ids.empty()) {
       // Too early to stop: the stop tokens cannot be drawn (the behaviour log-probs are those of
       // the distribution actually sampled from).

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -26,28 +27,39 @@ using Clock = std::chrono::steady_clock;
 
 double secondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-std::string sglangBody(const std::vector<std::int32_t>& prompt, const SamplingOptions& o) {
+// {"id": -100, ...}: the OpenAI API's ban, which SGLang's logit_bias takes too.
+json bans(const std::vector<std::int32_t>& ids) {
+  json out = json::object();
+  for (auto id : ids) out[std::to_string(id)] = -100;
+  return out;
+}
+
+std::string sglangBody(const std::vector<std::int32_t>& prompt, const SamplingOptions& o,
+                       const std::vector<std::int32_t>& never) {
   json sp = {{"temperature", o.greedy ? 0.0 : o.temperature},
              {"top_p", o.top_p},
              {"max_new_tokens", o.max_new_tokens},
              {"min_new_tokens", o.min_new_tokens},
              {"stop_token_ids", o.stop_token_ids},
              {"skip_special_tokens", false}};
+  if (!never.empty()) sp["logit_bias"] = bans(never);
   return json{{"input_ids", prompt}, {"sampling_params", sp}, {"return_logprob", true}}.dump();
 }
 
-std::string openaiBody(const std::vector<std::int32_t>& prompt, const SamplingOptions& o, const std::string& model) {
-  return json{{"model", model},
-              {"prompt", prompt},
-              {"max_tokens", o.max_new_tokens},
-              {"min_tokens", o.min_new_tokens},
-              {"temperature", o.greedy ? 0.0 : o.temperature},
-              {"top_p", o.top_p},
-              {"logprobs", 1},
-              {"stop_token_ids", o.stop_token_ids},
-              {"skip_special_tokens", false},
-              {"return_tokens_as_token_ids", true}}
-      .dump();
+std::string openaiBody(const std::vector<std::int32_t>& prompt, const SamplingOptions& o, const std::string& model,
+                       const std::vector<std::int32_t>& never) {
+  json body{{"model", model},
+            {"prompt", prompt},
+            {"max_tokens", o.max_new_tokens},
+            {"min_tokens", o.min_new_tokens},
+            {"temperature", o.greedy ? 0.0 : o.temperature},
+            {"top_p", o.top_p},
+            {"logprobs", 1},
+            {"stop_token_ids", o.stop_token_ids},
+            {"skip_special_tokens", false},
+            {"return_tokens_as_token_ids", true}};
+  if (!never.empty()) body["logit_bias"] = bans(never);
+  return body.dump();
 }
 
 }  // namespace
@@ -57,7 +69,8 @@ struct HttpBackend::Impl {
   std::vector<std::unique_ptr<HttpClient>> clients;  // one per request in flight
   std::mutex mutex;                                  // guards the stats and the reachability clock
   std::optional<Clock::time_point> failing_since;
-  std::string model;  // openai: the model id requests name
+  std::string model;                // openai: the model id requests name
+  std::vector<std::int32_t> never;  // sorted: ids the policy never generates
 
   HttpClient& client(std::size_t k) {
     if (!clients[k]) {
@@ -70,8 +83,11 @@ struct HttpBackend::Impl {
   std::string url;
 };
 
-HttpBackend::HttpBackend(const RolloutBackendSpec& spec, int rank_in_pool, int max_sequence_length)
+HttpBackend::HttpBackend(const RolloutBackendSpec& spec, int rank_in_pool, int max_sequence_length,
+                         std::vector<std::int32_t> never_generate)
     : impl_(std::make_unique<Impl>()), max_sequence_length_(max_sequence_length) {
+  std::sort(never_generate.begin(), never_generate.end());
+  impl_->never = std::move(never_generate);
   impl_->spec = spec;
   url_ = spec.urls.at(static_cast<std::size_t>(rank_in_pool) % spec.urls.size());
   impl_->url = url_;
@@ -106,8 +122,8 @@ std::vector<Generation> HttpBackend::generate(const std::vector<std::vector<std:
   std::atomic<std::size_t> next{0};
   auto worker = [&](std::size_t k) {
     for (std::size_t i = next++; i < prompts.size(); i = next++) {
-      const std::string body =
-          im.spec.api == "openai" ? openaiBody(prompts[i], options, im.model) : sglangBody(prompts[i], options);
+      const std::string body = im.spec.api == "openai" ? openaiBody(prompts[i], options, im.model, im.never)
+                                                       : sglangBody(prompts[i], options, im.never);
       const char* path = im.spec.api == "openai" ? "/v1/completions" : "/generate";
       Attempt last;
       // A server silent for longer than lost_after_seconds gets one try per request, no retries,
@@ -132,6 +148,17 @@ std::vector<Generation> HttpBackend::generate(const std::vector<std::vector<std:
                          Attempt::Kind::Http};
         } else {
           last = im.spec.api == "openai" ? parseOpenai(r.body) : parseSglang(r.body);
+          if (last.generation) {
+            // A token the policy never generates would have log-prob -inf under the trainer.
+            for (auto t : last.generation->tokens) {
+              if (std::binary_search(im.never.begin(), im.never.end(), t)) {
+                last =
+                    Attempt{std::nullopt, fmt::format("the answer holds token {}, which the policy never generates", t),
+                            true, Attempt::Kind::Malformed};
+                break;
+              }
+            }
+          }
         }
         std::lock_guard lock(im.mutex);
         stats_.request_seconds += secondsSince(t0);

@@ -57,7 +57,10 @@ class RolloutRank {
       if (spec.http()) {
         // The server generates; this rank keeps a CPU copy only to write each version out.
         p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy);
-        auto http = std::make_unique<HttpBackend>(spec, ports.index_in_pool, p.model->config().max_seq_len);
+        std::vector<std::int32_t> never;
+        for (auto id : p.model->neverGenerate()) never.push_back(static_cast<std::int32_t>(id));
+        auto http =
+            std::make_unique<HttpBackend>(spec, ports.index_in_pool, p.model->config().max_seq_len, std::move(never));
         p.http = http.get();
         p.backend = std::move(http);
         const std::filesystem::path dir =

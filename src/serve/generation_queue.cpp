@@ -24,7 +24,8 @@ namespace {
 // Requests batch together when they sample the same way; their token limits may differ.
 bool sameSampling(const SamplingOptions& a, const SamplingOptions& b) {
   return a.greedy == b.greedy && (a.greedy || (a.temperature == b.temperature && a.top_p == b.top_p)) &&
-         a.min_new_tokens == b.min_new_tokens && a.stop_token_ids == b.stop_token_ids;
+         a.min_new_tokens == b.min_new_tokens && a.stop_token_ids == b.stop_token_ids &&
+         a.banned_token_ids == b.banned_token_ids;
 }
 
 }  // namespace

@@ -76,8 +76,6 @@ void commonSettings(const ServeState& s, const json& body, Ask& a, std::int64_t 
   checkModel(s, body);
   neutral(body, "frequency_penalty", 0);
   neutral(body, "presence_penalty", 0);
-  if (body.contains("logit_bias") && !body["logit_bias"].is_null() && !body["logit_bias"].empty())
-    throw ApiError(400, "'logit_bias' is not supported", "logit_bias");
   const double t = numberField(body, "temperature", 1.0, 0.0, 2.0);
   a.options.greedy = t == 0.0;
   a.options.temperature = t == 0.0 ? 1.0 : t;
@@ -94,6 +92,7 @@ void commonSettings(const ServeState& s, const json& body, Ask& a, std::int64_t 
     a.include_usage = boolField(body["stream_options"], "include_usage", false);
   }
   a.options.stop_token_ids = stopTokenIds(s, body, "");
+  a.options.banned_token_ids = bannedIds(s, body, "");
   a.skip_special = boolField(body, "skip_special_tokens", true);
   a.token_ids = boolField(body, "return_tokens_as_token_ids", false);
   if (!a.stops.empty() && !s.tokenizer) throw ApiError(400, "'stop' needs the model folder's tokenizer.json", "stop");

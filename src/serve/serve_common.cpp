@@ -129,6 +129,35 @@ std::vector<std::int32_t> stopTokenIds(const ServeState& s, const json& fields, 
   return ids;
 }
 
+std::vector<std::int32_t> bannedIds(const ServeState& s, const json& fields, const std::string& prefix) {
+  std::vector<std::int32_t> ids;
+  const auto it = fields.find("logit_bias");
+  if (it == fields.end() || it->is_null()) return ids;
+  const std::string name = prefix + "logit_bias";
+  if (!it->is_object()) throw ApiError(400, fmt::format("'{}' must be an object of token id → bias", name), name);
+  const auto vocab = s.queue->modelConfig().vocab_size;
+  for (const auto& [key, bias] : it->items()) {
+    std::int64_t id = -1;
+    try {
+      std::size_t used = 0;
+      id = std::stoll(key, &used);
+      if (used != key.size()) id = -1;
+    } catch (const std::exception&) {
+    }
+    if (id < 0 || id >= vocab)
+      throw ApiError(
+          400, fmt::format("'{}' key '{}' is not a token id of the vocabulary (0 to {})", name, key, vocab - 1), name);
+    if (!bias.is_number() || bias.get<double>() > -100)
+      throw ApiError(
+          400, fmt::format("'{}' supports bans only (a bias of -100 or less); '{}' has {}", name, key, bias.dump()),
+          name);
+    ids.push_back(static_cast<std::int32_t>(id));
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
 void checkPrompt(const ServeState& s, const std::vector<std::int32_t>& ids, const char* param) {
   if (ids.empty()) throw ApiError(400, "a prompt is empty", param);
   const auto context = s.queue->modelConfig().max_seq_len;

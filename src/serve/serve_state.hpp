@@ -76,6 +76,11 @@ std::vector<std::int32_t> tokenIds(const json& value, const char* name, std::int
 // names the fields in errors ("sampling_params." or "").
 std::vector<std::int32_t> stopTokenIds(const ServeState& s, const json& fields, const std::string& prefix);
 
+// The ids a request bans: `logit_bias` entries ({"id": bias}) of -100 or less, which the OpenAI API
+// documents as a ban (the ids are never drawn); any other bias is refused (400): the engine does
+// not shift logits. Sorted and unique.
+std::vector<std::int32_t> bannedIds(const ServeState& s, const json& fields, const std::string& prefix);
+
 // A prompt must be non-empty and leave room for a token in the model's context (400 otherwise,
 // code context_length_exceeded, as the OpenAI API answers).
 void checkPrompt(const ServeState& s, const std::vector<std::int32_t>& ids, const char* param);

@@ -23,6 +23,7 @@ struct SglangSampling {
 SglangSampling samplingOf(const ServeState& s, const json& p) {
   if (!p.is_object()) throw ApiError(400, "'sampling_params' must be an object", "sampling_params");
   static const char* known[] = {"temperature",
+                                "logit_bias",
                                 "top_p",
                                 "top_k",
                                 "min_p",
@@ -68,6 +69,7 @@ SglangSampling samplingOf(const ServeState& s, const json& p) {
   out.options.min_new_tokens = static_cast<int>(intField(p, "min_new_tokens", 0, 0, 1 << 20));
   out.stops = stringsField(p, "stop", 16);
   out.options.stop_token_ids = stopTokenIds(s, p, "sampling_params.");
+  out.options.banned_token_ids = bannedIds(s, p, "sampling_params.");
   out.skip_special = boolField(p, "skip_special_tokens", true);
   out.no_stop_trim = boolField(p, "no_stop_trim", false);
   if (!out.stops.empty() && !s.tokenizer)

@@ -59,12 +59,12 @@ class Reference:
         never = [i for i in (tok.pad_token_id, tok.bos_token_id) if i is not None]
         self.never = never + list(range(len(tok), self.model.config.vocab_size))
 
-    def logprobs(self, prompt, generated, temperature):
-        """log pi(generated[i] | prompt + generated[:i]) at the temperature."""
+    def logprobs(self, prompt, generated, temperature, banned=()):
+        """log pi(generated[i] | prompt + generated[:i]) at the temperature, `banned` ids never drawn."""
         ids = torch.tensor([prompt + generated])
         with torch.no_grad():
             logits = self.model(ids).logits[0].float() / temperature
-        logits[:, self.never] = float("-inf")
+        logits[:, self.never + list(banned)] = float("-inf")
         lp = torch.log_softmax(logits, -1)
         return [lp[len(prompt) - 1 + i, t].item() for i, t in enumerate(generated)]
 
@@ -94,6 +94,24 @@ figures["completion_max_abs_dlogprob"] = d
 check(d < TOL, f"completion log-probs differ from transformers by {d}")
 check(c.usage.prompt_tokens == len(prompt_ids) and c.usage.completion_tokens == 12, "usage counts")
 check(choice.text == tok.decode(ids, skip_special_tokens=True), "text is the tokenizer's decoding of the ids")
+
+# logit_bias of -100 bans a token (the OpenAI API's documented ban): the greedy first token,
+# banned, gives way to the next best, whose log-prob is transformers' with it masked too.
+first = client.completions.create(model=name, prompt=prompt_ids, max_tokens=1, temperature=0, logprobs=1,
+                                  extra_body={"return_tokens_as_token_ids": True}).choices[0]
+t0 = int(first.logprobs.tokens[0].split(":")[1])
+second = client.completions.create(model=name, prompt=prompt_ids, max_tokens=1, temperature=0, logprobs=1,
+                                   logit_bias={str(t0): -100},
+                                   extra_body={"return_tokens_as_token_ids": True}).choices[0]
+t1 = int(second.logprobs.tokens[0].split(":")[1])
+check(t1 != t0, f"the banned token {t0} was drawn")
+d = max_delta(second.logprobs.token_logprobs, ref.logprobs(prompt_ids, [t1], 1.0, banned=[t0]))
+check(d < TOL, f"log-prob with a ban differs by {d}")
+try:
+    client.completions.create(model=name, prompt=prompt_ids, max_tokens=1, logit_bias={str(t0): -5})
+    check(False, "a bias that is not a ban is refused")
+except openai.BadRequestError as e:
+    check(e.body.get("param") == "logit_bias", f"400 body {e.body}")
 
 # n samples of a text prompt, greedy: all equal, each its own index.
 c = client.completions.create(model=name, prompt="Hello", max_tokens=6, temperature=0, n=3)

@@ -16,10 +16,11 @@ struct SamplingOptions {
   double temperature = 1.0;
   double top_p = 1.0;
   int max_new_tokens = 8;
-  int min_new_tokens = 0;                    // stop tokens are masked out before this many tokens
-  bool greedy = false;                       // argmax (evaluation)
-  std::vector<std::int32_t> stop_token_ids;  // generation ends after emitting one of these
-  bool use_kv_cache = true;                  // false: full forward every step (reference/bench)
+  int min_new_tokens = 0;                      // stop tokens are masked out before this many tokens
+  bool greedy = false;                         // argmax (evaluation)
+  std::vector<std::int32_t> stop_token_ids;    // generation ends after emitting one of these
+  std::vector<std::int32_t> banned_token_ids;  // never drawn (a request's logit_bias ban), besides the model's own
+  bool use_kv_cache = true;                    // false: full forward every step (reference/bench)
 };
 
 struct Generation {

@@ -57,10 +57,13 @@ struct HttpBackendStats {
 class PolicyModelImpl;
 
 // An external server. `rank_in_pool` picks its url (urls[rank % size]). Requests of one
-// generate() call run concurrently, at most backend.max_in_flight at a time.
+// generate() call run concurrently, at most backend.max_in_flight at a time. `never_generate`:
+// the ids the policy gives probability 0 (<pad>, <bos>, ids past its tokenizer): every request
+// bans them (`logit_bias` of -100, the OpenAI API's ban), and an answer holding one is refused.
 class HttpBackend final : public GenerationBackend {
  public:
-  HttpBackend(const RolloutBackendSpec& spec, int rank_in_pool, int max_sequence_length);
+  HttpBackend(const RolloutBackendSpec& spec, int rank_in_pool, int max_sequence_length,
+              std::vector<std::int32_t> never_generate = {});
   ~HttpBackend() override;
   std::vector<Generation> generate(const std::vector<std::vector<std::int32_t>>& prompts,
                                    const SamplingOptions& options) override;
