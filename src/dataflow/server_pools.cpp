@@ -73,8 +73,11 @@ ServerPools::Verdict ServerPools::arrived(std::size_t index, const Trajectory& t
     return Verdict::PoolLost;
   }
   if (given_back) {
-    ++returned_;
-    if (auto task = leases_.giveBack(t.task_id)) requeue.push_back(std::move(*task));
+    // A team task comes back once per role; the first record re-issues it, the others find no lease.
+    if (auto task = leases_.giveBack(t.task_id)) {
+      ++returned_;
+      requeue.push_back(std::move(*task));
+    }
     return Verdict::Requeue;
   }
   return leases_.returned(t.task_id, t.role) ? Verdict::Route : Verdict::Duplicate;
