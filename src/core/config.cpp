@@ -164,6 +164,13 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   t.grad_clip = r.getDouble("grad_clip", t.grad_clip, 0.0, 1e6);
   t.groups_per_step = static_cast<int>(r.getInt("groups_per_step", t.groups_per_step, 1, 1 << 20, "groups"));
   t.ppo_epochs = static_cast<int>(r.getInt("ppo_epochs", t.ppo_epochs, 1, 64, "steps"));
+  const std::string schedule = r.getChoice("lr_schedule", "constant", {"constant", "linear", "cosine"});
+  t.lr_schedule = schedule == "linear"   ? TrainerSection::LrSchedule::Linear
+                  : schedule == "cosine" ? TrainerSection::LrSchedule::Cosine
+                                         : TrainerSection::LrSchedule::Constant;
+  t.warmup_steps = static_cast<int>(r.getInt("warmup_steps", t.warmup_steps, 0, 1 << 30, "steps"));
+  t.lr_floor = r.getDouble("lr_floor", t.lr_floor, 0.0, 1.0);
+  t.decay_steps = static_cast<int>(r.getInt("decay_steps", t.decay_steps, 0, 1 << 30, "steps"));
   parseCompute(r, t.compute);
   const std::string sync = r.getChoice("grad_sync", "auto", {"auto", "c10d", "mpi"});
   t.grad_sync = sync == "mpi"    ? TrainerSection::GradSync::Mpi

@@ -122,6 +122,7 @@ LocalRunResult runTrainLocal(const Config& config) {
   }
   GenerationEngine engine(model, tokenizer->padId());
   PolicyTrainer trainer(model, config.trainer, config.rollout.temperature);
+  trainer.setScheduleLength(static_cast<std::int64_t>(config.local.steps) * config.trainer.ppo_epochs);
   auto env = makeEnvironment(config.environment);
   std::mt19937_64 rng(config.run.seed);
   auto gen = makeGenerator(device, config.run.seed + 1);

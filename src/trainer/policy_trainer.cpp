@@ -1,5 +1,7 @@
 #include "astraflow/trainer/policy_trainer.hpp"
 
+#include "astraflow/trainer/lr_schedule.hpp"
+
 #include <ATen/autocast_mode.h>
 #include <torch/nn/utils/clip_grad.h>
 
@@ -111,12 +113,13 @@ void PolicyTrainer::freezeReference() {
 
 // A data-parallel rank with nothing to train on still takes part in the group's averaging
 // (with zero gradients) and steps, so its weights stay identical to its peers'.
-void PolicyTrainer::emptyStep(int repeats) {
+void PolicyTrainer::emptyStep(int repeats, bool scheduled) {
   if (!averager_) return;
   for (int i = 0; i < repeats; ++i) {
     optimizer_->zero_grad();
     double norm = 0;
     if (!finiteStep(torch::zeros({}), norm)) break;
+    if (scheduled) applySchedule();  // the rate its peers step with
     optimizer_->step();
   }
 }
@@ -125,7 +128,7 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   RlStepStats s;
   s.dropped = host_batch.dropped;
   if (host_batch.tokens.size(0) == 0) {
-    emptyStep(config_.ppo_epochs);
+    emptyStep(config_.ppo_epochs, true);
     return s;
   }
   model_->train();
@@ -171,6 +174,7 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
       s.skipped_steps++;
       break;
     }
+    applySchedule();
     optimizer_->step();
     // Autocast caches the bf16 casts of the weights for the scope's life: after a step they
     // are stale, and the next epoch must see the new weights.
@@ -216,9 +220,31 @@ bool PolicyTrainer::finiteStep(const torch::Tensor& loss, double& grad_norm) {
   return false;
 }
 
+std::int64_t PolicyTrainer::optimizerSteps() const {
+  // Every parameter steps together; the first one's count is the optimiser's.
+  const auto& state = optimizer_->state();
+  for (const auto& group : optimizer_->param_groups()) {
+    for (const auto& p : group.params()) {
+      const auto it = state.find(p.unsafeGetTensorImpl());
+      if (it != state.end()) return static_cast<const torch::optim::AdamWParamState&>(*it->second).step();
+    }
+  }
+  return 0;
+}
+
+double PolicyTrainer::currentLr() const {
+  return static_cast<const torch::optim::AdamWOptions&>(optimizer_->param_groups().front().options()).lr();
+}
+
+void PolicyTrainer::applySchedule() {
+  const std::int64_t total = config_.decay_steps > 0 ? config_.decay_steps : schedule_length_;
+  const double lr = scheduledLr(config_, optimizerSteps(), total);
+  for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+}
+
 double PolicyTrainer::sftStep(const TrainBatch& host_batch, double lr) {
   if (host_batch.tokens.size(0) == 0) {
-    emptyStep(1);
+    emptyStep(1, false);
     return 0.0;
   }
   model_->train();

@@ -41,6 +41,7 @@ class TrainerRank {
                                   resolveDevice(ctx_.cfg.trainer.compute.device, ctx_.device_slot, "trainer.device")),
                  ctx_.cfg.trainer, ctx_.cfg.rollout.temperature) {
     if (comm_.size() > 1) trainer_.setDataParallel(&comm_);
+    trainer_.setScheduleLength(static_cast<std::int64_t>(ctx_.cfg.run.versions) * ctx_.cfg.trainer.ppo_epochs);
   }
 
   TrainerReport run();

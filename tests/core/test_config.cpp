@@ -241,3 +241,16 @@ TEST(Config, RolloutBackendKeys) {
   refused("{kind: http, url: \"http://x:1\", bogus: 1}", "bogus");
   EXPECT_THROW(parseConfig(kGood, "good.yaml", {"layout.9.backend={kind: http}"}), ConfigError);
 }
+
+TEST(Config, LrScheduleKeys) {
+  Config c = parseConfig(kGood, "good.yaml");
+  EXPECT_EQ(c.trainer.lr_schedule, TrainerSection::LrSchedule::Constant);
+  c = parseConfig(kGood, "good.yaml",
+                  {"trainer={lr_schedule: cosine, warmup_steps: 10, lr_floor: 0.1, decay_steps: 500}"});
+  EXPECT_EQ(c.trainer.lr_schedule, TrainerSection::LrSchedule::Cosine);
+  EXPECT_EQ(c.trainer.warmup_steps, 10);
+  EXPECT_DOUBLE_EQ(c.trainer.lr_floor, 0.1);
+  EXPECT_EQ(c.trainer.decay_steps, 500);
+  EXPECT_THROW(parseConfig(kGood, "good.yaml", {"trainer.lr_schedule=step"}), ConfigError);
+  EXPECT_THROW(parseConfig(kGood, "good.yaml", {"trainer.lr_floor=2"}), ConfigError);
+}

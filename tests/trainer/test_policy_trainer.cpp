@@ -8,7 +8,9 @@
 #include <limits>
 #include <string>
 
+#include "astraflow/trainer/lr_schedule.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
+#include "astraflow/trainer/trainer_checkpoint.hpp"
 
 using namespace astraflow;
 
@@ -107,4 +109,57 @@ TEST(PolicyTrainerPrecisionCheck, Bf16AutocastChangesTheLossByRoundingOnly) {
   }
   EXPECT_NE(losses[0], losses[1]) << "bf16 autocast computed in float32";
   EXPECT_NEAR(losses[0], losses[1], 0.05 * std::abs(losses[0]) + 1e-3);
+}
+
+// trainer.lr_schedule: warm-up, then linear or cosine decay to the floor, by optimiser step.
+TEST(LrSchedule, WarmupThenDecayToTheFloor) {
+  TrainerSection t;
+  t.lr = 1.0;
+  t.warmup_steps = 4;
+  t.lr_floor = 0.1;
+  for (int step = 0; step < 4; ++step) EXPECT_DOUBLE_EQ(scheduledLr(t, step, 14), (step + 1) / 4.0);
+  EXPECT_DOUBLE_EQ(scheduledLr(t, 4, 14), 1.0);  // constant after the warm-up
+  EXPECT_DOUBLE_EQ(scheduledLr(t, 100, 14), 1.0);
+  t.lr_schedule = TrainerSection::LrSchedule::Linear;
+  EXPECT_DOUBLE_EQ(scheduledLr(t, 4, 14), 1.0);
+  EXPECT_DOUBLE_EQ(scheduledLr(t, 9, 14), 1.0 - 0.9 * 0.5);  // half-way through the 10 decay steps
+  EXPECT_DOUBLE_EQ(scheduledLr(t, 14, 14), 0.1);
+  EXPECT_DOUBLE_EQ(scheduledLr(t, 50, 14), 0.1);  // stays at the floor
+  t.lr_schedule = TrainerSection::LrSchedule::Cosine;
+  EXPECT_DOUBLE_EQ(scheduledLr(t, 4, 14), 1.0);
+  EXPECT_NEAR(scheduledLr(t, 9, 14), 0.1 + 0.9 * 0.5, 1e-12);
+  EXPECT_NEAR(scheduledLr(t, 14, 14), 0.1, 1e-12);
+  EXPECT_LT(scheduledLr(t, 6, 14), scheduledLr(t, 5, 14));
+}
+
+// Each RL optimiser step takes the rate of its own step count, and a trainer restored from a
+// checkpoint continues the schedule where the saved one was.
+TEST(LrSchedule, RlStepsFollowItAndAResumeContinuesIt) {
+  TrainerSection t;
+  t.lr = 0.01;
+  t.warmup_steps = 2;
+  t.lr_schedule = TrainerSection::LrSchedule::Cosine;
+  t.decay_steps = 8;
+  std::vector<TrainingSample> group{episode(7, 1.0), episode(8, 0.0), episode(9, 0.0), episode(7, 1.0)};
+  const TrainBatch batch = collate(group, {0, 0, 0, 0}, 0);
+  torch::manual_seed(3);
+  PolicyModel model(tiny());
+  PolicyTrainer trainer(model, t, 1.0);
+  EXPECT_DOUBLE_EQ(trainer.currentLr(), 0.01);  // before any step: trainer.lr
+  for (int step = 0; step < 3; ++step) {
+    trainer.rlStep(batch);
+    EXPECT_EQ(trainer.optimizerSteps(), step + 1);
+    EXPECT_DOUBLE_EQ(trainer.currentLr(), scheduledLr(t, step, 8)) << "step " << step;
+  }
+  const std::string path = ::testing::TempDir() + "lr_schedule_checkpoint.h5";
+  saveTrainerCheckpoint(path, "solver", trainer, 3);
+  PolicyModel other(tiny());
+  PolicyTrainer resumed(other, t, 1.0);
+  loadTrainerCheckpoint(path, "solver", resumed);
+  EXPECT_EQ(resumed.optimizerSteps(), 3);
+  trainer.rlStep(batch);
+  resumed.rlStep(batch);
+  EXPECT_DOUBLE_EQ(resumed.currentLr(), scheduledLr(t, 3, 8));
+  EXPECT_DOUBLE_EQ(resumed.currentLr(), trainer.currentLr());
+  EXPECT_TRUE(model->orderedParameters().front().tensor.allclose(other->orderedParameters().front().tensor));
 }

@@ -70,6 +70,13 @@ struct TrainerSection {
   double grad_clip = 1.0;    // max global gradient norm; 0 = off
   int groups_per_step = 16;  // prompts (groups) per RL step
   int ppo_epochs = 1;        // optimiser steps on each RL batch
+  // The learning rate by optimiser step (trainer/lr_schedule.hpp): a linear warm-up over
+  // warmup_steps, then constant, or linear/cosine decay to lr_floor × lr at decay_steps
+  // (0: the run's length, run.versions × ppo_epochs; train-local: local.steps × ppo_epochs).
+  enum class LrSchedule { Constant, Linear, Cosine } lr_schedule = LrSchedule::Constant;
+  int warmup_steps = 0;
+  double lr_floor = 0.0;
+  int decay_steps = 0;
   LossSection loss;
   ComputeOptions compute;  // trainer.device, trainer.precision (autocast compute; master weights stay fp32)
   // trainer.grad_sync: how a data-parallel group averages gradients. c10d: a Gloo (CPU) or

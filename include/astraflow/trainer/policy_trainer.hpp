@@ -65,13 +65,21 @@ class PolicyTrainer {
   void setDataParallel(const Comm* comm);
   const char* gradSyncBackend() const { return averager_ ? averager_->backend() : "none"; }
 
+  // The learning-rate schedule's length in optimiser steps (trainer.decay_steps when set); RL
+  // steps set each optimiser step's rate from it and the optimiser's own step count.
+  void setScheduleLength(std::int64_t total_steps) { schedule_length_ = total_steps; }
+  std::int64_t optimizerSteps() const;  // taken so far (AdamW's per-parameter count; 0 before any)
+  double currentLr() const;             // the rate the last RL step used (trainer.lr before any)
+
   PolicyModel& model() { return model_; }
   std::int64_t skippedSteps() const { return skipped_steps_; }
   torch::optim::AdamW& optimizer() { return *optimizer_; }
 
  private:
   bool finiteStep(const torch::Tensor& loss, double& grad_norm);
-  void emptyStep(int repeats);
+  void applySchedule();  // sets the rate of the optimiser step about to be taken
+  std::int64_t schedule_length_ = 1;
+  void emptyStep(int repeats, bool scheduled);
 
   std::int64_t skipped_steps_ = 0;
   const Comm* dp_comm_ = nullptr;
