@@ -44,22 +44,6 @@ void gatherIdentity(const Comm& comm, std::vector<int>& pids, std::vector<std::s
   }
 }
 
-// A spawned pool's task ring: a task it takes is leased to the pool until its result returns.
-class PoolSink final : public TaskSink {
- public:
-  PoolSink(RmaRing& ring, TaskLeases& leases, int pool) : ring_(ring), leases_(leases), pool_(pool) {}
-  bool tryPush(const Task& task, std::span<const std::byte> record) override {
-    if (!ring_.tryPush(record)) return false;
-    leases_.lease(pool_, task);
-    return true;
-  }
-
- private:
-  RmaRing& ring_;
-  TaskLeases& leases_;
-  int pool_;
-};
-
 std::string selfExecutable() {
   char path[PATH_MAX] = {0};
   const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
@@ -120,7 +104,7 @@ bool ElasticPools::spawn(int ranks) {
   home_.task_rings.push_back(std::move(p->wiring->task_rings.at(0)));
   home_.trajectory_rings.push_back(std::move(p->wiring->trajectory_rings.at(0)));
   p->ring = static_cast<int>(home_.task_rings.size()) - 1;
-  p->sink = std::make_unique<PoolSink>(*home_.task_rings.back(), leases_, k);
+  p->sink = std::make_unique<LeasedRingSink>(*home_.task_rings.back(), leases_, k);
   // The mirrors start at every policy's current version.
   for (std::size_t g = 0; g < home_.weight_stores.size(); ++g) {
     auto& store = *home_.weight_stores[g];

@@ -4,26 +4,6 @@
 
 namespace astraflow::dataflow_detail {
 
-namespace {
-
-// A server pool's ring, each task leased to the pool when it goes in.
-class LeasedRingSink final : public TaskSink {
- public:
-  LeasedRingSink(RmaRing& ring, TaskLeases& leases, int holder) : ring_(ring), leases_(leases), holder_(holder) {}
-  bool tryPush(const Task& task, std::span<const std::byte> record) override {
-    if (!ring_.tryPush(record)) return false;
-    leases_.lease(holder_, task);
-    return true;
-  }
-
- private:
-  RmaRing& ring_;
-  TaskLeases& leases_;
-  int holder_;
-};
-
-}  // namespace
-
 ServerPools::ServerPools(const Config& config, const RoleMap& map) {
   const auto& pools = map.pools();
   for (std::size_t i = 0; i < pools.size(); ++i) {

@@ -8,6 +8,7 @@
 
 #include "astraflow/comm/rma_ring.hpp"
 #include "astraflow/core/records.hpp"
+#include "dataflow/task_leases.hpp"
 
 namespace astraflow::dataflow_detail {
 
@@ -27,6 +28,23 @@ class RingSink final : public TaskSink {
 
  private:
   RmaRing& ring_;
+};
+
+// A ring whose holder can be lost or give tasks back (a spawned pool, a server pool): each task
+// it takes is leased to `holder` until its result returns.
+class LeasedRingSink final : public TaskSink {
+ public:
+  LeasedRingSink(RmaRing& ring, TaskLeases& leases, int holder) : ring_(ring), leases_(leases), holder_(holder) {}
+  bool tryPush(const Task& task, std::span<const std::byte> record) override {
+    if (!ring_.tryPush(record)) return false;
+    leases_.lease(holder_, task);
+    return true;
+  }
+
+ private:
+  RmaRing& ring_;
+  TaskLeases& leases_;
+  int holder_;
 };
 
 }  // namespace astraflow::dataflow_detail

@@ -98,22 +98,27 @@ HttpServer::HttpServer(int threads) : impl_(std::make_unique<Impl>()) {
 
 HttpServer::~HttpServer() { stop(); }
 
-void HttpServer::get(const std::string& path, HttpHandler handler) {
-  impl_->routes[path] += "GET ";
-  impl_->server.Get(path, [h = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+namespace {
+
+// Our handler as the library's: its request in, our response back out.
+httplib::Server::Handler adapt(HttpHandler handler) {
+  return [h = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
     HttpResponse ours;
     h(requestOf(req), ours);
     answer(ours, res);
-  });
+  };
+}
+
+}  // namespace
+
+void HttpServer::get(const std::string& path, HttpHandler handler) {
+  impl_->routes[path] += "GET ";
+  impl_->server.Get(path, adapt(std::move(handler)));
 }
 
 void HttpServer::post(const std::string& path, HttpHandler handler) {
   impl_->routes[path] += "POST ";
-  impl_->server.Post(path, [h = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
-    HttpResponse ours;
-    h(requestOf(req), ours);
-    answer(ours, res);
-  });
+  impl_->server.Post(path, adapt(std::move(handler)));
 }
 
 void HttpServer::onUnmatched(std::function<void(const HttpRequest&, HttpResponse&, bool)> handler) {
