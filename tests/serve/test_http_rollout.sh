@@ -83,8 +83,11 @@ for name in ("sglang", "openai"):
     s = summary(name)
     rollout = ranks(s, "rollout")
     assert len(rollout) == 2, rollout
+    # The pool generated. Not necessarily each rank: the pool's ranks share one task ring, and a
+    # rank that pops first takes up to batch_tasks tasks, so on two busy cores one rank can take
+    # every task of a short run.
+    assert sum(r["backend_requests"] for r in rollout) > 0, (name, rollout)
     for r in rollout:
-        assert r["backend_requests"] > 0, (name, r)
         assert r["failed_episodes"] == 0 and r["backend_failed"] == 0, (name, r)
         assert r["backend_weight_updates"] >= 1 and r["backend_weight_update_failures"] == 0, (name, r)
         assert r["weight_pulls.solver"] >= 1, (name, r)
@@ -170,7 +173,9 @@ assert len(http) == 2 and len(engine) == 1, s["ranks"]
 assert all(r["server_lost"] == 1 for r in http), http
 assert d["pools_lost"] == 1 and d["rollout_ranks_lost"] == 2, d
 assert s["versions"] == 200, s["versions"]
-assert all(r["backend_requests"] > 0 for r in http), http  # it served before it died
+# The pool served before it died. Not every rank need have: the pool's ranks share one task ring,
+# and on two busy cores one rank with free request slots can take every task until the death.
+assert sum(r["backend_requests"] for r in http) > 0, http
 assert s["produced"] == s["accepted"] + s["filtered"] + s["stale_dropped"], s
 print(json.dumps({"tasks_returned": d["tasks_returned"], "tasks_reissued": d["tasks_reissued"],
                   "engine_pushed": engine[0]["pushed"], "http_pushed": sum(r["pushed"] for r in http)}))
