@@ -163,7 +163,11 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   t.weight_decay = r.getDouble("weight_decay", t.weight_decay, 0.0, 10.0);
   t.grad_clip = r.getDouble("grad_clip", t.grad_clip, 0.0, 1e6);
   t.groups_per_step = static_cast<int>(r.getInt("groups_per_step", t.groups_per_step, 1, 1 << 20, "groups"));
-  t.ppo_epochs = static_cast<int>(r.getInt("ppo_epochs", t.ppo_epochs, 1, 64, "steps"));
+  t.ppo_epochs = static_cast<int>(r.getInt("ppo_epochs", t.ppo_epochs, 1, 64, "passes"));
+  t.mini_batches = static_cast<int>(r.getInt("mini_batches", t.mini_batches, 1, 1024, "optimiser steps"));
+  t.micro_batch_tokens = r.getInt("micro_batch_tokens", t.micro_batch_tokens, 0, std::int64_t{1} << 40, "tokens");
+  t.packing = r.getBool("packing", t.packing);
+  t.activation_checkpointing = r.getBool("activation_checkpointing", t.activation_checkpointing);
   const std::string schedule = r.getChoice("lr_schedule", "constant", {"constant", "linear", "cosine"});
   t.lr_schedule = schedule == "linear"   ? TrainerSection::LrSchedule::Linear
                   : schedule == "cosine" ? TrainerSection::LrSchedule::Cosine

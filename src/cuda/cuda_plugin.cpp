@@ -2,6 +2,7 @@
 // CUDA usable in a process that started with the CPU LibTorch alone (its static registrations
 // install LibTorch's CUDA hooks), and home of the one thing that needs CUDA headers: the c10d
 // NCCL backend. Loaded by src/model/device.cpp with dlopen only when a role asks for cuda.
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
@@ -49,9 +50,23 @@ __attribute__((visibility("default"))) c10d::Backend* astraflow_make_nccl_backen
   }
 }
 
+__attribute__((visibility("default"))) int astraflow_cuda_memory_peaks(int device, unsigned long long* allocated,
+                                                                       unsigned long long* reserved) {
+  try {
+    // Index 0 of each StatArray is the aggregate over pool kinds.
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    *allocated = static_cast<unsigned long long>(stats.allocated_bytes[0].peak);
+    *reserved = static_cast<unsigned long long>(stats.reserved_bytes[0].peak);
+    return 0;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 }  // extern "C"
 
 // The declarations in the ABI header and the definitions above must agree.
 static_assert(static_cast<AstraflowCudaDeviceCountFn>(&astraflow_cuda_device_count) != nullptr);
 static_assert(static_cast<AstraflowCudaSetDeviceFn>(&astraflow_cuda_set_device) != nullptr);
 static_assert(static_cast<AstraflowMakeNcclBackendFn>(&astraflow_make_nccl_backend) != nullptr);
+static_assert(static_cast<AstraflowCudaMemoryPeaksFn>(&astraflow_cuda_memory_peaks) != nullptr);

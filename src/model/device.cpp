@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -11,6 +12,7 @@
 #include <climits>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include "astraflow/core/error.hpp"
@@ -115,6 +117,26 @@ at::Generator makeGenerator(const torch::Device& device, std::uint64_t seed) {
   at::Generator g = at::detail::getCUDAHooks().getNewGenerator(device.index());
   g.set_current_seed(seed);
   return g;
+}
+
+MemoryUse memoryUse(const torch::Device& device) {
+  MemoryUse m;
+  // statm: size resident shared … in pages.
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t size = 0, resident = 0;
+  if (statm >> size >> resident) m.rss_bytes = resident * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) == 0)
+    m.peak_rss_bytes = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // KiB
+  if (device.is_cuda()) {
+    auto peaks = reinterpret_cast<AstraflowCudaMemoryPeaksFn>(cudaPluginSymbol(kAstraflowCudaMemoryPeaks));
+    unsigned long long allocated = 0, reserved = 0;
+    if (peaks && peaks(device.index(), &allocated, &reserved) == 0) {
+      m.device_peak_allocated = allocated;
+      m.device_peak_reserved = reserved;
+    }
+  }
+  return m;
 }
 
 }  // namespace astraflow

@@ -122,19 +122,19 @@ KvCache PolicyModelImpl::newCache(std::int64_t batch, std::int64_t capacity) con
 }
 
 torch::Tensor PolicyModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                       const torch::Tensor& valid) {
-  return run(tokens, positions, valid, nullptr);
+                                       const torch::Tensor& valid, const torch::Tensor& segments) {
+  return run(tokens, positions, valid, segments, nullptr);
 }
 
 torch::Tensor PolicyModelImpl::forwardCached(const torch::Tensor& tokens, const torch::Tensor& positions,
                                              const torch::Tensor& valid, KvCache& cache) {
-  return run(tokens, positions, valid, &cache);
+  return run(tokens, positions, valid, {}, &cache);
 }
 
 torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                   const torch::Tensor& valid, KvCache* cache) {
+                                   const torch::Tensor& valid, const torch::Tensor& segments, KvCache* cache) {
   const auto B = tokens.size(0), T = tokens.size(1);
-  const auto H = config_.heads, KV = config_.kv_heads, hd = config_.headDim(), group = H / KV;
+  const auto group = config_.heads / config_.kv_heads;
   const std::int64_t past = cache ? cache->length : 0;
   if (cache && past + T > cache->capacity) {
     throw Error(fmt::format("model: KV cache of {} positions cannot take {} more after {}", cache->capacity, T, past));
@@ -163,6 +163,10 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   const auto q_idx = torch::arange(T, long_opts).unsqueeze(1) + past;                               // [T,1]
   const auto k_idx = torch::arange(past + T, long_opts).unsqueeze(0);                               // [1,K]
   auto allowed = (k_idx <= q_idx).unsqueeze(0).unsqueeze(0) & key_valid.unsqueeze(1).unsqueeze(1);  // [B,1,T,K]
+  if (segments.defined()) {
+    if (cache) throw Error("model: packed segments are for the full forward, not the KV-cache one");
+    allowed = allowed & (segments.unsqueeze(2) == segments.unsqueeze(1)).unsqueeze(1);
+  }
   // A query with no visible key (a padding query) would give NaN; let it see itself.
   const auto self = (k_idx == q_idx).unsqueeze(0).unsqueeze(0);
   allowed = torch::where(allowed.any(-1, true), allowed, self);
@@ -178,42 +182,12 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
                      .masked_fill(allowed_g.logical_not(), -std::numeric_limits<float>::infinity());
   }
 
+  const torch::Tensor& mask = config_.attention == AttentionKind::Eager ? additive_g : allowed_g;
   auto x = torch::embedding(embed_, tokens);  // [B,T,D]
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  // Checkpointing only where there is a backward pass to recompute for.
+  const bool checkpoint = checkpoint_blocks_ && !cache && torch::GradMode::is_enabled();
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    const Layer& L = layers_[l];
-    auto h = rmsNorm(x, L.attn_norm, config_.rms_eps);
-    // An undefined bias is no bias (torch::linear skips it).
-    auto q = torch::linear(h, L.q, L.q_bias).view({B, T, H, hd}).transpose(1, 2);   // [B,H,T,hd]
-    auto k = torch::linear(h, L.k, L.k_bias).view({B, T, KV, hd}).transpose(1, 2);  // [B,KV,T,hd]
-    auto v = torch::linear(h, L.v, L.v_bias).view({B, T, KV, hd}).transpose(1, 2);
-    if (config_.qkNorm()) {
-      q = rmsNorm(q, L.q_norm, config_.rms_eps);
-      k = rmsNorm(k, L.k_norm, config_.rms_eps);
-    }
-    q = applyRope(q, cos, sin);
-    k = applyRope(k, cos, sin);
-    if (cache) {
-      cache->keys[l].narrow(2, past, T).copy_(k);
-      cache->values[l].narrow(2, past, T).copy_(v);
-      k = cache->keys[l].narrow(2, 0, past + T);
-      v = cache->values[l].narrow(2, 0, past + T);
-    }
-    const auto qg = q.reshape({B, KV, group * T, hd});
-    torch::Tensor out;  // [B,KV,group*T,hd]
-    if (config_.attention == AttentionKind::Sdpa) {
-      // LibTorch picks the kernel for the device (a fused one where the mask allows).
-      out = at::scaled_dot_product_attention(qg, k, v, allowed_g, /*dropout_p=*/0.0, /*is_causal=*/false, scale);
-    } else {
-      const auto scores = torch::matmul(qg, k.transpose(-1, -2)) * scale + additive_g;  // [B,KV,group*T,K]
-      out = torch::matmul(torch::softmax(scores, -1), v);
-    }
-    // reshape, not view: a fused CUDA kernel may return [B,KV,group*T,hd] in another layout.
-    out = out.reshape({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
-    x = x + torch::linear(out, L.o, L.o_bias);
-    h = rmsNorm(x, L.mlp_norm, config_.rms_eps);
-    const auto act = torch::silu(torch::linear(h, L.gate, L.gate_bias)) * torch::linear(h, L.up, L.up_bias);
-    x = x + torch::linear(act, L.down, L.down_bias);
+    x = checkpoint ? checkpointedBlock(*this, l, x, cos, sin, mask) : block(l, x, cos, sin, mask, cache);
   }
   if (cache) cache->length = past + T;
   x = rmsNorm(x, final_norm_, config_.rms_eps);
@@ -224,6 +198,59 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
     logits = logits.index_fill(-1, never_generate_, -std::numeric_limits<float>::infinity());
   }
   return logits;
+}
+
+torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, const torch::Tensor& cos,
+                                     const torch::Tensor& sin, const torch::Tensor& mask, KvCache* cache) const {
+  const auto B = x_in.size(0), T = x_in.size(1);
+  const auto H = config_.heads, KV = config_.kv_heads, hd = config_.headDim(), group = H / KV;
+  const std::int64_t past = cache ? cache->length : 0;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const Layer& L = layers_[l];
+  auto x = x_in;
+  auto h = rmsNorm(x, L.attn_norm, config_.rms_eps);
+  // An undefined bias is no bias (torch::linear skips it).
+  auto q = torch::linear(h, L.q, L.q_bias).view({B, T, H, hd}).transpose(1, 2);   // [B,H,T,hd]
+  auto k = torch::linear(h, L.k, L.k_bias).view({B, T, KV, hd}).transpose(1, 2);  // [B,KV,T,hd]
+  auto v = torch::linear(h, L.v, L.v_bias).view({B, T, KV, hd}).transpose(1, 2);
+  if (config_.qkNorm()) {
+    q = rmsNorm(q, L.q_norm, config_.rms_eps);
+    k = rmsNorm(k, L.k_norm, config_.rms_eps);
+  }
+  q = applyRope(q, cos, sin);
+  k = applyRope(k, cos, sin);
+  if (cache) {
+    cache->keys[l].narrow(2, past, T).copy_(k);
+    cache->values[l].narrow(2, past, T).copy_(v);
+    k = cache->keys[l].narrow(2, 0, past + T);
+    v = cache->values[l].narrow(2, 0, past + T);
+  }
+  const auto qg = q.reshape({B, KV, group * T, hd});
+  torch::Tensor out;  // [B,KV,group*T,hd]
+  if (config_.attention == AttentionKind::Sdpa) {
+    // LibTorch picks the kernel for the device (a fused one where the mask allows).
+    out = at::scaled_dot_product_attention(qg, k, v, mask, /*dropout_p=*/0.0, /*is_causal=*/false, scale);
+  } else {
+    const auto scores = torch::matmul(qg, k.transpose(-1, -2)) * scale + mask;  // [B,KV,group*T,K]
+    out = torch::matmul(torch::softmax(scores, -1), v);
+  }
+  // reshape, not view: a fused CUDA kernel may return [B,KV,group*T,hd] in another layout.
+  out = out.reshape({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
+  x = x + torch::linear(out, L.o, L.o_bias);
+  h = rmsNorm(x, L.mlp_norm, config_.rms_eps);
+  const auto act = torch::silu(torch::linear(h, L.gate, L.gate_bias)) * torch::linear(h, L.up, L.up_bias);
+  return x + torch::linear(act, L.down, L.down_bias);
+}
+
+std::vector<torch::Tensor> PolicyModelImpl::blockParameters(std::size_t l) const {
+  const Layer& L = layers_[l];
+  std::vector<torch::Tensor> out;
+  for (const torch::Tensor* t :
+       {&L.attn_norm, &L.q, &L.k, &L.v, &L.o, &L.q_norm, &L.k_norm, &L.mlp_norm, &L.gate, &L.up, &L.down, &L.q_bias,
+        &L.k_bias, &L.v_bias, &L.o_bias, &L.gate_bias, &L.up_bias, &L.down_bias}) {
+    if (t->defined()) out.push_back(*t);
+  }
+  return out;
 }
 
 std::vector<NamedTensor> PolicyModelImpl::orderedParameters() const { return ordered_; }

@@ -122,7 +122,8 @@ LocalRunResult runTrainLocal(const Config& config) {
   }
   GenerationEngine engine(model, tokenizer->padId());
   PolicyTrainer trainer(model, config.trainer, config.rollout.temperature);
-  trainer.setScheduleLength(static_cast<std::int64_t>(config.local.steps) * config.trainer.ppo_epochs);
+  trainer.setScheduleLength(static_cast<std::int64_t>(config.local.steps) * config.trainer.ppo_epochs *
+                            config.trainer.mini_batches);
   auto env = makeEnvironment(config.environment);
   std::mt19937_64 rng(config.run.seed);
   auto gen = makeGenerator(device, config.run.seed + 1);

@@ -96,25 +96,7 @@ PolicyLossResult policyLoss(const PolicyLossInputs& in, const PolicyLossOptions&
   const auto logp_ref = use_kl ? in.logp_ref.detach() : torch::Tensor();
   const auto advantages = in.advantages.detach().unsqueeze(1).expand(bt);  // A broadcast over T
 
-  torch::Tensor mask;  // final 0/1 mask, logp's dtype, no gradient
-  {
-    torch::NoGradGuard no_grad;
-    // Non-finite inputs from outside the trainer (engine log-probs, rewards) drop their tokens
-    // instead of poisoning the batch; they are counted so the caller can report them.
-    auto finite = torch::isfinite(logp_behav) & torch::isfinite(advantages);
-    if (options.decoupled) finite = finite & torch::isfinite(logp_prox);
-    if (use_kl) finite = finite & torch::isfinite(logp_ref);
-    auto m = in.mask.detach().to(in.logp.scalar_type());
-    result.nonfinite_tokens = ((m != 0) & ~finite).sum().item<std::int64_t>();
-    m = torch::where(finite, m, torch::zeros_like(m));
-    if (options.m2po) {
-      const auto before = (m != 0).sum().item<std::int64_t>();
-      m = m2poMask(in.logp, logp_behav, m, options.m2_threshold);
-      const auto after = (m != 0).sum().item<std::int64_t>();
-      result.m2po_masked_fraction = before > 0 ? static_cast<double>(before - after) / before : 0.0;
-    }
-    mask = m;
-  }
+  const torch::Tensor mask = keptTokenMask(in, options, result);  // final 0/1 mask, logp's dtype
   const auto keep = mask != 0;
   result.kept_tokens = keep.sum().item<std::int64_t>();
 
@@ -139,7 +121,9 @@ PolicyLossResult policyLoss(const PolicyLossInputs& in, const PolicyLossOptions&
   const auto surrogate = torch::minimum(surr_unclipped, surr_clipped);
   auto loss_tok = weight.defined() ? -weight * surrogate : -surrogate;
 
-  const auto denom = mask.sum().clamp_min(1.0);  // max(Σ mask, 1): an empty batch gives loss 0
+  // max(Σ mask, 1): an empty batch gives loss 0. A micro-batch divides by its step's count.
+  const auto denom = options.token_denominator > 0 ? torch::full({}, options.token_denominator, mask.options())
+                                                   : mask.sum().clamp_min(1.0);
   if (use_kl) {
     const auto kl_tok = klEstimate(logp, kept(logp_ref), options.kl_estimator);
     loss_tok = loss_tok + options.kl_coef * kl_tok;
@@ -149,9 +133,33 @@ PolicyLossResult policyLoss(const PolicyLossInputs& in, const PolicyLossOptions&
 
   // The clip is active where the clipped term is the smaller one, i.e. it was selected and
   // differs from the unclipped term.
-  const auto clipped = (keep & (surr_clipped.detach() < surr_unclipped.detach())).sum().item<std::int64_t>();
-  result.clipped_fraction = result.kept_tokens > 0 ? static_cast<double>(clipped) / result.kept_tokens : 0.0;
+  result.clipped_tokens = (keep & (surr_clipped.detach() < surr_unclipped.detach())).sum().item<std::int64_t>();
+  result.clipped_fraction =
+      result.kept_tokens > 0 ? static_cast<double>(result.clipped_tokens) / result.kept_tokens : 0.0;
   return result;
+}
+
+torch::Tensor keptTokenMask(const PolicyLossInputs& in, const PolicyLossOptions& options, PolicyLossResult& result) {
+  torch::NoGradGuard no_grad;
+  const auto bt = in.mask.sizes();
+  const auto advantages = in.advantages.detach().unsqueeze(1).expand(bt);
+  // Non-finite inputs from outside the trainer (engine log-probs, rewards) drop their tokens
+  // instead of poisoning the batch; they are counted so the caller can report them.
+  auto finite = torch::isfinite(in.logp_behav) & torch::isfinite(advantages);
+  if (options.decoupled) finite = finite & torch::isfinite(in.logp_prox);
+  if (options.kl_coef > 0) finite = finite & torch::isfinite(in.logp_ref);
+  const auto dtype = in.logp.defined() ? in.logp.scalar_type() : torch::kFloat;
+  auto m = in.mask.detach().to(dtype);
+  result.nonfinite_tokens = ((m != 0) & ~finite).sum().item<std::int64_t>();
+  m = torch::where(finite, m, torch::zeros_like(m));
+  if (options.m2po) {
+    const auto before = (m != 0).sum().item<std::int64_t>();
+    m = m2poMask(in.logp, in.logp_behav.detach(), m, options.m2_threshold);
+    const auto after = (m != 0).sum().item<std::int64_t>();
+    result.m2po_masked_tokens = before - after;
+    result.m2po_masked_fraction = before > 0 ? static_cast<double>(before - after) / before : 0.0;
+  }
+  return m;
 }
 
 torch::Tensor tokenLogProbs(const torch::Tensor& logits, const torch::Tensor& tokens) {

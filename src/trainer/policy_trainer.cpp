@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "astraflow/trainer/loss.hpp"
+#include "trainer/autocast_scope.hpp"
 
 namespace astraflow {
 
@@ -55,44 +56,13 @@ TrainBatch TrainBatch::to(const torch::Device& device) const {
   return b;
 }
 
-namespace {
-
-// Autocast to bf16 on the trainer's device for one step's forward and backward (matmuls and
-// linear layers in bf16, reductions and the loss in float32); the weights stay float32.
-class AutocastScope {
- public:
-  AutocastScope(bool enabled, const torch::Device& device) : enabled_(enabled), type_(device.type()) {
-    if (!enabled_) return;
-    was_enabled_ = at::autocast::is_autocast_enabled(type_);
-    was_dtype_ = at::autocast::get_autocast_dtype(type_);
-    at::autocast::set_autocast_dtype(type_, at::kBFloat16);
-    at::autocast::set_autocast_enabled(type_, true);
-    at::autocast::increment_nesting();
-  }
-  ~AutocastScope() {
-    if (!enabled_) return;
-    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_autocast_enabled(type_, was_enabled_);
-    at::autocast::set_autocast_dtype(type_, was_dtype_);
-  }
-  AutocastScope(const AutocastScope&) = delete;
-  AutocastScope& operator=(const AutocastScope&) = delete;
-
- private:
-  bool enabled_;
-  at::DeviceType type_;
-  bool was_enabled_ = false;
-  at::ScalarType was_dtype_ = at::kBFloat16;
-};
-
-}  // namespace
-
 PolicyTrainer::PolicyTrainer(PolicyModel model, const TrainerSection& config, double temperature)
     : model_(std::move(model)), config_(config), temperature_(temperature) {
   torch::optim::AdamWOptions opts(config_.lr);
   opts.betas({config_.beta1, config_.beta2});
   opts.weight_decay(config_.weight_decay);
   optimizer_ = std::make_unique<torch::optim::AdamW>(model_->parameters(), opts);
+  model_->setActivationCheckpointing(config_.activation_checkpointing);
   if (config_.loss.kl_coef > 0) freezeReference();
 }
 
@@ -113,83 +83,16 @@ void PolicyTrainer::freezeReference() {
 
 // A data-parallel rank with nothing to train on still takes part in the group's averaging
 // (with zero gradients) and steps, so its weights stay identical to its peers'.
-void PolicyTrainer::emptyStep(int repeats, bool scheduled) {
-  if (!averager_) return;
+bool PolicyTrainer::emptyStep(int repeats, bool scheduled) {
+  if (!averager_) return true;
   for (int i = 0; i < repeats; ++i) {
     optimizer_->zero_grad();
     double norm = 0;
-    if (!finiteStep(torch::zeros({}), norm)) break;
+    if (!finiteStep(torch::zeros({}), norm)) return false;
     if (scheduled) applySchedule();  // the rate its peers step with
     optimizer_->step();
   }
-}
-
-RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
-  RlStepStats s;
-  s.dropped = host_batch.dropped;
-  if (host_batch.tokens.size(0) == 0) {
-    emptyStep(config_.ppo_epochs, true);
-    return s;
-  }
-  model_->train();
-  const TrainBatch batch = host_batch.to(model_->device());
-  const AutocastScope autocast(config_.compute.bf16(), model_->device());
-  const auto& L = config_.loss;
-  const auto adv = groupAdvantages(batch.rewards, batch.group_ids, L.scale_by_std, L.advantage == "batch");
-  PolicyLossOptions opts;
-  opts.clip_low = L.clip_low;
-  opts.clip_high = L.clip_high;
-  opts.decoupled = L.kind == "decoupled";
-  opts.kl_coef = L.kl_coef;
-  opts.kl_estimator = L.kl_estimator == "k1" ? KlEstimator::K1 : KlEstimator::K3;
-  opts.m2po = L.m2po;
-  opts.m2_threshold = L.m2_threshold;
-  torch::Tensor logp_ref, logp_prox;
-  if (opts.kl_coef > 0) {
-    torch::NoGradGuard no_grad;
-    logp_ref = sequenceLogProbs(*reference_, batch.tokens, batch.lengths, temperature_);
-  }
-  // PPO epochs: several optimiser steps on the same batch; the ratio moves away from 1 after
-  // the first, which is what the clip bounds. The proximal policy of decoupled PPO is θ
-  // before the first epoch.
-  for (int epoch = 0; epoch < config_.ppo_epochs; ++epoch) {
-    auto logp = sequenceLogProbs(*model_, batch.tokens, batch.lengths, temperature_);
-    if (epoch == 0) {
-      torch::NoGradGuard no_grad;
-      logp_prox = logp.detach();
-      const auto diff = ((logp_prox - batch.behav).abs() * batch.mask);
-      s.max_abs_behav_diff = diff.numel() ? diff.max().item<double>() : 0.0;
-    }
-    PolicyLossInputs in;
-    in.logp = logp;
-    in.logp_behav = batch.behav;
-    in.advantages = adv;
-    in.mask = batch.mask;
-    if (opts.decoupled) in.logp_prox = logp_prox;
-    if (opts.kl_coef > 0) in.logp_ref = logp_ref;
-    const PolicyLossResult r = policyLoss(in, opts);
-    optimizer_->zero_grad();
-    r.loss.backward();
-    if (!finiteStep(r.loss, s.grad_norm)) {
-      s.skipped_steps++;
-      break;
-    }
-    applySchedule();
-    optimizer_->step();
-    // Autocast caches the bf16 casts of the weights for the scope's life: after a step they
-    // are stale, and the next epoch must see the new weights.
-    if (config_.compute.bf16()) at::autocast::clear_cache();
-    if (epoch == 0) {
-      s.loss = r.loss.item<double>();
-      s.kl = r.kl;
-      s.m2po_masked_fraction = r.m2po_masked_fraction;
-      s.tokens = r.kept_tokens;
-      s.dropped += r.nonfinite_tokens;
-    }
-    s.clipped_fraction = r.clipped_fraction;  // of the last epoch, where clipping acts
-  }
-  s.reward_mean = batch.rewards.mean().item<double>();
-  return s;
+  return true;
 }
 
 // A step whose loss or gradient is NaN/inf would poison every weight: it is skipped (the

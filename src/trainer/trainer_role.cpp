@@ -17,6 +17,7 @@
 #include "astraflow/core/records.hpp"
 #include "astraflow/core/run_files.hpp"
 #include "astraflow/model/checkpoint.hpp"
+#include "astraflow/model/device.hpp"
 #include "astraflow/model/model_builder.hpp"
 #include "astraflow/model/weight_blob.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
@@ -41,7 +42,8 @@ class TrainerRank {
                                   resolveDevice(ctx_.cfg.trainer.compute.device, ctx_.device_slot, "trainer.device")),
                  ctx_.cfg.trainer, ctx_.cfg.rollout.temperature) {
     if (comm_.size() > 1) trainer_.setDataParallel(&comm_);
-    trainer_.setScheduleLength(static_cast<std::int64_t>(ctx_.cfg.run.versions) * ctx_.cfg.trainer.ppo_epochs);
+    trainer_.setScheduleLength(static_cast<std::int64_t>(ctx_.cfg.run.versions) * ctx_.cfg.trainer.ppo_epochs *
+                               ctx_.cfg.trainer.mini_batches);
   }
 
   TrainerReport run();
@@ -51,6 +53,7 @@ class TrainerRank {
   bool nextBatch(Batch& batch);
   void stage();
   void checkpoint(bool final = false);
+  void recordMemory();  // a `memory` trace event; the peaks go in the report
 
   const TrainerPorts& ports_;
   const RoleContext& ctx_;
@@ -63,9 +66,17 @@ class TrainerRank {
   // Report.
   std::uint64_t foreign_ = 0, remote_ = 0;  // trained: other policies' / remote sites' trajectories
   std::uint64_t steps_ = 0, trajectories_ = 0, tokens_ = 0, version_mismatches_ = 0, stale_violations_ = 0;
+  std::uint64_t micro_batches_ = 0, forward_tokens_ = 0, sequence_tokens_ = 0;
   std::int64_t max_staleness_ = 0;
   double wait_seconds_ = 0, step_seconds_ = 0, reward_sum_ = 0, max_abs_behav_diff_ = 0;
+  MemoryUse memory_;
 };
+
+void TrainerRank::recordMemory() {
+  const double t = ctx_.now();
+  memory_ = memoryUse(trainer_.model()->device());
+  ctx_.event("memory", t, version_, memory_.peak_rss_bytes, memory_.device_peak_allocated);
+}
 
 void TrainerRank::warmStart() {
   const auto& cfg = ctx_.cfg;
@@ -179,12 +190,16 @@ TrainerReport TrainerRank::run() {
     }
     const auto stats = trainer_.rlStep(collate(episodes, groups, ports_.tokens.pad_id));
     max_abs_behav_diff_ = std::max(max_abs_behav_diff_, stats.max_abs_behav_diff);
+    micro_batches_ += static_cast<std::uint64_t>(stats.micro_batches);
+    forward_tokens_ += static_cast<std::uint64_t>(stats.forward_tokens);
+    sequence_tokens_ += static_cast<std::uint64_t>(stats.sequence_tokens);
     trajectories_ += batch.trajectories.size();
     for (const auto& traj : batch.trajectories) remote_ += traj.pool_uid >= kSitePoolUidBase;
     ++steps_;
     ++version_;
     step_seconds_ += ctx_.now() - t;
     ctx_.event("train_step", t, version_, static_cast<std::uint64_t>(stats.tokens), batch.trajectories.size());
+    recordMemory();
     stage();
     const bool due = (cfg.run.checkpoint_every > 0 && version_ % cfg.run.checkpoint_every == 0) ||
                      (cfg.run.export_hf_every > 0 && version_ % cfg.run.export_hf_every == 0);
@@ -208,6 +223,18 @@ TrainerReport TrainerRank::run() {
   r.skipped_steps = trainer_.skippedSteps();
   r.mean_reward = trajectories_ ? reward_sum_ / static_cast<double>(trajectories_) : 0.0;
   r.max_abs_behav_diff = max_abs_behav_diff_;
+  r.micro_batches = micro_batches_;
+  r.forward_tokens = forward_tokens_;
+  r.sequence_tokens = sequence_tokens_;
+  recordMemory();
+  r.peak_rss_bytes = memory_.peak_rss_bytes;
+  r.device_peak_bytes = memory_.device_peak_allocated;
+  spdlog::info("trainer {} rank {}: peak RSS {:.1f} MiB{}", policy_, comm_.rank(),
+               static_cast<double>(memory_.peak_rss_bytes) / (1 << 20),
+               trainer_.model()->device().is_cuda()
+                   ? fmt::format(", peak CUDA allocated {:.1f} MiB",
+                                 static_cast<double>(memory_.device_peak_allocated) / (1 << 20))
+                   : std::string());
   r.weights_hash = weightsHash(blob_);  // the checksum the rollout ranks' replicas keep
   return r;
 }

@@ -103,9 +103,26 @@ trainer: {groups_per_step: 2}
 eval: {problems: 4, every: 2}
 elastic: {every: 2}
 YAML
+# The ucx run also trains in 2 PPO mini-batches (2 of the 4 episodes each) split into packed
+# micro-batches of at most 8 tokens, with activation checkpointing (docs/training.md). Every
+# episode is longer than 4 tokens ("a+b=" and an answer), so no two share a micro-batch: each
+# step is 2 × 2 forward/backward passes, as the summary's trainer figures must say.
 for osc in sm ucx; do
   rm -rf "$work/job"
-  expect_rc 0 "job_$osc" -- "$mpiexec" -n 4 --oversubscribe --mca osc $osc "$bin" run "$work/job.yaml"
+  scale=()
+  [ $osc = ucx ] && scale=(--set trainer.micro_batch_tokens=8 --set trainer.packing=true --set trainer.mini_batches=2
+    --set trainer.activation_checkpointing=true)
+  expect_rc 0 "job_$osc" -- "$mpiexec" -n 4 --oversubscribe --mca osc $osc "$bin" run "$work/job.yaml" "${scale[@]}"
+  python3 - "$work/job/summary.json" $osc 2>"$work/trainer_figures_$osc.err" <<'PY' ||
+import json, sys
+s = json.load(open(sys.argv[1]))
+t = [r for r in s["ranks"] if r["role"] == "trainer"][0]
+assert t["peak_rss_bytes"] > 10 << 20, t  # the trainer process's own peak resident set
+assert t["device_peak_bytes"] == 0, t     # on the CPU
+assert t["forward_tokens"] >= t["sequence_tokens"] > 0, t
+assert t["micro_batches"] == (1 if sys.argv[2] == "sm" else 4) * t["steps"], t
+PY
+    fail "job_$osc: trainer figures: $(cat "$work/trainer_figures_$osc.err")"
   expect_text "job_$osc" err "role map (4 ranks)" 1
   last=$(tail -n 1 "$work/job_$osc.out")
   case "$last" in
@@ -118,7 +135,7 @@ for osc in sm ucx; do
   "$h5dump" -H "$work/job/trace.h5" >"$work/dump_trace_$osc.out" 2>&1 || fail "h5dump could not read trace.h5"
   expect_text "dump_trace_$osc" out 'DATASET "events"'
   "$h5dump" -d /events "$work/job/trace.h5" >"$work/dump_events_$osc.out" 2>&1
-  for kind in startup train_step publish generate serve_batch weight_pull; do
+  for kind in startup train_step memory publish generate serve_batch weight_pull; do
     expect_text "dump_events_$osc" out "\"$kind"
   done
   "$h5dump" -H "$work/job/trajectories.h5" >"$work/dump_traj_$osc.out" 2>&1 || fail "h5dump could not read trajectories.h5"

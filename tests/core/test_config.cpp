@@ -254,3 +254,27 @@ TEST(Config, LrScheduleKeys) {
   EXPECT_THROW(parseConfig(kGood, "good.yaml", {"trainer.lr_schedule=step"}), ConfigError);
   EXPECT_THROW(parseConfig(kGood, "good.yaml", {"trainer.lr_floor=2"}), ConfigError);
 }
+
+TEST(Config, TrainerAtScaleKeys) {
+  Config c = parseConfig(kGood, "good.yaml");
+  EXPECT_EQ(c.trainer.mini_batches, 1);
+  EXPECT_EQ(c.trainer.micro_batch_tokens, 0);
+  EXPECT_FALSE(c.trainer.packing);
+  EXPECT_FALSE(c.trainer.activation_checkpointing);
+  c = parseConfig(
+      kGood, "good.yaml",
+      {"trainer={mini_batches: 4, micro_batch_tokens: 16384, packing: true, activation_checkpointing: true}"});
+  EXPECT_EQ(c.trainer.mini_batches, 4);
+  EXPECT_EQ(c.trainer.micro_batch_tokens, 16384);
+  EXPECT_TRUE(c.trainer.packing);
+  EXPECT_TRUE(c.trainer.activation_checkpointing);
+  for (const char* bad : {"trainer.mini_batches=0", "trainer.micro_batch_tokens=-1", "trainer.packing=maybe"}) {
+    try {
+      parseConfig(kGood, "good.yaml", {bad});
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const ConfigError& e) {
+      const std::string key = std::string(bad).substr(8, std::string(bad).find('=') - 8);
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+}

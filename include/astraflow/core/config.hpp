@@ -69,10 +69,17 @@ struct TrainerSection {
   double weight_decay = 0.0;
   double grad_clip = 1.0;    // max global gradient norm; 0 = off
   int groups_per_step = 16;  // prompts (groups) per RL step
-  int ppo_epochs = 1;        // optimiser steps on each RL batch
+  int ppo_epochs = 1;        // passes over each RL batch
+  int mini_batches = 1;      // optimiser steps per pass, each on a shuffled slice of the batch
+  // Gradient accumulation (docs/training.md): an optimiser step's sequences go through the model
+  // in micro-batches of at most this many tokens (lines × longest; 0: all at once).
+  std::int64_t micro_batch_tokens = 0;
+  bool packing = false;                   // several sequences per line, attention kept within each
+  bool activation_checkpointing = false;  // recompute each block's activations in the backward
   // The learning rate by optimiser step (trainer/lr_schedule.hpp): a linear warm-up over
   // warmup_steps, then constant, or linear/cosine decay to lr_floor × lr at decay_steps
-  // (0: the run's length, run.versions × ppo_epochs; train-local: local.steps × ppo_epochs).
+  // (0: the run's length, run.versions × ppo_epochs × mini_batches; train-local: local.steps
+  // × ppo_epochs × mini_batches).
   enum class LrSchedule { Constant, Linear, Cosine } lr_schedule = LrSchedule::Constant;
   int warmup_steps = 0;
   double lr_floor = 0.0;

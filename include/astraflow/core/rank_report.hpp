@@ -120,6 +120,12 @@ struct TrainerReport {
   // left is bf16 weights and the engine's arithmetic: docs/rollout-backends.md).
   double max_abs_behav_diff = 0;
   std::uint64_t weights_hash = 0;  // XXH3 of the final weights: equal across a data-parallel group
+  // How batches went through the model (trainer.micro_batch_tokens, trainer.packing): passes with
+  // gradients, tokens through them padding included, and the sequences' own tokens.
+  std::uint64_t micro_batches = 0, forward_tokens = 0, sequence_tokens = 0;
+  // Memory (model/device.hpp MemoryUse): the process's peak resident set, and on CUDA the
+  // caching allocator's peak of allocated bytes (0 on the CPU).
+  std::uint64_t peak_rss_bytes = 0, device_peak_bytes = 0;
 
   double waitFraction() const {
     return batch_wait_seconds + step_seconds > 0 ? batch_wait_seconds / (batch_wait_seconds + step_seconds) : 0.0;
@@ -133,7 +139,9 @@ struct TrainerReport {
     v("trajectories_from_remote_sites", s.trajectories_from_remote_sites), v("max_staleness", s.max_staleness);
     v("staleness_violations", s.staleness_violations), v("version_mismatches", s.version_mismatches);
     v("skipped_steps", s.skipped_steps), v("mean_reward", s.mean_reward), v("weights_hash", s.weights_hash);
-    v("max_abs_behav_diff", s.max_abs_behav_diff);
+    v("max_abs_behav_diff", s.max_abs_behav_diff), v("micro_batches", s.micro_batches);
+    v("forward_tokens", s.forward_tokens), v("sequence_tokens", s.sequence_tokens);
+    v("peak_rss_bytes", s.peak_rss_bytes), v("device_peak_bytes", s.device_peak_bytes);
   }
 };
 

@@ -23,4 +23,8 @@ inline constexpr const char* kAstraflowCudaSetDevice = "astraflow_cuda_set_devic
 using AstraflowMakeNcclBackendFn = c10d::Backend* (*)(c10d::Store* store, int rank, int size, int device, char* error,
                                                       unsigned long error_size);
 inline constexpr const char* kAstraflowMakeNcclBackend = "astraflow_make_nccl_backend";
+
+// The caching allocator's peaks on `device`: allocated and reserved bytes (0, or -1 on failure).
+using AstraflowCudaMemoryPeaksFn = int (*)(int device, unsigned long long* allocated, unsigned long long* reserved);
+inline constexpr const char* kAstraflowCudaMemoryPeaks = "astraflow_cuda_memory_peaks";
 }

@@ -30,6 +30,17 @@ torch::Device resolveDevice(const DeviceRequest& request, int node_slot, const s
 // The engine's weight and KV-cache dtype: bf16 or fp32 (ComputeOptions::bf16()).
 torch::ScalarType computeDtype(const ComputeOptions& compute);
 
+// What this process holds in memory (the trainer's accounting, docs/training.md): its resident
+// set now and at its peak (the kernel's figures: /proc/self/statm, getrusage), and on a CUDA
+// device the caching allocator's peaks of allocated and reserved bytes there (0 elsewhere).
+struct MemoryUse {
+  std::uint64_t rss_bytes = 0;
+  std::uint64_t peak_rss_bytes = 0;
+  std::uint64_t device_peak_allocated = 0;
+  std::uint64_t device_peak_reserved = 0;
+};
+MemoryUse memoryUse(const torch::Device& device);
+
 // A random generator on `device` (sampling draws on the device its logits are on).
 at::Generator makeGenerator(const torch::Device& device, std::uint64_t seed);
 

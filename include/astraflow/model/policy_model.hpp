@@ -37,7 +37,10 @@ class PolicyModelImpl : public torch::nn::Module {
 
   // Full causal forward. tokens, positions: [B,T] int64; valid: [B,T] bool (false = padding,
   // never attended to), on the model's device. Returns logits [B,T,V] in float32.
-  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid);
+  // `segments` ([B,T] int64, optional) packs several sequences into a row: a token attends only
+  // to earlier tokens of its own segment (positions restart per segment: the caller's).
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
+                        const torch::Tensor& segments = {});
   // Appends T new positions to `cache` and returns their logits [B,T,V]; new tokens attend to
   // every valid cached position and causally to each other.
   torch::Tensor forwardCached(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
@@ -69,11 +72,22 @@ class PolicyModelImpl : public torch::nn::Module {
   void setNeverGenerate(const std::vector<std::int64_t>& token_ids);
   std::vector<std::int64_t> neverGenerate() const;
 
+  // Activation checkpointing: a training forward keeps only each block's input and recomputes
+  // the block's activations in the backward pass (model/block_checkpoint.cpp). Same gradients.
+  void setActivationCheckpointing(bool on) { checkpoint_blocks_ = on; }
+  bool activationCheckpointing() const { return checkpoint_blocks_; }
+
   const ModelConfig& config() const { return config_; }
+
+  // One transformer block on x [B,T,D] (cos/sin: rotary tables; mask: the attention mask in
+  // the kernel's form). Public for the checkpointing function that recomputes it.
+  torch::Tensor block(std::size_t layer, const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                      const torch::Tensor& mask, KvCache* cache) const;
+  std::vector<torch::Tensor> blockParameters(std::size_t layer) const;
 
  private:
   torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
-                    KvCache* cache);
+                    const torch::Tensor& segments, KvCache* cache);
 
   // Biases and q/k norms the family lacks stay undefined.
   struct Layer {
@@ -88,7 +102,12 @@ class PolicyModelImpl : public torch::nn::Module {
   std::vector<NamedTensor> ordered_;
   torch::Tensor inv_freq_;  // float32 on the model's device
   torch::Tensor never_generate_;
+  bool checkpoint_blocks_ = false;
 };
+
+// x after `layer` of `model`, keeping only x for the backward pass (recomputes the block there).
+torch::Tensor checkpointedBlock(const PolicyModelImpl& model, std::size_t layer, const torch::Tensor& x,
+                                const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask);
 TORCH_MODULE(PolicyModel);
 
 // Positions and validity for right-aligned (left-padded) prompts: positions count valid

@@ -28,6 +28,9 @@ struct PolicyLossOptions {
   KlEstimator kl_estimator = KlEstimator::K3;
   bool m2po = false;           // second-moment trust region masking
   double m2_threshold = 0.04;  // τ: mean Δ² over kept tokens must be ≤ τ
+  // The token count the loss is divided by; 0: this call's own kept tokens. A micro-batch of
+  // an accumulated step passes the whole step's, so the summed gradients are the unsplit step's.
+  double token_denominator = 0;
 };
 
 struct PolicyLossInputs {
@@ -44,6 +47,8 @@ struct PolicyLossResult {
   double clipped_fraction = 0;      // fraction of kept tokens whose ratio was clipped
   double kl = 0;                    // mean KL estimate over kept tokens (0 if off)
   double m2po_masked_fraction = 0;  // fraction of mask tokens M2PO removed
+  std::int64_t m2po_masked_tokens = 0;
+  std::int64_t clipped_tokens = 0;
   std::int64_t kept_tokens = 0;
   std::int64_t nonfinite_tokens = 0;  // mask tokens dropped for NaN/inf in logp_behav, logp_prox,
                                       // logp_ref (when used) or their sequence's advantage
@@ -59,6 +64,12 @@ struct PolicyLossResult {
 // positions it is ignored). Throws std::invalid_argument, naming the
 // tensor, on a missing input or a shape mismatch.
 PolicyLossResult policyLoss(const PolicyLossInputs& in, const PolicyLossOptions& options);
+
+// The mask policyLoss trains on (no gradient): `in.mask` without the non-finite tokens, then
+// M2PO's removals when options.m2po (which reads in.logp). Fills the result's nonfinite_tokens,
+// m2po_masked_tokens and m2po_masked_fraction. For a step split into micro-batches, computed
+// once over the whole step.
+torch::Tensor keptTokenMask(const PolicyLossInputs& in, const PolicyLossOptions& options, PolicyLossResult& counts);
 
 // M2PO mask: Δ = logp − logp_behav (no gradient). Among tokens with mask = 1, removes
 // tokens in decreasing order of Δ² until the mean Δ² of the kept tokens is ≤ threshold

@@ -42,6 +42,11 @@ struct RlStepStats {
   std::int64_t tokens = 0;
   std::int64_t dropped = 0;        // episodes + tokens dropped for non-finite values
   std::int64_t skipped_steps = 0;  // optimiser steps skipped: NaN/inf loss or gradient
+  // How the batch went through the model with gradients (every optimiser step of the batch):
+  // forward/backward passes, tokens through them (padding included) and sequence tokens.
+  std::int64_t micro_batches = 0;
+  std::int64_t forward_tokens = 0;
+  std::int64_t sequence_tokens = 0;
 };
 
 // The model's device is the trainer's: place the model (float32) before constructing. With
@@ -51,6 +56,9 @@ class PolicyTrainer {
  public:
   PolicyTrainer(PolicyModel model, const TrainerSection& config, double temperature);
 
+  // trainer.ppo_epochs passes over the batch, each of trainer.mini_batches optimiser steps on
+  // a shuffled slice; each step's gradients accumulate over micro-batches of at most
+  // trainer.micro_batch_tokens tokens (rl_step.cpp).
   RlStepStats rlStep(const TrainBatch& batch);
   // Cross-entropy on the policy tokens (mask) of reference episodes; returns the mean loss.
   double sftStep(const TrainBatch& batch, double lr);
@@ -76,10 +84,16 @@ class PolicyTrainer {
   torch::optim::AdamW& optimizer() { return *optimizer_; }
 
  private:
+  struct StepTotals;
+  struct RlContext;
+  StepTotals optimiserStep(RlContext& c, const std::vector<std::int64_t>& rows, RlStepStats& s);
+  // log π of `rows` at the current weights, micro-batched, no graph: written into `out` [B,T].
+  void logProbsNoGrad(PolicyModelImpl& model, const RlContext& c, const std::vector<std::int64_t>& rows,
+                      torch::Tensor& out) const;
   bool finiteStep(const torch::Tensor& loss, double& grad_norm);
   void applySchedule();  // sets the rate of the optimiser step about to be taken
   std::int64_t schedule_length_ = 1;
-  void emptyStep(int repeats, bool scheduled);
+  bool emptyStep(int repeats, bool scheduled);  // false when the group skipped a step
 
   std::int64_t skipped_steps_ = 0;
   const Comm* dp_comm_ = nullptr;
