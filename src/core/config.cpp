@@ -180,6 +180,11 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   t.grad_sync = sync == "mpi"    ? TrainerSection::GradSync::Mpi
                 : sync == "c10d" ? TrainerSection::GradSync::C10d
                                  : TrainerSection::GradSync::Auto;
+  const std::string sharding = r.getChoice("sharding", "none", {"none", "optimizer"});
+  t.sharding = sharding == "optimizer" ? TrainerSection::Sharding::Optimizer : TrainerSection::Sharding::None;
+  if (t.sharding != TrainerSection::Sharding::None && t.grad_sync == TrainerSection::GradSync::Mpi)
+    r.fail("sharding",
+           "given '" + sharding + "' with grad_sync: mpi; sharding runs over a c10d group (grad_sync: auto or c10d)");
   YamlReader l = r.child("loss");
   LossSection& s = t.loss;
   s.kind = l.getChoice("kind", s.kind, {"ppo", "decoupled"});

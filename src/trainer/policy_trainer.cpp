@@ -69,7 +69,13 @@ PolicyTrainer::PolicyTrainer(PolicyModel model, const TrainerSection& config, do
 void PolicyTrainer::setDataParallel(const Comm* comm) {
   dp_comm_ = comm;
   averager_.reset();
-  if (comm && comm->size() > 1) averager_ = makeGradientAverager(*comm, config_.grad_sync, model_->device());
+  zero_.reset();
+  if (!comm || comm->size() <= 1) return;
+  if (config_.sharding == TrainerSection::Sharding::Optimizer) {
+    zero_ = std::make_unique<ZeroOptimizer>(*model_, config_, *comm);
+  } else {
+    averager_ = makeGradientAverager(*comm, config_.grad_sync, model_->device());
+  }
 }
 
 void PolicyTrainer::freezeReference() {
@@ -83,15 +89,38 @@ void PolicyTrainer::freezeReference() {
 
 // A data-parallel rank with nothing to train on still takes part in the group's averaging
 // (with zero gradients) and steps, so its weights stay identical to its peers'.
-bool PolicyTrainer::emptyStep(int repeats, bool scheduled) {
-  if (!averager_) return true;
+bool PolicyTrainer::emptyStep(int repeats, double lr) {
+  if (!averager_ && !zero_) return true;
   for (int i = 0; i < repeats; ++i) {
-    optimizer_->zero_grad();
+    zeroGrad();
     double norm = 0;
-    if (!finiteStep(torch::zeros({}), norm)) return false;
-    if (scheduled) applySchedule();  // the rate its peers step with
-    optimizer_->step();
+    if (!applyStep(torch::zeros({}), norm, lr)) return false;  // at the rate its peers step with
   }
+  return true;
+}
+
+void PolicyTrainer::zeroGrad() {
+  if (zero_) {
+    zero_->zeroGrad();
+  } else {
+    optimizer_->zero_grad();
+  }
+}
+
+bool PolicyTrainer::applyStep(const torch::Tensor& loss, double& grad_norm, double lr) {
+  if (lr < 0) {
+    const std::int64_t total = config_.decay_steps > 0 ? config_.decay_steps : schedule_length_;
+    lr = scheduledLr(config_, optimizerSteps(), total);
+  }
+  if (zero_) {
+    const bool stepped = zero_->step(std::isfinite(loss.item<double>()), lr, grad_norm);
+    zeroGrad();  // the model's gradients are spent either way
+    if (!stepped) skipped_steps_++;
+    return stepped;
+  }
+  if (!finiteStep(loss, grad_norm)) return false;
+  for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+  optimizer_->step();
   return true;
 }
 
@@ -101,7 +130,7 @@ bool PolicyTrainer::finiteStep(const torch::Tensor& loss, double& grad_norm) {
   const bool loss_finite = std::isfinite(loss.item<double>());
   if (averager_ && !averager_->average(model_->parameters(), loss_finite)) {
     // Some rank of the group met NaN/inf: every rank skips this step alike.
-    optimizer_->zero_grad();
+    zeroGrad();
     skipped_steps_++;
     return false;
   }
@@ -118,12 +147,13 @@ bool PolicyTrainer::finiteStep(const torch::Tensor& loss, double& grad_norm) {
   grad_norm = norm;
   const bool group_finite = averager_ ? true : loss_finite;
   if (group_finite && std::isfinite(norm)) return true;
-  optimizer_->zero_grad();
+  zeroGrad();
   skipped_steps_++;
   return false;
 }
 
 std::int64_t PolicyTrainer::optimizerSteps() const {
+  if (zero_) return zero_->steps();
   // Every parameter steps together; the first one's count is the optimiser's.
   const auto& state = optimizer_->state();
   for (const auto& group : optimizer_->param_groups()) {
@@ -135,39 +165,36 @@ std::int64_t PolicyTrainer::optimizerSteps() const {
   return 0;
 }
 
+std::uint64_t PolicyTrainer::optimizerStateBytes() const {
+  if (zero_) return zero_->stateBytes();
+  std::uint64_t bytes = 0;
+  for (const auto& [key, s] : optimizer_->state()) {
+    const auto& st = static_cast<const torch::optim::AdamWParamState&>(*s);
+    bytes += static_cast<std::uint64_t>(st.exp_avg().nbytes() + st.exp_avg_sq().nbytes());
+  }
+  return bytes;
+}
+
 double PolicyTrainer::currentLr() const {
+  if (zero_) return zero_->lr();
   return static_cast<const torch::optim::AdamWOptions&>(optimizer_->param_groups().front().options()).lr();
 }
 
-void PolicyTrainer::applySchedule() {
-  const std::int64_t total = config_.decay_steps > 0 ? config_.decay_steps : schedule_length_;
-  const double lr = scheduledLr(config_, optimizerSteps(), total);
-  for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-}
-
 double PolicyTrainer::sftStep(const TrainBatch& host_batch, double lr) {
+  // The SFT learning rate holds for this step only: it is not the RL schedule's.
   if (host_batch.tokens.size(0) == 0) {
-    emptyStep(1, false);
+    emptyStep(1, lr);
     return 0.0;
   }
   model_->train();
   const TrainBatch batch = host_batch.to(model_->device());
   const AutocastScope autocast(config_.compute.bf16(), model_->device());
-  // The SFT learning rate holds for this step only, also when it throws.
-  struct LrRestore {
-    torch::optim::AdamW& opt;
-    double lr;
-    ~LrRestore() {
-      for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-    }
-  } restore{*optimizer_, config_.lr};
-  for (auto& group : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
   auto logp = sequenceLogProbs(*model_, batch.tokens, batch.lengths, 1.0);
   const auto loss = -(logp * batch.mask).sum() / batch.mask.sum().clamp_min(1.0);
-  optimizer_->zero_grad();
+  zeroGrad();
   loss.backward();
   double norm = 0;
-  if (finiteStep(loss, norm)) optimizer_->step();
+  applyStep(loss, norm, lr);
   return loss.item<double>();
 }
 

@@ -104,7 +104,7 @@ PolicyTrainer::StepTotals PolicyTrainer::optimiserStep(RlContext& c, const std::
     opts.token_denominator = std::max<double>(1.0, kept.sum().item<double>());
   }
 
-  optimizer_->zero_grad();
+  zeroGrad();
   torch::Tensor step_loss = torch::zeros({}, b.behav.options());
   for (const auto& micro : micros) {
     const auto index = rowIndex(micro.rows, device);
@@ -133,12 +133,10 @@ PolicyTrainer::StepTotals PolicyTrainer::optimiserStep(RlContext& c, const std::
     for (const auto row : micro.rows) s.sequence_tokens += c.lengths[static_cast<std::size_t>(row)];
   }
   totals.loss = step_loss.item<double>();
-  if (!finiteStep(step_loss, s.grad_norm)) {
+  if (!applyStep(step_loss, s.grad_norm)) {
     s.skipped_steps++;
     return totals;
   }
-  applySchedule();
-  optimizer_->step();
   // Autocast caches the bf16 casts of the weights for the scope's life: after a step they are
   // stale, and the next step must see the new weights.
   if (config_.compute.bf16()) at::autocast::clear_cache();
@@ -152,7 +150,7 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   const int passes = config_.ppo_epochs, slices = config_.mini_batches;
   const auto B = host_batch.tokens.size(0);
   if (B == 0) {
-    emptyStep(passes * slices, true);
+    emptyStep(passes * slices, -1);
     return s;
   }
   model_->train();
@@ -183,7 +181,7 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
     for (int k = 0; k < slices && going; ++k) {
       const auto begin = static_cast<std::size_t>(B * k / slices), end = static_cast<std::size_t>(B * (k + 1) / slices);
       if (begin == end) {  // fewer sequences than slices: the step is taken empty, as a peer's would be
-        going = emptyStep(1, true);
+        going = emptyStep(1, -1);
         continue;
       }
       const std::vector<std::int64_t> rows(order.begin() + static_cast<std::ptrdiff_t>(begin),

@@ -36,6 +36,15 @@ torch::Tensor readTensor(const io::H5Location& group, const std::string& name, c
 
 std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& policy, PolicyTrainer& trainer,
                                     std::int64_t version) {
+  ZeroOptimizer* zero = trainer.zero();
+  const std::size_t params = trainer.model()->orderedParameters().size();
+  if (zero && zero->rank() != 0) {
+    // Rank 0 writes; the others hand it their pieces of each parameter's state, in order.
+    if (zero->steps() > 0) {
+      for (std::size_t i = 0; i < params; ++i) zero->gatherState(i);
+    }
+    return 0;
+  }
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   const std::string tmp = path + ".tmp";
   {
@@ -48,7 +57,20 @@ std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& 
     saveModelWeights(group, *trainer.model());
     auto opt = group.createGroup("optimizer");
     auto& state = trainer.optimizer().state();
-    for (const auto& [name, param] : trainer.model()->orderedParameters()) {
+    const auto named = trainer.model()->orderedParameters();
+    for (std::size_t i = 0; i < params; ++i) {
+      const auto& [name, param] = named[i];
+      if (zero) {
+        // ZeRO-1: the state gathered from the shards, written as the unsharded trainer writes it,
+        // so a checkpoint resumes with any group size, sharded or not.
+        if (zero->steps() == 0) break;  // no step taken yet
+        const auto s = zero->gatherState(i);
+        auto g = opt.createGroup(name);
+        g.writeAttribute("step", zero->steps());
+        writeTensor(g, "exp_avg", s.exp_avg);
+        writeTensor(g, "exp_avg_sq", s.exp_avg_sq);
+        continue;
+      }
       auto it = state.find(stateKey(param));
       if (it == state.end()) continue;  // no step taken yet for this parameter
       auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
@@ -78,9 +100,16 @@ std::int64_t loadTrainerCheckpoint(const std::string& path, const std::string& p
     auto opt = group.openGroup("optimizer");
     auto& state = trainer.optimizer().state();
     torch::NoGradGuard no_grad;
-    for (const auto& [name, param] : trainer.model()->orderedParameters()) {
+    const auto named = trainer.model()->orderedParameters();
+    for (std::size_t i = 0; i < named.size(); ++i) {
+      const auto& [name, param] = named[i];
       if (!opt.exists(name)) continue;
       auto g = opt.openGroup(name);
+      if (ZeroOptimizer* zero = trainer.zero()) {  // this rank's piece of the full state
+        zero->loadState(i, readTensor(g, "exp_avg", param), readTensor(g, "exp_avg_sq", param),
+                        g.readInt64Attribute("step"));
+        continue;
+      }
       auto s = std::make_unique<torch::optim::AdamWParamState>();
       s->step(g.readInt64Attribute("step"));
       s->exp_avg(readTensor(g, "exp_avg", param));

@@ -136,7 +136,9 @@ void TrainerRank::stage() {
 }
 
 void TrainerRank::checkpoint(bool final) {
-  if (comm_.rank() == 0) {
+  if (trainer_.zero() && comm_.rank() != 0) {  // ZeRO-1: rank 0 gathers the state from every shard
+    saveTrainerCheckpoint(trainerCheckpointPath(ctx_.run_dir, version_, policy_).string(), policy_, trainer_, version_);
+  } else if (comm_.rank() == 0) {
     const double t = ctx_.now();
     const auto path = trainerCheckpointPath(ctx_.run_dir, version_, policy_).string();
     const auto bytes = saveTrainerCheckpoint(path, policy_, trainer_, version_);
@@ -229,6 +231,7 @@ TrainerReport TrainerRank::run() {
   recordMemory();
   r.peak_rss_bytes = memory_.peak_rss_bytes;
   r.device_peak_bytes = memory_.device_peak_allocated;
+  r.optimizer_state_bytes = trainer_.optimizerStateBytes();
   spdlog::info("trainer {} rank {}: peak RSS {:.1f} MiB{}", policy_, comm_.rank(),
                static_cast<double>(memory_.peak_rss_bytes) / (1 << 20),
                trainer_.model()->device().is_cuda()

@@ -114,10 +114,15 @@ TEST(Runtime, AsyncRunKeepsItsBooksAndTheStalenessBound) {
   fs::remove_all(dir);
 }
 
+// With two trainer ranks (5 ranks) they shard AdamW's state (ZeRO-1, trainer.sharding:
+// optimizer): the checkpoint gathers it and the resumed group takes its shards back.
 TEST(Runtime, ResumeContinuesTheVersionAndKeepsEveryAcceptedTrajectory) {
   const auto dir = sharedRunDir("resume");
-  const json first = runJob(tinyConfig(dir, ", versions: 4, checkpoint_every: 2"));
+  Config cfg = tinyConfig(dir, ", versions: 4, checkpoint_every: 2");
+  cfg.trainer.sharding = TrainerSection::Sharding::Optimizer;
+  const json first = runJob(cfg);
   Config more = tinyConfig(dir, ", versions: 7, checkpoint_every: 2");
+  more.trainer.sharding = TrainerSection::Sharding::Optimizer;
   const json second = runJob(more, dir);
   if (worldRank() != 0) return;
   EXPECT_EQ(second["resumed_from"], 4);
@@ -127,11 +132,20 @@ TEST(Runtime, ResumeContinuesTheVersionAndKeepsEveryAcceptedTrajectory) {
   EXPECT_GE(second["produced"].get<std::int64_t>(), first["produced"].get<std::int64_t>());
   EXPECT_EQ(first["consumed"].get<std::int64_t>(), 4 * 8);
   EXPECT_EQ(second["consumed"].get<std::int64_t>(), 7 * 8);
-  for (const auto& t : ranksOf(second, "trainer")) {
+  const auto trainers = ranksOf(second, "trainer");
+  for (const auto& t : trainers) {
     EXPECT_EQ(num(t, "steps"), 3);
     EXPECT_EQ(num(t, "final_version"), 7);
     EXPECT_EQ(num(t, "version_mismatches"), 0);
+    EXPECT_EQ(t["weights_hash"], trainers.front()["weights_hash"]);
   }
+  for (const auto& r : ranksOf(second, "rollout"))
+    EXPECT_EQ(r["weights_hash.solver"], trainers.front()["weights_hash"]);
+  // Each trainer holds its shard of the state: equal halves with two (the flat parameters are
+  // padded to even); the 1/N size itself is test_data_parallel's Zero1 check.
+  EXPECT_GT(num(trainers.front(), "optimizer_state_bytes"), 0);
+  for (const auto& t : trainers)
+    EXPECT_EQ(num(t, "optimizer_state_bytes"), num(trainers.front(), "optimizer_state_bytes"));
   // The resumed segment appended to trajectories.h5; its clock continued.
   EXPECT_EQ(static_cast<std::int64_t>(io::readTrajectories(dir + "/trajectories.h5").size()),
             second["produced"].get<std::int64_t>());

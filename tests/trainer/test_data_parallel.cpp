@@ -6,12 +6,14 @@
 #include <xxhash.h>
 #include "test_model_config.hpp"
 
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "astraflow/comm/comm.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
+#include "astraflow/trainer/trainer_checkpoint.hpp"
 
 using namespace astraflow;
 
@@ -45,21 +47,31 @@ std::uint64_t weightsHash(PolicyModelImpl& m) {
 
 }  // namespace
 
-// Every trainer.grad_sync: the c10d Gloo process group, MPI, and auto (MPI on the CPU).
-class DataParallel : public ::testing::TestWithParam<TrainerSection::GradSync> {};
+// Every trainer.grad_sync: the c10d Gloo process group, MPI, and auto (MPI on the CPU); and
+// ZeRO-1 (trainer.sharding: optimizer) over Gloo.
+struct Sync {
+  TrainerSection::GradSync grad_sync;
+  TrainerSection::Sharding sharding;
+  const char* name;
+};
+void PrintTo(const Sync& s, std::ostream* os) { *os << s.name; }
+
+class DataParallel : public ::testing::TestWithParam<Sync> {};
 
 TEST_P(DataParallel, RanksStayBitIdenticalAndMatchTheUnionBatch) {
   Comm comm = Comm::duplicate(MPI_COMM_WORLD);
   const int size = comm.size(), rank = comm.rank();
   TrainerSection cfg;
   cfg.lr = 0.01;
-  cfg.grad_sync = GetParam();
+  cfg.grad_sync = GetParam().grad_sync;
+  cfg.sharding = GetParam().sharding;
   torch::manual_seed(5);
   PolicyModel model(tiny());
   PolicyTrainer trainer(model, cfg, 1.0);
   trainer.setDataParallel(&comm);
   // auto on the CPU is MPI.
-  const std::string expected = size == 1 ? "none" : GetParam() == TrainerSection::GradSync::C10d ? "gloo" : "mpi";
+  const bool c10d = GetParam().grad_sync == TrainerSection::GradSync::C10d;
+  const std::string expected = size == 1 ? "none" : c10d ? "gloo" : "mpi";
   EXPECT_EQ(trainer.gradSyncBackend(), expected);
   const std::uint64_t initial = weightsHash(*model);
 
@@ -124,12 +136,79 @@ TEST_P(DataParallel, RanksStayBitIdenticalAndMatchTheUnionBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(GradSync, DataParallel,
-                         ::testing::Values(TrainerSection::GradSync::C10d, TrainerSection::GradSync::Mpi,
-                                           TrainerSection::GradSync::Auto),
-                         [](const auto& p) {
-                           switch (p.param) {
-                             case TrainerSection::GradSync::C10d: return std::string("c10d");
-                             case TrainerSection::GradSync::Mpi: return std::string("mpi");
-                             default: return std::string("auto");
-                           }
-                         });
+                         ::testing::Values(Sync{TrainerSection::GradSync::C10d, TrainerSection::Sharding::None, "c10d"},
+                                           Sync{TrainerSection::GradSync::Mpi, TrainerSection::Sharding::None, "mpi"},
+                                           Sync{TrainerSection::GradSync::Auto, TrainerSection::Sharding::None, "auto"},
+                                           Sync{TrainerSection::GradSync::C10d, TrainerSection::Sharding::Optimizer,
+                                                "zero1"}),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+// ZeRO-1 against the unsharded group on RL steps: the same weights to float rounding, each
+// rank's AdamW state a 1/N shard (measured), and a checkpoint that holds the full state — an
+// unsharded trainer and a sharded one both resume from it and step on as the original does.
+TEST(Zero1, MatchesUnshardedWithAShardOfTheStateAndResumes) {
+  Comm comm = Comm::duplicate(MPI_COMM_WORLD);
+  const int size = comm.size(), rank = comm.rank();
+  TrainerSection plain;
+  plain.lr = 0.01;
+  plain.grad_sync = TrainerSection::GradSync::C10d;
+  plain.ppo_epochs = 2;
+  TrainerSection sharded = plain;
+  sharded.sharding = TrainerSection::Sharding::Optimizer;
+  torch::manual_seed(6);
+  PolicyModel a(tiny());
+  PolicyModel b(a->config());
+  b->importTensors(a->orderedParameters());
+  const std::uint64_t initial = weightsHash(*a);
+  PolicyTrainer unsharded_trainer(a, plain, 1.0), zero_trainer(b, sharded, 1.0);
+  unsharded_trainer.setDataParallel(&comm);
+  zero_trainer.setDataParallel(&comm);
+  ASSERT_EQ(zero_trainer.zero() != nullptr, size > 1);
+  auto rlBatch = [&](int step) {
+    auto eps = batchOf(rank, step);
+    for (std::size_t i = 0; i < eps.size(); ++i) eps[i].reward = static_cast<double>((i + rank + step) % 2);
+    return collate(eps, {0, 0, 1, 1}, 0);
+  };
+  for (int step = 0; step < 3; ++step) {
+    unsharded_trainer.rlStep(rlBatch(step));
+    zero_trainer.rlStep(rlBatch(step));
+  }
+  double worst = 0;
+  for (std::size_t i = 0; i < a->orderedParameters().size(); ++i)
+    worst = std::max(worst,
+                     (a->orderedParameters()[i].tensor - b->orderedParameters()[i].tensor).abs().max().item<double>());
+  EXPECT_LT(worst, 1e-5) << "rank " << rank;
+  EXPECT_NE(weightsHash(*b), initial) << "no training happened";
+  const auto full = unsharded_trainer.optimizerStateBytes();
+  const auto shard = zero_trainer.optimizerStateBytes();
+  EXPECT_GT(full, 0u);
+  // 2 fp32 tensors over ceil(parameters / N) elements.
+  const auto params = static_cast<std::uint64_t>(a->parameterCount());
+  EXPECT_EQ(shard, 8 * ((params + size - 1) / size)) << "rank " << rank;
+  EXPECT_EQ(full, 8 * params);
+
+  // The checkpoint: written by rank 0 from every shard (collective), the unsharded format.
+  const std::string path = ::testing::TempDir() + "zero1_" + std::to_string(size) + ".h5";
+  saveTrainerCheckpoint(path, "solver", zero_trainer, 3);
+  comm.barrier();
+  // Resumed sharded and unsharded, then one more step each: the same weights as the original
+  // sharded trainer after that step.
+  PolicyModel c(tiny()), d(tiny());
+  PolicyTrainer resumed_zero(c, sharded, 1.0), resumed_plain(d, plain, 1.0);
+  resumed_zero.setDataParallel(&comm);
+  resumed_plain.setDataParallel(&comm);
+  EXPECT_EQ(loadTrainerCheckpoint(path, "solver", resumed_zero), 3);
+  EXPECT_EQ(loadTrainerCheckpoint(path, "solver", resumed_plain), 3);
+  EXPECT_EQ(resumed_zero.optimizerSteps(), zero_trainer.optimizerSteps());
+  EXPECT_EQ(resumed_plain.optimizerSteps(), zero_trainer.optimizerSteps());
+  zero_trainer.rlStep(rlBatch(3));
+  resumed_zero.rlStep(rlBatch(3));
+  resumed_plain.rlStep(rlBatch(3));
+  for (std::size_t i = 0; i < b->orderedParameters().size(); ++i) {
+    const auto& want = b->orderedParameters()[i].tensor;
+    EXPECT_TRUE(c->orderedParameters()[i].tensor.equal(want)) << b->orderedParameters()[i].name;
+    EXPECT_TRUE(d->orderedParameters()[i].tensor.allclose(want, 1e-5, 1e-6)) << b->orderedParameters()[i].name;
+  }
+  comm.barrier();
+  if (rank == 0) std::remove(path.c_str());
+}

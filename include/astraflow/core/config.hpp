@@ -90,6 +90,10 @@ struct TrainerSection {
   // NCCL (CUDA) process group; mpi: reduce to rank 0 + broadcast over the group's communicator;
   // auto: NCCL on CUDA, MPI on the CPU (faster than Gloo there: docs/performance.md).
   enum class GradSync { Auto, C10d, Mpi } grad_sync = GradSync::Auto;
+  // trainer.sharding (docs/training.md): none keeps a full AdamW state on every data-parallel
+  // rank; optimizer is ZeRO-1 — each rank keeps the state of one shard of the flattened
+  // parameters, over a c10d group (gradients reduce-scattered, parameters all-gathered).
+  enum class Sharding { None, Optimizer } sharding = Sharding::None;
 };
 
 // Supervised warm start on the environment's reference solutions (`astraflow sft`).

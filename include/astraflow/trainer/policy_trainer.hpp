@@ -11,6 +11,7 @@
 #include "astraflow/model/policy_model.hpp"
 #include "astraflow/model/training_sample.hpp"
 #include "astraflow/trainer/grad_sync.hpp"
+#include "astraflow/trainer/zero_optimizer.hpp"
 
 namespace astraflow {
 
@@ -71,13 +72,16 @@ class PolicyTrainer {
   // trainer.grad_sync) before every optimiser step. Collective over the group; all ranks must
   // start from the same weights and call the same steps.
   void setDataParallel(const Comm* comm);
-  const char* gradSyncBackend() const { return averager_ ? averager_->backend() : "none"; }
+  // With trainer.sharding: optimizer (and more than one rank), ZeRO-1 takes the averager's place.
+  const char* gradSyncBackend() const { return zero_ ? zero_->backend() : averager_ ? averager_->backend() : "none"; }
+  ZeroOptimizer* zero() { return zero_.get(); }  // null unless sharded
+  std::uint64_t optimizerStateBytes() const;     // this rank's AdamW state
 
   // The learning-rate schedule's length in optimiser steps (trainer.decay_steps when set); RL
   // steps set each optimiser step's rate from it and the optimiser's own step count.
   void setScheduleLength(std::int64_t total_steps) { schedule_length_ = total_steps; }
   std::int64_t optimizerSteps() const;  // taken so far (AdamW's per-parameter count; 0 before any)
-  double currentLr() const;             // the rate the last RL step used (trainer.lr before any)
+  double currentLr() const;             // the rate the last step used (trainer.lr before any)
 
   PolicyModel& model() { return model_; }
   std::int64_t skippedSteps() const { return skipped_steps_; }
@@ -90,14 +94,21 @@ class PolicyTrainer {
   // log π of `rows` at the current weights, micro-batched, no graph: written into `out` [B,T].
   void logProbsNoGrad(PolicyModelImpl& model, const RlContext& c, const std::vector<std::int64_t>& rows,
                       torch::Tensor& out) const;
+  // Averages (or reduce-scatters) the gradients over the group, clips, and steps at `lr` (the
+  // schedule's rate when lr < 0). False, with nothing changed, when the step was skipped for
+  // NaN/inf on any rank.
+  bool applyStep(const torch::Tensor& loss, double& grad_norm, double lr = -1);
   bool finiteStep(const torch::Tensor& loss, double& grad_norm);
-  void applySchedule();  // sets the rate of the optimiser step about to be taken
+  void zeroGrad();
   std::int64_t schedule_length_ = 1;
-  bool emptyStep(int repeats, bool scheduled);  // false when the group skipped a step
+  // A step with zero gradients at `lr` (< 0: the schedule's), for a data-parallel rank with
+  // nothing to train on; false when the group skipped a step.
+  bool emptyStep(int repeats, double lr);
 
   std::int64_t skipped_steps_ = 0;
   const Comm* dp_comm_ = nullptr;
   std::unique_ptr<GradientAverager> averager_;
+  std::unique_ptr<ZeroOptimizer> zero_;
   PolicyModel model_;
   PolicyModel reference_{nullptr};
   TrainerSection config_;

@@ -1,0 +1,62 @@
+// bench_packing RUN_DIR [batch=64] [budget=0]: the padding a trainer step pays on a real run's
+// sequence lengths (its trajectories.h5), cut into consecutive batches of `batch` trajectories
+// (a run's groups_per_step × group_size): the whole batch padded to its longest (micro-batching
+// off), the micro-batches of trainer.micro_batch_tokens = budget padded each to its own longest,
+// and the same packed (trainer.packing). Prints each layout's forward tokens per sequence token
+// and the padding share, side by side, and their ratios.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "astraflow/io/trajectory_writer.hpp"
+#include "astraflow/trainer/micro_batches.hpp"
+
+using namespace astraflow;
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: bench_packing RUN_DIR [batch=64] [budget=0]\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  const std::size_t batch = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 64;
+  const std::int64_t budget = argc > 3 ? std::strtoll(argv[3], nullptr, 10) : 0;
+  const auto trajectories = io::readTrajectories(dir + "/trajectories.h5");
+  std::int64_t sequence = 0, whole = 0, micro_padded = 0, micro_packed = 0, micro_count = 0, packed_count = 0;
+  std::size_t batches = 0;
+  for (std::size_t start = 0; start + batch <= trajectories.size(); start += batch, ++batches) {
+    std::vector<std::int64_t> lengths, rows;
+    std::int64_t longest = 0;
+    for (std::size_t i = 0; i < batch; ++i) {
+      const auto n = static_cast<std::int64_t>(trajectories[start + i].tokens.size());
+      lengths.push_back(n);
+      rows.push_back(static_cast<std::int64_t>(i));
+      sequence += n;
+      longest = std::max(longest, n);
+    }
+    whole += longest * static_cast<std::int64_t>(batch);
+    for (const auto& m : planMicroBatches(rows, lengths, budget, false)) micro_padded += m.cells(), ++micro_count;
+    for (const auto& m : planMicroBatches(rows, lengths, budget, true)) micro_packed += m.cells(), ++packed_count;
+  }
+  if (batches == 0) {
+    std::fprintf(stderr, "bench_packing: %s holds %zu trajectories, fewer than one batch of %zu\n", dir.c_str(),
+                 trajectories.size(), batch);
+    return 1;
+  }
+  auto row = [&](const char* name, std::int64_t cells, std::int64_t passes) {
+    std::printf("%-34s %10.3f %9.1f%% %12.1f\n", name, static_cast<double>(cells) / static_cast<double>(sequence),
+                100.0 * (1.0 - static_cast<double>(sequence) / static_cast<double>(cells)),
+                static_cast<double>(passes) / static_cast<double>(batches));
+  };
+  std::printf("%s: %zu batches of %zu trajectories, %lld sequence tokens, budget %lld\n", dir.c_str(), batches, batch,
+              static_cast<long long>(sequence), static_cast<long long>(budget));
+  std::printf("%-34s %10s %10s %12s\n", "layout", "cells/tok", "padding", "passes/batch");
+  row("whole batch, padded", whole, static_cast<std::int64_t>(batches));
+  row("micro-batches, padded", micro_padded, micro_count);
+  row("micro-batches, packed", micro_packed, packed_count);
+  std::printf("ratio packed / whole-batch padded cells: %.3f; packed / micro-batch padded: %.3f\n",
+              static_cast<double>(micro_packed) / static_cast<double>(whole),
+              static_cast<double>(micro_packed) / static_cast<double>(micro_padded));
+  return 0;
+}
