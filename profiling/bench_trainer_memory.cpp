@@ -1,10 +1,11 @@
 // mpirun -np N bench_trainer_memory [options]: one data-parallel trainer group of N ranks
 // training a Qwen3-0.6B-shaped policy (random init; vocab 151936, hidden 1024, 28 layers, 16
 // heads of 128, 8 KV heads, MLP 3072, tied embeddings) for a few RL steps, unsharded or with
-// ZeRO-1 (trainer.sharding: optimizer). Prints one JSON line per rank: its peak resident set,
-// its AdamW state bytes and its step times. With --limit-gib G each rank's data segment is
-// capped at G GiB (RLIMIT_DATA: malloc past it fails), so a layout that does not fit fails with
-// an allocation error instead of swapping or waking the OOM killer.
+// ZeRO-1 (trainer.sharding: optimizer). Prints one JSON line per rank: its peak resident set, its
+// resident set after set-up and after the steps, its AdamW state bytes and its step times. With
+// --limit-gib G each rank's data segment is capped at G GiB (RLIMIT_DATA: malloc past it fails),
+// so a layout that does not fit fails with an allocation error instead of swapping or waking the
+// OOM killer.
 //   --sharding none|optimizer  --layers L  --steps S  --batch B  --seq T  --limit-gib G
 //   --hidden H --heads A --kv-heads K --head-dim D --ffn F --vocab V  --checkpointing 0|1
 #include <mpi.h>
@@ -112,6 +113,7 @@ int main(int argc, char** argv) {
     std::vector<double> step_seconds;
     std::uint64_t state_bytes = 0;
     std::int64_t params = 0;
+    std::uint64_t rss_setup = 0, rss_trained = 0;  // resident after set-up and after the steps
     try {
       ModelConfig m;
       m.vocab_size = o.vocab;
@@ -132,6 +134,7 @@ int main(int argc, char** argv) {
       cfg.activation_checkpointing = o.checkpointing != 0;
       PolicyTrainer trainer(model, cfg, 1.0);
       if (comm.size() > 1) trainer.setDataParallel(&comm);
+      rss_setup = memoryUse(torch::kCPU).rss_bytes;
       for (int s = 0; s < o.steps; ++s) {
         const TrainBatch batch = randomBatch(o, comm.rank(), s);
         comm.barrier();
@@ -140,6 +143,7 @@ int main(int argc, char** argv) {
         step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
       }
       state_bytes = trainer.optimizerStateBytes();
+      rss_trained = memoryUse(torch::kCPU).rss_bytes;
     } catch (const std::exception& e) {
       error = e.what();
       const auto nl = error.find('\n');
@@ -153,11 +157,12 @@ int main(int argc, char** argv) {
     for (const double s : step_seconds) steps += (steps.empty() ? "" : ", ") + std::to_string(s);
     std::printf(
         "{\"rank\": %d, \"ranks\": %d, \"sharding\": \"%s\", \"layers\": %d, \"parameters\": %lld, "
-        "\"peak_rss_gib\": %.3f, \"optimizer_state_gib\": %.3f, \"limit_gib\": %.1f, \"step_seconds\": [%s], "
-        "\"error\": \"%s\"}\n",
+        "\"peak_rss_gib\": %.3f, \"rss_setup_gib\": %.3f, \"rss_trained_gib\": %.3f, \"optimizer_state_gib\": %.3f, "
+        "\"limit_gib\": %.1f, \"step_seconds\": [%s], \"error\": \"%s\"}\n",
         comm.rank(), comm.size(), o.sharding.c_str(), o.layers, static_cast<long long>(params),
-        static_cast<double>(mem.peak_rss_bytes) / (1ULL << 30), static_cast<double>(state_bytes) / (1ULL << 30),
-        o.limit_gib, steps.c_str(), error.c_str());
+        static_cast<double>(mem.peak_rss_bytes) / (1ULL << 30), static_cast<double>(rss_setup) / (1ULL << 30),
+        static_cast<double>(rss_trained) / (1ULL << 30), static_cast<double>(state_bytes) / (1ULL << 30), o.limit_gib,
+        steps.c_str(), error.c_str());
     std::fflush(stdout);
     if (!error.empty()) {
       code = 3;

@@ -94,11 +94,19 @@ void C10dGroup::allreduce(torch::Tensor& t) {
   impl_->backend->allreduce(buffers)->wait();
 }
 
-void C10dGroup::reduceScatter(torch::Tensor& out, torch::Tensor& in) {
-  impl_->backend->reduce_scatter_single(out, in)->wait();
+void C10dGroup::reduce(torch::Tensor& t, int root) {
+  std::vector<torch::Tensor> buffers{t};
+  c10d::ReduceOptions options;
+  options.rootRank = root;
+  impl_->backend->reduce(buffers, options)->wait();
 }
 
-void C10dGroup::allGather(torch::Tensor& out, torch::Tensor& in) { impl_->backend->all_gather_single(out, in)->wait(); }
+void C10dGroup::broadcast(torch::Tensor& t, int root) {
+  std::vector<torch::Tensor> buffers{t};
+  c10d::BroadcastOptions options;
+  options.rootRank = root;
+  impl_->backend->broadcast(buffers, options)->wait();
+}
 
 const char* C10dGroup::name() const { return impl_->name; }
 

@@ -1,7 +1,7 @@
 #pragma once
 // One c10d process group over the members of an MPI group (docs/gpu.md): Gloo when the tensors
 // live on the CPU, NCCL (through the CUDA plug-in) on CUDA. Owns the TCPStore its members meet
-// through and the backend; the collectives below are blocking and sum-reducing.
+// through and the backend; the collectives below are blocking, in place and sum-reducing.
 #include <torch/types.h>
 
 #include <memory>
@@ -21,10 +21,9 @@ class C10dGroup {
   C10dGroup& operator=(const C10dGroup&) = delete;
 
   void allreduce(torch::Tensor& t);
-  // out[i] = Σ_ranks in[rank_i's slice]: `in` holds size() equal slices, `out` one.
-  void reduceScatter(torch::Tensor& out, torch::Tensor& in);
-  // out = every rank's `in`, in rank order (out holds size() × in).
-  void allGather(torch::Tensor& out, torch::Tensor& in);
+  // t on `root` = Σ_ranks t, in place; elsewhere t is left undefined in value.
+  void reduce(torch::Tensor& t, int root);
+  void broadcast(torch::Tensor& t, int root);
 
   const char* name() const;  // "gloo" or "nccl"
   int rank() const { return rank_; }

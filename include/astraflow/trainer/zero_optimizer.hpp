@@ -1,14 +1,15 @@
 #pragma once
 // ZeRO stage 1 over a data-parallel trainer group (trainer.sharding: optimizer; docs/training.md).
 // The parameters are laid end to end in one flat buffer (the model's parameters become views of
-// it; their gradients views of a second one), cut into equal shards, one per rank. Each rank keeps AdamW's state for
-// its shard alone: after the backward, the gradients are reduce-scattered (each rank receives the group's mean of its
-// shard), the norm and finiteness are agreed over the group, AdamW steps the shard, and the updated shards are
-// all-gathered back into every rank's full weights.
+// it; their gradients views of a second one), cut into equal shards, one per rank. Each rank
+// keeps AdamW's state for its shard alone: after the backward, the gradients are reduce-scattered
+// (each rank receives the group's mean of its shard), the norm and finiteness are agreed over the
+// group, AdamW steps the shard, and the updated shards are all-gathered into every rank's weights.
 #include <torch/optim/adamw.h>
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -50,7 +51,6 @@ class ZeroOptimizer {
  private:
   // The part of parameter `index` in rank `r`'s shard, as [begin, end) in the flat buffer.
   std::pair<std::int64_t, std::int64_t> overlap(std::size_t index, int r) const;
-  torch::optim::AdamWParamState& shardState();
 
   const Comm& comm_;
   C10dGroup group_;
@@ -59,9 +59,15 @@ class ZeroOptimizer {
   std::vector<std::int64_t> offsets_;  // of each in the flat buffer
   std::int64_t shard_ = 0;             // elements per rank (the flat buffer is padded to size × shard)
   void bindGrads();                    // every parameter's .grad() a view of flat_grad_
-  torch::Tensor flat_;                 // every parameter, end to end
-  torch::Tensor flat_grad_;            // their gradients, likewise
-  torch::Tensor shard_param_;          // this rank's slice of flat_ (what AdamW steps)
+  // fn(gradients, parameters, owner) over every shard's buckets, in the same order on every rank.
+  void forEachBucket(const std::function<void(torch::Tensor, torch::Tensor, int)>& fn);
+  torch::Tensor flat_;         // every parameter, end to end
+  torch::Tensor flat_grad_;    // their gradients, likewise
+  torch::Tensor shard_param_;  // this rank's slice of flat_
+  // AdamW steps the shard in chunks (views of it), so its temporaries are a chunk's size, not
+  // the shard's; their state tensors are views of two shard-size buffers.
+  std::vector<torch::Tensor> chunks_;
+  torch::Tensor exp_avg_, exp_avg_sq_;
   std::unique_ptr<torch::optim::AdamW> adam_;
   std::int64_t steps_ = 0;
 };
