@@ -1,11 +1,14 @@
-// bench_packing RUN_DIR [batch=64] [budget=0]: the padding a trainer step pays on a real run's
-// sequence lengths (its trajectories.h5), cut into consecutive batches of `batch` trajectories
-// (a run's groups_per_step × group_size): the whole batch padded to its longest (micro-batching
-// off), the micro-batches of trainer.micro_batch_tokens = budget padded each to its own longest,
-// and the same packed (trainer.packing). Prints each layout's forward tokens per sequence token
-// and the padding share, side by side, and their ratios.
+// bench_packing RUN_DIR|lognormal:MEDIAN:SIGMA:COUNT [batch=64] [budget=0]: the padding a trainer
+// step pays on a real run's sequence lengths (its trajectories.h5) or long-tailed drawn ones, cut into consecutive
+// batches of `batch` trajectories (a run's groups_per_step × group_size): the whole batch padded to its longest
+// (micro-batching off), the micro-batches of trainer.micro_batch_tokens = budget padded each to its own longest, and
+// the same packed (trainer.packing). Prints each layout's forward tokens per sequence token and the padding share, side
+// by side, and their ratios.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -16,20 +19,43 @@ using namespace astraflow;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_packing RUN_DIR [batch=64] [budget=0]\n");
+    std::fprintf(stderr, "usage: bench_packing RUN_DIR|lognormal:MEDIAN:SIGMA:COUNT [batch=64] [budget=0]\n");
     return 2;
   }
   const std::string dir = argv[1];
   const std::size_t batch = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 64;
   const std::int64_t budget = argc > 3 ? std::strtoll(argv[3], nullptr, 10) : 0;
-  const auto trajectories = io::readTrajectories(dir + "/trajectories.h5");
+  // The sequence lengths: a run's, or drawn from a lognormal ("lognormal:MEDIAN:SIGMA:COUNT",
+  // seed 1, clamped to [8, 16 × MEDIAN]) — the long-tailed shape of agentic RL workloads.
+  std::vector<std::int64_t> all_lengths;
+  if (dir.rfind("lognormal:", 0) == 0) {
+    double median = 0, sigma = 0;
+    long count = 0;
+    if (std::sscanf(dir.c_str(), "lognormal:%lf:%lf:%ld", &median, &sigma, &count) != 3 || median <= 0 || sigma <= 0 ||
+        count <= 0) {
+      std::fprintf(stderr, "bench_packing: expected lognormal:MEDIAN:SIGMA:COUNT, got %s\n", dir.c_str());
+      return 2;
+    }
+    std::mt19937_64 rng(1);
+    std::lognormal_distribution<double> draw(std::log(median), sigma);
+    for (long i = 0; i < count; ++i)
+      all_lengths.push_back(std::clamp<std::int64_t>(std::llround(draw(rng)), 8, std::llround(16 * median)));
+  } else {
+    try {
+      for (const auto& t : io::readTrajectories(dir + "/trajectories.h5"))
+        all_lengths.push_back(static_cast<std::int64_t>(t.tokens.size()));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_packing: %s\n", e.what());
+      return 1;
+    }
+  }
   std::int64_t sequence = 0, whole = 0, micro_padded = 0, micro_packed = 0, micro_count = 0, packed_count = 0;
   std::size_t batches = 0;
-  for (std::size_t start = 0; start + batch <= trajectories.size(); start += batch, ++batches) {
+  for (std::size_t start = 0; start + batch <= all_lengths.size(); start += batch, ++batches) {
     std::vector<std::int64_t> lengths, rows;
     std::int64_t longest = 0;
     for (std::size_t i = 0; i < batch; ++i) {
-      const auto n = static_cast<std::int64_t>(trajectories[start + i].tokens.size());
+      const auto n = all_lengths[start + i];
       lengths.push_back(n);
       rows.push_back(static_cast<std::int64_t>(i));
       sequence += n;
@@ -41,7 +67,7 @@ int main(int argc, char** argv) {
   }
   if (batches == 0) {
     std::fprintf(stderr, "bench_packing: %s holds %zu trajectories, fewer than one batch of %zu\n", dir.c_str(),
-                 trajectories.size(), batch);
+                 all_lengths.size(), batch);
     return 1;
   }
   auto row = [&](const char* name, std::int64_t cells, std::int64_t passes) {
