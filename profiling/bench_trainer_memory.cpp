@@ -6,7 +6,8 @@
 // --limit-gib G each rank's data segment is capped at G GiB (RLIMIT_DATA: malloc past it fails),
 // so a layout that does not fit fails with an allocation error instead of swapping or waking the
 // OOM killer.
-//   --sharding none|optimizer  --layers L  --steps S  --batch B  --seq T  --limit-gib G
+//   --sharding none|optimizer  --grad-sync c10d|mpi (default c10d)  --layers L  --steps S  --batch B  --seq T
+//   --limit-gib G
 //   --hidden H --heads A --kv-heads K --head-dim D --ffn F --vocab V  --checkpointing 0|1
 #include <mpi.h>
 #include <sys/resource.h>
@@ -31,6 +32,7 @@ namespace {
 
 struct Options {
   std::string sharding = "none";
+  std::string grad_sync = "c10d";
   int layers = 28, steps = 3, batch = 4, seq = 64, hidden = 1024, heads = 16, kv_heads = 8, head_dim = 128;
   int ffn = 3072, vocab = 151936, checkpointing = 0;
   double limit_gib = 0;
@@ -43,6 +45,8 @@ Options parse(int argc, char** argv) {
     const char* v = argv[i + 1];
     if (k == "--sharding")
       o.sharding = v;
+    else if (k == "--grad-sync")
+      o.grad_sync = v;
     else if (k == "--layers")
       o.layers = std::atoi(v);
     else if (k == "--steps")
@@ -129,7 +133,7 @@ int main(int argc, char** argv) {
       params = model->parameterCount();
       TrainerSection cfg;
       cfg.lr = 1e-5;
-      cfg.grad_sync = TrainerSection::GradSync::C10d;
+      cfg.grad_sync = o.grad_sync == "mpi" ? TrainerSection::GradSync::Mpi : TrainerSection::GradSync::C10d;
       cfg.sharding = o.sharding == "optimizer" ? TrainerSection::Sharding::Optimizer : TrainerSection::Sharding::None;
       cfg.activation_checkpointing = o.checkpointing != 0;
       PolicyTrainer trainer(model, cfg, 1.0);
@@ -156,10 +160,11 @@ int main(int argc, char** argv) {
     std::string steps;
     for (const double s : step_seconds) steps += (steps.empty() ? "" : ", ") + std::to_string(s);
     std::printf(
-        "{\"rank\": %d, \"ranks\": %d, \"sharding\": \"%s\", \"layers\": %d, \"parameters\": %lld, "
+        "{\"rank\": %d, \"ranks\": %d, \"sharding\": \"%s\", \"grad_sync\": \"%s\", \"layers\": %d, \"parameters\": "
+        "%lld, "
         "\"peak_rss_gib\": %.3f, \"rss_setup_gib\": %.3f, \"rss_trained_gib\": %.3f, \"optimizer_state_gib\": %.3f, "
         "\"limit_gib\": %.1f, \"step_seconds\": [%s], \"error\": \"%s\"}\n",
-        comm.rank(), comm.size(), o.sharding.c_str(), o.layers, static_cast<long long>(params),
+        comm.rank(), comm.size(), o.sharding.c_str(), o.grad_sync.c_str(), o.layers, static_cast<long long>(params),
         static_cast<double>(mem.peak_rss_bytes) / (1ULL << 30), static_cast<double>(rss_setup) / (1ULL << 30),
         static_cast<double>(rss_trained) / (1ULL << 30), static_cast<double>(state_bytes) / (1ULL << 30), o.limit_gib,
         steps.c_str(), error.c_str());

@@ -15,39 +15,44 @@ source "$here/scripts/env.sh"
 bin=$build/bin/bench_trainer_memory
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-run() {  # run <ranks> <sharding> <layers> <limit GiB, 0: none> [steps]
-  mpiexec -n "$1" --oversubscribe "$bin" --sharding "$2" --layers "$3" --limit-gib "$4" --steps "${5:-2}" --batch 2 \
-    --seq 32 2>/dev/null | grep '^{' >>"$out"
+run() {  # run <ranks> <sharding> <layers> <limit GiB, 0: none> [steps] [grad_sync]
+  mpiexec -n "$1" --oversubscribe "$bin" --sharding "$2" --layers "$3" --limit-gib "$4" --steps "${5:-2}" \
+    --grad-sync "${6:-c10d}" --batch 2 --seq 32 2>/dev/null | grep '^{' >>"$out"
 }
 run 1 none 28 0
 run 2 optimizer 28 0
 run 1 none 10 0
 run 3 none 10 6.5
 run 3 optimizer 10 6.5
-# Step time at the same global batch (2 ranks × 2 sequences), unsharded (c10d all-reduce) against
-# ZeRO-1, on 4 layers: the mean of steps 2-5.
-run 2 none 4 0 5
-run 2 optimizer 4 0 5
+# Step time at the same global batch (2 ranks × 2 sequences), unsharded against ZeRO-1, over c10d
+# Gloo and over MPI, on 4 layers: the mean of steps 2-5.
+for sync in c10d mpi; do
+  run 2 none 4 0 5 $sync
+  run 2 optimizer 4 0 5 $sync
+done
 python3 - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-print(f"{'layers':>6} {'params':>8} {'ranks':>5} {'sharding':>9} {'limit':>6} {'rank':>4} {'peak RSS GiB':>12} "
+print(f"{'layers':>6} {'params':>8} {'ranks':>5} {'sharding':>9} {'sync':>5} {'limit':>6} {'rank':>4} {'peak RSS GiB':>12} "
       f"{'RSS after set-up':>16} {'AdamW state GiB':>15} {'step s':>7}  result")
 for r in sorted(rows, key=lambda r: (-r["layers"], r["ranks"], r["sharding"], r["rank"])):
     step = f"{r['step_seconds'][-1]:.1f}" if r["step_seconds"] else "-"
-    print(f"{r['layers']:>6} {r['parameters'] / 1e6:>7.0f}M {r['ranks']:>5} {r['sharding']:>9} "
+    print(f"{r['layers']:>6} {r['parameters'] / 1e6:>7.0f}M {r['ranks']:>5} {r['sharding']:>9} {r['grad_sync']:>5} "
           f"{r['limit_gib'] or '-':>6} {r['rank']:>4} {r['peak_rss_gib']:>12.2f} {r['rss_setup_gib']:>16.2f} "
           f"{r['optimizer_state_gib']:>15.3f} "
           f"{step:>7}  {r['error'][:60] or 'trained'}")
 def state(layers, ranks, sharding):
     got = [r["optimizer_state_gib"] for r in rows if (r["layers"], r["ranks"], r["sharding"]) == (layers, ranks, sharding) and not r["error"]]
     return got[0] if got else None
-def step(layers, ranks, sharding):
-    got = [r["step_seconds"][1:] for r in rows if (r["layers"], r["ranks"], r["sharding"]) == (layers, ranks, sharding) and r["rank"] == 0]
+def step(sharding, sync):
+    got = [r["step_seconds"][1:] for r in rows
+           if (r["layers"], r["ranks"], r["sharding"], r["grad_sync"], r["rank"]) == (4, 2, sharding, sync, 0)]
     return sum(got[0]) / len(got[0]) if got and got[0] else None
-plain, zero = step(4, 2, "none"), step(4, 2, "optimizer")
-if plain and zero:
-    print(f"4 layers, 2 ranks: step seconds unsharded {plain:.2f}, ZeRO-1 {zero:.2f}; ZeRO-1 / unsharded {zero / plain:.2f}")
+for sync in ("c10d", "mpi"):
+    plain, zero = step("none", sync), step("optimizer", sync)
+    if plain and zero:
+        print(f"4 layers, 2 ranks over {sync}: step seconds unsharded {plain:.2f}, ZeRO-1 {zero:.2f}; "
+              f"ZeRO-1 / unsharded {zero / plain:.2f}")
 for layers, ranks in ((28, 2), (10, 3)):
     one, zero = state(layers, 1, "none"), state(layers, ranks, "optimizer")
     if one and zero:

@@ -182,9 +182,6 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
                                  : TrainerSection::GradSync::Auto;
   const std::string sharding = r.getChoice("sharding", "none", {"none", "optimizer"});
   t.sharding = sharding == "optimizer" ? TrainerSection::Sharding::Optimizer : TrainerSection::Sharding::None;
-  if (t.sharding != TrainerSection::Sharding::None && t.grad_sync == TrainerSection::GradSync::Mpi)
-    r.fail("sharding",
-           "given '" + sharding + "' with grad_sync: mpi; sharding runs over a c10d group (grad_sync: auto or c10d)");
   YamlReader l = r.child("loss");
   LossSection& s = t.loss;
   s.kind = l.getChoice("kind", s.kind, {"ppo", "decoupled"});

@@ -13,7 +13,7 @@
 namespace astraflow {
 
 ZeroOptimizer::ZeroOptimizer(PolicyModelImpl& model, const TrainerSection& config, const Comm& group)
-    : comm_(group), group_(group, model.device()), config_(config) {
+    : comm_(group), group_(makeGroupCollectives(group, config.grad_sync, model.device())), config_(config) {
   torch::NoGradGuard no_grad;
   std::int64_t total = 0;
   for (const auto& p : model.orderedParameters()) {
@@ -60,7 +60,7 @@ ZeroOptimizer::ZeroOptimizer(PolicyModelImpl& model, const TrainerSection& confi
 
 bool ZeroOptimizer::step(bool local_loss_finite, double lr, double& grad_norm) {
   torch::NoGradGuard no_grad;
-  const auto size = group_.size();
+  const auto size = group_->size();
   // A gradient that is not the flat buffer's view (someone reset it) is copied in.
   for (std::size_t i = 0; i < params_.size(); ++i) {
     const auto& g = params_[i].grad();
@@ -75,8 +75,8 @@ bool ZeroOptimizer::step(bool local_loss_finite, double lr, double& grad_norm) {
   // The reduce-scatter as reduces to each shard's owner, a bucket at a time, in place: no
   // shard-size or full-size buffer beside the gradients (a whole-buffer reduce_scatter_single
   // costs Gloo a full-size temporary). The other shards' gradients are spent.
-  forEachBucket([this](torch::Tensor grads, torch::Tensor, int owner) { group_.reduce(grads, owner); });
-  auto mine = flat_grad_.narrow(0, shard_ * group_.rank(), shard_);
+  forEachBucket([this](torch::Tensor grads, torch::Tensor, int owner) { group_->reduce(grads, owner); });
+  auto mine = flat_grad_.narrow(0, shard_ * group_->rank(), shard_);
   mine.div_(static_cast<double>(size));
   // One small allreduce agrees on the global gradient norm and on whether every rank's loss and
   // gradients were finite (a NaN anywhere makes the sum of squares NaN).
@@ -91,7 +91,7 @@ bool ZeroOptimizer::step(bool local_loss_finite, double lr, double& grad_norm) {
   }
   auto agree = torch::tensor({local_sumsq, local_loss_finite ? 0.0 : 1.0},
                              torch::TensorOptions().dtype(torch::kFloat64).device(mine.device()));
-  group_.allreduce(agree);
+  group_->allreduce(agree);
   const auto host = agree.to(torch::kCPU);
   const double sumsq = host[0].item<double>(), bad = host[1].item<double>();
   grad_norm = std::sqrt(sumsq);
@@ -108,14 +108,14 @@ bool ZeroOptimizer::step(bool local_loss_finite, double lr, double& grad_norm) {
   for (auto& c : chunks_) c.mutable_grad() = torch::Tensor();
   // Every rank's updated shard into every rank's weights (the model's parameters view flat_):
   // the all-gather as broadcasts from each owner, a bucket at a time, in place.
-  forEachBucket([this](torch::Tensor, torch::Tensor params, int owner) { group_.broadcast(params, owner); });
+  forEachBucket([this](torch::Tensor, torch::Tensor params, int owner) { group_->broadcast(params, owner); });
   ++steps_;
   return true;
 }
 
 void ZeroOptimizer::forEachBucket(const std::function<void(torch::Tensor, torch::Tensor, int)>& fn) {
   constexpr std::int64_t kBucket = std::int64_t{1} << 24;  // 64 MiB of fp32 per collective
-  for (int owner = 0; owner < group_.size(); ++owner) {
+  for (int owner = 0; owner < group_->size(); ++owner) {
     for (std::int64_t begin = 0; begin < shard_; begin += kBucket) {
       const auto at = shard_ * owner + begin, n = std::min(kBucket, shard_ - begin);
       fn(flat_grad_.narrow(0, at, n), flat_.narrow(0, at, n), owner);

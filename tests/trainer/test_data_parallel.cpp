@@ -135,23 +135,27 @@ TEST_P(DataParallel, RanksStayBitIdenticalAndMatchTheUnionBatch) {
   comm.barrier();
 }
 
-INSTANTIATE_TEST_SUITE_P(GradSync, DataParallel,
-                         ::testing::Values(Sync{TrainerSection::GradSync::C10d, TrainerSection::Sharding::None, "c10d"},
-                                           Sync{TrainerSection::GradSync::Mpi, TrainerSection::Sharding::None, "mpi"},
-                                           Sync{TrainerSection::GradSync::Auto, TrainerSection::Sharding::None, "auto"},
-                                           Sync{TrainerSection::GradSync::C10d, TrainerSection::Sharding::Optimizer,
-                                                "zero1"}),
-                         [](const auto& p) { return std::string(p.param.name); });
+INSTANTIATE_TEST_SUITE_P(
+    GradSync, DataParallel,
+    ::testing::Values(Sync{TrainerSection::GradSync::C10d, TrainerSection::Sharding::None, "c10d"},
+                      Sync{TrainerSection::GradSync::Mpi, TrainerSection::Sharding::None, "mpi"},
+                      Sync{TrainerSection::GradSync::Auto, TrainerSection::Sharding::None, "auto"},
+                      Sync{TrainerSection::GradSync::C10d, TrainerSection::Sharding::Optimizer, "zero1_gloo"},
+                      Sync{TrainerSection::GradSync::Auto, TrainerSection::Sharding::Optimizer, "zero1_auto_mpi"}),
+    [](const auto& p) { return std::string(p.param.name); });
 
 // ZeRO-1 against the unsharded group on RL steps: the same weights to float rounding, each
 // rank's AdamW state a 1/N shard (measured), and a checkpoint that holds the full state — an
 // unsharded trainer and a sharded one both resume from it and step on as the original does.
-TEST(Zero1, MatchesUnshardedWithAShardOfTheStateAndResumes) {
+// Over both transports: c10d Gloo and MPI.
+class Zero1 : public ::testing::TestWithParam<TrainerSection::GradSync> {};
+
+TEST_P(Zero1, MatchesUnshardedWithAShardOfTheStateAndResumes) {
   Comm comm = Comm::duplicate(MPI_COMM_WORLD);
   const int size = comm.size(), rank = comm.rank();
   TrainerSection plain;
   plain.lr = 0.01;
-  plain.grad_sync = TrainerSection::GradSync::C10d;
+  plain.grad_sync = GetParam();
   plain.ppo_epochs = 2;
   TrainerSection sharded = plain;
   sharded.sharding = TrainerSection::Sharding::Optimizer;
@@ -164,6 +168,9 @@ TEST(Zero1, MatchesUnshardedWithAShardOfTheStateAndResumes) {
   unsharded_trainer.setDataParallel(&comm);
   zero_trainer.setDataParallel(&comm);
   ASSERT_EQ(zero_trainer.zero() != nullptr, size > 1);
+  if (size > 1) {
+    EXPECT_STREQ(zero_trainer.gradSyncBackend(), GetParam() == TrainerSection::GradSync::Mpi ? "mpi" : "gloo");
+  }
   auto rlBatch = [&](int step) {
     auto eps = batchOf(rank, step);
     for (std::size_t i = 0; i < eps.size(); ++i) eps[i].reward = static_cast<double>((i + rank + step) % 2);
@@ -212,3 +219,9 @@ TEST(Zero1, MatchesUnshardedWithAShardOfTheStateAndResumes) {
   comm.barrier();
   if (rank == 0) std::remove(path.c_str());
 }
+
+INSTANTIATE_TEST_SUITE_P(Transport, Zero1,
+                         ::testing::Values(TrainerSection::GradSync::C10d, TrainerSection::GradSync::Mpi),
+                         [](const auto& p) {
+                           return std::string(p.param == TrainerSection::GradSync::Mpi ? "mpi" : "gloo");
+                         });

@@ -92,7 +92,7 @@ struct TrainerSection {
   enum class GradSync { Auto, C10d, Mpi } grad_sync = GradSync::Auto;
   // trainer.sharding (docs/training.md): none keeps a full AdamW state on every data-parallel
   // rank; optimizer is ZeRO-1 — each rank keeps the state of one shard of the flattened
-  // parameters, over a c10d group (gradients reduce-scattered, parameters all-gathered).
+  // parameters (gradients reduce-scattered, parameters all-gathered over grad_sync's transport).
   enum class Sharding { None, Optimizer } sharding = Sharding::None;
 };
 

@@ -5,6 +5,7 @@
 // keeps AdamW's state for its shard alone: after the backward, the gradients are reduce-scattered
 // (each rank receives the group's mean of its shard), the norm and finiteness are agreed over the
 // group, AdamW steps the shard, and the updated shards are all-gathered into every rank's weights.
+// The collectives go over trainer.grad_sync's transport (trainer/group_collectives.hpp).
 #include <torch/optim/adamw.h>
 #include <torch/types.h>
 
@@ -16,7 +17,7 @@
 #include "astraflow/comm/comm.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/model/policy_model.hpp"
-#include "astraflow/trainer/c10d_group.hpp"
+#include "astraflow/trainer/group_collectives.hpp"
 
 namespace astraflow {
 
@@ -36,8 +37,8 @@ class ZeroOptimizer {
   std::int64_t steps() const { return steps_; }
   double lr() const;
   std::uint64_t stateBytes() const;  // this rank's AdamW state (exp_avg + exp_avg_sq)
-  const char* backend() const { return group_.name(); }
-  int rank() const { return group_.rank(); }
+  const char* backend() const { return group_->name(); }
+  int rank() const { return group_->rank(); }
 
   // Checkpoints keep the unsharded format: rank 0 collects parameter `index`'s state from the
   // ranks that hold pieces of it (collective over the group; the other ranks get undefined
@@ -53,7 +54,7 @@ class ZeroOptimizer {
   std::pair<std::int64_t, std::int64_t> overlap(std::size_t index, int r) const;
 
   const Comm& comm_;
-  C10dGroup group_;
+  std::unique_ptr<GroupCollectives> group_;
   TrainerSection config_;
   std::vector<torch::Tensor> params_;  // the model's, in order
   std::vector<std::int64_t> offsets_;  // of each in the flat buffer

@@ -1,0 +1,87 @@
+// ZeRO-1's collectives over MPI, and the choice between MPI and c10d.
+#include "astraflow/trainer/group_collectives.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+
+#include "astraflow/comm/mpi.hpp"
+#include "astraflow/core/error.hpp"
+#include "astraflow/trainer/c10d_group.hpp"
+
+namespace astraflow {
+
+namespace {
+
+// Over the group's communicator. A CUDA tensor goes through a host copy (auto never picks MPI
+// for a CUDA trainer; an explicit grad_sync: mpi there pays it).
+class MpiCollectives final : public GroupCollectives {
+ public:
+  explicit MpiCollectives(const Comm& group) : group_(group) {}
+
+  void allreduce(torch::Tensor& t) override {
+    run(t, [&](void* data, int count, MPI_Datatype type) {
+      ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, count, type, MPI_SUM, group_.raw()));
+    });
+  }
+  void reduce(torch::Tensor& t, int root) override {
+    run(t, [&](void* data, int count, MPI_Datatype type) {
+      if (group_.rank() == root) {
+        ASTRA_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, data, count, type, MPI_SUM, root, group_.raw()));
+      } else {
+        ASTRA_MPI_CHECK(MPI_Reduce(data, nullptr, count, type, MPI_SUM, root, group_.raw()));
+      }
+    });
+  }
+  void broadcast(torch::Tensor& t, int root) override {
+    run(t, [&](void* data, int count, MPI_Datatype type) {
+      ASTRA_MPI_CHECK(MPI_Bcast(data, count, type, root, group_.raw()));
+    });
+  }
+  const char* name() const override { return "mpi"; }
+  int rank() const override { return group_.rank(); }
+  int size() const override { return group_.size(); }
+
+ private:
+  template <class Op>
+  void run(torch::Tensor& t, Op&& op) {
+    if (t.numel() > INT_MAX) throw Error(fmt::format("ZeRO over MPI: a buffer of {} values, past 2^31", t.numel()));
+    const bool staged = !t.is_cpu() || !t.is_contiguous();
+    torch::Tensor host = staged ? t.to(torch::kCPU).contiguous() : t;
+    MPI_Datatype type = MPI_FLOAT;
+    if (host.scalar_type() == torch::kFloat64) {
+      type = MPI_DOUBLE;
+    } else if (host.scalar_type() != torch::kFloat32) {
+      throw Error("ZeRO over MPI: only float32 and float64 buffers");
+    }
+    op(host.data_ptr(), static_cast<int>(host.numel()), type);
+    if (staged) t.copy_(host);
+  }
+
+  const Comm& group_;
+};
+
+class C10dCollectives final : public GroupCollectives {
+ public:
+  C10dCollectives(const Comm& group, const torch::Device& device) : group_(group, device) {}
+  void allreduce(torch::Tensor& t) override { group_.allreduce(t); }
+  void reduce(torch::Tensor& t, int root) override { group_.reduce(t, root); }
+  void broadcast(torch::Tensor& t, int root) override { group_.broadcast(t, root); }
+  const char* name() const override { return group_.name(); }
+  int rank() const override { return group_.rank(); }
+  int size() const override { return group_.size(); }
+
+ private:
+  C10dGroup group_;
+};
+
+}  // namespace
+
+std::unique_ptr<GroupCollectives> makeGroupCollectives(const Comm& group, TrainerSection::GradSync kind,
+                                                       const torch::Device& device) {
+  const bool mpi = kind == TrainerSection::GradSync::Mpi || (kind == TrainerSection::GradSync::Auto && device.is_cpu());
+  if (mpi) return std::make_unique<MpiCollectives>(group);
+  return std::make_unique<C10dCollectives>(group, device);
+}
+
+}  // namespace astraflow
