@@ -4,6 +4,7 @@
 
 #include "astraflow/trainer/c10d_group.hpp"
 #include "astraflow/trainer/data_parallel.hpp"
+#include "astraflow/trainer/group_collectives.hpp"
 
 namespace astraflow {
 
@@ -77,10 +78,7 @@ class C10dAverager final : public GradientAverager {
 
 std::unique_ptr<GradientAverager> makeGradientAverager(const Comm& group, TrainerSection::GradSync kind,
                                                        const torch::Device& device) {
-  // auto: MPI on the CPU, where it beats Gloo's TCP transport within a node
-  // (profiling/bench_grad_sync.cpp); NCCL on CUDA, where gradients stay on the GPU.
-  const bool mpi = kind == TrainerSection::GradSync::Mpi || (kind == TrainerSection::GradSync::Auto && device.is_cpu());
-  if (mpi) return std::make_unique<MpiAverager>(group);
+  if (gradSyncUsesMpi(kind, device)) return std::make_unique<MpiAverager>(group);
   return std::make_unique<C10dAverager>(group, device);
 }
 

@@ -79,8 +79,7 @@ class C10dCollectives final : public GroupCollectives {
 
 std::unique_ptr<GroupCollectives> makeGroupCollectives(const Comm& group, TrainerSection::GradSync kind,
                                                        const torch::Device& device) {
-  const bool mpi = kind == TrainerSection::GradSync::Mpi || (kind == TrainerSection::GradSync::Auto && device.is_cpu());
-  if (mpi) return std::make_unique<MpiCollectives>(group);
+  if (gradSyncUsesMpi(kind, device)) return std::make_unique<MpiCollectives>(group);
   return std::make_unique<C10dCollectives>(group, device);
 }
 

@@ -25,6 +25,13 @@ class GroupCollectives {
   virtual int size() const = 0;
 };
 
+// Whether trainer.grad_sync `kind` means MPI for a trainer on `device`: mpi, or auto on the CPU
+// (where MPI beats Gloo's TCP transport within a node: profiling/bench_grad_sync.cpp); NCCL on
+// CUDA keeps the gradients on the GPU.
+inline bool gradSyncUsesMpi(TrainerSection::GradSync kind, const torch::Device& device) {
+  return kind == TrainerSection::GradSync::Mpi || (kind == TrainerSection::GradSync::Auto && device.is_cpu());
+}
+
 // Collective over `group` (every member calls it with the same kind).
 std::unique_ptr<GroupCollectives> makeGroupCollectives(const Comm& group, TrainerSection::GradSync kind,
                                                        const torch::Device& device);
