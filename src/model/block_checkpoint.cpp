@@ -60,11 +60,7 @@ class BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
     at::autocast::set_autocast_dtype(type, was_dtype);
     // One gradient per forward input: x, each parameter, then none for cos, sin, mask and the
     // two non-tensor arguments.
-    grads.push_back({});
-    grads.push_back({});
-    grads.push_back({});
-    grads.push_back({});
-    grads.push_back({});
+    grads.resize(grads.size() + 5);
     return grads;
   }
 };

@@ -61,26 +61,12 @@ class MpiCollectives final : public GroupCollectives {
   const Comm& group_;
 };
 
-class C10dCollectives final : public GroupCollectives {
- public:
-  C10dCollectives(const Comm& group, const torch::Device& device) : group_(group, device) {}
-  void allreduce(torch::Tensor& t) override { group_.allreduce(t); }
-  void reduce(torch::Tensor& t, int root) override { group_.reduce(t, root); }
-  void broadcast(torch::Tensor& t, int root) override { group_.broadcast(t, root); }
-  const char* name() const override { return group_.name(); }
-  int rank() const override { return group_.rank(); }
-  int size() const override { return group_.size(); }
-
- private:
-  C10dGroup group_;
-};
-
 }  // namespace
 
 std::unique_ptr<GroupCollectives> makeGroupCollectives(const Comm& group, TrainerSection::GradSync kind,
                                                        const torch::Device& device) {
   if (gradSyncUsesMpi(kind, device)) return std::make_unique<MpiCollectives>(group);
-  return std::make_unique<C10dCollectives>(group, device);
+  return std::make_unique<C10dGroup>(group, device);
 }
 
 }  // namespace astraflow

@@ -9,16 +9,17 @@ namespace astraflow {
 
 namespace {
 
-// First-fit of `lengths` (longest first) into lines `width` wide: the line and offset of each.
-std::int64_t firstFit(const std::vector<std::int64_t>& lengths, std::int64_t width, std::vector<std::int64_t>* line,
-                      std::vector<std::int64_t>* offset) {
+// First fit of `lengths` (longest first) into lines `width` wide: the line and offset of each
+// (appended to `line` / `offset`); returns the number of lines.
+std::int64_t firstFit(const std::vector<std::int64_t>& lengths, std::int64_t width, std::vector<std::int64_t>& line,
+                      std::vector<std::int64_t>& offset) {
   std::vector<std::int64_t> fill;
   for (const auto len : lengths) {
     std::size_t l = 0;
     while (l < fill.size() && fill[l] + len > width) ++l;
     if (l == fill.size()) fill.push_back(0);
-    if (line) line->push_back(static_cast<std::int64_t>(l));
-    if (offset) offset->push_back(fill[l]);
+    line.push_back(static_cast<std::int64_t>(l));
+    offset.push_back(fill[l]);
     fill[l] += len;
   }
   return static_cast<std::int64_t>(fill.size());
@@ -37,7 +38,7 @@ MicroBatch finish(std::vector<std::int64_t> rows, const std::vector<std::int64_t
   }
   std::vector<std::int64_t> lens;
   for (const auto r : m.rows) lens.push_back(columns(lengths[static_cast<std::size_t>(r)]));
-  m.lines = firstFit(lens, m.width, &m.line, &m.offset);
+  m.lines = firstFit(lens, m.width, m.line, m.offset);
   return m;
 }
 
@@ -51,24 +52,30 @@ std::vector<MicroBatch> planMicroBatches(const std::vector<std::int64_t>& rows,
   std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
     return lengths[static_cast<std::size_t>(a)] > lengths[static_cast<std::size_t>(b)];
   });
+  // First fit is incremental: a sequence added last goes where first fit over the whole list
+  // would put it, so the current micro-batch's line fills are kept, not recomputed.
   std::vector<MicroBatch> out;
-  std::vector<std::int64_t> current, current_lengths;
+  std::vector<std::int64_t> current, fill;  // rows of the micro-batch being filled; its lines' fills
+  std::int64_t width = 0;
   for (const auto r : order) {
     const auto len = columns(lengths[static_cast<std::size_t>(r)]);
-    if (!current.empty() && budget > 0) {
-      const auto width = current_lengths.front();
-      current_lengths.push_back(len);
-      const auto lines = packed ? firstFit(current_lengths, width, nullptr, nullptr)
-                                : static_cast<std::int64_t>(current_lengths.size());
-      current_lengths.pop_back();
-      if (lines * width > budget) {
-        out.push_back(finish(std::move(current), lengths, packed));
-        current.clear();
-        current_lengths.clear();
-      }
+    std::size_t line = 0;
+    if (packed) {
+      while (line < fill.size() && fill[line] + len > width) ++line;
+    } else {
+      line = fill.size();  // padded: a line each
     }
+    const auto lines = static_cast<std::int64_t>(std::max(fill.size(), line + 1));
+    if (!current.empty() && budget > 0 && lines * width > budget) {
+      out.push_back(finish(std::move(current), lengths, packed));
+      current.clear();
+      fill.clear();
+      line = 0;
+    }
+    if (current.empty()) width = len;  // longest first: the first row sets the width
+    if (line == fill.size()) fill.push_back(0);
+    fill[line] += len;
     current.push_back(r);
-    current_lengths.push_back(len);
   }
   if (!current.empty()) out.push_back(finish(std::move(current), lengths, packed));
   return out;
