@@ -1,12 +1,14 @@
 // mpirun -np N bench_trainer_memory [options]: one data-parallel trainer group of N ranks
 // training a Qwen3-0.6B-shaped policy (random init; vocab 151936, hidden 1024, 28 layers, 16
-// heads of 128, 8 KV heads, MLP 3072, tied embeddings) for a few RL steps, unsharded or with
-// ZeRO-1 (trainer.sharding: optimizer). Prints one JSON line per rank: its peak resident set, its
-// resident set after set-up and after the steps, its AdamW state bytes and its step times. With
+// heads of 128, 8 KV heads, MLP 3072, tied embeddings) for a few RL steps, unsharded, with
+// ZeRO-1 (trainer.sharding: optimizer) or with parameter sharding (parameters). Prints one JSON
+// line per rank: its peak resident set, its resident set after set-up and after the steps, its
+// AdamW state bytes, the weights and gradients it holds between steps, and its step times. With
 // --limit-gib G each rank's data segment is capped at G GiB (RLIMIT_DATA: malloc past it fails),
 // so a layout that does not fit fails with an allocation error instead of swapping or waking the
 // OOM killer.
-//   --sharding none|optimizer  --grad-sync c10d|mpi (default c10d)  --layers L  --steps S  --batch B  --seq T
+//   --sharding none|optimizer|parameters  --grad-sync c10d|mpi (default c10d)
+//   --layers L  --steps S  --batch B  --seq T
 //   --limit-gib G
 //   --hidden H --heads A --kv-heads K --head-dim D --ffn F --vocab V  --checkpointing 0|1
 #include <mpi.h>
@@ -43,9 +45,13 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const char* v = argv[i + 1];
-    if (k == "--sharding")
+    if (k == "--sharding") {
       o.sharding = v;
-    else if (k == "--grad-sync")
+      if (o.sharding != "none" && o.sharding != "optimizer" && o.sharding != "parameters") {
+        std::fprintf(stderr, "bench_trainer_memory: --sharding %s: none, optimizer or parameters\n", v);
+        std::exit(2);
+      }
+    } else if (k == "--grad-sync")
       o.grad_sync = v;
     else if (k == "--layers")
       o.layers = std::atoi(v);
@@ -115,7 +121,7 @@ int main(int argc, char** argv) {
     torch::set_num_threads(1);
     std::string error;
     std::vector<double> step_seconds;
-    std::uint64_t state_bytes = 0;
+    std::uint64_t state_bytes = 0, resident_bytes = 0;
     std::int64_t params = 0;
     std::uint64_t rss_setup = 0, rss_trained = 0;  // resident after set-up and after the steps
     try {
@@ -134,7 +140,9 @@ int main(int argc, char** argv) {
       TrainerSection cfg;
       cfg.lr = 1e-5;
       cfg.grad_sync = o.grad_sync == "mpi" ? TrainerSection::GradSync::Mpi : TrainerSection::GradSync::C10d;
-      cfg.sharding = o.sharding == "optimizer" ? TrainerSection::Sharding::Optimizer : TrainerSection::Sharding::None;
+      cfg.sharding = o.sharding == "optimizer"    ? TrainerSection::Sharding::Optimizer
+                     : o.sharding == "parameters" ? TrainerSection::Sharding::Parameters
+                                                  : TrainerSection::Sharding::None;
       cfg.activation_checkpointing = o.checkpointing != 0;
       PolicyTrainer trainer(model, cfg, 1.0);
       if (comm.size() > 1) trainer.setDataParallel(&comm);
@@ -147,6 +155,8 @@ int main(int argc, char** argv) {
         step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count());
       }
       state_bytes = trainer.optimizerStateBytes();
+      // Weights and gradients held between steps: the model's whole (unsharded), or the shards.
+      resident_bytes = trainer.zero() ? trainer.zero()->residentBytes() : static_cast<std::uint64_t>(params) * 8;
       rss_trained = memoryUse(torch::kCPU).rss_bytes;
     } catch (const std::exception& e) {
       error = e.what();
@@ -163,11 +173,12 @@ int main(int argc, char** argv) {
         "{\"rank\": %d, \"ranks\": %d, \"sharding\": \"%s\", \"grad_sync\": \"%s\", \"layers\": %d, \"parameters\": "
         "%lld, "
         "\"peak_rss_gib\": %.3f, \"rss_setup_gib\": %.3f, \"rss_trained_gib\": %.3f, \"optimizer_state_gib\": %.3f, "
+        "\"weights_grads_gib\": %.3f, "
         "\"limit_gib\": %.1f, \"step_seconds\": [%s], \"error\": \"%s\"}\n",
         comm.rank(), comm.size(), o.sharding.c_str(), o.grad_sync.c_str(), o.layers, static_cast<long long>(params),
         static_cast<double>(mem.peak_rss_bytes) / (1ULL << 30), static_cast<double>(rss_setup) / (1ULL << 30),
-        static_cast<double>(rss_trained) / (1ULL << 30), static_cast<double>(state_bytes) / (1ULL << 30), o.limit_gib,
-        steps.c_str(), error.c_str());
+        static_cast<double>(rss_trained) / (1ULL << 30), static_cast<double>(state_bytes) / (1ULL << 30),
+        static_cast<double>(resident_bytes) / (1ULL << 30), o.limit_gib, steps.c_str(), error.c_str());
     std::fflush(stdout);
     if (!error.empty()) {
       code = 3;

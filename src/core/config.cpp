@@ -180,8 +180,10 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   t.grad_sync = sync == "mpi"    ? TrainerSection::GradSync::Mpi
                 : sync == "c10d" ? TrainerSection::GradSync::C10d
                                  : TrainerSection::GradSync::Auto;
-  const std::string sharding = r.getChoice("sharding", "none", {"none", "optimizer"});
-  t.sharding = sharding == "optimizer" ? TrainerSection::Sharding::Optimizer : TrainerSection::Sharding::None;
+  const std::string sharding = r.getChoice("sharding", "none", {"none", "optimizer", "parameters"});
+  t.sharding = sharding == "optimizer"    ? TrainerSection::Sharding::Optimizer
+               : sharding == "parameters" ? TrainerSection::Sharding::Parameters
+                                          : TrainerSection::Sharding::None;
   YamlReader l = r.child("loss");
   LossSection& s = t.loss;
   s.kind = l.getChoice("kind", s.kind, {"ppo", "decoupled"});
@@ -194,6 +196,12 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   s.advantage = l.getChoice("advantage", s.advantage, {"group", "batch"});
   s.scale_by_std = l.getBool("scale_by_std", s.scale_by_std);
   l.finish();
+  if (t.sharding == TrainerSection::Sharding::Parameters && s.kl_coef > 0) {
+    // The KL penalty's frozen reference would be a whole replica on every rank.
+    r.fail("sharding",
+           "parameters cannot be combined with trainer.loss.kl_coef > 0 (the frozen KL reference is not "
+           "sharded); use sharding: optimizer or kl_coef: 0");
+  }
   r.finish();
 }
 

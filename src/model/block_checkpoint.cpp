@@ -7,6 +7,7 @@
 #include <torch/autograd.h>
 
 #include "astraflow/model/policy_model.hpp"
+#include "model/autocast_guards.hpp"
 
 namespace astraflow {
 
@@ -36,14 +37,10 @@ class BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
     const auto* model = reinterpret_cast<const PolicyModelImpl*>(ctx->saved_data["model"].toInt());
     const auto layer = static_cast<std::size_t>(ctx->saved_data["layer"].toInt());
     const auto x = saved[0].detach().requires_grad_(true);
-    const auto type = x.device().type();
-    const bool was_enabled = at::autocast::is_autocast_enabled(type);
-    const auto was_dtype = at::autocast::get_autocast_dtype(type);
-    const bool autocast = ctx->saved_data["autocast"].toBool();
-    at::autocast::set_autocast_enabled(type, autocast);
-    at::autocast::set_autocast_dtype(type, static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
     torch::autograd::variable_list grads;
-    try {
+    {
+      const AutocastAs autocast(x.device().type(), ctx->saved_data["autocast"].toBool(),
+                                static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
       const torch::AutoGradMode grad_on(true);
       const auto y = model->block(layer, x, saved[1], saved[2], saved[3], nullptr);
       // The live parameters, not copies: autocast's cached bf16 casts of them are reused.
@@ -51,13 +48,7 @@ class BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
       for (const auto& p : model->blockParameters(layer)) inputs.push_back(p);
       grads = torch::autograd::grad({y}, inputs, {grad_out[0]}, /*retain_graph=*/false, /*create_graph=*/false,
                                     /*allow_unused=*/true);
-    } catch (...) {
-      at::autocast::set_autocast_enabled(type, was_enabled);
-      at::autocast::set_autocast_dtype(type, was_dtype);
-      throw;
     }
-    at::autocast::set_autocast_enabled(type, was_enabled);
-    at::autocast::set_autocast_dtype(type, was_dtype);
     // One gradient per forward input: x, each parameter, then none for cos, sin, mask and the
     // two non-tensor arguments.
     grads.resize(grads.size() + 5);
@@ -65,7 +56,63 @@ class BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
   }
 };
 
+// The same recomputation with the block's weights held in shards (parameter sharding): they are
+// gathered for the forward and released before it returns, gathered again for the backward's
+// recomputation, and their gradients go to the shards rather than to autograd (the weights are
+// not inputs of this function, so autograd never accumulates into them).
+class ShardedBlock : public torch::autograd::Function<ShardedBlock> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
+                               const torch::Tensor& sin, const torch::Tensor& mask, const PolicyModelImpl* model,
+                               ParameterShards* shards, std::int64_t layer) {
+    ctx->save_for_backward({x, cos, sin, mask});
+    ctx->saved_data["model"] = reinterpret_cast<std::int64_t>(model);
+    ctx->saved_data["shards"] = reinterpret_cast<std::int64_t>(shards);
+    ctx->saved_data["layer"] = layer;
+    const auto type = x.device().type();
+    ctx->saved_data["autocast"] = at::autocast::is_autocast_enabled(type);
+    ctx->saved_data["autocast_dtype"] = static_cast<std::int64_t>(at::autocast::get_autocast_dtype(type));
+    shards->gather(static_cast<std::size_t>(layer));
+    auto y = model->block(static_cast<std::size_t>(layer), x, cos, sin, mask, nullptr);
+    shards->release(static_cast<std::size_t>(layer));
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    const auto saved = ctx->get_saved_variables();
+    const auto* model = reinterpret_cast<const PolicyModelImpl*>(ctx->saved_data["model"].toInt());
+    auto* shards = reinterpret_cast<ParameterShards*>(ctx->saved_data["shards"].toInt());
+    const auto layer = static_cast<std::size_t>(ctx->saved_data["layer"].toInt());
+    const auto x = saved[0].detach().requires_grad_(true);
+    shards->gather(layer);
+    const auto parameters = model->blockParameters(layer);
+    torch::autograd::variable_list grads;
+    {
+      const AutocastAs autocast(x.device().type(), ctx->saved_data["autocast"].toBool(),
+                                static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
+      const NoCastCache no_cache;  // the weights are gathered afresh: no cast of them may be kept
+      const torch::AutoGradMode grad_on(true);
+      const auto y = model->block(layer, x, saved[1], saved[2], saved[3], nullptr);
+      std::vector<torch::Tensor> inputs{x};
+      inputs.insert(inputs.end(), parameters.begin(), parameters.end());
+      grads = torch::autograd::grad({y}, inputs, {grad_out[0]}, /*retain_graph=*/false, /*create_graph=*/false,
+                                    /*allow_unused=*/true);
+    }
+    shards->reduceGradients(layer, std::vector<torch::Tensor>(grads.begin() + 1, grads.end()));
+    shards->release(layer);
+    // x's gradient; none for cos, sin, mask and the three non-tensor arguments.
+    return {grads[0], {}, {}, {}, {}, {}, {}};
+  }
+};
+
 }  // namespace
+
+torch::Tensor shardedBlock(const PolicyModelImpl& model, ParameterShards& shards, std::size_t layer,
+                           const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                           const torch::Tensor& mask) {
+  return ShardedBlock::apply(x, cos, sin, mask, &model, &shards, static_cast<std::int64_t>(layer));
+}
 
 torch::Tensor checkpointedBlock(const PolicyModelImpl& model, std::size_t layer, const torch::Tensor& x,
                                 const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask) {

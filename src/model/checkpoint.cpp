@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <filesystem>
+#include <functional>
 #include <sstream>
 
 #include "astraflow/core/error.hpp"
@@ -13,7 +14,8 @@ namespace astraflow {
 
 namespace {
 
-std::string shapeText(const torch::Tensor& t) { return fmt::format("{}", fmt::join(t.sizes(), ",")); }
+std::string shapeText(torch::IntArrayRef shape) { return fmt::format("{}", fmt::join(shape, ",")); }
+std::string shapeText(const torch::Tensor& t) { return shapeText(t.sizes()); }
 
 // "d0,d1,…" → dims; empty on malformed text, a non-positive or an absurd dimension.
 std::vector<std::int64_t> parseShape(const std::string& text) {
@@ -32,12 +34,20 @@ std::vector<std::int64_t> parseShape(const std::string& text) {
 }  // namespace
 
 void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl& model) {
+  const auto params = model.orderedParameters();
+  saveModelWeights(policy_group, model, [&](std::size_t i) { return params[i].tensor; });
+}
+
+void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl& model,
+                      const std::function<torch::Tensor(std::size_t)>& value) {
   const ModelConfig& m = model.config();
   auto weights = policy_group.createGroup("weights");
-  for (const auto& [name, tensor] : model.orderedParameters()) {
-    const auto flat = tensor.detach().to(torch::kCPU, torch::kFloat32).contiguous().view(-1);
+  const auto params = model.orderedParameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto tensor = value(i).detach().view(model.parameterShape(i));
+    const auto flat = tensor.to(torch::kCPU, torch::kFloat32).contiguous().view(-1);
     std::span<const float> values(flat.data_ptr<float>(), static_cast<std::size_t>(flat.numel()));
-    auto ds = weights.writeVector(name, values);
+    auto ds = weights.writeVector(params[i].name, values);
     ds.writeAttribute("shape", shapeText(tensor));
   }
   policy_group.writeAttribute("vocab_size", std::int64_t{m.vocab_size});
@@ -106,24 +116,27 @@ void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model
   }
   auto weights = policy_group.openGroup("weights");
   std::vector<NamedTensor> tensors;
-  for (const auto& [name, param] : model.orderedParameters()) {
+  const auto params = model.orderedParameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const std::string& name = params[i].name;
+    const auto shape = model.parameterShape(i);  // the full one, sharded or not
     if (!weights.exists(name)) {
       throw Error(fmt::format("checkpoint {}: tensor '{}' is missing (the config's model has it, shape [{}])",
-                              weights.fileName(), name, shapeText(param)));
+                              weights.fileName(), name, shapeText(shape)));
     }
     auto ds = weights.openDataset(name);
     const auto dims = parseShape(ds.readStringAttribute("shape"));
-    if (dims.empty() || !param.sizes().equals(dims)) {
+    if (dims.empty() || !shape.equals(dims)) {
       throw Error(fmt::format("checkpoint {}: tensor '{}' has shape [{}] but the config's model expects [{}]",
-                              weights.fileName(), name, ds.readStringAttribute("shape"), shapeText(param)));
+                              weights.fileName(), name, ds.readStringAttribute("shape"), shapeText(shape)));
     }
     auto values = ds.readVector<float>();
     auto t = torch::from_blob(values.data(), {static_cast<std::int64_t>(values.size())}, torch::kFloat32).clone();
     std::int64_t count = 1;
     for (auto d : dims) count *= d;
-    if (count != t.numel() || !param.sizes().equals(dims)) {
+    if (count != t.numel() || !shape.equals(dims)) {
       throw Error(fmt::format("checkpoint {}: tensor '{}' has shape [{}] but the config's model expects [{}]",
-                              weights.fileName(), name, fmt::join(dims, ","), shapeText(param)));
+                              weights.fileName(), name, fmt::join(dims, ","), shapeText(shape)));
     }
     tensors.push_back({name, t.view(dims)});
   }

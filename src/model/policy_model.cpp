@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "astraflow/core/error.hpp"
+#include "model/autocast_guards.hpp"
 
 namespace astraflow {
 
@@ -69,6 +71,7 @@ PolicyModelImpl::PolicyModelImpl(const ModelConfig& config) : config_(config) {
     std::replace(registered.begin(), registered.end(), '.', '_');
     auto p = register_parameter(registered, std::move(init));
     ordered_.push_back({name, p});
+    shapes_.push_back(p.sizes().vec());
     return p;
   };
   // A model from a Hugging Face folder gets its weights from the folder next (importTensors):
@@ -185,10 +188,22 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   const torch::Tensor& mask = config_.attention == AttentionKind::Eager ? additive_g : allowed_g;
   auto x = torch::embedding(embed_, tokens);  // [B,T,D]
   // Checkpointing only where there is a backward pass to recompute for.
-  const bool checkpoint = checkpoint_blocks_ && !cache && torch::GradMode::is_enabled();
+  const bool backward = !cache && torch::GradMode::is_enabled();
+  const bool checkpoint = checkpoint_blocks_ && backward;
+  std::optional<NoCastCache> no_cache;  // sharded weights are gathered anew for every use
+  if (shards_) no_cache.emplace();
   for (std::size_t l = 0; l < layers_.size(); ++l) {
-    x = checkpoint ? checkpointedBlock(*this, l, x, cos, sin, mask) : block(l, x, cos, sin, mask, cache);
+    if (shards_ && backward) {
+      x = shardedBlock(*this, *shards_, l, x, cos, sin, mask);
+    } else if (shards_) {
+      shards_->gather(l);
+      x = block(l, x, cos, sin, mask, cache);
+      shards_->release(l);
+    } else {
+      x = checkpoint ? checkpointedBlock(*this, l, x, cos, sin, mask) : block(l, x, cos, sin, mask, cache);
+    }
   }
+  no_cache.reset();
   if (cache) cache->length = past + T;
   x = rmsNorm(x, final_norm_, config_.rms_eps);
   auto logits = torch::linear(x, config_.tied_embeddings ? embed_ : lm_head_).to(torch::kFloat32);
@@ -256,6 +271,7 @@ std::vector<torch::Tensor> PolicyModelImpl::blockParameters(std::size_t l) const
 std::vector<NamedTensor> PolicyModelImpl::orderedParameters() const { return ordered_; }
 
 std::vector<NamedTensor> PolicyModelImpl::exportBf16() const {
+  if (shards_) throw Error("model: exportBf16 of a parameter-sharded model (the trainer packs from the shards)");
   torch::NoGradGuard no_grad;
   std::vector<NamedTensor> out;
   out.reserve(ordered_.size());
@@ -275,9 +291,9 @@ std::vector<std::size_t> PolicyModelImpl::matchTensors(const std::vector<NamedTe
     if (it == ordered_.end()) throw Error(fmt::format("weights: tensor '{}' is not a parameter of this model", t.name));
     const auto idx = static_cast<std::size_t>(it - ordered_.begin());
     if (given[idx]) throw Error(fmt::format("weights: tensor '{}' is given twice", t.name));
-    if (!it->tensor.sizes().equals(t.tensor.sizes())) {
-      throw Error(fmt::format("weights: tensor '{}' has shape {} but the model (from the config) expects {}", t.name,
-                              shapeOf(t.tensor), shapeOf(it->tensor)));
+    if (!parameterShape(idx).equals(t.tensor.sizes())) {
+      throw Error(fmt::format("weights: tensor '{}' has shape {} but the model (from the config) expects [{}]", t.name,
+                              shapeOf(t.tensor), fmt::join(parameterShape(idx), ", ")));
     }
     given[idx] = true;
     index.push_back(idx);
@@ -296,6 +312,10 @@ void PolicyModelImpl::checkFinite(const NamedTensor& t) {
 
 void PolicyModelImpl::copyInto(std::size_t index, const torch::Tensor& source) {
   torch::NoGradGuard no_grad;
+  if (shards_) {
+    shards_->load(index, source);
+    return;
+  }
   ordered_[index].tensor.copy_(source);  // converts the dtype, no temporary
 }
 
@@ -326,7 +346,7 @@ void PolicyModelImpl::place(const torch::Device& device, torch::ScalarType dtype
 
 std::int64_t PolicyModelImpl::parameterCount() const {
   std::int64_t n = 0;
-  for (const auto& p : ordered_) n += p.tensor.numel();
+  for (const auto& shape : shapes_) n += c10::multiply_integers(shape);
   return n;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "astraflow/core/byte_io.hpp"
@@ -18,11 +19,13 @@ constexpr std::uint32_t kFormatVersion = 1;
 
 std::size_t pad8(std::size_t n) { return (n + 7) & ~std::size_t{7}; }
 
-std::size_t descriptorBytes(const NamedTensor& t) {
-  return pad8(4 + t.name.size() + 4 + 8 * static_cast<std::size_t>(t.tensor.dim()));
+std::size_t descriptorBytes(const std::string& name, torch::IntArrayRef shape) {
+  return pad8(4 + name.size() + 4 + 8 * shape.size());
 }
 
-std::size_t dataBytes(const torch::Tensor& t) { return pad8(2 * static_cast<std::size_t>(t.numel())); }
+std::size_t dataBytes(torch::IntArrayRef shape) {
+  return pad8(2 * static_cast<std::size_t>(c10::multiply_integers(shape)));
+}
 
 // An untrusted blob, read through core's ByteReader; a problem throws Error naming the field.
 class Cursor {
@@ -53,11 +56,20 @@ class Cursor {
 
 std::size_t packedWeightBytes(const PolicyModelImpl& model) {
   std::size_t n = 16;
-  for (const auto& p : model.orderedParameters()) n += descriptorBytes(p) + dataBytes(p.tensor);
+  const auto params = model.orderedParameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    n += descriptorBytes(params[i].name, model.parameterShape(i)) + dataBytes(model.parameterShape(i));
+  }
   return n;
 }
 
 void packWeights(const PolicyModelImpl& model, std::vector<std::byte>& out) {
+  const auto params = model.orderedParameters();
+  packWeights(model, out, [&](std::size_t i) { return params[i].tensor; });
+}
+
+void packWeights(const PolicyModelImpl& model, std::vector<std::byte>& out,
+                 const std::function<torch::Tensor(std::size_t)>& value) {
   torch::NoGradGuard no_grad;
   const auto params = model.orderedParameters();
   out.assign(packedWeightBytes(model), std::byte{0});
@@ -68,23 +80,26 @@ void packWeights(const PolicyModelImpl& model, std::vector<std::byte>& out) {
   };
   const std::uint32_t header[4] = {kMagic, kFormatVersion, static_cast<std::uint32_t>(params.size()), 0};
   put(header, sizeof header);
-  for (const auto& t : params) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
     std::byte* start = p;
-    const auto name_len = static_cast<std::uint32_t>(t.name.size());
+    const auto& name = params[i].name;
+    const auto shape = model.parameterShape(i);
+    const auto name_len = static_cast<std::uint32_t>(name.size());
     put(&name_len, 4);
-    put(t.name.data(), t.name.size());
-    const auto ndims = static_cast<std::uint32_t>(t.tensor.dim());
+    put(name.data(), name.size());
+    const auto ndims = static_cast<std::uint32_t>(shape.size());
     put(&ndims, 4);
-    for (auto d : t.tensor.sizes()) {
+    for (auto d : shape) {
       const std::int64_t dim = d;
       put(&dim, 8);
     }
-    p = start + descriptorBytes(t);
+    p = start + descriptorBytes(name, shape);
   }
-  for (const auto& t : params) {
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto shape = model.parameterShape(i);
     // The conversion writes straight into the blob: the only copy on the trainer's side.
-    torch::from_blob(p, t.tensor.sizes(), torch::kBFloat16).copy_(t.tensor.detach());
-    p += dataBytes(t.tensor);
+    torch::from_blob(p, shape, torch::kBFloat16).copy_(value(i).detach().view(shape));
+    p += dataBytes(shape);
   }
 }
 

@@ -38,6 +38,20 @@ class MpiCollectives final : public GroupCollectives {
       ASTRA_MPI_CHECK(MPI_Bcast(data, count, type, root, group_.raw()));
     });
   }
+  void allgather(torch::Tensor& full) override {
+    run(full, [&](void* data, int count, MPI_Datatype type) {
+      ASTRA_MPI_CHECK(
+          MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, count / group_.size(), type, group_.raw()));
+    });
+  }
+  void reduceScatter(torch::Tensor& full, torch::Tensor& out) override {
+    torch::Tensor host_out = out.is_cpu() && out.is_contiguous() ? out : torch::empty_like(out, torch::kCPU);
+    run(full, [&](void* data, int count, MPI_Datatype type) {
+      ASTRA_MPI_CHECK(
+          MPI_Reduce_scatter_block(data, host_out.data_ptr(), count / group_.size(), type, MPI_SUM, group_.raw()));
+    });
+    if (!host_out.is_same(out)) out.copy_(host_out);
+  }
   const char* name() const override { return "mpi"; }
   int rank() const override { return group_.rank(); }
   int size() const override { return group_.size(); }
@@ -62,6 +76,23 @@ class MpiCollectives final : public GroupCollectives {
 };
 
 }  // namespace
+
+void GroupCollectives::allgather(torch::Tensor& full) {
+  const auto part = full.numel() / size();
+  for (int r = 0; r < size(); ++r) {
+    auto slice = full.narrow(0, part * r, part);
+    broadcast(slice, r);
+  }
+}
+
+void GroupCollectives::reduceScatter(torch::Tensor& full, torch::Tensor& out) {
+  const auto part = full.numel() / size();
+  for (int r = 0; r < size(); ++r) {
+    auto slice = full.narrow(0, part * r, part);
+    reduce(slice, r);
+    if (r == rank()) out.copy_(slice);
+  }
+}
 
 std::unique_ptr<GroupCollectives> makeGroupCollectives(const Comm& group, TrainerSection::GradSync kind,
                                                        const torch::Device& device) {

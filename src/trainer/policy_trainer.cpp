@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "astraflow/comm/mpi.hpp"
+#include "astraflow/core/error.hpp"
+#include "astraflow/model/weight_blob.hpp"
 #include "astraflow/trainer/loss.hpp"
 #include "trainer/autocast_scope.hpp"
 
@@ -71,7 +74,7 @@ void PolicyTrainer::setDataParallel(const Comm* comm) {
   averager_.reset();
   zero_.reset();
   if (!comm || comm->size() <= 1) return;
-  if (config_.sharding == TrainerSection::Sharding::Optimizer) {
+  if (config_.sharding != TrainerSection::Sharding::None) {
     zero_ = std::make_unique<ZeroOptimizer>(*model_, config_, *comm);
   } else {
     averager_ = makeGradientAverager(*comm, config_.grad_sync, model_->device());
@@ -79,6 +82,8 @@ void PolicyTrainer::setDataParallel(const Comm* comm) {
 }
 
 void PolicyTrainer::freezeReference() {
+  if (config_.loss.kl_coef <= 0) return;  // no KL penalty: nothing pulls toward a reference
+  if (paced()) throw Error("trainer.sharding: parameters has no frozen KL reference (config refuses kl_coef > 0)");
   reference_ = PolicyModel(model_->config());
   reference_->setNeverGenerate(model_->neverGenerate());
   reference_->place(model_->device(), torch::kFloat32);
@@ -92,7 +97,10 @@ void PolicyTrainer::freezeReference() {
 bool PolicyTrainer::emptyStep(int repeats, double lr) {
   if (!averager_ && !zero_) return true;
   for (int i = 0; i < repeats; ++i) {
+    const auto passes = agreeMax({0, 0});  // as optimiserStep's: no-grad, then gradient passes
     zeroGrad();
+    idlePasses(passes[0], false);
+    idlePasses(passes[1], true);
     double norm = 0;
     if (!applyStep(torch::zeros({}), norm, lr)) return false;  // at the rate its peers step with
   }
@@ -152,6 +160,44 @@ bool PolicyTrainer::finiteStep(const torch::Tensor& loss, double& grad_norm) {
   return false;
 }
 
+std::vector<std::int64_t> PolicyTrainer::agreeMax(std::vector<std::int64_t> counts) const {
+  if (!paced()) return counts;
+  ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts.data(), static_cast<int>(counts.size()), MPI_INT64_T, MPI_MAX,
+                                dp_comm_->raw()));
+  return counts;
+}
+
+void PolicyTrainer::idlePasses(std::int64_t count, bool grad) {
+  if (count <= 0) return;
+  const auto device = model_->device();
+  const auto token = torch::zeros({1, 1}, torch::TensorOptions().dtype(torch::kLong).device(device));
+  const auto valid = torch::ones({1, 1}, torch::TensorOptions().dtype(torch::kBool).device(device));
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (grad) {
+      // A zero loss: every gradient it adds is zero (even where a logit is −inf, the product
+      // with 0 has gradient 0), but each block's backward gathers and reduces as a real one.
+      (model_->forward(token, token, valid).sum() * 0.0).backward();
+    } else {
+      torch::NoGradGuard no_grad;
+      model_->forward(token, token, valid);
+    }
+  }
+}
+
+void PolicyTrainer::packWeights(std::vector<std::byte>& out) {
+  if (!paced()) {
+    astraflow::packWeights(*model_, out);
+    return;
+  }
+  // From the shards, a parameter at a time: rank 0 holds one fp32 parameter beside the bf16 blob.
+  if (zero_->rank() == 0) {
+    astraflow::packWeights(*model_, out, [&](std::size_t i) { return zero_->gatherParameter(i); });
+    return;
+  }
+  out.clear();
+  for (std::size_t i = 0; i < model_->orderedParameters().size(); ++i) zero_->gatherParameter(i);
+}
+
 std::int64_t PolicyTrainer::optimizerSteps() const {
   if (zero_) return zero_->steps();
   // Every parameter steps together; the first one's count is the optimiser's.
@@ -189,10 +235,13 @@ double PolicyTrainer::sftStep(const TrainBatch& host_batch, double lr) {
   model_->train();
   const TrainBatch batch = host_batch.to(model_->device());
   const AutocastScope autocast(config_.compute.bf16(), model_->device());
+  const auto passes = agreeMax({0, 1});  // one gradient pass, as emptyStep's peers pace
+  idlePasses(passes[0], false);
   auto logp = sequenceLogProbs(*model_, batch.tokens, batch.lengths, 1.0);
   const auto loss = -(logp * batch.mask).sum() / batch.mask.sum().clamp_min(1.0);
   zeroGrad();
   loss.backward();
+  idlePasses(passes[1] - 1, true);
   double norm = 0;
   applyStep(loss, norm, lr);
   return loss.item<double>();

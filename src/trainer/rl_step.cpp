@@ -69,6 +69,11 @@ PolicyTrainer::StepTotals PolicyTrainer::optimiserStep(RlContext& c, const std::
   const auto device = b.tokens.device();
   const auto micros = planMicroBatches(rows, c.lengths, config_.micro_batch_tokens, config_.packing);
   const bool fill_start = !c.logp_start.defined();  // the batch's first step fills it
+  // M2PO's pass over the split step at the current weights (below), then the gradient passes:
+  // the counts the group paces to under parameter sharding.
+  const bool m2po_pass = micros.size() > 1 && c.opts.m2po && !(s.micro_batches == 0 && !fill_start);
+  const auto passes =
+      agreeMax({m2po_pass ? static_cast<std::int64_t>(micros.size()) : 0, static_cast<std::int64_t>(micros.size())});
   if (fill_start) c.logp_start = torch::zeros(b.behav.sizes(), b.behav.options());
   const auto T = b.tokens.size(1);
   PolicyLossOptions opts = c.opts;
@@ -88,10 +93,10 @@ PolicyTrainer::StepTotals PolicyTrainer::optimiserStep(RlContext& c, const std::
       // M2PO pools the whole step's tokens: log π at the current weights first. The batch's
       // start pass already holds them for its first step.
       torch::Tensor now;
-      if (s.micro_batches == 0 && !fill_start) {
-        now = c.logp_start;
-      } else {
+      if (m2po_pass) {
         logProbsNoGrad(*model_, c, rows, now);
+      } else {
+        now = c.logp_start;
       }
       in.logp = take(now, index, T);
     }
@@ -103,6 +108,8 @@ PolicyTrainer::StepTotals PolicyTrainer::optimiserStep(RlContext& c, const std::
     opts.m2po = false;  // applied above, over the step
     opts.token_denominator = std::max<double>(1.0, kept.sum().item<double>());
   }
+
+  idlePasses(passes[0] - (m2po_pass ? static_cast<std::int64_t>(micros.size()) : 0), false);
 
   zeroGrad();
   torch::Tensor step_loss = torch::zeros({}, b.behav.options());
@@ -132,6 +139,7 @@ PolicyTrainer::StepTotals PolicyTrainer::optimiserStep(RlContext& c, const std::
     s.forward_tokens += micro.cells();
     for (const auto row : micro.rows) s.sequence_tokens += c.lengths[static_cast<std::size_t>(row)];
   }
+  idlePasses(passes[1] - static_cast<std::int64_t>(micros.size()), true);
   totals.loss = step_loss.item<double>();
   if (!applyStep(step_loss, s.grad_norm)) {
     s.skipped_steps++;
@@ -150,6 +158,8 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   const int passes = config_.ppo_epochs, slices = config_.mini_batches;
   const auto B = host_batch.tokens.size(0);
   if (B == 0) {
+    const AutocastScope autocast(config_.compute.bf16(), model_->device());
+    idlePasses(agreeMax({0})[0], false);  // parameter sharding: the peers' pass at the batch's start
     emptyStep(passes * slices, -1);
     return s;
   }
@@ -168,8 +178,12 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   // The log-probs at the batch's start (the proximal policy, and the behaviour-diff report):
   // taken from the first step's own forwards when that step covers the whole batch and needs
   // nothing of them before its backward; else from a pass of their own.
-  const bool split = planMicroBatches(all, c.lengths, config_.micro_batch_tokens, config_.packing).size() > 1;
-  if (slices > 1 || (split && (c.opts.decoupled || c.opts.m2po))) logProbsNoGrad(*model_, c, all, c.logp_start);
+  const auto start_micros =
+      static_cast<std::int64_t>(planMicroBatches(all, c.lengths, config_.micro_batch_tokens, config_.packing).size());
+  const bool start_pass = slices > 1 || (start_micros > 1 && (c.opts.decoupled || c.opts.m2po));
+  const auto start_passes = agreeMax({start_pass ? start_micros : 0})[0];
+  if (start_pass) logProbsNoGrad(*model_, c, all, c.logp_start);
+  idlePasses(start_passes - (start_pass ? start_micros : 0), false);
 
   // Mini-batch slices: a permutation per pass (miniBatchOrder), cut into `slices` near-equal parts.
   double loss_weighted = 0, kl_weighted = 0;

@@ -22,14 +22,16 @@ void writeTensor(const io::H5Location& group, const std::string& name, const tor
   group.writeVector(name, std::span<const float>(flat.data_ptr<float>(), static_cast<std::size_t>(flat.numel())));
 }
 
-torch::Tensor readTensor(const io::H5Location& group, const std::string& name, const torch::Tensor& like) {
+// A parameter's fp32 dataset of `shape`, on `device`.
+torch::Tensor readTensor(const io::H5Location& group, const std::string& name, torch::IntArrayRef shape,
+                         const torch::Device& device) {
   const auto values = group.readVector<float>(name);
-  if (static_cast<std::int64_t>(values.size()) != like.numel()) {
-    throw Error(fmt::format("dataset {}/{} holds {} values, the parameter has {}", group.name(), name, values.size(),
-                            like.numel()));
+  const auto numel = c10::multiply_integers(shape);
+  if (static_cast<std::int64_t>(values.size()) != numel) {
+    throw Error(
+        fmt::format("dataset {}/{} holds {} values, the parameter has {}", group.name(), name, values.size(), numel));
   }
-  return torch::from_blob(const_cast<float*>(values.data()), like.sizes(), torch::kFloat32)
-      .to(like.device(), false, true);
+  return torch::from_blob(const_cast<float*>(values.data()), shape, torch::kFloat32).to(device, false, true);
 }
 
 }  // namespace
@@ -39,7 +41,11 @@ std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& 
   ZeroOptimizer* zero = trainer.zero();
   const std::size_t params = trainer.model()->orderedParameters().size();
   if (zero && zero->rank() != 0) {
-    // Rank 0 writes; the others hand it their pieces of each parameter's state, in order.
+    // Rank 0 writes; the others hand it their pieces of each sharded weight and of each
+    // parameter's state, in order.
+    if (zero->shardsParameters()) {
+      for (std::size_t i = 0; i < params; ++i) zero->gatherParameter(i);
+    }
     if (zero->steps() > 0) {
       for (std::size_t i = 0; i < params; ++i) zero->gatherState(i);
     }
@@ -54,7 +60,12 @@ std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& 
     file.writeAttribute("policy", policy);
     file.writeAttribute("version", version);
     auto group = file.createGroup("policies/" + policy);
-    saveModelWeights(group, *trainer.model());
+    if (zero && zero->shardsParameters()) {
+      // A parameter at a time from the shards: no whole fp32 model on rank 0.
+      saveModelWeights(group, *trainer.model(), [&](std::size_t i) { return zero->gatherParameter(i); });
+    } else {
+      saveModelWeights(group, *trainer.model());
+    }
     auto opt = group.createGroup("optimizer");
     auto& state = trainer.optimizer().state();
     const auto named = trainer.model()->orderedParameters();
@@ -105,15 +116,17 @@ std::int64_t loadTrainerCheckpoint(const std::string& path, const std::string& p
       const auto& [name, param] = named[i];
       if (!opt.exists(name)) continue;
       auto g = opt.openGroup(name);
+      const auto shape = trainer.model()->parameterShape(i);
+      const auto device = trainer.model()->device();
       if (ZeroOptimizer* zero = trainer.zero()) {  // this rank's piece of the full state
-        zero->loadState(i, readTensor(g, "exp_avg", param), readTensor(g, "exp_avg_sq", param),
+        zero->loadState(i, readTensor(g, "exp_avg", shape, device), readTensor(g, "exp_avg_sq", shape, device),
                         g.readInt64Attribute("step"));
         continue;
       }
       auto s = std::make_unique<torch::optim::AdamWParamState>();
       s->step(g.readInt64Attribute("step"));
-      s->exp_avg(readTensor(g, "exp_avg", param));
-      s->exp_avg_sq(readTensor(g, "exp_avg_sq", param));
+      s->exp_avg(readTensor(g, "exp_avg", shape, device));
+      s->exp_avg_sq(readTensor(g, "exp_avg_sq", shape, device));
       state[stateKey(param)] = std::move(s);
     }
     return version;

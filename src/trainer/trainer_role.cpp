@@ -128,15 +128,17 @@ bool TrainerRank::nextBatch(Batch& batch) {
 }
 
 void TrainerRank::stage() {
+  const bool sharded_weights = trainer_.zero() && trainer_.zero()->shardsParameters();
+  if (comm_.rank() != 0 && !sharded_weights) return;
+  trainer_.packWeights(blob_);  // collective when the weights are sharded
   if (comm_.rank() != 0) return;
-  packWeights(*trainer_.model(), blob_);
   const double t = ctx_.now();
   ports_.store->stage(version_, blob_, {wait_seconds_, step_seconds_});
   ctx_.event("weight_stage", t, version_, blob_.size(), 1);
 }
 
 void TrainerRank::checkpoint(bool final) {
-  if (trainer_.zero() && comm_.rank() != 0) {  // ZeRO-1: rank 0 gathers the state from every shard
+  if (trainer_.zero() && comm_.rank() != 0) {  // sharded: rank 0 gathers from every shard
     saveTrainerCheckpoint(trainerCheckpointPath(ctx_.run_dir, version_, policy_).string(), policy_, trainer_, version_);
   } else if (comm_.rank() == 0) {
     const double t = ctx_.now();
@@ -209,7 +211,7 @@ TrainerReport TrainerRank::run() {
   }
   if (last_checkpoint_ != version_) checkpoint(true);
 
-  packWeights(*trainer_.model(), blob_);
+  trainer_.packWeights(blob_);  // parameter sharding: rank 0 alone holds the blob
   TrainerReport r;
   r.steps = steps_;
   r.final_version = version_;
@@ -238,7 +240,8 @@ TrainerReport TrainerRank::run() {
                    ? fmt::format(", peak CUDA allocated {:.1f} MiB",
                                  static_cast<double>(memory_.device_peak_allocated) / (1 << 20))
                    : std::string());
-  r.weights_hash = weightsHash(blob_);  // the checksum the rollout ranks' replicas keep
+  // The checksum the rollout ranks' replicas keep (0 on a parameter-sharded rank other than 0).
+  r.weights_hash = blob_.empty() ? 0 : weightsHash(blob_);
   return r;
 }
 

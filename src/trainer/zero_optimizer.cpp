@@ -1,47 +1,134 @@
-// ZeRO-1 (docs/training.md): sharded AdamW state over a c10d group.
+// Sharded data parallelism (docs/training.md): ZeRO-1 and FSDP-style parameter sharding over a
+// trainer group, with AdamW's state sharded alike.
 #include "astraflow/trainer/zero_optimizer.hpp"
 
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <unordered_map>
 
 #include "astraflow/comm/mpi.hpp"
 #include "astraflow/core/error.hpp"
 
 namespace astraflow {
 
+namespace {
+
+constexpr std::int64_t kBucket = std::int64_t{1} << 24;  // 64 MiB of fp32 per collective / AdamW chunk
+
+}  // namespace
+
 ZeroOptimizer::ZeroOptimizer(PolicyModelImpl& model, const TrainerSection& config, const Comm& group)
-    : comm_(group), group_(makeGroupCollectives(group, config.grad_sync, model.device())), config_(config) {
+    : model_(model),
+      comm_(group),
+      group_(makeGroupCollectives(group, config.grad_sync, model.device())),
+      config_(config),
+      shards_parameters_(config.sharding == TrainerSection::Sharding::Parameters) {
   torch::NoGradGuard no_grad;
-  std::int64_t total = 0;
-  for (const auto& p : model.orderedParameters()) {
-    params_.push_back(p.tensor);
-    offsets_.push_back(total);
-    total += p.tensor.numel();
+  for (const auto& p : model.orderedParameters()) params_.push_back(p.tensor);
+  if (shards_parameters_) {
+    // units_[0]: whatever no block holds (embeddings, final norm, output head); then a unit
+    // per block, its parameters in blockParameters() order (the order reduceGradients gets).
+    std::unordered_map<const void*, std::size_t> index;
+    for (std::size_t i = 0; i < params_.size(); ++i) index[params_[i].unsafeGetTensorImpl()] = i;
+    std::vector<bool> in_block(params_.size(), false);
+    units_.emplace_back();
+    for (int l = 0; l < model.config().layers; ++l) {
+      Unit block;
+      block.sharded = true;
+      for (const auto& p : model.blockParameters(static_cast<std::size_t>(l))) {
+        const auto i = index.at(p.unsafeGetTensorImpl());
+        block.params.push_back(i);
+        in_block[i] = true;
+      }
+      units_.push_back(std::move(block));
+    }
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      if (!in_block[i]) units_[0].params.push_back(i);
+    }
+  } else {
+    units_.emplace_back();
+    for (std::size_t i = 0; i < params_.size(); ++i) units_[0].params.push_back(i);
   }
-  const auto size = static_cast<std::int64_t>(group.size());
-  shard_ = (total + size - 1) / size;
-  flat_ = torch::zeros({shard_ * size}, params_.front().options().requires_grad(false));
-  // Each parameter's storage moves into the flat buffer; the parameter (and every handle to it:
-  // the model's, the optimiser's keys) stays the same tensor.
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    auto view = flat_.narrow(0, offsets_[i], params_[i].numel());
-    view.copy_(params_[i].reshape(-1));
-    params_[i].set_data(view.view(params_[i].sizes()));
+
+  const auto size = static_cast<std::int64_t>(group.size()), me = static_cast<std::int64_t>(group.rank());
+  place_.resize(params_.size());
+  std::int64_t state_total = 0, local_total = 0;
+  for (std::size_t k = 0; k < units_.size(); ++k) {
+    Unit& u = units_[k];
+    std::int64_t total = 0;
+    for (const auto i : u.params) {
+      place_[i] = {k, total};
+      u.offsets.push_back(total);
+      total += params_[i].numel();
+    }
+    u.part = std::max<std::int64_t>(1, (total + size - 1) / size);
+    u.state_base = state_total;
+    state_total += u.part;
+    if (u.sharded) {
+      u.local_base = local_total;
+      local_total += u.part;
+    }
   }
-  flat_grad_ = torch::zeros_like(flat_);
+  // The blocks' parts first: the model's block tensors give their storage up before anything
+  // else is allocated, so set-up peaks at the whole model plus this rank's parts.
+  const auto options = params_.front().options().requires_grad(false);
+  local_ = torch::zeros({local_total}, options);
+  const auto placeholder = torch::empty({0}, options);
+  for (Unit& u : units_) {
+    if (!u.sharded) continue;
+    auto mine = partOf(u);
+    for (std::size_t j = 0; j < u.params.size(); ++j) {
+      auto& p = params_[u.params[j]];
+      const auto begin = std::max(u.offsets[j], u.part * me);
+      const auto end = std::min(u.offsets[j] + p.numel(), u.part * (me + 1));
+      if (begin < end) {
+        mine.narrow(0, begin - u.part * me, end - begin)
+            .copy_(p.reshape(-1).narrow(0, begin - u.offsets[j], end - begin));
+      }
+      p.mutable_grad() = torch::Tensor();
+      p.set_data(placeholder);
+    }
+  }
+#if defined(__GLIBC__)
+  // The blocks' whole tensors were mostly small enough for the heap (glibc serves allocations
+  // below its mmap threshold, which rises to 32 MiB, from it): freed, they would stay resident
+  // in its holes. malloc_trim hands those pages back.
+  if (shards_parameters_) malloc_trim(0);
+#endif
+  local_grad_ = torch::zeros_like(local_);
+  for (Unit& u : units_) {
+    if (u.sharded) continue;
+    // Each parameter's storage moves into the unit's buffer; the parameter (and every handle
+    // to it: the model's, the optimiser's keys) stays the same tensor.
+    u.full = torch::zeros({u.part * size}, options);
+    for (std::size_t j = 0; j < u.params.size(); ++j) {
+      auto& p = params_[u.params[j]];
+      auto view = u.full.narrow(0, u.offsets[j], p.numel());
+      view.copy_(p.reshape(-1));
+      p.set_data(view.view(p.sizes()));
+    }
+    u.full_grad = torch::zeros_like(u.full);
+  }
   bindGrads();
-  shard_param_ = flat_.narrow(0, shard_ * group.rank(), shard_);
-  exp_avg_ = torch::zeros_like(shard_param_);
-  exp_avg_sq_ = torch::zeros_like(shard_param_);
+
+  exp_avg_ = torch::zeros({state_total}, options);
+  exp_avg_sq_ = torch::zeros_like(exp_avg_);
   // At most 64 MiB of fp32 per chunk, and at least 4 chunks (small models too take this path).
-  const std::int64_t chunk = std::max<std::int64_t>(1, std::min<std::int64_t>(std::int64_t{1} << 24, (shard_ + 3) / 4));
+  const std::int64_t chunk = std::max<std::int64_t>(1, std::min<std::int64_t>(kBucket, (state_total + 3) / 4));
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
-  for (std::int64_t begin = 0; begin < shard_; begin += chunk) {
-    ranges.emplace_back(begin, std::min(chunk, shard_ - begin));
-    chunks_.push_back(shard_param_.narrow(0, begin, ranges.back().second));
+  for (const Unit& u : units_) {
+    const auto part = partOf(u), grad = gradPartOf(u);
+    for (std::int64_t begin = 0; begin < u.part; begin += chunk) {
+      const auto n = std::min(chunk, u.part - begin);
+      ranges.emplace_back(u.state_base + begin, n);
+      chunks_.push_back(part.narrow(0, begin, n));
+      chunk_grads_.push_back(grad.narrow(0, begin, n));
+    }
   }
   torch::optim::AdamWOptions opts(config_.lr);
   opts.betas({config_.beta1, config_.beta2});
@@ -56,41 +143,56 @@ ZeroOptimizer::ZeroOptimizer(PolicyModelImpl& model, const TrainerSection& confi
     st->exp_avg_sq(exp_avg_sq_.narrow(0, ranges[i].first, ranges[i].second));
     adam_->state()[chunks_[i].unsafeGetTensorImpl()] = std::move(st);
   }
+  if (shards_parameters_) model_.setParameterShards(this);
+}
+
+ZeroOptimizer::~ZeroOptimizer() {
+  if (shards_parameters_ && model_.parameterShards() == this) model_.setParameterShards(nullptr);
+}
+
+torch::Tensor ZeroOptimizer::partOf(const Unit& u) const {
+  return u.sharded ? local_.narrow(0, u.local_base, u.part) : u.full.narrow(0, u.part * group_->rank(), u.part);
+}
+
+torch::Tensor ZeroOptimizer::gradPartOf(const Unit& u) const {
+  return u.sharded ? local_grad_.narrow(0, u.local_base, u.part)
+                   : u.full_grad.narrow(0, u.part * group_->rank(), u.part);
 }
 
 bool ZeroOptimizer::step(bool local_loss_finite, double lr, double& grad_norm) {
   torch::NoGradGuard no_grad;
   const auto size = group_->size();
-  // A gradient that is not the flat buffer's view (someone reset it) is copied in.
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    const auto& g = params_[i].grad();
-    auto slot = flat_grad_.narrow(0, offsets_[i], params_[i].numel());
-    if (!g.defined()) {
-      slot.zero_();
-    } else if (g.data_ptr() != slot.data_ptr()) {
-      slot.copy_(g.reshape(-1));
+  // A replicated gradient that is not its unit buffer's view (someone reset it) is copied in.
+  for (Unit& u : units_) {
+    if (u.sharded) continue;
+    for (std::size_t j = 0; j < u.params.size(); ++j) {
+      const auto& p = params_[u.params[j]];
+      const auto& g = p.grad();
+      auto slot = u.full_grad.narrow(0, u.offsets[j], p.numel());
+      if (!g.defined()) {
+        slot.zero_();
+      } else if (g.data_ptr() != slot.data_ptr()) {
+        slot.copy_(g.reshape(-1));
+      }
     }
   }
   bindGrads();
-  // The reduce-scatter as reduces to each shard's owner, a bucket at a time, in place: no
-  // shard-size or full-size buffer beside the gradients (a whole-buffer reduce_scatter_single
-  // costs Gloo a full-size temporary). The other shards' gradients are spent.
-  forEachBucket([this](torch::Tensor grads, torch::Tensor, int owner) { group_->reduce(grads, owner); });
-  auto mine = flat_grad_.narrow(0, shard_ * group_->rank(), shard_);
-  mine.div_(static_cast<double>(size));
+  // The replicated units' reduce-scatter as reduces to each part's owner, a bucket at a time, in
+  // place: no part-size or full-size buffer beside the gradients (a whole-buffer
+  // reduce_scatter_single costs Gloo a full-size temporary). The other parts' gradients are
+  // spent. The sharded units' parts hold their sums already (reduceGradients).
+  forEachReplicatedBucket([this](torch::Tensor grads, torch::Tensor, int owner) { group_->reduce(grads, owner); });
+  for (const Unit& u : units_) gradPartOf(u).div_(static_cast<double>(size));
   // One small allreduce agrees on the global gradient norm and on whether every rank's loss and
-  // gradients were finite (a NaN anywhere makes the sum of squares NaN).
-  // The squares are summed chunk by chunk from fp32 norms (no shard-size temporary; a float64
-  // copy of a 0.6B model's shard would be 2.4 GB), the sum kept in double.
+  // gradients were finite (a NaN anywhere makes the sum of squares NaN). The squares are summed
+  // chunk by chunk from fp32 norms (no part-size temporary), the sum kept in double.
   double local_sumsq = 0;
-  for (std::int64_t begin = 0; begin < shard_; begin += std::int64_t{1} << 24) {
-    const double norm =
-        torch::linalg_vector_norm(mine.narrow(0, begin, std::min(std::int64_t{1} << 24, shard_ - begin)), 2, {}, false)
-            .item<double>();
+  for (const auto& g : chunk_grads_) {
+    const double norm = torch::linalg_vector_norm(g, 2, {}, false).item<double>();
     local_sumsq += norm * norm;
   }
   auto agree = torch::tensor({local_sumsq, local_loss_finite ? 0.0 : 1.0},
-                             torch::TensorOptions().dtype(torch::kFloat64).device(mine.device()));
+                             torch::TensorOptions().dtype(torch::kFloat64).device(local_.device()));
   group_->allreduce(agree);
   const auto host = agree.to(torch::kCPU);
   const double sumsq = host[0].item<double>(), bad = host[1].item<double>();
@@ -99,42 +201,96 @@ bool ZeroOptimizer::step(bool local_loss_finite, double lr, double& grad_norm) {
   if (config_.grad_clip > 0) {
     // torch.nn.utils.clip_grad_norm_'s rule: scale by max_norm / (norm + 1e-6) when below 1.
     const double coef = config_.grad_clip / (grad_norm + 1e-6);
-    if (coef < 1.0) mine.mul_(coef);
+    if (coef < 1.0) {
+      for (const Unit& u : units_) gradPartOf(u).mul_(coef);
+    }
   }
-  for (std::size_t i = 0, begin = 0; i < chunks_.size(); begin += static_cast<std::size_t>(chunks_[i].numel()), ++i)
-    chunks_[i].mutable_grad() = mine.narrow(0, static_cast<std::int64_t>(begin), chunks_[i].numel());
+  for (std::size_t i = 0; i < chunks_.size(); ++i) chunks_[i].mutable_grad() = chunk_grads_[i];
   for (auto& g : adam_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
   adam_->step();
   for (auto& c : chunks_) c.mutable_grad() = torch::Tensor();
-  // Every rank's updated shard into every rank's weights (the model's parameters view flat_):
-  // the all-gather as broadcasts from each owner, a bucket at a time, in place.
-  forEachBucket([this](torch::Tensor, torch::Tensor params, int owner) { group_->broadcast(params, owner); });
+  // Every rank's updated part into every rank's replicated weights: the all-gather as broadcasts
+  // from each owner, a bucket at a time, in place. Sharded parts stay where they are: the next
+  // gather fetches them.
+  forEachReplicatedBucket([this](torch::Tensor, torch::Tensor params, int owner) { group_->broadcast(params, owner); });
   ++steps_;
   return true;
 }
 
-void ZeroOptimizer::forEachBucket(const std::function<void(torch::Tensor, torch::Tensor, int)>& fn) {
-  constexpr std::int64_t kBucket = std::int64_t{1} << 24;  // 64 MiB of fp32 per collective
-  for (int owner = 0; owner < group_->size(); ++owner) {
-    for (std::int64_t begin = 0; begin < shard_; begin += kBucket) {
-      const auto at = shard_ * owner + begin, n = std::min(kBucket, shard_ - begin);
-      fn(flat_grad_.narrow(0, at, n), flat_.narrow(0, at, n), owner);
+void ZeroOptimizer::forEachReplicatedBucket(const std::function<void(torch::Tensor, torch::Tensor, int)>& fn) {
+  for (Unit& u : units_) {
+    if (u.sharded) continue;
+    for (int owner = 0; owner < group_->size(); ++owner) {
+      for (std::int64_t begin = 0; begin < u.part; begin += kBucket) {
+        const auto at = u.part * owner + begin, n = std::min(kBucket, u.part - begin);
+        fn(u.full_grad.narrow(0, at, n), u.full.narrow(0, at, n), owner);
+      }
     }
   }
 }
 
 void ZeroOptimizer::bindGrads() {
-  for (std::size_t i = 0; i < params_.size(); ++i) {
-    auto view = flat_grad_.narrow(0, offsets_[i], params_[i].numel()).view(params_[i].sizes());
-    if (!params_[i].grad().defined() || params_[i].grad().data_ptr() != view.data_ptr())
-      params_[i].mutable_grad() = view;
+  for (const Unit& u : units_) {
+    if (u.sharded) continue;
+    for (std::size_t j = 0; j < u.params.size(); ++j) {
+      auto& p = params_[u.params[j]];
+      auto view = u.full_grad.narrow(0, u.offsets[j], p.numel()).view(p.sizes());
+      if (!p.grad().defined() || p.grad().data_ptr() != view.data_ptr()) p.mutable_grad() = view;
+    }
   }
 }
 
 void ZeroOptimizer::zeroGrad() {
   torch::NoGradGuard no_grad;
-  flat_grad_.zero_();
+  for (Unit& u : units_) {
+    if (!u.sharded) u.full_grad.zero_();
+  }
+  local_grad_.zero_();
   bindGrads();
+}
+
+void ZeroOptimizer::gather(std::size_t layer) {
+  torch::NoGradGuard no_grad;
+  Unit& u = units_.at(1 + layer);
+  u.full = torch::empty({u.part * group_->size()}, local_.options());
+  u.full.narrow(0, u.part * group_->rank(), u.part).copy_(partOf(u));
+  group_->allgather(u.full);
+  for (std::size_t j = 0; j < u.params.size(); ++j) {
+    const auto i = u.params[j];
+    const auto shape = model_.parameterShape(i);
+    params_[i].set_data(u.full.narrow(0, u.offsets[j], c10::multiply_integers(shape)).view(shape));
+  }
+}
+
+void ZeroOptimizer::release(std::size_t layer) {
+  Unit& u = units_.at(1 + layer);
+  const auto placeholder = torch::empty({0}, local_.options());
+  for (const auto i : u.params) params_[i].set_data(placeholder);
+  u.full = torch::Tensor();  // the block's full weights are freed here
+}
+
+void ZeroOptimizer::reduceGradients(std::size_t layer, const std::vector<torch::Tensor>& grads) {
+  torch::NoGradGuard no_grad;
+  const Unit& u = units_.at(1 + layer);
+  if (grads.size() != u.params.size()) {
+    throw Error(fmt::format("sharded block {}: {} gradients for {} parameters", layer, grads.size(), u.params.size()));
+  }
+  auto flat = torch::zeros({u.part * group_->size()}, local_.options());
+  for (std::size_t j = 0; j < grads.size(); ++j) {
+    if (grads[j].defined()) flat.narrow(0, u.offsets[j], grads[j].numel()).copy_(grads[j].reshape(-1));
+  }
+  auto summed = torch::empty({u.part}, local_.options());
+  group_->reduceScatter(flat, summed);
+  gradPartOf(u).add_(summed);  // accumulates over micro-batches, as autograd does
+}
+
+void ZeroOptimizer::load(std::size_t index, const torch::Tensor& value) {
+  torch::NoGradGuard no_grad;
+  if (!units_[place_[index].unit].sharded) {
+    params_[index].copy_(value);
+    return;
+  }
+  loadPiece(index, value, [this](const Unit& u) { return partOf(u); });
 }
 
 double ZeroOptimizer::lr() const {
@@ -145,58 +301,70 @@ std::uint64_t ZeroOptimizer::stateBytes() const {
   return static_cast<std::uint64_t>(exp_avg_.nbytes() + exp_avg_sq_.nbytes());
 }
 
-std::pair<std::int64_t, std::int64_t> ZeroOptimizer::overlap(std::size_t index, int r) const {
-  const auto begin = std::max(offsets_[index], shard_ * r);
-  const auto end = std::min(offsets_[index] + params_[index].numel(), shard_ * (r + 1));
-  return {begin, std::max(begin, end)};
+std::uint64_t ZeroOptimizer::residentBytes() const {
+  auto bytes = static_cast<std::uint64_t>(local_.nbytes() + local_grad_.nbytes());
+  for (const Unit& u : units_) {
+    if (!u.sharded) bytes += static_cast<std::uint64_t>(u.full.nbytes() + u.full_grad.nbytes());
+  }
+  return bytes;
+}
+
+torch::Tensor ZeroOptimizer::gatherToRoot(std::size_t index, const std::function<torch::Tensor(const Unit&)>& part) {
+  const int me = comm_.rank();
+  const Unit& u = units_[place_[index].unit];
+  const auto offset = place_[index].offset;
+  const auto shape = model_.parameterShape(index);
+  const auto numel = c10::multiply_integers(shape);
+  torch::Tensor out;
+  if (me == 0) out = torch::zeros({numel}, torch::kFloat32);
+  for (int r = 0; r < comm_.size(); ++r) {
+    const auto begin = std::max(offset, u.part * r), end = std::min(offset + numel, u.part * (r + 1));
+    if (begin >= end || (r != me && me != 0)) continue;
+    const auto n = end - begin;
+    if (n > std::numeric_limits<int>::max()) throw Error("sharded checkpoint: a parameter piece past 2^31 values");
+    if (r == me) {
+      const auto piece = part(u).narrow(0, begin - u.part * me, n).to(torch::kCPU, torch::kFloat32).contiguous();
+      if (me == 0) {
+        out.narrow(0, begin - offset, n).copy_(piece);
+      } else {
+        ASTRA_MPI_CHECK(MPI_Send(piece.data_ptr<float>(), static_cast<int>(n), MPI_FLOAT, 0, 0, comm_.raw()));
+      }
+    } else {  // rank 0 receives r's piece
+      ASTRA_MPI_CHECK(MPI_Recv(out.narrow(0, begin - offset, n).data_ptr<float>(), static_cast<int>(n), MPI_FLOAT, r, 0,
+                               comm_.raw(), MPI_STATUS_IGNORE));
+    }
+  }
+  return me == 0 ? out.view(shape) : out;
+}
+
+void ZeroOptimizer::loadPiece(std::size_t index, const torch::Tensor& value,
+                              const std::function<torch::Tensor(const Unit&)>& part) {
+  const auto me = static_cast<std::int64_t>(comm_.rank());
+  const Unit& u = units_[place_[index].unit];
+  const auto offset = place_[index].offset;
+  const auto begin = std::max(offset, u.part * me), end = std::min(offset + value.numel(), u.part * (me + 1));
+  if (begin < end) {
+    part(u).narrow(0, begin - u.part * me, end - begin).copy_(value.reshape(-1).narrow(0, begin - offset, end - begin));
+  }
 }
 
 ZeroOptimizer::ParamState ZeroOptimizer::gatherState(std::size_t index) {
   ParamState out;
-  const int me = comm_.rank();
-  const auto& p = params_[index];
-  if (me == 0) {
-    out.exp_avg = torch::zeros({p.numel()}, torch::kFloat32);
-    out.exp_avg_sq = torch::zeros({p.numel()}, torch::kFloat32);
-  }
-  for (int r = 0; r < comm_.size(); ++r) {
-    const auto [begin, end] = overlap(index, r);
-    if (begin == end || (r != me && me != 0)) continue;
-    const auto n = end - begin;
-    if (n > std::numeric_limits<int>::max()) throw Error("ZeRO checkpoint: a parameter piece past 2^31 values");
-    for (int which = 0; which < 2; ++which) {
-      torch::Tensor target =
-          me == 0 ? (which ? out.exp_avg_sq : out.exp_avg).narrow(0, begin - offsets_[index], n) : torch::Tensor();
-      if (r == me) {
-        const auto piece =
-            (which ? exp_avg_sq_ : exp_avg_).narrow(0, begin - shard_ * me, n).to(torch::kCPU).contiguous();
-        if (me == 0) {
-          target.copy_(piece);
-        } else {
-          ASTRA_MPI_CHECK(MPI_Send(piece.data_ptr<float>(), static_cast<int>(n), MPI_FLOAT, 0, which, comm_.raw()));
-        }
-      } else {  // rank 0 receives r's piece
-        ASTRA_MPI_CHECK(MPI_Recv(target.data_ptr<float>(), static_cast<int>(n), MPI_FLOAT, r, which, comm_.raw(),
-                                 MPI_STATUS_IGNORE));
-      }
-    }
-  }
-  if (me == 0) {
-    out.exp_avg = out.exp_avg.view(p.sizes());
-    out.exp_avg_sq = out.exp_avg_sq.view(p.sizes());
-  }
+  out.exp_avg = gatherToRoot(index, [this](const Unit& u) { return exp_avg_.narrow(0, u.state_base, u.part); });
+  out.exp_avg_sq = gatherToRoot(index, [this](const Unit& u) { return exp_avg_sq_.narrow(0, u.state_base, u.part); });
   return out;
+}
+
+torch::Tensor ZeroOptimizer::gatherParameter(std::size_t index) {
+  if (!units_[place_[index].unit].sharded) return comm_.rank() == 0 ? params_[index].detach() : torch::Tensor();
+  return gatherToRoot(index, [this](const Unit& u) { return partOf(u); });
 }
 
 void ZeroOptimizer::loadState(std::size_t index, const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq,
                               std::int64_t step) {
   torch::NoGradGuard no_grad;
-  const auto [begin, end] = overlap(index, comm_.rank());
-  if (begin < end) {
-    const auto from = begin - offsets_[index], to = begin - shard_ * comm_.rank(), n = end - begin;
-    exp_avg_.narrow(0, to, n).copy_(exp_avg.reshape(-1).narrow(0, from, n));
-    exp_avg_sq_.narrow(0, to, n).copy_(exp_avg_sq.reshape(-1).narrow(0, from, n));
-  }
+  loadPiece(index, exp_avg, [this](const Unit& u) { return exp_avg_.narrow(0, u.state_base, u.part); });
+  loadPiece(index, exp_avg_sq, [this](const Unit& u) { return exp_avg_sq_.narrow(0, u.state_base, u.part); });
   for (auto& [key, st] : adam_->state()) static_cast<torch::optim::AdamWParamState&>(*st).step(step);
   steps_ = step;
 }

@@ -114,15 +114,17 @@ TEST(Runtime, AsyncRunKeepsItsBooksAndTheStalenessBound) {
   fs::remove_all(dir);
 }
 
-// With two trainer ranks (5 ranks) they shard AdamW's state (ZeRO-1, trainer.sharding:
-// optimizer): the checkpoint gathers it and the resumed group takes its shards back.
+// With two trainer ranks (5 ranks; one at 4) the first segment shards AdamW's state (ZeRO-1,
+// trainer.sharding: optimizer): the checkpoint gathers it. The resumed segment shards the
+// weights too (sharding: parameters): the group takes its shards of the same checkpoint, its
+// rank 0 publishes from them and the rollouts end on its weights.
 TEST(Runtime, ResumeContinuesTheVersionAndKeepsEveryAcceptedTrajectory) {
   const auto dir = sharedRunDir("resume");
   Config cfg = tinyConfig(dir, ", versions: 4, checkpoint_every: 2");
   cfg.trainer.sharding = TrainerSection::Sharding::Optimizer;
   const json first = runJob(cfg);
   Config more = tinyConfig(dir, ", versions: 7, checkpoint_every: 2");
-  more.trainer.sharding = TrainerSection::Sharding::Optimizer;
+  more.trainer.sharding = TrainerSection::Sharding::Parameters;
   const json second = runJob(more, dir);
   if (worldRank() != 0) return;
   EXPECT_EQ(second["resumed_from"], 4);
@@ -137,12 +139,15 @@ TEST(Runtime, ResumeContinuesTheVersionAndKeepsEveryAcceptedTrajectory) {
     EXPECT_EQ(num(t, "steps"), 3);
     EXPECT_EQ(num(t, "final_version"), 7);
     EXPECT_EQ(num(t, "version_mismatches"), 0);
-    EXPECT_EQ(t["weights_hash"], trainers.front()["weights_hash"]);
   }
+  // Sharded weights (two trainers): the group's rank 0 alone holds the published blob (the
+  // other reports 0). One trainer alone shards nothing.
+  EXPECT_NE(trainers[0]["weights_hash"], 0);
+  for (std::size_t t = 1; t < trainers.size(); ++t) EXPECT_EQ(trainers[t]["weights_hash"], 0);
   for (const auto& r : ranksOf(second, "rollout"))
     EXPECT_EQ(r["weights_hash.solver"], trainers.front()["weights_hash"]);
-  // Each trainer holds its shard of the state: equal halves with two (the flat parameters are
-  // padded to even); the 1/N size itself is test_data_parallel's Zero1 check.
+  // Each trainer holds its shard of the state: equal halves with two (each unit is padded to
+  // even); the 1/N size itself is test_data_parallel's checks.
   EXPECT_GT(num(trainers.front(), "optimizer_state_bytes"), 0);
   for (const auto& t : trainers)
     EXPECT_EQ(num(t, "optimizer_state_bytes"), num(trainers.front(), "optimizer_state_bytes"));

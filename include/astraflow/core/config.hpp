@@ -92,8 +92,10 @@ struct TrainerSection {
   enum class GradSync { Auto, C10d, Mpi } grad_sync = GradSync::Auto;
   // trainer.sharding (docs/training.md): none keeps a full AdamW state on every data-parallel
   // rank; optimizer is ZeRO-1 — each rank keeps the state of one shard of the flattened
-  // parameters (gradients reduce-scattered, parameters all-gathered over grad_sync's transport).
-  enum class Sharding { None, Optimizer } sharding = Sharding::None;
+  // parameters (gradients reduce-scattered, parameters all-gathered over grad_sync's transport);
+  // parameters also shards the transformer blocks' weights and gradients (FSDP-style: a block
+  // is gathered for its forward and its backward, then freed).
+  enum class Sharding { None, Optimizer, Parameters } sharding = Sharding::None;
 };
 
 // Supervised warm start on the environment's reference solutions (`astraflow sft`).

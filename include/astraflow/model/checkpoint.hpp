@@ -2,6 +2,7 @@
 // Model weights in HDF5 (docs/architecture.md §10): one group per policy holding a `weights/` group
 // with one float32 dataset per parameter (flattened, with a `shape` attribute "d0,d1,…"),
 // and the model sizes as attributes, readable by h5py without astraflow.
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,9 @@
 namespace astraflow {
 
 void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl& model);
+// The same with parameter i's full value from value(i), called once per parameter in order.
+void saveModelWeights(const io::H5Location& policy_group, const PolicyModelImpl& model,
+                      const std::function<torch::Tensor(std::size_t)>& value);
 // Refuses (Error naming the tensor) a checkpoint whose tensors do not match the model built
 // from the config: unknown or missing tensor, or a different shape.
 void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "astraflow/core/model_config.hpp"
+#include "astraflow/model/parameter_shards.hpp"
 
 namespace astraflow {
 
@@ -63,6 +64,8 @@ class PolicyModelImpl : public torch::nn::Module {
   static void checkFinite(const NamedTensor& tensor);
   void copyInto(std::size_t index, const torch::Tensor& source);
   std::int64_t parameterCount() const;
+  // Parameter `index`'s full shape (orderedParameters() order), whether or not it is sharded.
+  torch::IntArrayRef parameterShape(std::size_t index) const { return shapes_[index]; }
   // Moves the model to `device` with parameters in `dtype` (float32 for a trainer's master
   // weights; bf16 for an engine computing in bf16). The KV caches it makes follow.
   void place(const torch::Device& device, torch::ScalarType dtype);
@@ -76,6 +79,14 @@ class PolicyModelImpl : public torch::nn::Module {
   // the block's activations in the backward pass (model/block_checkpoint.cpp). Same gradients.
   void setActivationCheckpointing(bool on) { checkpoint_blocks_ = on; }
   bool activationCheckpointing() const { return checkpoint_blocks_; }
+
+  // Parameter sharding (trainer.sharding: parameters): the blocks' weights live in `shards`
+  // (which outlives the model's use of it); every forward gathers each block's weights before
+  // running it and releases them after, and the backward recomputes the block (as activation
+  // checkpointing does) between a second gather and the reduction of its gradients. Loading a
+  // parameter (copyInto) goes to the shards. Null: the model holds every weight itself.
+  void setParameterShards(ParameterShards* shards) { shards_ = shards; }
+  ParameterShards* parameterShards() const { return shards_; }
 
   const ModelConfig& config() const { return config_; }
 
@@ -100,14 +111,22 @@ class PolicyModelImpl : public torch::nn::Module {
   torch::Tensor lm_head_;  // undefined when tied
   std::vector<Layer> layers_;
   std::vector<NamedTensor> ordered_;
-  torch::Tensor inv_freq_;  // float32 on the model's device
+  std::vector<std::vector<std::int64_t>> shapes_;  // of ordered_, kept while the tensors are sharded
+  torch::Tensor inv_freq_;                         // float32 on the model's device
   torch::Tensor never_generate_;
   bool checkpoint_blocks_ = false;
+  ParameterShards* shards_ = nullptr;
 };
 
 // x after `layer` of `model`, keeping only x for the backward pass (recomputes the block there).
 torch::Tensor checkpointedBlock(const PolicyModelImpl& model, std::size_t layer, const torch::Tensor& x,
                                 const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask);
+// x after `layer` with the block's weights held in `shards`: gathered for the forward (run without
+// a graph, keeping only x) and again in the backward, which recomputes the block, hands the
+// weights' gradients to shards.reduceGradients and returns x's.
+torch::Tensor shardedBlock(const PolicyModelImpl& model, ParameterShards& shards, std::size_t layer,
+                           const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                           const torch::Tensor& mask);
 TORCH_MODULE(PolicyModel);
 
 // Positions and validity for right-aligned (left-padded) prompts: positions count valid

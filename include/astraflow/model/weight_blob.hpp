@@ -10,7 +10,10 @@
 //   multiple of 8; then the bf16 data of every tensor in the same order, each padded to 8 bytes.
 // The store checks its own checksum on every pull; this layer checks structure, names and shapes
 // against the model built from the config, so a blob from another model is refused by name.
+#include <torch/types.h>
+
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -23,6 +26,10 @@ std::size_t packedWeightBytes(const PolicyModelImpl& model);
 
 // Writes the model's parameters as bf16 into `out` (resized); one conversion copy per tensor.
 void packWeights(const PolicyModelImpl& model, std::vector<std::byte>& out);
+// The same with parameter i's full value from value(i), called once per parameter in order
+// (a parameter-sharded trainer gathers each from the shards).
+void packWeights(const PolicyModelImpl& model, std::vector<std::byte>& out,
+                 const std::function<torch::Tensor(std::size_t)>& value);
 
 // Loads a packed blob into the model (validated: structure, every name and shape, finite
 // values; nothing changes unless all pass). Throws Error naming the problem.

@@ -20,6 +20,12 @@ class GroupCollectives {
   // t on `root` = Σ_ranks t; elsewhere t is left undefined in value.
   virtual void reduce(torch::Tensor& t, int root) = 0;
   virtual void broadcast(torch::Tensor& t, int root) = 0;
+  // `full` is size() equal parts; every rank's part r becomes rank r's. (Parameter sharding's
+  // gather of a block.) The default is a broadcast from each rank.
+  virtual void allgather(torch::Tensor& full);
+  // out = Σ_ranks part rank() of their `full` (out: full.numel() / size() values); `full` is
+  // spent. (Parameter sharding's gradient reduction.) The default is a reduce to each rank.
+  virtual void reduceScatter(torch::Tensor& full, torch::Tensor& out);
   virtual const char* name() const = 0;  // "gloo", "nccl", "mpi"
   virtual int rank() const = 0;
   virtual int size() const = 0;

@@ -3,6 +3,7 @@
 // on training samples. Used by `train-local`, `sft` and the distributed trainer role.
 #include <torch/optim/adamw.h>
 
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -65,17 +66,24 @@ class PolicyTrainer {
   double sftStep(const TrainBatch& batch, double lr);
 
   // Copies the current weights into the frozen reference the KL penalty pulls toward (done at
-  // construction when trainer.loss.kl_coef > 0; call again after loading a warm start).
+  // construction when trainer.loss.kl_coef > 0; call again after loading a warm start). A
+  // no-op without a KL penalty.
   void freezeReference();
 
   // Data parallelism: gradients are averaged over `comm` (the policy's trainer group, through
   // trainer.grad_sync) before every optimiser step. Collective over the group; all ranks must
   // start from the same weights and call the same steps.
   void setDataParallel(const Comm* comm);
-  // With trainer.sharding: optimizer (and more than one rank), ZeRO-1 takes the averager's place.
+  // With trainer.sharding: optimizer or parameters (and more than one rank), the sharded
+  // optimiser takes the averager's place. Parameter sharding makes every forward collective:
+  // the group's ranks then agree, before each pass over their micro-batches, on the most any of
+  // them runs, and the others run as many idle one-token passes (docs/training.md).
   const char* gradSyncBackend() const { return zero_ ? zero_->backend() : averager_ ? averager_->backend() : "none"; }
   ZeroOptimizer* zero() { return zero_.get(); }  // null unless sharded
   std::uint64_t optimizerStateBytes() const;     // this rank's AdamW state
+  // The current weights as a weight-store blob (model/weight_blob.hpp). Collective over the
+  // group when parameters are sharded: rank 0 gets the blob, the others an empty one.
+  void packWeights(std::vector<std::byte>& out);
 
   // The learning-rate schedule's length in optimiser steps (trainer.decay_steps when set); RL
   // steps set each optimiser step's rate from it and the optimiser's own step count.
@@ -94,6 +102,12 @@ class PolicyTrainer {
   // log π of `rows` at the current weights, micro-batched, no graph: written into `out` [B,T].
   void logProbsNoGrad(PolicyModelImpl& model, const RlContext& c, const std::vector<std::int64_t>& rows,
                       torch::Tensor& out) const;
+  // Parameter sharding's pacing: the group's maximum of each count (the local counts as they
+  // are when parameters are not sharded), and `count` idle one-token passes (with a backward
+  // of a zero loss when `grad`) that make the same collective calls as a real pass.
+  std::vector<std::int64_t> agreeMax(std::vector<std::int64_t> counts) const;
+  void idlePasses(std::int64_t count, bool grad);
+  bool paced() const { return zero_ && zero_->shardsParameters(); }
   // Averages (or reduce-scatters) the gradients over the group, clips, and steps at `lr` (the
   // schedule's rate when lr < 0). False, with nothing changed, when the step was skipped for
   // NaN/inf on any rank.

@@ -13,9 +13,9 @@ namespace astraflow {
 
 class PolicyTrainer;
 
-// Returns the bytes written. With ZeRO-1 (trainer.sharding: optimizer) every rank of the group
-// calls it (rank 0 gathers each parameter's state from the shards and writes the same format);
-// otherwise rank 0 alone. Loading takes each rank's piece of the full state.
+// Returns the bytes written. Sharded (trainer.sharding: optimizer or parameters), every rank of
+// the group calls it (rank 0 gathers each sharded weight and each parameter's state from the
+// shards and writes the same format); otherwise rank 0 alone. Loading takes each rank's piece.
 std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& policy, PolicyTrainer& trainer,
                                     std::int64_t version);
 
