@@ -69,7 +69,20 @@ PolicyTrainer::PolicyTrainer(PolicyModel model, const TrainerSection& config, do
   if (config_.loss.kl_coef > 0) freezeReference();
 }
 
+PolicyTrainer::~PolicyTrainer() {
+  zero_.reset();
+  averager_.reset();
+}
+
 void PolicyTrainer::setDataParallel(const Comm* comm) {
+  if (paced()) {
+    throw Error("trainer: the group's parameters are sharded already (its shards hold the only copy of the blocks)");
+  }
+  if (comm && comm->size() > 1 && config_.sharding == TrainerSection::Sharding::Parameters &&
+      model_->device().is_cuda() && gradSyncUsesMpi(config_.grad_sync, model_->device())) {
+    // The sharded backward runs on autograd's CUDA thread; MPI is initialised funneled.
+    throw Error("trainer.sharding: parameters on CUDA needs trainer.grad_sync auto or c10d (NCCL), not mpi");
+  }
   dp_comm_ = comm;
   averager_.reset();
   zero_.reset();
@@ -120,16 +133,20 @@ bool PolicyTrainer::applyStep(const torch::Tensor& loss, double& grad_norm, doub
     const std::int64_t total = config_.decay_steps > 0 ? config_.decay_steps : schedule_length_;
     lr = scheduledLr(config_, optimizerSteps(), total);
   }
+  bool stepped = false;
   if (zero_) {
-    const bool stepped = zero_->step(std::isfinite(loss.item<double>()), lr, grad_norm);
+    stepped = zero_->step(std::isfinite(loss.item<double>()), lr, grad_norm);
     zeroGrad();  // the model's gradients are spent either way
     if (!stepped) skipped_steps_++;
-    return stepped;
+  } else if (finiteStep(loss, grad_norm)) {
+    for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    optimizer_->step();
+    stepped = true;
   }
-  if (!finiteStep(loss, grad_norm)) return false;
-  for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-  optimizer_->step();
-  return true;
+  // Autocast caches the bf16 casts of the weights for its scope's life: after a step they are
+  // stale, and the next pass of the scope (an RL batch's next step) must cast the new weights.
+  if (stepped && config_.compute.bf16()) at::autocast::clear_cache();
+  return stepped;
 }
 
 // A step whose loss or gradient is NaN/inf would poison every weight: it is skipped (the

@@ -145,9 +145,6 @@ PolicyTrainer::StepTotals PolicyTrainer::optimiserStep(RlContext& c, const std::
     s.skipped_steps++;
     return totals;
   }
-  // Autocast caches the bf16 casts of the weights for the scope's life: after a step they are
-  // stale, and the next step must see the new weights.
-  if (config_.compute.bf16()) at::autocast::clear_cache();
   totals.stepped = true;
   return totals;
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "astraflow/comm/comm.hpp"
+#include "astraflow/core/error.hpp"
 #include "astraflow/model/weight_blob.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
 #include "astraflow/trainer/trainer_checkpoint.hpp"
@@ -80,6 +81,8 @@ TEST_P(ParameterSharding, MatchesUnshardedHoldsAShardAndResumes) {
     for (int l = 0; l < 2; ++l) {
       for (const auto& p : b->blockParameters(static_cast<std::size_t>(l))) EXPECT_EQ(p.numel(), 0);
     }
+    // The shards hold the only copy of the blocks: sharding again is refused, before any collective.
+    EXPECT_THROW(fsdp_trainer.setDataParallel(&comm), Error);
   }
   for (int step = 0; step < 3; ++step) {
     unsharded_trainer.rlStep(unevenBatch(rank, size, step));

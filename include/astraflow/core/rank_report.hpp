@@ -119,7 +119,9 @@ struct TrainerReport {
   // log-prob against the trainer's recomputation; at staleness 0 the same version, so what is
   // left is bf16 weights and the engine's arithmetic: docs/rollout-backends.md).
   double max_abs_behav_diff = 0;
-  std::uint64_t weights_hash = 0;  // XXH3 of the final weights: equal across a data-parallel group
+  // XXH3 of the final weights: equal across a data-parallel group, except that with sharded
+  // parameters (or a simulated trainer) only the group's rank 0 holds them (the others: 0).
+  std::uint64_t weights_hash = 0;
   // How batches went through the model (trainer.micro_batch_tokens, trainer.packing): passes with
   // gradients, tokens through them padding included, and the sequences' own tokens.
   std::uint64_t micro_batches = 0, forward_tokens = 0, sequence_tokens = 0;

@@ -57,6 +57,9 @@ struct RlStepStats {
 class PolicyTrainer {
  public:
   PolicyTrainer(PolicyModel model, const TrainerSection& config, double temperature);
+  ~PolicyTrainer();  // the sharded optimiser goes first: it unhooks itself from the model
+  PolicyTrainer(const PolicyTrainer&) = delete;
+  PolicyTrainer& operator=(const PolicyTrainer&) = delete;
 
   // trainer.ppo_epochs passes over the batch, each of trainer.mini_batches optimiser steps on
   // a shuffled slice; each step's gradients accumulate over micro-batches of at most
@@ -72,7 +75,8 @@ class PolicyTrainer {
 
   // Data parallelism: gradients are averaged over `comm` (the policy's trainer group, through
   // trainer.grad_sync) before every optimiser step. Collective over the group; all ranks must
-  // start from the same weights and call the same steps.
+  // start from the same weights and call the same steps. Once parameters are sharded, the
+  // shards hold the only copy of the blocks: calling it again is refused (Error).
   void setDataParallel(const Comm* comm);
   // With trainer.sharding: optimizer or parameters (and more than one rank), the sharded
   // optimiser takes the averager's place. Parameter sharding makes every forward collective:
