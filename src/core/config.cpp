@@ -15,6 +15,7 @@
 #include "astraflow/core/hf_model_config.hpp"
 #include "core/dataflow_config.hpp"
 #include "core/environment_config.hpp"
+#include "core/simulation_config.hpp"
 #include "core/workflow_config.hpp"
 #include "core/yaml_reader.hpp"
 
@@ -176,6 +177,7 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   t.lr_floor = r.getDouble("lr_floor", t.lr_floor, 0.0, 1.0);
   t.decay_steps = static_cast<int>(r.getInt("decay_steps", t.decay_steps, 0, 1 << 30, "steps"));
   parseCompute(r, t.compute);
+  if (r.has("simulate")) detail::parseTrainerSimulation(r.child("simulate"), t.simulate);
   const std::string sync = r.getChoice("grad_sync", "auto", {"auto", "c10d", "mpi"});
   t.grad_sync = sync == "mpi"    ? TrainerSection::GradSync::Mpi
                 : sync == "c10d" ? TrainerSection::GradSync::C10d
@@ -336,7 +338,8 @@ static RolloutBackendSpec parseBackend(YamlReader& entry) {
   RolloutBackendSpec b;
   if (!entry.has("backend")) return b;
   YamlReader r = entry.child("backend");
-  b.kind = r.requireChoice("kind", {"engine", "http"});
+  b.kind = r.requireChoice("kind", {"engine", "http", "simulated"});
+  if (b.isSimulated()) detail::parseSimulatedBackend(r, b.simulated);
   if (!b.http()) {
     r.finish();
     return b;
@@ -540,6 +543,7 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   parseWorkflow(top.child("workflow"), cfg);
   parseRollout(top.child("rollout"), cfg.rollout);
   parseTrainer(top.child("trainer"), cfg.trainer);
+  detail::checkSimulation(cfg);
   parseSft(top.child("sft"), cfg.sft);
   parseEval(top.child("eval"), cfg.eval);
   detail::checkEnvironment(cfg);

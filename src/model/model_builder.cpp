@@ -94,6 +94,10 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
 }
 
 std::uint64_t weightVersionBytes(const Config& config, const TokenSpec& tokens, const std::string& policy) {
+  // A simulated trainer publishes versions of its configured size (docs/simulation.md).
+  if (config.trainer.simulate.enabled && config.trainer.simulate.weight_bytes > 0) {
+    return static_cast<std::uint64_t>(config.trainer.simulate.weight_bytes);
+  }
   return packedWeightBytes(*buildPolicyModel(config, tokens, policy));
 }
 

@@ -112,6 +112,13 @@ std::vector<Episode> runEpisodes(GenerationBackend& backend, const Tokenizer& to
         done[active[a]] = true;
         continue;
       }
+      if (g.reward) {  // simulated: the drawn verdict; a row cut short is unsolved, as a real one
+        e.truncated = !g.stopped;
+        e.reward = g.stopped ? *g.reward : 0.0;
+        e.reward_reason = e.reward > 0 ? "correct" : "wrong";
+        done[active[a]] = true;
+        continue;
+      }
       const StepResult r = envs[active[a]]->step(tok.decode(g.tokens));
       if (r.done) {
         e.reward = r.reward;

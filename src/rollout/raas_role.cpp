@@ -15,6 +15,7 @@
 #include "astraflow/model/weight_blob.hpp"
 #include "astraflow/rollout/episode.hpp"
 #include "astraflow/rollout/generation_backend.hpp"
+#include "astraflow/rollout/simulated_backend.hpp"
 #include "astraflow/rollout/workflow.hpp"
 #include "astraflow/tasks/environment.hpp"
 #include "rollout/served_weights.hpp"
@@ -33,6 +34,7 @@ struct ServedPolicy {
   std::unique_ptr<GenerationEngine> engine;                // engine backend only
   std::unique_ptr<GenerationBackend> backend;              // what episodes generate with
   HttpBackend* http = nullptr;                             // the backend, when it is an external server
+  SimulatedBackend* simulated = nullptr;                   // the backend, when it is simulated (no model)
   std::unique_ptr<rollout_detail::ServedWeights> folders;  // http: versions as folders for the server
   int group = 0;                                           // index of its trainer group and weight store
   WeightReplica replica;                                   // the bf16 weights as pulled (deltas apply to it in place)
@@ -54,7 +56,16 @@ class RolloutRank {
       p.group = s.group;
       p.store = s.store;
       const auto& spec = ports.backend;
-      if (spec.http()) {
+      if (spec.isSimulated()) {
+        // No model: pulled versions are kept as bytes; the backend draws lengths and rewards.
+        std::vector<std::int32_t> never = {tokenizer_->padId()};
+        if (tokenizer_->bosId() >= 0) never.push_back(tokenizer_->bosId());
+        auto sim = std::make_unique<SimulatedBackend>(
+            spec.simulated, ctx_.cfg.findPolicy(s.policy)->model.max_seq_len, tokenizer_->vocabSize(), std::move(never),
+            ctx_.cfg.run.seed * 7919 + 29 + static_cast<std::uint64_t>(ctx_.rank));
+        p.simulated = sim.get();
+        p.backend = std::move(sim);
+      } else if (spec.http()) {
         // The server generates; this rank keeps a CPU copy only to write each version out.
         p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy);
         std::vector<std::int32_t> never;
@@ -135,7 +146,11 @@ bool RolloutRank::refreshWeights(bool force) {
         ++p.pulls;
         pull_seconds_ += ctx_.now() - t;
         ctx_.event("weight_pull", t, r.version, r.bytes, 0, {.policy = p.group});
-        if (!p.http) {
+        if (p.simulated) {
+          p.version = r.version;
+          p.simulated->setVersion(r.version);
+          pulled = true;
+        } else if (!p.http) {
           unpackWeights(p.replica.blob, *p.model);
           p.version = r.version;
           pulled = true;

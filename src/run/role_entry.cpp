@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "astraflow/io/trajectory_writer.hpp"
 #include "astraflow/rollout/raas_role.hpp"
 #include "astraflow/run/hf_folders.hpp"
 #include "astraflow/tasks/environment.hpp"
@@ -22,6 +23,18 @@ RolloutReport runRolloutOn(RunWiring& w) {
   }
   for (const auto& e : w.cfg.layout) {
     if (e.role == Role::Rollout && e.pool == w.role().pool_name) ports.backend = e.backend;
+  }
+  auto& sim = ports.backend.simulated;
+  if (ports.backend.isSimulated() && sim.lengths == SimulatedBackendSpec::Lengths::Empirical) {
+    // A real run's generated-token counts: what the simulated pool draws from.
+    for (const auto& t : io::readTrajectories(sim.trajectories)) {
+      int generated = 0;
+      for (const auto m : t.policy_mask) generated += m;
+      if (generated > 0) sim.samples.push_back(generated);
+    }
+    if (sim.samples.empty()) {
+      throw Error(fmt::format("layout backend lengths.trajectories: {} holds no generated tokens", sim.trajectories));
+    }
   }
   ports.index_in_pool = w.role().index_in_group;
   return runRolloutRole(ports);

@@ -8,7 +8,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "astraflow/trainer/trainer_role.hpp"
 
@@ -54,6 +57,10 @@ class TrainerRank {
   void stage();
   void checkpoint(bool final = false);
   void recordMemory();  // a `memory` trace event; the peaks go in the report
+  // trainer.simulate: the modelled step time slept instead of a backward pass, and the next
+  // synthetic weight version in blob_ (rank 0).
+  RlStepStats simulateStep(const std::vector<TrainingSample>& episodes);
+  void nextSyntheticVersion();
 
   const TrainerPorts& ports_;
   const RoleContext& ctx_;
@@ -70,7 +77,54 @@ class TrainerRank {
   std::int64_t max_staleness_ = 0;
   double wait_seconds_ = 0, step_seconds_ = 0, reward_sum_ = 0, max_abs_behav_diff_ = 0;
   MemoryUse memory_;
+  std::uint64_t synthetic_state_ = 0x9e3779b97f4a7c15ULL;  // trainer.simulate's weight bytes come from it
 };
+
+// splitmix64: fast enough to write gigabytes of synthetic weights per version.
+std::uint64_t nextRandom(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+RlStepStats TrainerRank::simulateStep(const std::vector<TrainingSample>& episodes) {
+  const auto& sim = ctx_.cfg.trainer.simulate;
+  RlStepStats stats;
+  std::int64_t tokens = 0;
+  for (const auto& e : episodes) {
+    tokens += static_cast<std::int64_t>(e.tokens.size());
+    for (const auto m : e.policy_mask) stats.tokens += m;
+  }
+  stats.sequence_tokens = stats.forward_tokens = tokens;
+  // This rank's share of the batch, as a data-parallel rank's backward would take.
+  std::this_thread::sleep_for(
+      std::chrono::duration<double>(sim.fixed_seconds + sim.seconds_per_token * static_cast<double>(tokens)));
+  return stats;
+}
+
+void TrainerRank::nextSyntheticVersion() {
+  const auto& sim = ctx_.cfg.trainer.simulate;
+  if (blob_.empty()) {
+    const auto bytes =
+        sim.weight_bytes > 0 ? static_cast<std::size_t>(sim.weight_bytes) : packedWeightBytes(*trainer_.model());
+    blob_.resize(bytes & ~std::size_t{1});
+    for (std::size_t i = 0; i + 8 <= blob_.size(); i += 8) {
+      const std::uint64_t r = nextRandom(synthetic_state_);
+      std::memcpy(blob_.data() + i, &r, 8);
+    }
+    return;
+  }
+  // changed_fraction of the bf16 words move by one unit in the last place or so, as a small
+  // optimiser step moves weights: what the delta codec sees between real versions.
+  auto* words = reinterpret_cast<std::uint16_t*>(blob_.data());
+  const std::size_t n = blob_.size() / 2;
+  const auto changes = static_cast<std::size_t>(sim.changed_fraction * static_cast<double>(n));
+  for (std::size_t k = 0; k < changes; ++k) {
+    const std::uint64_t r = nextRandom(synthetic_state_);
+    words[r % n] = static_cast<std::uint16_t>(words[r % n] + 1 + ((r >> 40) & 3));
+  }
+}
 
 void TrainerRank::recordMemory() {
   const double t = ctx_.now();
@@ -128,9 +182,14 @@ bool TrainerRank::nextBatch(Batch& batch) {
 }
 
 void TrainerRank::stage() {
-  const bool sharded_weights = trainer_.zero() && trainer_.zero()->shardsParameters();
+  const bool simulated = ctx_.cfg.trainer.simulate.enabled;
+  const bool sharded_weights = trainer_.zero() && trainer_.zero()->shardsParameters() && !simulated;
   if (comm_.rank() != 0 && !sharded_weights) return;
-  trainer_.packWeights(blob_);  // collective when the weights are sharded
+  if (simulated) {
+    nextSyntheticVersion();
+  } else {
+    trainer_.packWeights(blob_);  // collective when the weights are sharded
+  }
   if (comm_.rank() != 0) return;
   const double t = ctx_.now();
   ports_.store->stage(version_, blob_, {wait_seconds_, step_seconds_});
@@ -192,7 +251,8 @@ TrainerReport TrainerRank::run() {
       episodes.push_back(std::move(e));
       groups.push_back(group_index);
     }
-    const auto stats = trainer_.rlStep(collate(episodes, groups, ports_.tokens.pad_id));
+    const auto stats = cfg.trainer.simulate.enabled ? simulateStep(episodes)
+                                                    : trainer_.rlStep(collate(episodes, groups, ports_.tokens.pad_id));
     max_abs_behav_diff_ = std::max(max_abs_behav_diff_, stats.max_abs_behav_diff);
     micro_batches_ += static_cast<std::uint64_t>(stats.micro_batches);
     forward_tokens_ += static_cast<std::uint64_t>(stats.forward_tokens);
@@ -211,7 +271,8 @@ TrainerReport TrainerRank::run() {
   }
   if (last_checkpoint_ != version_) checkpoint(true);
 
-  trainer_.packWeights(blob_);  // parameter sharding: rank 0 alone holds the blob
+  // Parameter sharding: rank 0 alone holds the blob. Simulated: the last synthetic version.
+  if (!cfg.trainer.simulate.enabled) trainer_.packWeights(blob_);
   TrainerReport r;
   r.steps = steps_;
   r.final_version = version_;

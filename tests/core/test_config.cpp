@@ -288,3 +288,44 @@ TEST(Config, TrainerAtScaleKeys) {
     }
   }
 }
+
+// The simulation keys (docs/simulation.md): a simulated pool's workload and cost model, a
+// simulated trainer, and the refusals that name the key.
+TEST(Config, SimulationKeys) {
+  const std::vector<std::string> sim = {
+      "layout.3.backend={kind: simulated, lengths: {kind: lognormal, median: 300, sigma: 1.2, max: 8192}, "
+      "decode_tokens_per_second: 40, batch_limit: 128, success_rate: 0.2, success_gain_per_version: 0.01}",
+      "trainer.simulate={fixed_seconds: 1.5, seconds_per_token: 0.0001, weight_bytes: 1000000}"};
+  const Config base = parseConfig(kGood, "good.yaml");
+  ASSERT_EQ(base.layout.size(), 4u);
+  ASSERT_EQ(base.layout[3].role, Role::Rollout);
+  const Config c = parseConfig(kGood, "good.yaml", sim);
+  const auto& b = c.layout[3].backend;
+  EXPECT_TRUE(b.isSimulated());
+  EXPECT_EQ(b.simulated.lengths, SimulatedBackendSpec::Lengths::Lognormal);
+  EXPECT_DOUBLE_EQ(b.simulated.median, 300);
+  EXPECT_DOUBLE_EQ(b.simulated.sigma, 1.2);
+  EXPECT_EQ(b.simulated.max_tokens, 8192);
+  EXPECT_DOUBLE_EQ(b.simulated.decode_tokens_per_second, 40);
+  EXPECT_EQ(b.simulated.batch_limit, 128);
+  EXPECT_DOUBLE_EQ(b.simulated.success_gain_per_version, 0.01);
+  EXPECT_TRUE(c.trainer.simulate.enabled);
+  EXPECT_DOUBLE_EQ(c.trainer.simulate.fixed_seconds, 1.5);
+  EXPECT_EQ(c.trainer.simulate.weight_bytes, 1000000);
+  EXPECT_FALSE(base.trainer.simulate.enabled);
+  auto refused = [&](std::vector<std::string> overrides, const std::string& key) {
+    try {
+      parseConfig(kGood, "good.yaml", overrides);
+      ADD_FAILURE() << key << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  };
+  // A simulated trainer's versions are not a model: every pool must be simulated.
+  refused({sim[1]}, "layout[3].backend.kind");
+  refused({sim[0], "trainer.simulate={weight_bytes: 3}"}, "weight_bytes");
+  refused({"layout.3.backend={kind: simulated, lengths: {kind: zipf}}"}, "lengths.kind");
+  refused({"layout.3.backend={kind: simulated, lengths: {kind: lognormal, min: 50, max: 10}}"}, "lengths.max");
+  refused({"layout.3.backend={kind: simulated, batch_limit: 0}"}, "batch_limit");
+  refused({"layout.3.backend={kind: simulated, url: \"http://x:1\"}"}, "url");
+}

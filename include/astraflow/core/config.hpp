@@ -96,6 +96,18 @@ struct TrainerSection {
   // parameters also shards the transformer blocks' weights and gradients (FSDP-style: a block
   // is gathered for its forward and its backward, then freed).
   enum class Sharding { None, Optimizer, Parameters } sharding = Sharding::None;
+  // trainer.simulate (docs/simulation.md): the trainer consumes real batches but sleeps the
+  // modelled step time (fixed_seconds + seconds_per_token × the batch's tokens) instead of a
+  // backward pass, and publishes synthetic weight versions of weight_bytes (0: the model's
+  // packed size), changed_fraction of their bf16 words changed per version. Every rollout pool
+  // must then be simulated (its versions are not a model's weights).
+  struct Simulation {
+    bool enabled = false;
+    double fixed_seconds = 0;
+    double seconds_per_token = 0;
+    std::int64_t weight_bytes = 0;
+    double changed_fraction = 0.05;
+  } simulate;
 };
 
 // Supervised warm start on the environment's reference solutions (`astraflow sft`).
@@ -171,8 +183,31 @@ struct LocalSection {
 // How a rollout pool generates (layout[i].backend; docs/rollout-backends.md). `engine`: the
 // in-process LibTorch engine. `http`: an external inference server per rank (SGLang's /generate
 // or an OpenAI-style /v1/completions), fed weight versions as Hugging Face folders.
+// A simulated pool's workload and accelerator (backend kind simulated; docs/simulation.md): no
+// model; each generation's length is drawn, the rank sleeps the modelled time, and the
+// trajectory carries synthetic tokens and a reward drawn from the success rate.
+struct SimulatedBackendSpec {
+  // Generated tokens per episode: fixed (mean), geometric (mean), lognormal (median, sigma) or
+  // empirical (the generated-token counts of a run's trajectories.h5), clamped to [min, max].
+  enum class Lengths { Fixed, Geometric, Lognormal, Empirical } lengths = Lengths::Lognormal;
+  double mean = 256;
+  double median = 256, sigma = 1.0;
+  std::string trajectories;  // empirical: the file
+  std::vector<int> samples;  // empirical: its lengths (read by the run layer, not the parser)
+  int min_tokens = 1, max_tokens = 4096;
+  double growth_per_version = 0;  // drawn lengths × (1 + growth × version): a workload that lengthens
+  // The accelerator: prompt tokens/s, one sequence's decode tokens/s, and continuous batching —
+  // up to batch_limit sequences decode together, each step slower by batch_slowdown per extra one.
+  double prefill_tokens_per_second = 20000;
+  double decode_tokens_per_second = 50;
+  int batch_limit = 256;
+  double batch_slowdown = 0.004;
+  // P(reward 1) = min(success_max, success_rate + success_gain_per_version × version).
+  double success_rate = 0.3, success_gain_per_version = 0, success_max = 1.0;
+};
+
 struct RolloutBackendSpec {
-  std::string kind = "engine";    // engine | http
+  std::string kind = "engine";    // engine | http | simulated
   std::string api = "sglang";     // http: sglang | openai
   std::vector<std::string> urls;  // http: rank i of the pool drives urls[i % size] ("http://host:port")
   std::string model;              // openai: the model id requests name (empty: the first of /v1/models)
@@ -188,7 +223,9 @@ struct RolloutBackendSpec {
   std::string update_mode = "finish";
   int keep_versions = 2;           // version folders kept per policy
   double lost_after_seconds = 60;  // a server silent this long: its rank leaves the pool (tasks go back)
+  SimulatedBackendSpec simulated;  // simulated: the workload and the accelerator's cost model
   bool http() const { return kind == "http"; }
+  bool isSimulated() const { return kind == "simulated"; }
 };
 
 // One entry of `layout`: consecutive world ranks given one role.

@@ -11,7 +11,7 @@
 namespace astraflow {
 
 // Bytes of one full weight version of a policy's model (its weight store's capacity). Builds
-// the model once to measure it.
+// the model once to measure it; a simulated trainer's trainer.simulate.weight_bytes when set.
 std::uint64_t weightVersionBytes(const Config& config, const TokenSpec& tokens, const std::string& policy = {});
 
 // Every model-holding role's device request in `config` (trainer.device, rollout.device) can be

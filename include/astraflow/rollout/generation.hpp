@@ -4,6 +4,7 @@
 // Seeded through the caller's generator, so a run is reproducible.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "astraflow/model/policy_model.hpp"
@@ -31,6 +32,9 @@ struct Generation {
   bool ended_by_caller = false;      // RowControl::on_token ended it (stopped is set too)
   bool failed = false;               // a backend could not produce it (an http server's errors past the retries)
   std::int64_t weight_version = -1;  // the version an external server reported for it (-1: not reported)
+  // A simulated backend's drawn reward: the episode ends with it instead of the environment's
+  // verdict on the (synthetic) text.
+  std::optional<double> reward;
 };
 
 // Per-row control of one generate() call (`astraflow serve` batches requests that each have
