@@ -78,7 +78,7 @@ ZeroOptimizer::ZeroOptimizer(PolicyModelImpl& model, const TrainerSection& confi
   // else is allocated, so set-up peaks at the whole model plus this rank's parts.
   const auto options = params_.front().options().requires_grad(false);
   local_ = torch::zeros({local_total}, options);
-  const auto placeholder = torch::empty({0}, options);
+  placeholder_ = torch::empty({0}, options);
   for (Unit& u : units_) {
     if (!u.sharded) continue;
     auto mine = partOf(u);
@@ -91,7 +91,7 @@ ZeroOptimizer::ZeroOptimizer(PolicyModelImpl& model, const TrainerSection& confi
             .copy_(p.reshape(-1).narrow(0, begin - u.offsets[j], end - begin));
       }
       p.mutable_grad() = torch::Tensor();
-      p.set_data(placeholder);
+      p.set_data(placeholder_);
     }
   }
 #if defined(__GLIBC__)
@@ -264,8 +264,7 @@ void ZeroOptimizer::gather(std::size_t layer) {
 
 void ZeroOptimizer::release(std::size_t layer) {
   Unit& u = units_.at(1 + layer);
-  const auto placeholder = torch::empty({0}, local_.options());
-  for (const auto i : u.params) params_[i].set_data(placeholder);
+  for (const auto i : u.params) params_[i].set_data(placeholder_);
   u.full = torch::Tensor();  // the block's full weights are freed here
 }
 

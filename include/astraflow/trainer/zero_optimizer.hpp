@@ -111,6 +111,7 @@ class ZeroOptimizer final : public ParameterShards {
   std::vector<Place> place_;           // of each parameter
   std::vector<Unit> units_;            // parameter sharding: units_[0] the root, units_[1 + l] block l
   torch::Tensor local_, local_grad_;   // the sharded units' parts, end to end
+  torch::Tensor placeholder_;          // 0 elements: what a released block's tensors hold
   // AdamW steps the parts in chunks (views of them), so its temporaries are a chunk's size; the
   // chunks' state tensors are views of two buffers covering every unit's part.
   std::vector<torch::Tensor> chunks_, chunk_grads_;
