@@ -31,6 +31,9 @@ void parseSimulatedBackend(YamlReader& r, SimulatedBackendSpec& s) {
   s.growth_per_version = r.getDouble("growth_per_version", s.growth_per_version, 0.0, 100.0);
   s.prefill_tokens_per_second = r.getDouble("prefill_tokens_per_second", s.prefill_tokens_per_second, 1e-3, 1e9);
   s.decode_tokens_per_second = r.getDouble("decode_tokens_per_second", s.decode_tokens_per_second, 1e-3, 1e9);
+  s.batching = r.getChoice("batching", "continuous", {"continuous", "static"}) == "static"
+                   ? SimulatedBackendSpec::Batching::Static
+                   : SimulatedBackendSpec::Batching::Continuous;
   s.batch_limit = static_cast<int>(r.getInt("batch_limit", s.batch_limit, 1, 1 << 20, "sequences"));
   s.batch_slowdown = r.getDouble("batch_slowdown", s.batch_slowdown, 0.0, 10.0);
   s.success_rate = r.getDouble("success_rate", s.success_rate, 0.0, 1.0);

@@ -61,7 +61,23 @@ double SimulatedBackend::modeledSeconds(const SimulatedBackendSpec& spec, const 
                                         const std::vector<int>& new_tokens) {
   const std::size_t n = new_tokens.size();
   const std::size_t limit = static_cast<std::size_t>(spec.batch_limit);
+  auto stepSeconds = [&](std::size_t in_flight) {
+    return (1.0 + spec.batch_slowdown * static_cast<double>(in_flight - 1)) / spec.decode_tokens_per_second;
+  };
   double seconds = 0;
+  if (spec.batching == SimulatedBackendSpec::Batching::Static) {
+    // Rows of batch_limit step together, every row computed, until the longest of them ends.
+    for (std::size_t first = 0; first < n; first += limit) {
+      const std::size_t last = std::min(n, first + limit);
+      int longest = 0;
+      for (std::size_t i = first; i < last; ++i) {
+        seconds += prompt_tokens[i] / spec.prefill_tokens_per_second;
+        longest = std::max(longest, new_tokens[i]);
+      }
+      seconds += longest * stepSeconds(last - first);
+    }
+    return seconds;
+  }
   std::vector<std::int64_t> left;  // tokens still to decode, per sequence in flight
   std::size_t next = 0;
   auto admit = [&] {
@@ -75,9 +91,7 @@ double SimulatedBackend::modeledSeconds(const SimulatedBackendSpec& spec, const 
   while (!left.empty()) {
     // Every sequence in flight gains a token per step until the shortest ends.
     const std::int64_t steps = *std::min_element(left.begin(), left.end());
-    const double step_seconds =
-        (1.0 + spec.batch_slowdown * static_cast<double>(left.size() - 1)) / spec.decode_tokens_per_second;
-    seconds += static_cast<double>(steps) * step_seconds;
+    seconds += static_cast<double>(steps) * stepSeconds(left.size());
     for (auto& l : left) l -= steps;
     left.erase(std::remove(left.begin(), left.end(), 0), left.end());
     admit();

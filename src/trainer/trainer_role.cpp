@@ -23,6 +23,7 @@
 #include "astraflow/model/device.hpp"
 #include "astraflow/model/model_builder.hpp"
 #include "astraflow/model/weight_blob.hpp"
+#include "astraflow/trainer/micro_batches.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
 #include "astraflow/trainer/trainer_checkpoint.hpp"
 #include "astraflow/weights/delta_codec.hpp"
@@ -90,16 +91,31 @@ std::uint64_t nextRandom(std::uint64_t& state) {
 
 RlStepStats TrainerRank::simulateStep(const std::vector<TrainingSample>& episodes) {
   const auto& sim = ctx_.cfg.trainer.simulate;
+  const auto& t = ctx_.cfg.trainer;
   RlStepStats stats;
-  std::int64_t tokens = 0;
+  std::vector<std::int64_t> lengths;
   for (const auto& e : episodes) {
-    tokens += static_cast<std::int64_t>(e.tokens.size());
+    lengths.push_back(static_cast<std::int64_t>(e.tokens.size()));
+    stats.sequence_tokens += lengths.back();
     for (const auto m : e.policy_mask) stats.tokens += m;
   }
-  stats.sequence_tokens = stats.forward_tokens = tokens;
+  // The cost is in the tokens the forward passes would hold, laid out as the real trainer lays
+  // them (micro-batches, padded unless trainer.packing), every mini-batch of every PPO epoch:
+  // padding is what makes a padded trainer's step grow faster than its sequences' tokens.
+  const auto n = static_cast<std::int64_t>(lengths.size());
+  for (int epoch = 0; epoch < t.ppo_epochs; ++epoch) {
+    for (std::int64_t m = 0; m < t.mini_batches; ++m) {
+      std::vector<std::int64_t> rows;
+      for (std::int64_t r = n * m / t.mini_batches; r < n * (m + 1) / t.mini_batches; ++r) rows.push_back(r);
+      for (const auto& micro : planMicroBatches(rows, lengths, t.micro_batch_tokens, t.packing)) {
+        stats.forward_tokens += micro.cells();
+        stats.micro_batches++;
+      }
+    }
+  }
   // This rank's share of the batch, as a data-parallel rank's backward would take.
-  std::this_thread::sleep_for(
-      std::chrono::duration<double>(sim.fixed_seconds + sim.seconds_per_token * static_cast<double>(tokens)));
+  std::this_thread::sleep_for(std::chrono::duration<double>(
+      sim.fixed_seconds + sim.seconds_per_token * static_cast<double>(stats.forward_tokens)));
   return stats;
 }
 

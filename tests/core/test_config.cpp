@@ -294,7 +294,8 @@ TEST(Config, TrainerAtScaleKeys) {
 TEST(Config, SimulationKeys) {
   const std::vector<std::string> sim = {
       "layout.3.backend={kind: simulated, lengths: {kind: lognormal, median: 300, sigma: 1.2, max: 8192}, "
-      "decode_tokens_per_second: 40, batch_limit: 128, success_rate: 0.2, success_gain_per_version: 0.01}",
+      "decode_tokens_per_second: 40, batching: static, batch_limit: 128, success_rate: 0.2, "
+      "success_gain_per_version: 0.01}",
       "trainer.simulate={fixed_seconds: 1.5, seconds_per_token: 0.0001, weight_bytes: 1000000}"};
   const Config base = parseConfig(kGood, "good.yaml");
   ASSERT_EQ(base.layout.size(), 4u);
@@ -308,6 +309,8 @@ TEST(Config, SimulationKeys) {
   EXPECT_EQ(b.simulated.max_tokens, 8192);
   EXPECT_DOUBLE_EQ(b.simulated.decode_tokens_per_second, 40);
   EXPECT_EQ(b.simulated.batch_limit, 128);
+  EXPECT_EQ(b.simulated.batching, SimulatedBackendSpec::Batching::Static);
+  EXPECT_EQ(base.layout[3].backend.simulated.batching, SimulatedBackendSpec::Batching::Continuous);
   EXPECT_DOUBLE_EQ(b.simulated.success_gain_per_version, 0.01);
   EXPECT_TRUE(c.trainer.simulate.enabled);
   EXPECT_DOUBLE_EQ(c.trainer.simulate.fixed_seconds, 1.5);
@@ -327,5 +330,6 @@ TEST(Config, SimulationKeys) {
   refused({"layout.3.backend={kind: simulated, lengths: {kind: zipf}}"}, "lengths.kind");
   refused({"layout.3.backend={kind: simulated, lengths: {kind: lognormal, min: 50, max: 10}}"}, "lengths.max");
   refused({"layout.3.backend={kind: simulated, batch_limit: 0}"}, "batch_limit");
+  refused({"layout.3.backend={kind: simulated, batching: paged}"}, "batching");
   refused({"layout.3.backend={kind: simulated, url: \"http://x:1\"}"}, "url");
 }

@@ -60,6 +60,11 @@ TEST(Simulation, SyntheticWorkloadFlowsThroughTheRealRuntime) {
   const auto trainers = ranksOf(s, "trainer");
   ASSERT_EQ(trainers.size(), 1u);
   EXPECT_EQ(num(trainers[0], "steps"), 16);
+  // The step is costed on the tokens its forward passes would hold: one padded micro-batch a
+  // step, so more than the sequences' own tokens, and the trainer slept at least that long.
+  EXPECT_EQ(num(trainers[0], "micro_batches"), 16);
+  EXPECT_GT(num(trainers[0], "forward_tokens"), num(trainers[0], "sequence_tokens"));
+  EXPECT_GE(trainers[0]["step_seconds"].get<double>(), 16 * 0.02 + 0.00001 * num(trainers[0], "forward_tokens"));
   std::int64_t pushed = 0;
   for (const auto& r : ranksOf(s, "rollout")) {
     pushed += num(r, "pushed");

@@ -130,7 +130,7 @@ TEST(SimulatedBackend, RowsAreCutRewardedAndTimedAsConfigured) {
   EXPECT_EQ(b.stats().generations, 402u);
 }
 
-TEST(SimulatedBackend, ModelledTimeIsContinuousBatching) {
+TEST(SimulatedBackend, ModelledTimeFollowsTheBatching) {
   SimulatedBackendSpec spec;
   spec.prefill_tokens_per_second = 1000;
   spec.decode_tokens_per_second = 10;
@@ -145,5 +145,13 @@ TEST(SimulatedBackend, ModelledTimeIsContinuousBatching) {
               1e-12);
   // Past the batch limit the fifth waits for a slot: 4 in flight for 10 steps, then it alone.
   EXPECT_NEAR(SimulatedBackend::modeledSeconds(spec, {0, 0, 0, 0, 0}, {10, 10, 10, 10, 10}), 10 * 0.25 + 10 * 0.1,
+              1e-12);
+
+  // Static batching, as the engine: the rows step together until the longest ends, so the
+  // uneven four cost 20 steps of four, and past the limit the fifth row is a second batch.
+  spec.batching = SimulatedBackendSpec::Batching::Static;
+  EXPECT_DOUBLE_EQ(SimulatedBackend::modeledSeconds(spec, {100}, {20}), 0.1 + 20 * 0.1);
+  EXPECT_NEAR(SimulatedBackend::modeledSeconds(spec, {0, 0, 0, 0}, {5, 10, 10, 20}), 20 * 0.25, 1e-12);
+  EXPECT_NEAR(SimulatedBackend::modeledSeconds(spec, {100, 0, 0, 0, 0}, {10, 10, 10, 30, 7}), 0.1 + 30 * 0.25 + 7 * 0.1,
               1e-12);
 }

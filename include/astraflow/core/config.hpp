@@ -196,8 +196,11 @@ struct SimulatedBackendSpec {
   std::vector<int> samples;  // empirical: its lengths (read by the run layer, not the parser)
   int min_tokens = 1, max_tokens = 4096;
   double growth_per_version = 0;  // drawn lengths × (1 + growth × version): a workload that lengthens
-  // The accelerator: prompt tokens/s, one sequence's decode tokens/s, and continuous batching —
-  // up to batch_limit sequences decode together, each step slower by batch_slowdown per extra one.
+  // The accelerator: prompt tokens/s, one sequence's decode tokens/s, and its batching — up to
+  // batch_limit sequences decode together, each step slower by batch_slowdown per extra one.
+  // Continuous (SGLang, vLLM): a sequence that ends frees its slot for the next. Static (astraflow's
+  // own engine): the rows of a batch step together until the longest of them ends.
+  enum class Batching { Continuous, Static } batching = Batching::Continuous;
   double prefill_tokens_per_second = 20000;
   double decode_tokens_per_second = 50;
   int batch_limit = 256;

@@ -31,10 +31,11 @@ class SimulatedBackend final : public GenerationBackend {
   int drawLength();
   double successRate() const;
 
-  // Seconds the modelled accelerator takes for one call: sequences enter in order, at most
-  // batch_limit decoding together (continuous batching); each entering prompt costs its tokens
-  // at prefill_tokens_per_second; each decode step costs (1 + batch_slowdown × (in flight − 1))
-  // / decode_tokens_per_second.
+  // Seconds the modelled accelerator takes for one call. Each prompt costs its tokens at
+  // prefill_tokens_per_second; each decode step of k sequences together costs
+  // (1 + batch_slowdown × (k − 1)) / decode_tokens_per_second. Continuous batching: sequences
+  // enter in order, at most batch_limit in flight, and one that ends frees its slot. Static: the
+  // rows go in chunks of batch_limit, each stepping until its longest row ends.
   static double modeledSeconds(const SimulatedBackendSpec& spec, const std::vector<int>& prompt_tokens,
                                const std::vector<int>& new_tokens);
 
