@@ -1,42 +1,39 @@
 #!/usr/bin/env bash
-# Async against synchronous training on a simulated long-tailed workload (docs/simulation.md):
-# configs/simulated_longtail.yaml at each rollout-pool size, run.mode async and sync, the same
-# number of versions. Prints seconds per version, the trainer's wait fraction and the ratio.
-#   profiling/sim_async_sync.sh [versions] [pool sizes...]     (default: 8 versions, pools 8 32)
+# Async against colocated-synchronous training on the simulated long-tailed workload
+# (docs/simulation.md): configs/simulated_longtail.yaml at each pool size N, 16 MB versions.
+#   profiling/sim_async_sync.sh [versions=20] [pool sizes...=8 32 128] [--sync-versions 8] [--plot PNG]
+# async  N rollout ranks and the trainer's own rank; each rollout rank takes 32 tasks a call.
+# sync   run.mode sync, colocated: the trainer's accelerator joins the pool (N + 1 rollout
+#        ranks) and the step is data-parallel over all N + 1 (seconds_per_token / (N + 1)); the
+#        256 tasks of a version are spread over the pool (ceil(256 / (N + 1)) a call).
+# Sync runs fewer versions: each of its versions waits for its longest rollout, so its time per
+# version is steady from the second one. Prints steady-state seconds per version (second to
+# next-to-last publish), the trainer's wait, trajectories/s, stale drops and
+# the sync / async ratio; --plot writes the figure. Installs Debian's python3-h5py and
+# python3-matplotlib when missing.
 set -uo pipefail
-here=$(cd "$(dirname "$0")/.." && pwd)
-source "$here/scripts/env.sh"
-versions=${1:-8}
-shift || true
-pools=("$@")
-[ ${#pools[@]} -eq 0 ] && pools=(8 32)
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+source "$(dirname "$0")/sim_lib.sh"
+sim_parse "$@"
+sync_versions=${opt[sync-versions]:-8}
+versions=${args[0]:-20}
+pools=("${args[@]:1}")
+[ ${#pools[@]} -eq 0 ] && pools=(8 32 128)
+sim_need_python
+sim_workdir sim_async_sync
+per_token=$(sed -n 's/.*seconds_per_token: \([0-9.e-]*\).*/\1/p' "$here/configs/simulated_longtail.yaml")
+common=(--set run.log_level=warn --set run.max_wall_seconds=1800
+        --set trainer.simulate.weight_bytes=16000000)
 for n in "${pools[@]}"; do
-  for mode in async sync; do
-    dir="$out/${mode}_$n"
-    mpirun --oversubscribe -np $((n + 2)) "$here/build/bin/astraflow" run "$here/configs/simulated_longtail.yaml" \
-      --set run.mode=$mode --set run.versions="$versions" --set layout.2.ranks="$n" --set run.output_dir="$dir" \
-      >"$dir.log" 2>&1 || { echo "run $mode at $n ranks failed: $dir.log"; tail -5 "$dir.log"; }
-  done
+  echo "sim_async_sync: async at $n ..." >&2
+  mpirun --oversubscribe -np $((n + 2)) "$here/build/bin/astraflow" run "$here/configs/simulated_longtail.yaml" \
+    "${common[@]}" --set run.mode=async --set run.versions="$versions" --set layout.2.ranks="$n" --set rollout.batch_tasks=32 \
+    --set run.output_dir="$out/async_$n" >"$out/async_$n.log" 2>&1 || { echo "async at $n failed:"; tail -5 "$out/async_$n.log"; }
+  echo "sim_async_sync: sync at $n ..." >&2
+  pool=$((n + 1))
+  mpirun --oversubscribe -np $((pool + 2)) "$here/build/bin/astraflow" run "$here/configs/simulated_longtail.yaml" \
+    "${common[@]}" --set run.mode=sync --set run.versions="$sync_versions" --set layout.2.ranks="$pool" \
+    --set rollout.batch_tasks=$(((256 + pool - 1) / pool)) \
+    --set trainer.simulate.seconds_per_token="$(python3 -c "print($per_token / $pool)")" \
+    --set run.output_dir="$out/sync_$n" >"$out/sync_$n.log" 2>&1 || { echo "sync at $n failed:"; tail -5 "$out/sync_$n.log"; }
 done
-python3 - "$out" "${pools[@]}" <<'PY'
-import json, sys, os
-out, pools = sys.argv[1], sys.argv[2:]
-def load(mode, n):
-    p = os.path.join(out, f"{mode}_{n}", "summary.json")
-    return json.load(open(p)) if os.path.exists(p) else None
-print(f"{'rollout ranks':>13} {'mode':>5} {'versions':>8} {'s/version':>9} {'trainer wait':>12} {'traj/s':>7}")
-for n in pools:
-    row = {}
-    for mode in ("async", "sync"):
-        s = load(mode, n)
-        if not s:
-            continue
-        spv = s["wall_seconds"] / s["versions"]
-        row[mode] = spv
-        print(f"{n:>13} {mode:>5} {s['versions']:>8} {spv:>9.2f} {s['trainer_wait_fraction']:>12.2f} "
-              f"{s['rollout_trajectories_per_s']:>7.1f}")
-    if len(row) == 2:
-        print(f"{n:>13} sync / async time per version: {row['sync'] / row['async']:.2f}")
-PY
+/usr/bin/python3 "$here/profiling/sim_async_sync.py" "$out" "$plot" "${pools[@]}"

@@ -14,11 +14,11 @@ a + b × (its longest generated length), least squares over every call of every 
 trainer's step is fitted as f + s × (the tokens through its forward passes, padding included),
 over each run's mean step (f >= 0).
 """
-import json
 import sys
 
 import h5py
 import numpy as np
+from sim_runs import events, seconds_per_version, summary, trainer_wait
 
 
 def load_calls(run):
@@ -36,12 +36,6 @@ def load_calls(run):
         c[2] += 1
         c[3] += prompt[i]
     return np.array(list(calls.values()), dtype=float), generated, prompt
-
-
-def events(run, kind):
-    with h5py.File(f"{run}/trace.h5", "r") as f:
-        e = f["events"][:]
-    return e[e["kind"] == kind.encode()]
 
 
 def line(x, y):
@@ -66,8 +60,7 @@ def fit(runs, free_run):
         # Per run: the mean step against the mean tokens through the forward passes (padding
         # included), the quantity trainer.simulate costs; the trace's events carry only the
         # generated tokens.
-        with open(f"{run}/summary.json") as fh:
-            trainer = [r for r in json.load(fh)["ranks"] if r["role"] == "trainer"][0]
+        trainer = [r for r in summary(run)["ranks"] if r["role"] == "trainer"][0]
         steps = events(run, "train_step")
         steps_t.append(float(np.mean(steps["t_end"] - steps["t_start"])))
         steps_tok.append(trainer["forward_tokens"] / trainer["steps"])
@@ -98,14 +91,10 @@ def fit(runs, free_run):
 
 
 def per_version(run):
-    """Seconds per version between the first and last publish (start-up and drain left out),
-    the trainer's wait fraction and the rollout rank's busy seconds per trajectory."""
-    pub = np.sort(events(run, "publish")["t_start"])
-    steps, waits = events(run, "train_step"), events(run, "batch_wait")
+    """Seconds per version, the trainer's wait and the rollout rank's busy seconds per trajectory."""
     gen = events(run, "generate")
     busy = float(np.sum(gen["t_end"] - gen["t_start"])) / max(1, int(np.sum(gen["count"])))
-    st, wt = float(np.sum(steps["t_end"] - steps["t_start"])), float(np.sum(waits["t_end"] - waits["t_start"]))
-    return (pub[-1] - pub[1]) / (len(pub) - 2), wt / (st + wt), busy
+    return seconds_per_version(run), trainer_wait(run), busy
 
 
 def compare(real, sim):

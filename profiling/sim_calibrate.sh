@@ -8,18 +8,16 @@
 #    same config, the pool switched to the simulated backend (static batching, the fitted costs,
 #    lengths drawn from the held-out run's trajectories.h5) and the trainer to trainer.simulate.
 # The simulated rank's own episode work (a run whose modelled accelerator costs nothing) is taken
-# out of the fitted per-call constant. Prints the fit and both runs' seconds per version and their ratio; docs/simulation.md states
-# the tolerance. Installs Debian's python3-h5py when missing.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-source scripts/env.sh
+# out of the fitted per-call constant. Prints the fit and both runs' seconds per version and
+# their ratio; docs/simulation.md states the tolerance. Installs Debian's python3-h5py and
+# python3-matplotlib when missing.
+set -uo pipefail
+source "$(dirname "$0")/sim_lib.sh"
+cd "$here"
 versions=${1:-30}
-if ! /usr/bin/python3 -c "import h5py" 2>/dev/null; then
-  sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_=sudo
-  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -q --no-install-recommends python3-h5py >/dev/null
-fi
-work=$(mktemp -d)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$work"' EXIT; echo "work: $work" >&2
+sim_need_python
+sim_workdir sim_calibrate
+work=$out
 sed "s|max_seq_len: 32|max_seq_len: 64|" configs/quickstart.yaml >"$work/real.yaml"
 common=(--set layout.2.ranks=1 --set sft.checkpoint="$work/none.h5" --set run.versions="$versions"
         --set run.max_wall_seconds=600 --set run.checkpoint_every=0 --set eval.problems=0

@@ -2,6 +2,8 @@
 // weight-transfer figures, evaluation results, plug-in, site and elastic counters.
 #include "dataflow/dataflow_rank.hpp"
 
+#include <sys/resource.h>
+
 namespace astraflow::dataflow_detail {
 
 DataflowReport DataflowRank::finalReport(std::int64_t final_version, std::uint64_t unsent) {
@@ -47,6 +49,10 @@ DataflowReport DataflowRank::finalReport(std::int64_t final_version, std::uint64
   r.eval_pass_at_k_end = eval_.endPassAtK();
   r.wall_seconds = w_.now();
   r.segment_wall_seconds = w_.segmentSeconds();
+  if (rusage usage{}; getrusage(RUSAGE_SELF, &usage) == 0) {
+    r.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                    1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+  }
   r.trajectories_written = trajectories_->rowsWritten();
   for (const auto& role : cfg_.workflow.roles) {
     r.roles.push_back(

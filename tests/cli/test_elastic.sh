@@ -2,9 +2,11 @@
 # Elastic rollout end to end (docs/elastic.md): real mpirun jobs whose dataflow rank spawns
 # rollout ranks with MPI_Comm_spawn and retires them, driven by an external maintainer command
 # that answers a target pool size for each balance report.
-#   test_elastic.sh <astraflow binary> <source dir> <mpiexec> spawn_retire|fault
+#   test_elastic.sh <astraflow binary> <source dir> <mpiexec> spawn_retire|simulated|fault
 #   spawn_retire: 2 rollout ranks, +2 spawned at v4, the 2 retired at v12; training continues
 #                 across both, the books balance, no leased task is left unanswered.
+#   simulated:    the same with simulated pools and a simulated trainer (docs/simulation.md): the
+#                 spawned ranks generate with the pool's simulated backend too.
 #   fault:        2 spawned at v2, both frozen (SIGSTOP) at v6, one killed (SIGKILL) at v8; the run
 #                 finishes, the books balance, the lost pool's tasks were re-issued.
 set -uo pipefail
@@ -21,7 +23,12 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # leasing to the pool fill its ring and stay unanswered), at v8 it kills the first (SIGKILL).
 # Freezing one rank only is not enough: the other drains the ring, and a kill that finds both
 # idle finds nothing leased (seen: 0 tasks re-issued, correctly).
-if [ "$mode" = spawn_retire ]; then grow=4 shrink=12 versions=20; else grow=2 shrink=-1 versions=40; fi
+if [ "$mode" = fault ]; then grow=2 shrink=-1 versions=40; else grow=4 shrink=12 versions=20; fi
+extra=()
+if [ "$mode" = simulated ]; then
+  extra=(--set "layout.2.backend={kind: simulated, lengths: {kind: geometric, mean: 4}, decode_tokens_per_second: 400}"
+         --set "trainer.simulate={fixed_seconds: 0.05, weight_bytes: 1000000}" --set eval.problems=0)
+fi
 cat >"$work/maintainer.sh" <<SH
 #!/bin/sh
 v=\$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['version'])" "\$1")
@@ -41,7 +48,7 @@ timeout 300 "$mpiexec" --enable-recovery -n 4 --oversubscribe "$bin" run "$src/c
   --set run.output_dir="$work/run" --set sft.checkpoint="$work/none.h5" --set run.versions=$versions \
   --set run.max_wall_seconds=200 --set eval.problems=40 --set eval.every=10 --set elastic.every=2 \
   --set elastic.mode=external --set elastic.command="$work/maintainer.sh" --set elastic.lease_seconds=30 \
-  >"$work/out" 2>"$work/err" &
+  "${extra[@]}" >"$work/out" 2>"$work/err" &
 job=$!
 wait $job
 rc=$?
@@ -65,7 +72,7 @@ check(df["elastic_spawned_ranks"] == 2, f"2 ranks spawned: {df['elastic_spawned_
 reports = sorted(f for f in os.listdir(f"{run}/balance") if f.endswith(".json"))
 check(len(reports) == versions // 2, f"a balance report every 2 versions: {reports}")
 spawned = [r for r in s["ranks"] if r["label"].startswith("rollout:spawn")]
-if mode == "spawn_retire":
+if mode != "fault":
     check(df["elastic_retired_ranks"] == 2, f"2 ranks retired: {df['elastic_retired_ranks']}")
     check(df["elastic_lost_ranks"] == 0, "none lost")
     check(df["elastic_unreturned_tasks"] == 0, f"every task leased to the pool came back: {df['elastic_unreturned_tasks']}")
@@ -85,7 +92,7 @@ if bad:
     sys.exit(1)
 PY
 grep -q "spawned pool spawn0 with 2 rollout rank" "$work/err" || fail "no spawn logged"
-if [ "$mode" = spawn_retire ]; then
+if [ "$mode" != fault ]; then
   grep -q "pool spawn0 retired and disconnected" "$work/err" || fail "no retirement logged"
 else
   grep -q "lost pool spawn0" "$work/err" || fail "the loss was not logged"

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "astraflow/io/trajectory_writer.hpp"
@@ -71,6 +72,12 @@ TEST(Simulation, SyntheticWorkloadFlowsThroughTheRealRuntime) {
     EXPECT_EQ(r["weights_hash.solver"], trainers[0]["weights_hash"]);  // the synthetic bytes came through
   }
   EXPECT_EQ(pushed, produced);
+  // The dataflow rank's own CPU time is reported (the ceiling experiment reads it against wall).
+  const auto dataflow = ranksOf(s, "dataflow");
+  ASSERT_EQ(dataflow.size(), 1u);
+  EXPECT_GT(dataflow[0]["cpu_seconds"].get<double>(), 0.0);
+  EXPECT_LT(dataflow[0]["cpu_seconds"].get<double>(),
+            dataflow[0]["wall_seconds"].get<double>() * std::max(1u, std::thread::hardware_concurrency()));
 
   const auto trajectories = io::readTrajectories(dir + "/trajectories.h5");
   ASSERT_EQ(static_cast<std::int64_t>(trajectories.size()), produced);

@@ -254,6 +254,9 @@ struct DataflowReport {
   double eval_accuracy_start = -1, eval_accuracy_end = -1;  // < 0: no evaluation
   double eval_pass_at_k_end = -1;                           // the last round's pass@k (eval.samples = k); < 0: none
   double wall_seconds = 0, segment_wall_seconds = 0;
+  // User + system CPU seconds of the dataflow process: against wall_seconds, how busy the one
+  // rank that hosts every window was (docs/simulation.md, the ceiling).
+  double cpu_seconds = 0;
   std::uint64_t trajectories_written = 0;
   std::vector<PolicyBooks> policies;
   std::vector<RoleEvalReward> roles;  // multi-agent workflows
@@ -275,7 +278,8 @@ struct DataflowReport {
     v("eval_rounds", s.eval_rounds), v("eval_accuracy_start", s.eval_accuracy_start);
     v("eval_accuracy_end", s.eval_accuracy_end), v("eval_pass_at_k_end", s.eval_pass_at_k_end);
     v("wall_seconds", s.wall_seconds);
-    v("segment_wall_seconds", s.segment_wall_seconds), v("trajectories_written", s.trajectories_written);
+    v("segment_wall_seconds", s.segment_wall_seconds), v("cpu_seconds", s.cpu_seconds);
+    v("trajectories_written", s.trajectories_written);
     v("policies", s.policies), v("roles", s.roles), v("plugins", s.plugins), v("cross_site", s.cross_site);
     v("elastic", s.elastic), v("tasks_returned", s.tasks_returned), v("tasks_reissued", s.tasks_reissued);
     v("returned_duplicates", s.returned_duplicates), v("rollout_ranks_lost", s.rollout_ranks_lost);

@@ -1,0 +1,70 @@
+"""What the simulation experiments read from a run folder (docs/simulation.md): its trace.h5
+(Debian's python3-h5py) and summary.json. Imported by profiling/sim_*.py."""
+import json
+
+import h5py
+import numpy as np
+
+
+def events(run, kind):
+    with h5py.File(f"{run}/trace.h5", "r") as f:
+        e = f["events"][:]
+    return e[e["kind"] == kind.encode()]
+
+
+def summary(run):
+    with open(f"{run}/summary.json") as f:
+        return json.load(f)
+
+
+def seconds_per_version(run):
+    """Steady-state seconds per version: between the second and the next-to-last publish, so
+    that the start-up (ranks starting, the first batch filling) and the drain (the last version
+    waits for the long tail of the last tasks issued) are left out."""
+    pub = np.sort(events(run, "publish")["t_start"])
+    if len(pub) < 4:
+        raise SystemExit(f"{run}: {len(pub)} publishes; the steady state needs at least 4")
+    return float((pub[-2] - pub[1]) / (len(pub) - 3))
+
+
+def trainer_wait(run):
+    """The trainer's share of time spent waiting for a batch, over the steady state."""
+    steps, waits = events(run, "train_step"), events(run, "batch_wait")
+    st, wt = float(np.sum(steps["t_end"] - steps["t_start"])), float(np.sum(waits["t_end"] - waits["t_start"]))
+    return wt / (st + wt)
+
+
+def rollout_rank_seconds(run):
+    """Each rollout rank's span from its first to its last event, summed: the accelerator time a
+    pool holds (spawned ranks from when they start, retired ones until they leave)."""
+    with h5py.File(f"{run}/trace.h5", "r") as f:
+        e = f["events"][:]
+    e = e[e["role"] == b"rollout"]
+    total = 0.0
+    for rank in np.unique(e["rank"]):
+        mine = e[e["rank"] == rank]
+        total += float(mine["t_end"].max() - mine["t_start"].min())
+    return total
+
+
+def pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig, axes, title, png, xlabel, log2=True):
+    """Labels, grids and legends every axis of a figure, and writes it."""
+    for ax in axes:
+        if log2:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"figure: {png}")
