@@ -31,12 +31,14 @@ using namespace astraflow;
 namespace {
 
 constexpr int kHost = 0, kTrainer = 1;
+// The host naps as long as the dataflow rank's loop does when idle (DataflowRank::run).
+constexpr std::chrono::microseconds kHostNap{1000};
 
 // Waits on a non-blocking barrier; the host keeps the store's window progressing meanwhile.
 void barrier(const Comm& comm, WeightStore& store) {
   MPI_Request req;
   MPI_Ibarrier(comm.raw(), &req);
-  Backoff backoff(std::chrono::microseconds(50), 64);
+  Backoff backoff(kHostNap);
   for (int done = 0; !done;) {
     MPI_Test(&req, &done, MPI_STATUS_IGNORE);
     if (!done) {
@@ -101,11 +103,10 @@ int main(int argc, char** argv) {
     double t_publish = 0, t_done = 0;
     PullResult pulled;
     if (comm.rank() == kHost) {
-      Backoff backoff(std::chrono::microseconds(50), 64);
+      Backoff backoff(kHostNap);
       while (store.publishStaged() != v) backoff.wait();
       t_publish = now();
     }
-    MPI_Bcast(&t_publish, 1, MPI_DOUBLE, kHost, comm.raw());
     if (comm.rank() >= 2) {
       // Readers see it as rollout ranks do: the published version number, then the pull.
       Backoff backoff(std::chrono::microseconds(50), 4);

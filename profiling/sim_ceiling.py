@@ -19,12 +19,15 @@ for n in pools:
         continue
     s = summary(run)
     pub = np.sort(events(run, "publish")["t_start"])
+    if len(pub) < 3:
+        print(f"{n:>6} {len(pub)} publishes: no steady state")
+        continue
     window = pub[-1] - pub[1]
     batches = (len(pub) - 2) / window
     per_batch = s["consumed"] / max(1, s["versions"])
     df = [r for r in s["ranks"] if r["role"] == "dataflow"][0]
     rollouts = [r for r in s["ranks"] if r["role"] == "rollout"]
-    wall = df["wall_seconds"]
+    wall = df["segment_wall_seconds"]
     task_wait = float(np.mean([r["task_wait_seconds"] for r in rollouts])) / wall
     pull = float(np.mean([r["weight_pull_seconds"] for r in rollouts]))
     offered = 32.0 * n

@@ -27,9 +27,17 @@ def seconds_per_version(run):
     return float((pub[-2] - pub[1]) / (len(pub) - 3))
 
 
+def steady_window(run):
+    """The steady state's bounds: the second and the next-to-last publish."""
+    pub = np.sort(events(run, "publish")["t_start"])
+    return pub[1], pub[-2]
+
+
 def trainer_wait(run):
     """The trainer's share of time spent waiting for a batch, over the steady state."""
-    steps, waits = events(run, "train_step"), events(run, "batch_wait")
+    lo, hi = steady_window(run)
+    inside = lambda e: e[(e["t_start"] >= lo) & (e["t_start"] < hi)]  # noqa: E731
+    steps, waits = inside(events(run, "train_step")), inside(events(run, "batch_wait"))
     st, wt = float(np.sum(steps["t_end"] - steps["t_start"])), float(np.sum(waits["t_end"] - waits["t_start"]))
     return wt / (st + wt)
 
@@ -39,7 +47,8 @@ def rollout_rank_seconds(run):
     pool holds (spawned ranks from when they start, retired ones until they leave)."""
     with h5py.File(f"{run}/trace.h5", "r") as f:
         e = f["events"][:]
-    e = e[e["role"] == b"rollout"]
+    # A spawned pool's start-up event is stamped at the run's start, not at the spawn: left out.
+    e = e[(e["role"] == b"rollout") & (e["kind"] != b"startup")]
     total = 0.0
     for rank in np.unique(e["rank"]):
         mine = e[e["rank"] == rank]

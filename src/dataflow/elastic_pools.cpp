@@ -367,7 +367,7 @@ int runSpawnedPool(int argc, char** argv, const RolloutLoop& rollout) {
     {
       io::TraceWriter trace((w.run_dir / "trace" / fmt::format("spawn{}_rank_{}.h5", k, w.rank())).string());
       w.trace = &trace;
-      w.event("startup", 0.0, -1);
+      w.event("startup", w.now(), -1);  // the spawn's time on the run clock, not the run's start
       report.figures = rollout(w);
       w.trace = nullptr;
     }

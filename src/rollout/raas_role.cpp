@@ -49,7 +49,8 @@ class RolloutRank {
         ctx_(ports.ctx),
         tokenizer_(makeEnvironmentTokenizer(ctx_.cfg.environment)),
         device_(resolveDevice(ctx_.cfg.rollout.compute.device, ctx_.device_slot, "rollout.device")),
-        generator_(makeGenerator(device_, ctx_.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(ctx_.rank))) {
+        generator_(
+            makeGenerator(device_, ctx_.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(ctx_.label_rank))) {
     for (const auto& s : ports.served) {
       ServedPolicy p;
       p.name = s.policy;
@@ -62,7 +63,8 @@ class RolloutRank {
         if (tokenizer_->bosId() >= 0) never.push_back(tokenizer_->bosId());
         auto sim = std::make_unique<SimulatedBackend>(
             spec.simulated, ctx_.cfg.findPolicy(s.policy)->model.max_seq_len, tokenizer_->vocabSize(), std::move(never),
-            ctx_.cfg.run.seed * 7919 + 29 + static_cast<std::uint64_t>(ctx_.rank));
+            // label_rank, not rank: a spawned pool's ranks must not repeat the layout's streams.
+            ctx_.cfg.run.seed * 7919 + 29 + static_cast<std::uint64_t>(ctx_.label_rank));
         p.simulated = sim.get();
         p.backend = std::move(sim);
       } else if (spec.http()) {

@@ -113,9 +113,14 @@ RlStepStats TrainerRank::simulateStep(const std::vector<TrainingSample>& episode
       }
     }
   }
-  // This rank's share of the batch, as a data-parallel rank's backward would take.
-  std::this_thread::sleep_for(std::chrono::duration<double>(
-      sim.fixed_seconds + sim.seconds_per_token * static_cast<double>(stats.forward_tokens)));
+  // A data-parallel group moves at its largest share's pace (the real one meets in every step's
+  // gradient all-reduce), so every rank sleeps on that share. Not costed: the no-grad start pass
+  // (several mini-batches, or decoupled/M2PO losses over several micro-batches) and the
+  // reference pass of kl_coef (docs/simulation.md).
+  std::int64_t paced = stats.forward_tokens;
+  if (comm_.size() > 1) ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &paced, 1, MPI_INT64_T, MPI_MAX, comm_.raw()));
+  std::this_thread::sleep_for(
+      std::chrono::duration<double>(sim.fixed_seconds + sim.seconds_per_token * static_cast<double>(paced)));
   return stats;
 }
 

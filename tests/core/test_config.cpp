@@ -240,6 +240,15 @@ TEST(Config, RolloutBackendKeys) {
   refused("{kind: http, url: \"http://x:1\", update_path: reload}", "a path starting with /");
   refused("{kind: http, url: \"http://x:1\", bogus: 1}", "bogus");
   EXPECT_THROW(parseConfig(kGood, "good.yaml", {"layout.9.backend={kind: http}"}), ConfigError);
+  // Spawned ranks would take the http pool's backend and share its servers: elastic is refused.
+  const std::string http = "layout.3.backend={kind: http, url: \"http://x:1\"}";
+  EXPECT_NO_THROW(parseConfig(kGood, "good.yaml", {http}));
+  try {
+    parseConfig(kGood, "good.yaml", {http, "elastic.mode=auto"});
+    ADD_FAILURE() << "elastic with an http pool was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("elastic.mode: given auto"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Config, LrScheduleKeys) {

@@ -254,8 +254,8 @@ struct DataflowReport {
   double eval_accuracy_start = -1, eval_accuracy_end = -1;  // < 0: no evaluation
   double eval_pass_at_k_end = -1;                           // the last round's pass@k (eval.samples = k); < 0: none
   double wall_seconds = 0, segment_wall_seconds = 0;
-  // User + system CPU seconds of the dataflow process: against wall_seconds, how busy the one
-  // rank that hosts every window was (docs/simulation.md, the ceiling).
+  // User + system CPU seconds of the dataflow process (this segment only): against
+  // segment_wall_seconds, how busy the one rank that hosts every window was (docs/simulation.md).
   double cpu_seconds = 0;
   std::uint64_t trajectories_written = 0;
   std::vector<PolicyBooks> policies;
