@@ -322,23 +322,38 @@ bool DataflowRank::flushOutbox() {
   bool did = false;
   for (auto& p : policies_) {
     if (p.outbox.empty()) continue;
-    // Round robin over the policy's local pools, the spawned pools and, as one more place, the
-    // remote sites (if any).
+    // The policy's local pools, the spawned pools and the remote sites, each weighted by the
+    // rollout ranks behind it (TaskDealer).
     std::vector<TaskSink*> sinks;
-    for (int pool : p.pools) sinks.push_back(pool_sinks_.at(static_cast<std::size_t>(pool)).get());
-    if (elastic_) {
-      for (TaskSink* s : elastic_->activeSinks()) sinks.push_back(s);
+    std::vector<TaskDealer::Place> places;
+    auto add = [&](TaskSink* sink, std::uint64_t ranks) {
+      sinks.push_back(sink);
+      places.push_back({sink, ranks});
+    };
+    for (int pool : p.pools) {
+      add(pool_sinks_.at(static_cast<std::size_t>(pool)).get(),
+          server_pools_->liveRanks(static_cast<std::size_t>(pool)));
     }
-    if (hub_) sinks.push_back(hub_.get());
+    if (elastic_) {
+      for (const auto& [sink, ranks] : elastic_->activeSinks()) add(sink, static_cast<std::uint64_t>(ranks));
+    }
+    if (hub_) {
+      std::uint64_t ranks = 0;
+      for (const auto& site : hub_->activeSites()) ranks += site.ranks;
+      add(hub_.get(), ranks);
+    }
     if (sinks.empty()) continue;  // every pool of the policy is lost (no_rollout_)
     while (!p.outbox.empty()) {
       bool pushed = false;
       const auto bytes = encode(p.outbox.front());
-      for (std::size_t k = 0; k < sinks.size() && !pushed; ++k) {
-        pushed = sinks[(p.next_pool + k) % sinks.size()]->tryPush(p.outbox.front(), bytes);
+      for (const std::size_t k : p.dealer.order(places)) {
+        if (sinks[k]->tryPush(p.outbox.front(), bytes)) {
+          p.dealer.took(places, k);
+          pushed = true;
+          break;
+        }
       }
       if (!pushed) break;
-      p.next_pool = (p.next_pool + 1) % sinks.size();
       p.outbox.pop_front();
       did = true;
     }

@@ -289,10 +289,10 @@ std::uint64_t ElasticPools::ranksEver() const { return spawned_ranks_; }
 
 std::uint64_t ElasticPools::ranksDone() const { return lost_ranks_; }
 
-std::vector<TaskSink*> ElasticPools::activeSinks() const {
-  std::vector<TaskSink*> out;
+std::vector<std::pair<TaskSink*, int>> ElasticPools::activeSinks() const {
+  std::vector<std::pair<TaskSink*, int>> out;
   for (const auto& p : pools_) {
-    if (p->state == SpawnedPool::State::Active) out.push_back(p->sink.get());
+    if (p->state == SpawnedPool::State::Active) out.emplace_back(p->sink.get(), p->ranks);
   }
   return out;
 }

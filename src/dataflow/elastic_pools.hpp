@@ -16,6 +16,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "astraflow/comm/comm.hpp"
@@ -83,9 +84,10 @@ class ElasticPools {
     std::int32_t label;  // its ranks' label base, kSpawnRankLabel·(k+1)
   };
   std::vector<PoolInfo> activePools() const;
-  std::uint64_t ranksEver() const;                  // every rank ever spawned
-  std::uint64_t ranksDone() const;                  // ranks that ended, or were lost
-  std::vector<TaskSink*> activeSinks() const;       // where active pools take tasks (leased)
+  std::uint64_t ranksEver() const;  // every rank ever spawned
+  std::uint64_t ranksDone() const;  // ranks that ended, or were lost
+  // Where active pools take tasks (leased), with each pool's rank count.
+  std::vector<std::pair<TaskSink*, int>> activeSinks() const;
   std::string uidOfRank(std::int32_t label) const;  // "spawn<k>"
   int ranksOf(const std::string& uid) const;
   ElasticFigures figures() const;

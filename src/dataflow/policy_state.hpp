@@ -12,6 +12,7 @@
 #include "astraflow/core/records.hpp"
 #include "astraflow/dataflow/batch_assembler.hpp"
 #include "astraflow/weights/weight_store.hpp"
+#include "dataflow/task_dealer.hpp"
 
 namespace astraflow::dataflow_detail {
 
@@ -19,8 +20,8 @@ struct PolicyState {
   std::string name;
   int group = 0;  // index in trainerGroups()
   std::unique_ptr<BatchAssembler> assembler;
-  std::vector<int> pools;  // pools serving the policy
-  std::size_t next_pool = 0;
+  std::vector<int> pools;         // pools serving the policy
+  TaskDealer dealer;              // deals its tasks over the places that take them, by their ranks
   std::int64_t published = -1;    // newest published version
   std::int64_t next_batch = 0;    // batch i is built for trainer version i
   std::int64_t target = 0;        // last version of the run (run.versions, or where a wall-time stop fell)
