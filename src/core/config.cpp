@@ -550,18 +550,16 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   parseWeights(top.child("weights"), cfg.weights);
   parseCrossSite(top.child("cross_site"), cfg);
   parseElastic(top.child("elastic"), cfg.elastic);
-  for (const auto& e : cfg.layout) {
-    // Spawned ranks take the first rollout pool's backend (src/dataflow/pool_view.hpp); a
-    // server-backed pool cannot grow that way: its servers are the pool's, and a failed request's
-    // returned record is handled for the layout's own pools only.
-    if (e.role != Role::Rollout) continue;
-    if (cfg.elastic.mode != "off" && e.backend.http()) {
-      throw ConfigError(
-          fmt::format("{}: elastic.mode: given {} with an http rollout pool ({}); allowed: off (spawned "
-                      "ranks would share that pool's servers)",
-                      cfg.source, cfg.elastic.mode, e.pool));
-    }
-    break;
+  // Spawned ranks take the first rollout pool's backend (src/dataflow/pool_view.hpp); a
+  // server-backed pool cannot grow that way: its servers are the pool's, and a failed request's
+  // returned record is handled for the layout's own pools only.
+  const auto first_pool =
+      std::find_if(cfg.layout.begin(), cfg.layout.end(), [](const LayoutEntry& e) { return e.role == Role::Rollout; });
+  if (cfg.elastic.mode != "off" && first_pool != cfg.layout.end() && first_pool->backend.http()) {
+    throw ConfigError(
+        fmt::format("{}: elastic.mode: given {} with an http rollout pool ({}); allowed: off (spawned "
+                    "ranks would share that pool's servers)",
+                    cfg.source, cfg.elastic.mode, first_pool->pool));
   }
   parseLocal(top.child("local"), cfg.local);
   if (cfg.sft.checkpoint.empty()) cfg.sft.checkpoint = cfg.run.output_dir + "/sft.h5";

@@ -343,12 +343,13 @@ bool DataflowRank::flushOutbox() {
       add(hub_.get(), ranks);
     }
     if (sinks.empty()) continue;  // every pool of the policy is lost (no_rollout_)
+    p.dealer.setPlaces(places);
     while (!p.outbox.empty()) {
       bool pushed = false;
       const auto bytes = encode(p.outbox.front());
-      for (const std::size_t k : p.dealer.order(places)) {
+      for (const std::size_t k : p.dealer.order()) {
         if (sinks[k]->tryPush(p.outbox.front(), bytes)) {
-          p.dealer.took(places, k);
+          p.dealer.took(k);
           pushed = true;
           break;
         }

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <numeric>
 #include <vector>
 
@@ -24,40 +23,45 @@ class TaskDealer {
     std::uint64_t weight;  // rollout ranks behind it (0: offered only when the others refuse)
   };
 
-  // The order in which to offer the next task (indices into `places`), most credit first.
-  // Forgets places that are no longer listed.
-  std::vector<std::size_t> order(const std::vector<Place>& places) {
-    std::map<const void*, std::int64_t> kept;
-    for (const auto& p : places) kept[p.key] = credit(p.key);
-    credit_ = std::move(kept);
-    std::vector<std::size_t> idx(places.size());
-    std::iota(idx.begin(), idx.end(), std::size_t{0});
-    std::stable_sort(idx.begin(), idx.end(),
-                     [&](std::size_t a, std::size_t b) { return next(places[a]) > next(places[b]); });
-    return idx;
+  // The places for the deals that follow (once per flush of the outbox): a place still listed
+  // keeps its credit, one no longer listed is forgotten, a new one starts at zero.
+  void setPlaces(const std::vector<Place>& places) {
+    std::vector<std::int64_t> credit(places.size(), 0);
+    for (std::size_t i = 0; i < places.size(); ++i) {
+      for (std::size_t j = 0; j < places_.size(); ++j) {
+        if (places_[j].key == places[i].key) credit[i] = credit_[j];
+      }
+    }
+    places_ = places;
+    credit_ = std::move(credit);
+    total_ = 0;
+    for (const auto& p : places_) total_ += static_cast<std::int64_t>(p.weight);
+    order_.resize(places_.size());
   }
 
-  // Place `taken` (an index into the same `places`) took the task: the credits move on.
-  void took(const std::vector<Place>& places, std::size_t taken) {
-    std::int64_t total = 0;
-    for (const auto& p : places) {
-      credit_[p.key] += static_cast<std::int64_t>(p.weight);
-      total += static_cast<std::int64_t>(p.weight);
-    }
-    credit_[places[taken].key] -= total;
+  // The order in which to offer the next task (indices into the places), most credit first.
+  const std::vector<std::size_t>& order() {
+    std::iota(order_.begin(), order_.end(), std::size_t{0});
+    std::stable_sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) { return next(a) > next(b); });
+    return order_;
+  }
+
+  // Place `taken` took the task: the credits move on.
+  void took(std::size_t taken) {
+    for (std::size_t i = 0; i < places_.size(); ++i) credit_[i] += static_cast<std::int64_t>(places_[i].weight);
+    credit_[taken] -= total_;
     // A place that kept refusing (a full ring, a site out of credit) would bank credit without
     // bound and, once it frees up, take a burst of tasks: one round's worth is its limit.
-    for (auto& [key, c] : credit_) c = std::clamp(c, -total, total);
+    for (auto& c : credit_) c = std::clamp(c, -total_, total_);
   }
 
  private:
-  std::int64_t credit(const void* key) const {
-    const auto it = credit_.find(key);
-    return it == credit_.end() ? 0 : it->second;
-  }
-  std::int64_t next(const Place& p) const { return credit(p.key) + static_cast<std::int64_t>(p.weight); }
+  std::int64_t next(std::size_t i) const { return credit_[i] + static_cast<std::int64_t>(places_[i].weight); }
 
-  std::map<const void*, std::int64_t> credit_;
+  std::vector<Place> places_;
+  std::vector<std::int64_t> credit_;  // per place, aligned with places_
+  std::int64_t total_ = 0;            // the places' weights, summed
+  std::vector<std::size_t> order_;    // reused: no allocation per task
 };
 
 }  // namespace astraflow::dataflow_detail

@@ -13,10 +13,11 @@ namespace {
 template <class Accepts>
 std::vector<int> deal(TaskDealer& dealer, const std::vector<TaskDealer::Place>& places, int tasks, Accepts accepts) {
   std::vector<int> got(places.size(), 0);
+  dealer.setPlaces(places);
   for (int t = 0; t < tasks; ++t) {
-    for (const auto k : dealer.order(places)) {
+    for (const auto k : dealer.order()) {
       if (!accepts(k)) continue;
-      dealer.took(places, k);
+      dealer.took(k);
       ++got[k];
       break;
     }
