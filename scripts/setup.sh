@@ -20,6 +20,9 @@ packages=(
   libzstd-dev libxxhash-dev
   libcpp-httplib-dev  # HTTP server and client: astraflow serve, the http rollout backend (src/http)
   libicu-dev  # Unicode classes and normal forms for tokenizer.json files (src/text)
+  libre2-dev  # linear-time matching on model output, user patterns and config strings (src/core/text_pattern)
+  libonig-dev  # Oniguruma, the regex engine of Hugging Face tokenizers: any Split pattern of a tokenizer.json (src/text)
+  libssl-dev  # HMAC-SHA256 for the authenticated cross-site link (src/comm)
   libgloo-dev  # headers only: LibTorch's ProcessGroupGloo.hpp includes them (the wheel ships Gloo compiled in, not its headers)
   python3 python3-venv  # .venv (the torch wheel); the CLI test checks trace JSON against summary.json
   clang-format  # Debian 12: version 14; the format_check test (scripts/check_format.sh) runs it
