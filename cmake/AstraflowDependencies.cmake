@@ -15,6 +15,9 @@ pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 # ICU (libicu-dev): the Unicode classes and normal forms of the tokenizer.json pipeline (src/text).
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
+# RE2 (libre2-dev): every pattern over model output, user files and config strings
+# (core/text_pattern.hpp): linear time, no recursion, so no text can crash a rank.
+pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
 
 # HDF5: Debian's parallel build (libhdf5-openmpi-dev). Its pkg-config file carries the
 # include dir and library of the Open MPI flavour; FindHDF5 would pick the serial one first.

@@ -20,5 +20,9 @@ fi
 np=$(build/bin/astraflow layout-size "$config")
 # Elastic configs spawn and may lose ranks; the job survives that only with
 # ASTRAFLOW_MPIRUN_FLAGS=--enable-recovery (docs/architecture.md §9; jobs/elastic.sbatch sets it).
+# Run again, the quickstart starts over in its folder (--overwrite: the earlier run's checkpoints,
+# traces and trajectories go; the warm start sft.h5 stays); `--resume runs/quickstart` continues it.
+fresh=(--overwrite)
+for a in "$@"; do [ "$a" = --resume ] && fresh=(); done
 # shellcheck disable=SC2086  # the flags are words on purpose
-exec mpirun ${ASTRAFLOW_MPIRUN_FLAGS:-} -np "$np" build/bin/astraflow run "$config" "$@"
+exec mpirun ${ASTRAFLOW_MPIRUN_FLAGS:-} -np "$np" build/bin/astraflow run "$config" "${fresh[@]}" "$@"

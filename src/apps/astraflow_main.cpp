@@ -79,12 +79,18 @@ int main(int argc, char** argv) {
   std::string config_path;
   std::string log_level;
   std::string resume_dir;
+  bool overwrite = false;
   std::vector<std::string> overrides;
   auto* spawned = app.add_subcommand("spawned-pool", "");  // started by MPI_Comm_spawn (elastic.mode), not by hand
   spawned->group("");
   auto* run = app.add_subcommand("run", "run the job a config describes (under mpirun/srun)");
   run->add_option("config", config_path, "YAML config (with --resume: default <run>/config.yaml)");
-  run->add_option("--resume", resume_dir, "continue the run in this folder from its newest checkpoint");
+  auto* resume_opt =
+      run->add_option("--resume", resume_dir, "continue the run in this folder from its newest checkpoint");
+  run->add_flag("--overwrite", overwrite,
+                "start over in a run.output_dir that holds another run: its checkpoints, traces and trajectories "
+                "are removed first (without it such a folder is refused)")
+      ->excludes(resume_opt);
   run->add_option("--set", overrides, "override a config key: key.path=value (repeatable)");
   run->add_option("--log-level", log_level, "override run.log_level")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
@@ -171,5 +177,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!log_level.empty()) cfg.run.log_level = log_level;
-  return astraflow::runJob(argc, argv, cfg, astraflow::RuntimeOptions{resume_dir});
+  return astraflow::runJob(argc, argv, cfg, astraflow::RuntimeOptions{resume_dir, overwrite});
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -69,7 +70,17 @@ int rewardCommand(RewardArgs a) {
     std::fprintf(stderr, "astraflow: reward --kind command needs --command \"PROGRAM ARGS\"\n");
     return 2;
   }
+  std::optional<RewardFunction> compiled;
+  try {
+    compiled.emplace(spec);
+  } catch (const Error& e) {
+    if (spec.kind != "regex" || !spec.pattern.empty()) {  // regex may take each line's pattern
+      std::fprintf(stderr, "astraflow: %s\n", e.what());
+      return 2;
+    }
+  }
   return answerJsonLines("reward", [&](const json& input) {
+    if (!compiled && !input.contains("pattern")) throw Error("a regex line needs \"pattern\" (or give --pattern)");
     if (!input.is_object() || !input.contains("response") || !input["response"].is_string())
       throw Error("a line is {\"response\": \"...\", ...}");
     const std::string response = input["response"].get<std::string>();
@@ -80,12 +91,15 @@ int rewardCommand(RewardArgs a) {
           scoreCode(response, tests.is_string() ? tests.get<std::string>() : tests.dump(), codeRewardOptions(spec));
       return answerLine(s.result, {{"passed", s.report.passed}, {"total", s.report.total}});
     }
-    RewardSpec line_spec = spec;
-    line_spec.pattern = input.value("pattern", spec.pattern);
     const std::string reference = input.value("reference", a.reference);
     const std::string prompt = input.value("prompt", "");
     const std::string metadata = input.value("metadata", json::object()).dump();
-    return answerLine(scoreResponse(line_spec, {response, reference, "", prompt, metadata}));
+    if (input.contains("pattern")) {  // this line's own pattern; an error is this line's
+      RewardSpec line_spec = spec;
+      line_spec.pattern = input.value("pattern", spec.pattern);
+      return answerLine(RewardFunction(line_spec).score({response, reference, "", prompt, metadata}));
+    }
+    return answerLine(compiled->score({response, reference, "", prompt, metadata}));
   });
 }
 

@@ -48,6 +48,25 @@ ServeCommand addServeCommand(CLI::App& app) {
       "in an astraflow policy)");
   cmd->add_option("--weight-version", o.weight_version, "the version reported until the first weight update")
       ->capture_default_str();
+  // Limits (docs/rollout-backends.md, "Limits"): past each a 4xx answer, counted in /get_server_info.
+  ServeLimits& l = o.limits;
+  cmd->add_option("--max-body-bytes", l.max_body_bytes, "largest request body (413 past it)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{1024}, std::uint64_t{1} << 40));
+  cmd->add_option("--max-json-depth", l.max_json_depth, "deepest nesting of a request body (400 past it)")
+      ->capture_default_str()
+      ->check(CLI::Range(4, 10000));
+  cmd->add_option("--max-request-tokens", l.max_request_tokens,
+                  "prompt tokens plus max tokens, times n, summed over a request's prompts (400 past it)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 40));
+  cmd->add_option("--read-timeout", l.read_timeout_s,
+                  "seconds a connection may go without sending while its request is incomplete (then dropped)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--idle-timeout", l.idle_timeout_s, "seconds an idle keep-alive connection stays open")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3600.0));
   c.command = cmd;
   return c;
 }

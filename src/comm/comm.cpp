@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
+
 #include "astraflow/comm/mpi.hpp"
 
 namespace astraflow {
@@ -119,6 +121,15 @@ std::vector<std::vector<std::byte>> Comm::gatherBytes(int root, std::span<const 
     out.emplace_back(all.begin() + offsets[i], all.begin() + offsets[i] + sizes[i]);
   }
   return out;
+}
+
+std::string Comm::broadcastString(int root, std::string value) const {
+  // The size first, so receivers size their buffer: one collective pair, any length.
+  std::uint64_t n = value.size();
+  ASTRA_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm_));
+  value.resize(n);
+  if (n > 0) ASTRA_MPI_CHECK(MPI_Bcast(value.data(), static_cast<int>(n), MPI_CHAR, root, comm_));
+  return value;
 }
 
 Info::Info() { ASTRA_MPI_CHECK(MPI_Info_create(&info_)); }

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <regex>
 #include <sstream>
 
 #include "astraflow/core/hf_model_config.hpp"
+#include "astraflow/core/text_pattern.hpp"
 #include "core/dataflow_config.hpp"
 #include "core/environment_config.hpp"
 #include "core/simulation_config.hpp"
@@ -330,8 +330,8 @@ std::vector<PolicySection> parsePolicies(YamlReader& top, const std::string& sou
 // Layout needs the policy list to check references, so it is parsed after `policies`.
 // "http://host:port" with an optional trailing slash: what HttpClient connects to.
 static bool isHttpUrl(const std::string& url) {
-  static const std::regex pattern(R"(^http://[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}/?$)");
-  return std::regex_match(url, pattern);
+  static const TextPattern pattern(R"(http://[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}/?)", "the http backend url check");
+  return pattern.fullMatch(url).has_value();
 }
 
 static RolloutBackendSpec parseBackend(YamlReader& entry) {

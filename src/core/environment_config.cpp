@@ -9,6 +9,8 @@
 #include <stdexcept>
 
 #include "astraflow/core/config_checks.hpp"
+#include "astraflow/core/error.hpp"
+#include "astraflow/core/text_pattern.hpp"
 
 namespace astraflow::detail {
 
@@ -31,6 +33,18 @@ void parseReward(YamlReader r, RewardSpec& s) {
   s.kind = r.getChoice("kind", s.kind, {"math", "exact", "regex", "choice", "code", "command"});
   s.pattern = r.getString("pattern", s.pattern);
   if (s.kind == "regex" && s.pattern.empty()) r.fail("pattern", "is required with kind: regex");
+  if (!s.pattern.empty()) {
+    // Compiled here once so a pattern that cannot work stops the run before it starts, not
+    // every episode's reward; the reward function compiles its own copy.
+    int groups = 0;
+    try {
+      groups = TextPattern(s.pattern, "environment.reward.pattern").groupCount();
+    } catch (const Error& e) {
+      r.fail("pattern", e.what());
+    }
+    if (s.kind == "math" && groups < 1)
+      r.fail("pattern", "needs a capturing group with kind: math (its first group is the answer)");
+  }
   s.tolerance = r.getDouble("tolerance", s.tolerance, 0.0, 1.0);
   s.interpreter = r.getString("interpreter", s.interpreter);
   s.all_or_nothing = r.getBool("all_or_nothing", s.all_or_nothing);
@@ -41,6 +55,7 @@ void parseReward(YamlReader r, RewardSpec& s) {
   if (s.kind == "command" && s.command.empty())
     r.fail("command", "is required with kind: command (the verifier program and its arguments, a list)");
   s.command_timeout = r.getDouble("command_timeout", s.command_timeout, 0.01, 3600.0);
+  s.timeout_seconds = r.getDouble("timeout_seconds", s.timeout_seconds, 0.01, 86400.0);
   r.finish();
 }
 

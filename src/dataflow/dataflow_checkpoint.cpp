@@ -57,6 +57,7 @@ std::uint64_t writeDataflowCheckpoint(const fs::path& run_dir, const DataflowSna
   const fs::path buffer = bufferCheckpointPath(run_dir, snap.version);
   writeAtomically(buffer, [&](const std::string& tmp) {
     io::TrajectoryWriter writer(tmp);
+    if (!snap.run_id.empty()) writer.tagRun(snap.run_id);
     for (const auto& t : snap.held) writer.append(t);
     writer.flush();
   });
@@ -66,6 +67,7 @@ std::uint64_t writeDataflowCheckpoint(const fs::path& run_dir, const DataflowSna
     file.writeAttribute("format", kFormat);
     file.writeAttribute("part", "dataflow");
     file.writeAttribute("version", snap.version);
+    if (!snap.run_id.empty()) file.writeAttribute("run_id", snap.run_id);
     file.writeAttribute("config", snap.config_text);
     std::string trainer_files;
     for (const auto& p : policies) {

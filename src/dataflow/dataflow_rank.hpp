@@ -56,6 +56,11 @@ class DataflowRank {
   bool finished(PolicyState& p) const;
   void endStreams();
   void checkpoint(std::int64_t version);
+  // Takes the checkpoint due once every policy has published it (dataflow_rank_state.cpp).
+  void checkpointWhenAllReached();
+  // The batches a policy still needs: served and not trained yet, or trained into a version past
+  // the next checkpoint a slower policy has not reached (they go back into that checkpoint's buffer).
+  void dropConfirmed(PolicyState& p);
   void restore();
   void progressLine(PolicyState& p);
   // Every plug-in instance with a stable key ("filter.0.zero_advantage@solver", …).
@@ -74,6 +79,10 @@ class DataflowRank {
   std::uint64_t malformed_ = 0, unroutable_ = 0, rollout_ended_ = 0;
   bool no_rollout_ = false;  // every pool of some policy is lost: the run ends as at its wall limit
   std::int64_t last_checkpoint_ = -1;
+  // The next checkpoint version (a multiple of run.checkpoint_every; -1: none). It is taken when
+  // the slowest policy publishes it: each trainer checkpoints at its own pace, and a checkpoint
+  // must hold every policy at the same version for a team's books to balance on resume.
+  std::int64_t checkpoint_due_ = -1;
   std::vector<std::byte> record_;
   std::unique_ptr<Router> router_;
   std::vector<std::string> policy_names_;

@@ -71,6 +71,28 @@ void DataflowRank::progressLine(PolicyState& p) {
   }
 }
 
+void DataflowRank::dropConfirmed(PolicyState& p) {
+  // Trained into a published version, and not needed by a checkpoint still to come.
+  const std::int64_t keep_from = checkpoint_due_ >= 0 ? checkpoint_due_ : p.published;
+  while (!p.unconfirmed.empty()) {
+    const auto id = static_cast<std::int64_t>(p.unconfirmed.front().batch_id);
+    if (id >= p.published || id >= keep_from) break;
+    p.unconfirmed.pop_front();
+  }
+}
+
+void DataflowRank::checkpointWhenAllReached() {
+  const std::int64_t every = cfg_.run.checkpoint_every;
+  if (every <= 0 || checkpoint_due_ < 0 || policies_.empty()) return;
+  std::int64_t reached = policies_.front().published;
+  for (const auto& p : policies_) reached = std::min(reached, p.published);
+  if (reached < checkpoint_due_) return;
+  const std::int64_t version = reached / every * every;  // the newest multiple all have reached
+  checkpoint(version);
+  checkpoint_due_ = version + every;
+  for (auto& p : policies_) dropConfirmed(p);
+}
+
 void DataflowRank::checkpoint(std::int64_t version) {
   const double t = w_.now();
   DataflowSnapshot snap;
@@ -89,7 +111,10 @@ void DataflowRank::checkpoint(std::int64_t version) {
     AssemblerCounters c = p.assembler->counters();
     // Batches served but not yet trained on at `version` go back to the buffer: a resumed run
     // serves them again.
+    // With several policies the faster ones' batches past `version` were kept for this (they
+    // are trained again from the checkpoint's weights on resume).
     for (const auto& b : p.unconfirmed) {
+      if (static_cast<std::int64_t>(b.batch_id) < version) continue;
       c.consumed -= b.trajectories.size();
       --c.batches;
       snap.held.insert(snap.held.end(), b.trajectories.begin(), b.trajectories.end());
@@ -101,6 +126,7 @@ void DataflowRank::checkpoint(std::int64_t version) {
   for (const auto& [key, plugin] : plugins()) {
     snap.plugins.push_back({key, plugin->saveState(), plugin->counters()});
   }
+  snap.run_id = w_.run_id;
   const auto bytes = writeDataflowCheckpoint(w_.run_dir, snap, names);
   w_.event("checkpoint", t, version, bytes, snap.held.size());
   spdlog::info("checkpoint v{}: {} ({} trajectories buffered)", version, checkpointPath(w_.run_dir, version).string(),

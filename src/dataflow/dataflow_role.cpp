@@ -89,7 +89,10 @@ DataflowRank::DataflowRank(RunWiring& w)
   const auto path = (w.run_dir / "trajectories.h5").string();
   trajectories_ = w.resume ? std::make_unique<io::TrajectoryWriter>(io::TrajectoryWriter::openForAppend(path))
                            : std::make_unique<io::TrajectoryWriter>(path);
+  if (!w.resume && !w.run_id.empty()) trajectories_->tagRun(w.run_id);
   if (w.resume) restore();
+  if (const std::int64_t every = cfg_.run.checkpoint_every; every > 0)
+    checkpoint_due_ = ((w.resume ? w.resume_version : 0) / every + 1) * every;
 }
 
 bool DataflowRank::progressAndPublish() {
@@ -112,9 +115,7 @@ bool DataflowRank::progressAndPublish() {
       // The delta this version was encoded as: bytes shipped per reader, and changed bf16 words.
       w_.event("delta", t, v, store.lastDelta().bytes, store.lastDelta().changed, {.policy = p.group});
     }
-    while (!p.unconfirmed.empty() && static_cast<std::int64_t>(p.unconfirmed.front().batch_id) < v) {
-      p.unconfirmed.pop_front();
-    }
+    dropConfirmed(p);
     if (p.published_at.size() <= static_cast<std::size_t>(v)) p.published_at.resize(v + 1, -1);
     p.published_at[v] = w_.now();
     if (p.trainer_clock.size() <= static_cast<std::size_t>(v)) p.trainer_clock.resize(v + 1, TrainerClock{-1, -1});
@@ -127,11 +128,11 @@ bool DataflowRank::progressAndPublish() {
       if (lead && cfg_.eval.problems > 0 && cfg_.eval.every > 0 && v % cfg_.eval.every == 0 && v < cfg_.run.versions) {
         startEval(v);
       }
-      if (lead && cfg_.run.checkpoint_every > 0 && v % cfg_.run.checkpoint_every == 0) checkpoint(v);
       if (lead) balance_->recordBooks(v);
       if (lead && cfg_.elastic.every > 0 && v % cfg_.elastic.every == 0) balance_->report(p, v);
     }
   }
+  if (did) checkpointWhenAllReached();
   return did;
 }
 

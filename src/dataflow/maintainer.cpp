@@ -1,15 +1,13 @@
+// elastic.mode external: asking the maintainer command or reading the target file (maintainer.hpp).
 #include "dataflow/maintainer.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <fstream>
 #include <sstream>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/tasks/process_runner.hpp"
 
 namespace astraflow::dataflow_detail {
 
@@ -39,65 +37,36 @@ std::optional<int> parseTarget(const std::string& text, const ElasticSection& e,
 }  // namespace
 
 std::optional<int> askMaintainer(const ElasticSection& e, const std::string& report_path, std::string& why) {
-  int out[2];
-  if (pipe(out) != 0) {
-    why = "cannot create a pipe for the maintainer command";
+  // Through the process runner (posix_spawn-style clone + exec, nothing allocated in the child):
+  // fork() in this multithreaded MPI rank could deadlock the child on a lock another thread held.
+  // The report path reaches the command as "$1", never spliced into the shell text.
+  detail::ProcessSpec spec;
+  spec.executable = "/bin/sh";
+  spec.argv = {"sh", "-c", e.command + " \"$1\"", "astraflow-maintainer", report_path};
+  spec.wall_seconds = e.command_timeout_s;
+  spec.output_bytes = std::size_t{1} << 16;
+  detail::ProcessResult run;
+  try {
+    run = detail::runProcess(spec);
+  } catch (const Error& error) {
+    why = fmt::format("the maintainer command could not be started: {}", error.what());
     return std::nullopt;
   }
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(out[0]);
-    close(out[1]);
-    why = "cannot fork the maintainer command";
-    return std::nullopt;
-  }
-  if (pid == 0) {
-    setpgid(0, 0);  // its own group: a timeout kills whatever it started too
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    close(out[1]);
-    const std::string cmd = e.command + " '" + report_path + "'";
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(out[1]);
-  fcntl(out[0], F_SETFL, O_NONBLOCK);
-  std::string text;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(e.command_timeout_s);
-  bool open = true, timed_out = false;
-  while (open) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd fd{out[0], POLLIN, 0};
-    if (poll(&fd, 1, static_cast<int>(std::min<long long>(left.count(), 200))) > 0) {
-      char buf[4096];
-      const ssize_t n = read(out[0], buf, sizeof buf);
-      if (n > 0) {
-        if (text.size() < (1u << 16)) text.append(buf, static_cast<std::size_t>(n));
-      } else if (n == 0) {
-        open = false;
-      }
-    }
-  }
-  close(out[0]);
-  if (timed_out) kill(-pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (timed_out) {
+  if (run.timed_out) {
     why = fmt::format("the maintainer command did not answer within {:.0f} s (elastic.command_timeout_s); killed",
                       e.command_timeout_s);
     return std::nullopt;
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    why = fmt::format("the maintainer command failed ({} {})", WIFEXITED(status) ? "exit" : "signal",
-                      WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  if (run.output_limit) {
+    why = "the maintainer command wrote more than 64 KiB to stdout; killed";
     return std::nullopt;
   }
-  return parseTarget(text, e, "the maintainer command", why);
+  if (run.signal != 0 || run.exit_code != 0) {
+    why = fmt::format("the maintainer command failed ({} {})", run.signal == 0 ? "exit" : "signal",
+                      run.signal == 0 ? run.exit_code : run.signal);
+    return std::nullopt;
+  }
+  return parseTarget(run.out, e, "the maintainer command", why);
 }
 
 std::optional<int> readTargetFile(const ElasticSection& e, const std::string& path, std::string& why) {

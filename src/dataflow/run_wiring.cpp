@@ -33,6 +33,7 @@ RoleContext RunWiring::context() const {
   c.clock_offset = clock_offset;
   c.trace = trace;
   c.run_dir = run_dir;
+  c.run_id = run_id;
   c.resume_version = resume ? resume_version : -1;
   return c;
 }

@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <mutex>
 #include <thread>
 
@@ -54,23 +55,39 @@ class BacklogServer : public httplib::Server {
 
 struct HttpServer::Impl {
   BacklogServer server;
+  std::atomic<std::uint64_t> too_large{0};
   std::thread thread;
   std::function<void(const HttpRequest&, HttpResponse&, bool)> unmatched;
   std::map<std::string, std::string> routes;  // path → methods, for 404 vs 405
 };
 
-HttpServer::HttpServer(int threads) : impl_(std::make_unique<Impl>()) {
+HttpServer::HttpServer(int threads, const HttpServerLimits& limits) : impl_(std::make_unique<Impl>()) {
   const auto n = static_cast<std::size_t>(std::max(1, threads));
   impl_->server.new_task_queue = [n] { return new httplib::ThreadPool(n); };
   impl_->server.set_tcp_nodelay(true);
   // A rollout rank keeps its connections open for the whole run: no closing after a handful of
   // requests (the library's default is 5), and an idle one gives its thread back after 5 s.
   impl_->server.set_keep_alive_max_count(1'000'000);
-  impl_->server.set_keep_alive_timeout(5);
-  // Generation can take long; a client that sends its request promptly is never cut off.
-  impl_->server.set_read_timeout(600);
+  const auto seconds = [](double s) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(s));
+  };
+  impl_->server.set_keep_alive_timeout(static_cast<time_t>(std::max(1.0, limits.idle_timeout_s)));
+  // Reading the request is bounded (a client that stops halfway gives its thread back); the
+  // generation itself is not: the handler runs after the request is read. Streams may pause
+  // between pieces for as long as a generation step takes.
+  impl_->server.set_read_timeout(seconds(limits.read_timeout_s));
   impl_->server.set_write_timeout(600);
-  impl_->server.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+  impl_->server.set_payload_max_length(static_cast<std::size_t>(limits.max_body_bytes));
+  impl_->server.set_error_handler([this, limits](const httplib::Request& req, httplib::Response& res) {
+    if (res.status == 413) {
+      ++impl_->too_large;
+      res.set_content(
+          fmt::format("{{\"error\": {{\"message\": \"the request body is over {} bytes (--max-body-bytes)\", "
+                      "\"type\": \"invalid_request_error\", \"param\": null, \"code\": \"body_too_large\"}}}}",
+                      limits.max_body_bytes),
+          "application/json");
+      return;
+    }
     // Only answers cpp-httplib could not route (404): a handler's own 4xx/5xx bodies stand.
     if (res.status != 404 || !res.body.empty()) return;
     HttpResponse ours;
@@ -147,6 +164,8 @@ void HttpServer::stop() {
 }
 
 bool HttpServer::running() const { return impl_->server.is_running(); }
+
+std::uint64_t HttpServer::bodiesTooLarge() const { return impl_->too_large.load(); }
 
 struct HttpClient::Impl {
   explicit Impl(const std::string& url) : client(url) {}

@@ -45,6 +45,14 @@ std::string takeErrorStack() {
 
 void throwCallFailure(const char* call_text, const char* file, int line, std::string_view context) {
   std::string stack = takeErrorStack();
+  // HDF5 locks a file it has open for writing; the usual holder is a rank of an earlier job
+  // that is still alive (killed mpirun, orphaned rank). One line says so instead of the stack.
+  if (stack.find("unable to lock file") != std::string::npos)
+    throw H5Error(
+        fmt::format("{}: the file is locked by another process, most likely a rank of an earlier job "
+                    "that is still alive (`fuser -v <file>` names it; end it), or another job writing "
+                    "into the same run folder",
+                    context.empty() ? std::string_view(call_text) : context));
   throw H5Error(fmt::format("HDF5 error on {} at {}:{}: {}{}{} failed; HDF5 error stack:{}", processLocation(),
                             shortSourcePath(file), line, context, context.empty() ? "" : ": ", call_text, stack));
 }

@@ -25,6 +25,11 @@ H5File H5File::openReadWrite(const std::string& path) {
   return H5File(id, path);
 }
 
+std::string H5File::runIdOf(const std::string& path) {
+  const H5File file = openReadOnly(path);
+  return file.hasAttribute("run_id") ? file.readStringAttribute("run_id") : std::string();
+}
+
 void H5File::flush() const {
   ASTRA_H5_CHECK(H5Fflush(id(), H5F_SCOPE_LOCAL), fmt::format("flushing file '{}'", path_));
 }

@@ -222,7 +222,7 @@ std::vector<TraceEvent> readTraceEvents(const std::string& path) {
   return events;
 }
 
-void mergeTraceFiles(const std::vector<std::string>& inputs, const std::string& output) {
+void mergeTraceFiles(const std::vector<std::string>& inputs, const std::string& output, const std::string& run_id) {
   std::vector<TraceEvent> all;
   for (const auto& input : inputs) {
     std::error_code ec;
@@ -235,6 +235,7 @@ void mergeTraceFiles(const std::vector<std::string>& inputs, const std::string& 
   std::stable_sort(all.begin(), all.end(),
                    [](const TraceEvent& a, const TraceEvent& b) { return a.t_start < b.t_start; });
   TraceWriter writer(output);
+  if (!run_id.empty()) writer.tagRun(run_id);
   writer.recordAll(all);
 }
 

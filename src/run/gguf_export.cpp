@@ -5,10 +5,10 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <regex>
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/core/hf_model_config.hpp"
+#include "astraflow/core/text_pattern.hpp"
 #include "astraflow/io/gguf_writer.hpp"
 #include "astraflow/io/safetensors.hpp"
 #include "astraflow/run/hf_folders.hpp"
@@ -100,12 +100,13 @@ struct TensorName {
 };
 
 TensorName ggufName(const std::string& hf, const ModelConfig& m) {
-  static const std::regex layer(R"(model\.layers\.(\d+)\.(.+)\.(weight|bias))");
+  static const TextPattern layer(R"(model\.layers\.(\d+)\.(.+)\.(weight|bias))", "GGUF export");
   if (hf == "model.embed_tokens.weight") return {"token_embd.weight"};
   if (hf == "model.norm.weight") return {"output_norm.weight"};
   if (hf == "lm_head.weight") return {"output.weight"};
-  std::smatch match;
-  if (!std::regex_match(hf, match, layer)) throw Error(fmt::format("GGUF export: no GGUF name for tensor {}", hf));
+  const auto found = layer.fullMatch(hf);
+  if (!found) throw Error(fmt::format("GGUF export: no GGUF name for tensor {}", hf));
+  const std::string block(*found->groups[0]), part(*found->groups[1]), kind(*found->groups[2]);
   static const std::pair<const char*, const char*> kParts[] = {
       {"input_layernorm", "attn_norm"},    {"self_attn.q_proj", "attn_q"},
       {"self_attn.k_proj", "attn_k"},      {"self_attn.v_proj", "attn_v"},
@@ -114,10 +115,10 @@ TensorName ggufName(const std::string& hf, const ModelConfig& m) {
       {"mlp.gate_proj", "ffn_gate"},       {"mlp.up_proj", "ffn_up"},
       {"mlp.down_proj", "ffn_down"}};
   for (const auto& [from, to] : kParts) {
-    if (match[2] != from) continue;
-    TensorName n{fmt::format("blk.{}.{}.{}", match[1].str(), to, match[3].str())};
-    if (m.family == ModelFamily::Llama && match[2] == "self_attn.q_proj") n.permute_heads = m.heads;
-    if (m.family == ModelFamily::Llama && match[2] == "self_attn.k_proj") n.permute_heads = m.kv_heads;
+    if (part != from) continue;
+    TensorName n{fmt::format("blk.{}.{}.{}", block, to, kind)};
+    if (m.family == ModelFamily::Llama && part == "self_attn.q_proj") n.permute_heads = m.heads;
+    if (m.family == ModelFamily::Llama && part == "self_attn.k_proj") n.permute_heads = m.kv_heads;
     return n;
   }
   throw Error(fmt::format("GGUF export: no GGUF name for tensor {}", hf));

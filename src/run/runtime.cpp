@@ -11,12 +11,14 @@
 #include <fstream>
 
 #include "astraflow/comm/mpi.hpp"
+#include "astraflow/core/run_files.hpp"
 #include "astraflow/dataflow/dataflow_checkpoint.hpp"
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/model/model_setup.hpp"
 #include "astraflow/run/role_entry.hpp"
 #include "astraflow/tasks/environment.hpp"
+#include "run/run_folder.hpp"
 #include "run/summary.hpp"
 
 namespace astraflow {
@@ -65,39 +67,44 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   std::vector<std::string> policies;
   for (const auto& g : map.trainerGroups()) policies.push_back(g.policy);
   std::int64_t resume_version = -1;
-  if (resume && cfg.workflow.multiAgent()) {
-    // Each policy's trainer checkpoints at its own pace while the dataflow checkpoint follows
-    // the first role's versions, so a resumed team's books would not balance (measured: a
-    // verifier trained 48 trajectories, its books said 40). Refused until checkpoints are taken
-    // at a version every policy has reached.
-    throw ConfigError(
-        fmt::format("--resume {}: resuming a multi-policy run (workflow {}) is not supported yet "
-                    "(docs/multi-policy.md); start a new run",
-                    run_dir.string(), cfg.workflow.kind));
-  }
   if (resume && cfg.isGatewaySite()) {
     throw ConfigError(
         fmt::format("--resume {}: a gateway site keeps no checkpoints (its home job does); start it "
                     "anew, it reconnects and pulls the current weights",
                     run_dir.string()));
   }
+  std::string run_id;
   if (resume) {
-    if (is_df) resume_version = newestCheckpoint(run_dir, policies);
+    run_detail::ResumePoint point;
+    if (is_df) point = run_detail::checkpointToResume(run_dir, policies);
+    resume_version = point.version;
     ASTRA_MPI_CHECK(MPI_Bcast(&resume_version, 1, MPI_INT64_T, df_rank, world.raw()));
-    if (resume_version < 0) {
-      throw ConfigError(fmt::format("--resume {}: no complete checkpoint in {}", run_dir.string(),
-                                    (run_dir / "checkpoints").string()));
+    run_id = world.broadcastString(df_rank, point.run_id);
+    const std::string said = world.broadcastString(df_rank, point.message);
+    if (resume_version < 0) throw ConfigError(fmt::format("--resume {}: {}", run_dir.string(), said));
+    if (is_df) spdlog::info("--resume {}: {}", run_dir.string(), said);
+  } else {
+    // One run per folder: a fresh run never writes beside another run's files.
+    std::string refusal;
+    if (is_df) {
+      // A gateway site keeps no checkpoints and is restarted into its folder to rejoin: it starts over.
+      refusal = run_detail::refuseUsedFolder(run_dir, options.overwrite || cfg.isGatewaySite());
+      run_id = newRunId();
     }
+    refusal = world.broadcastString(df_rank, refusal);
+    if (!refusal.empty()) throw ConfigError(refusal);
+    run_id = world.broadcastString(df_rank, run_id);
   }
   if (is_df) {
     fs::create_directories(run_dir / "trace");
     fs::create_directories(run_dir / "checkpoints");
-    if (!resume) std::ofstream(run_dir / "config.yaml") << cfg.text;
+    if (!resume) std::ofstream(run_dir / "config.yaml") << runIdLine(run_id) << cfg.text;
   }
   world.barrier();
 
   RunWiring w{cfg, map, comms};
   w.run_dir = run_dir;
+  w.run_id = run_id;
   w.resume = resume;
   w.resume_version = resume_version;
   const NodePlace place = nodePlace(world, wantsNodeGpu(cfg, map.of(me).role));
@@ -121,6 +128,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   RankReport mine{me, w.role().label(), {}};
   {
     io::TraceWriter trace(rank_trace.string());
+    if (!run_id.empty()) trace.tagRun(run_id);
     w.trace = &trace;
     w.event("startup", 0.0, resume_version);
     mine.figures = runRole(w);
@@ -165,7 +173,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
         spdlog::warn("trace: {} left out of trace.h5: {}", entry.path().string(), e.what());
       }
     }
-    io::mergeTraceFiles(inputs, merged.string());
+    io::mergeTraceFiles(inputs, merged.string(), run_id);
   }
   world.barrier();
   return outcome;

@@ -1,6 +1,7 @@
 #include "serve/generation_queue.hpp"
 
 #include <fmt/format.h>
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -98,6 +99,16 @@ void GenerationQueue::work() {
     std::optional<Update> update;
     {
       std::unique_lock lock(mutex_);
+      const auto now = std::chrono::steady_clock::now();
+      if (pending_.empty() && updates_.empty() && !stopping_ && now - last_trim_ > std::chrono::seconds(1)) {
+        last_trim_ = now;
+        // Idle: give back what the last burst's requests left in malloc's free lists (the HTTP
+        // threads' arenas hold their parsed bodies and answers), so a server that has seen a
+        // burst returns to its size instead of keeping its peak for hours.
+        lock.unlock();
+        malloc_trim(0);
+        lock.lock();
+      }
       wake_.wait(lock, [&] { return stopping_ || !updates_.empty() || (!paused_ && !pending_.empty()); });
       if (stopping_) return;
       if (updates_.empty() && static_cast<int>(pending_.size()) < max_batch_ && batch_wait_.count() > 0) {

@@ -96,6 +96,7 @@ class GenerationQueue {
   std::deque<Update> updates_;
   std::string weight_version_;
   QueueStats stats_;
+  std::chrono::steady_clock::time_point last_trim_{};  // the worker's last malloc_trim (at most one a second)
   bool stopping_ = false;
   bool paused_ = false;
   std::atomic<bool> abort_running_{false};

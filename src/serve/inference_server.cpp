@@ -99,14 +99,17 @@ InferenceServer::InferenceServer(const ServeOptions& options) : state_(std::make
       GenerationEngine(model, pad), options.max_batch,
       std::chrono::microseconds(static_cast<std::int64_t>(options.batch_wait_ms * 1000)), options.seed,
       options.weight_version);
-  s.http = std::make_unique<HttpServer>(options.http_threads);
+  s.http = std::make_unique<HttpServer>(
+      options.http_threads,
+      HttpServerLimits{options.limits.max_body_bytes, options.limits.read_timeout_s, options.limits.idle_timeout_s});
   serve_detail::addSglangRoutes(s);
   serve_detail::addOpenAiRoutes(s);
-  s.http->onUnmatched([](const HttpRequest& req, HttpResponse& res, bool path_exists) {
+  s.http->onUnmatched([&s](const HttpRequest& req, HttpResponse& res, bool path_exists) {
     const serve_detail::ApiError e(path_exists ? 405 : 404,
                                    path_exists ? fmt::format("Method {} is not allowed on {}", req.method, req.path)
                                                : fmt::format("No route for {} {}", req.method, req.path),
                                    {}, path_exists ? "method_not_allowed" : "not_found");
+    s.refused.count(e.code);
     serve_detail::answerError(res, e);
   });
   s.port = s.http->bind(options.host, options.port);
@@ -126,9 +129,10 @@ void InferenceServer::stop() { state_->http->stop(); }
 std::string InferenceServer::statsLine() const {
   const auto st = state_->queue->stats();
   return fmt::format(
-      "{} requests in {} batches (mean {:.1f} rows, largest {}), {} tokens generated, {} weight updates, {} aborted",
+      "{} requests in {} batches (mean {:.1f} rows, largest {}), {} tokens generated, {} weight updates, {} aborted, "
+      "{} refused",
       st.requests, st.batches, st.batches ? static_cast<double>(st.rows) / st.batches : 0.0, st.largest_batch,
-      st.generated_tokens, st.weight_updates, st.aborted);
+      st.generated_tokens, st.weight_updates, st.aborted, state_->refused.total() + state_->http->bodiesTooLarge());
 }
 
 }  // namespace astraflow

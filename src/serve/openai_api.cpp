@@ -346,8 +346,11 @@ void answerStream(ServeState& s, const Ask& a, HttpResponse& res) {
 }
 
 void completions(ServeState& s, const HttpRequest& req, HttpResponse& res, Kind kind) {
-  const json body = parseBody(req);
+  const json body = parseBody(s, req);
   const Ask a = kind == Kind::Chat ? chatAsk(s, body) : completionAsk(s, body);
+  std::vector<std::size_t> prompt_tokens;
+  for (const auto& p : a.prompts) prompt_tokens.push_back(p.size());
+  checkRequestTokens(s, prompt_tokens, a.n, a.options.max_new_tokens);
   if (a.stream)
     answerStream(s, a, res);
   else
@@ -366,10 +369,10 @@ void addOpenAiRoutes(ServeState& s) {
                                                 {"max_model_len", s.queue->modelConfig().max_seq_len}}})}});
   });
   s.http->post("/v1/completions", [&s](const HttpRequest& req, HttpResponse& res) {
-    guarded(res, [&] { completions(s, req, res, Kind::Completion); });
+    guarded(s, res, [&] { completions(s, req, res, Kind::Completion); });
   });
   s.http->post("/v1/chat/completions", [&s](const HttpRequest& req, HttpResponse& res) {
-    guarded(res, [&] { completions(s, req, res, Kind::Chat); });
+    guarded(s, res, [&] { completions(s, req, res, Kind::Chat); });
   });
 }
 

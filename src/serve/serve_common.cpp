@@ -24,7 +24,69 @@ void answerError(HttpResponse& res, const ApiError& e) {
                  {{"message", e.what()}, {"type", e.type}, {"param", nullable(e.param)}, {"code", nullable(e.code)}}}});
 }
 
-json parseBody(const HttpRequest& req) {
+namespace {
+
+// The deepest nesting of arrays and objects in `text`, strings skipped; stops counting past
+// `limit` (one pass, no recursion).
+int jsonDepth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (std::size_t k = 0; k < text.size(); ++k) {
+    const char c = text[k];
+    if (in_string) {
+      if (c == '\\')
+        ++k;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"')
+      in_string = true;
+    else if (c == '[' || c == '{')
+      deepest = std::max(deepest, ++depth);
+    else if (c == ']' || c == '}')
+      --depth;
+    if (deepest > limit) break;
+  }
+  return deepest;
+}
+
+}  // namespace
+
+void RefusalCounts::count(const std::string& code) {
+  std::lock_guard lock(mutex_);
+  ++counts_[code];
+}
+
+std::map<std::string, std::uint64_t> RefusalCounts::snapshot() const {
+  std::lock_guard lock(mutex_);
+  return counts_;
+}
+
+std::uint64_t RefusalCounts::total() const {
+  std::lock_guard lock(mutex_);
+  std::uint64_t n = 0;
+  for (const auto& [code, count] : counts_) n += count;
+  return n;
+}
+
+void checkRequestTokens(const ServeState& s, const std::vector<std::size_t>& prompt_tokens, int n,
+                        std::int64_t max_new_tokens) {
+  std::int64_t total = 0;
+  for (const std::size_t p : prompt_tokens) total += (static_cast<std::int64_t>(p) + max_new_tokens) * n;
+  if (total > s.options.limits.max_request_tokens)
+    throw ApiError(400,
+                   fmt::format("the request asks for {} tokens (prompt tokens plus max tokens, times n, over its "
+                               "prompts); this server takes at most {} per request (--max-request-tokens)",
+                               total, s.options.limits.max_request_tokens),
+                   {}, "request_too_large");
+}
+
+json parseBody(const ServeState& s, const HttpRequest& req) {
+  const int limit = s.options.limits.max_json_depth;
+  if (jsonDepth(req.body, limit) > limit)
+    throw ApiError(400, fmt::format("the request body nests deeper than {} levels (--max-json-depth)", limit), {},
+                   "json_too_deep");
   json body;
   try {
     body = json::parse(req.body);
@@ -35,12 +97,14 @@ json parseBody(const HttpRequest& req) {
   return body;
 }
 
-void guarded(HttpResponse& res, const std::function<void()>& handler) {
+void guarded(ServeState& s, HttpResponse& res, const std::function<void()>& handler) {
   try {
     handler();
   } catch (const ApiError& e) {
+    s.refused.count(e.code.empty() ? fmt::format("status_{}", e.status) : e.code);
     answerError(res, e);
   } catch (const std::exception& e) {
+    s.refused.count("internal_error");
     answerError(res, ApiError(500, fmt::format("internal error: {}", e.what()), {}, {}, "internal_error"));
   }
 }

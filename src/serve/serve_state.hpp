@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -25,6 +26,19 @@ namespace astraflow::serve_detail {
 
 using json = nlohmann::ordered_json;
 
+// Requests answered 4xx/5xx, by the error code of their answer ("context_length_exceeded",
+// "json_too_deep", … ; "status_<n>" for an answer without a code): GET /get_server_info.
+class RefusalCounts {
+ public:
+  void count(const std::string& code);
+  std::map<std::string, std::uint64_t> snapshot() const;
+  std::uint64_t total() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::uint64_t> counts_;
+};
+
 struct ServeState {
   ServeOptions options;
   std::string served_name;
@@ -37,6 +51,7 @@ struct ServeState {
   int port = 0;
   std::mutex ids_mutex;
   std::uint64_t next_id = 0;
+  RefusalCounts refused;
   std::string newId(const char* prefix);  // "cmpl-<n>-<created>"
 };
 
@@ -56,10 +71,15 @@ struct ApiError : std::runtime_error {
 // {"error": {"message", "type", "param", "code"}} with the status.
 void answerError(HttpResponse& res, const ApiError& e);
 void answerJson(HttpResponse& res, const json& body);
-// The body as a JSON object, or ApiError 400.
-json parseBody(const HttpRequest& req);
-// Runs `handler`, turning ApiError and other exceptions into error answers.
-void guarded(HttpResponse& res, const std::function<void()>& handler);
+// The body as a JSON object, or ApiError 400 (not JSON, not an object, nested deeper than
+// max_json_depth: checked in one pass before parsing, so no depth reaches the parser).
+json parseBody(const ServeState& s, const HttpRequest& req);
+// Runs `handler`, turning ApiError and other exceptions into error answers, counted in s.refused.
+void guarded(ServeState& s, HttpResponse& res, const std::function<void()>& handler);
+// A request's prompts (token counts) with n choices of up to max_new_tokens each must fit
+// limits.max_request_tokens; ApiError 400 request_too_large otherwise.
+void checkRequestTokens(const ServeState& s, const std::vector<std::size_t>& prompt_tokens, int n,
+                        std::int64_t max_new_tokens);
 
 // Typed optional fields: absent or null → fallback; present with the wrong type or outside
 // [low, high] → ApiError 400 naming the field.

@@ -118,7 +118,7 @@ json generateOne(ServeState& s, const std::vector<std::int32_t>& prompt, const S
 }
 
 void generate(ServeState& s, const HttpRequest& req, HttpResponse& res) {
-  const json body = parseBody(req);
+  const json body = parseBody(s, req);
   const double t0 = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   if (boolField(body, "stream", false))
     throw ApiError(400, "'stream' is not supported on /generate; stream through /v1/completions", "stream");
@@ -147,6 +147,10 @@ void generate(ServeState& s, const HttpRequest& req, HttpResponse& res) {
     prompts.push_back(promptOf(s, has_ids ? items[i] : nullptr, has_ids ? nullptr : items[i]));
     checkPrompt(s, prompts.back(), has_ids ? "input_ids" : "text");
   }
+  std::int64_t budget = 0;  // each prompt with its own max_new_tokens
+  for (std::size_t i = 0; i < items.size(); ++i)
+    budget += static_cast<std::int64_t>(prompts[i].size()) + sampling[i].options.max_new_tokens;
+  checkRequestTokens(s, {static_cast<std::size_t>(budget)}, 1, 0);
   std::vector<std::unique_ptr<TextStream>> streams;
   std::vector<std::future<QueuedResult>> futures;
   for (std::size_t i = 0; i < items.size(); ++i) {
@@ -165,7 +169,7 @@ void generate(ServeState& s, const HttpRequest& req, HttpResponse& res) {
 }
 
 void updateWeights(ServeState& s, const HttpRequest& req, HttpResponse& res) {
-  const json body = parseBody(req);
+  const json body = parseBody(s, req);
   if (!body.contains("model_path") || !body["model_path"].is_string())
     throw ApiError(400, "'model_path' (a folder with safetensors weights) is required", "model_path");
   const std::string path = body["model_path"].get<std::string>();
@@ -184,6 +188,7 @@ void updateWeights(ServeState& s, const HttpRequest& req, HttpResponse& res) {
   }
   const std::string error = s.queue->updateWeights(path, version);
   if (!error.empty()) {
+    s.refused.count("weight_update_failed");
     res.status = 400;
     answerJson(res, json{{"success", false},
                          {"message", fmt::format("Failed to update weights: {}", error)},
@@ -200,9 +205,10 @@ void updateWeights(ServeState& s, const HttpRequest& req, HttpResponse& res) {
 
 void addSglangRoutes(ServeState& s) {
   s.http->post("/generate",
-               [&s](const HttpRequest& req, HttpResponse& res) { guarded(res, [&] { generate(s, req, res); }); });
-  s.http->post("/update_weights_from_disk",
-               [&s](const HttpRequest& req, HttpResponse& res) { guarded(res, [&] { updateWeights(s, req, res); }); });
+               [&s](const HttpRequest& req, HttpResponse& res) { guarded(s, res, [&] { generate(s, req, res); }); });
+  s.http->post("/update_weights_from_disk", [&s](const HttpRequest& req, HttpResponse& res) {
+    guarded(s, res, [&] { updateWeights(s, req, res); });
+  });
   // SGLang 0.5 serves the same body as /model_info too (where newer versions moved it).
   const auto model_info = [&s](const HttpRequest&, HttpResponse& res) {
     const auto& m = s.queue->modelConfig();
@@ -218,8 +224,8 @@ void addSglangRoutes(ServeState& s) {
   // Pause and continue, as SGLang's RL flow uses them around a weight update: `mode: abort` ends
   // the running batch's requests as aborted (finish_reason abort); "retract" and "in_place" keep it.
   s.http->post("/pause_generation", [&s](const HttpRequest& req, HttpResponse& res) {
-    guarded(res, [&] {
-      const json body = req.body.empty() ? json::object() : parseBody(req);
+    guarded(s, res, [&] {
+      const json body = req.body.empty() ? json::object() : parseBody(s, req);
       const std::string mode =
           body.contains("mode") && body["mode"].is_string() ? body["mode"].get<std::string>() : std::string("abort");
       if (mode != "abort" && mode != "retract" && mode != "in_place")
@@ -231,6 +237,27 @@ void addSglangRoutes(ServeState& s) {
   s.http->post("/continue_generation", [&s](const HttpRequest&, HttpResponse& res) {
     s.queue->resume();
     answerJson(res, json{{"message", "Generation continued successfully."}, {"status", "ok"}});
+  });
+  // The limits this server enforces and the requests it refused, by reason (SGLang serves its
+  // server arguments here; these are ours).
+  s.http->get("/get_server_info", [&s](const HttpRequest&, HttpResponse& res) {
+    const ServeLimits& l = s.options.limits;
+    json refused = json::object();
+    for (const auto& [code, n] : s.refused.snapshot()) refused[code] = n;
+    if (const auto n = s.http->bodiesTooLarge(); n > 0) refused["body_too_large"] = n;
+    const auto st = s.queue->stats();
+    answerJson(res, json{{"model_path", s.options.model.string()},
+                         {"max_batch", s.options.max_batch},
+                         {"http_threads", s.options.http_threads},
+                         {"limits",
+                          {{"max_body_bytes", l.max_body_bytes},
+                           {"max_json_depth", l.max_json_depth},
+                           {"max_request_tokens", l.max_request_tokens},
+                           {"read_timeout_s", l.read_timeout_s},
+                           {"idle_timeout_s", l.idle_timeout_s}}},
+                         {"refused", refused},
+                         {"requests", st.requests},
+                         {"generated_tokens", st.generated_tokens}});
   });
   s.http->get("/get_weight_version", [&s](const HttpRequest&, HttpResponse& res) {
     answerJson(res, json{{"weight_version", s.queue->weightVersion()}});

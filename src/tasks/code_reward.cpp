@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 namespace astraflow {
@@ -151,11 +152,22 @@ CodeRunReport runCodeTests(const std::string& code, const std::vector<CodeTest>&
                            const CodeRewardOptions& options) {
   CodeRunReport report;
   report.total = tests.size();
+  const auto start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < tests.size(); ++i) {
     const CodeTest& test = tests[i];
     SandboxRequest request;
     request.interpreter = options.interpreter;
     request.limits = options.limits;
+    if (options.total_wall_seconds > 0) {
+      const double left =
+          options.total_wall_seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (left <= 0) {
+        if (!report.first_failure) report.reason = RewardReason::Timeout;
+        report.tests.resize(tests.size(), CodeTestOutcome{false, RewardReason::Timeout, 0});
+        break;
+      }
+      request.limits.wall_seconds = std::min(request.limits.wall_seconds, left);
+    }
     if (test.kind == CodeTest::Kind::Stdio) {
       request.program = code;
       request.stdin_text = test.input;

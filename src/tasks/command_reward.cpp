@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "astraflow/core/error.hpp"
-#include "tasks/process_runner.hpp"
+#include "astraflow/tasks/process_runner.hpp"
 
 namespace astraflow {
 namespace {

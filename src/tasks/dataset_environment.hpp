@@ -12,7 +12,7 @@
 
 #include "astraflow/tasks/environment.hpp"
 #include "astraflow/tasks/prompt_dataset.hpp"
-#include "astraflow/tasks/reward.hpp"
+#include "astraflow/tasks/reward_function.hpp"
 #include "astraflow/text/chat_template.hpp"
 
 namespace astraflow::detail {
@@ -54,6 +54,7 @@ class DatasetEnvironmentBase : public Environment {
 
   EnvironmentOptions options_;
   std::shared_ptr<const DatasetTask> task_;
+  RewardFunction reward_;
   const PromptRow* row_ = nullptr;
   std::string prompt_;  // the row rendered, as the policy saw it
 

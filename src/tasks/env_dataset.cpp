@@ -108,7 +108,7 @@ std::shared_ptr<const DatasetTask> sharedDatasetTask(const DatasetTaskOptions& d
 }
 
 DatasetEnvironmentBase::DatasetEnvironmentBase(const EnvironmentOptions& options)
-    : options_(options), task_(sharedDatasetTask(options.dataset)) {}
+    : options_(options), task_(sharedDatasetTask(options.dataset)), reward_(options.reward) {}
 
 const PromptRow& DatasetEnvironmentBase::row() const {
   if (row_ == nullptr) throw std::logic_error(name() + " environment: step() before reset()");
@@ -146,7 +146,7 @@ RewardResult DatasetEnvironmentBase::score(std::string_view response) const {
     const auto it = meta.find("tests");
     if (it != meta.end()) tests = it->is_string() ? it->get<std::string>() : it->dump();
   }
-  return scoreResponse(options_.reward, {response, row().answer, tests, prompt_, row().metadata_json});
+  return reward_.score({response, row().answer, tests, prompt_, row().metadata_json});
 }
 
 std::vector<std::string> DatasetEnvironmentBase::referenceActions() const {

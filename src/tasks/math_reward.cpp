@@ -1,8 +1,9 @@
 // The `math` reward: the final answer of a response (\boxed{}, else a pattern) against the
-// reference, by the equivalence rules of docs/tasks.md.
+// reference, by the equivalence rules of docs/tasks.md. Every pass over the response is linear
+// in its length (a response can be 200,000 characters with thousands of nested braces): braces
+// are paired once by BraceIndex, replacements build a new string instead of shifting the tail.
 #include <algorithm>
 #include <cmath>
-#include <regex>
 #include <vector>
 
 #include "astraflow/tasks/reward.hpp"
@@ -11,12 +12,48 @@
 namespace astraflow {
 namespace {
 
+// s with every `from` replaced by `to`, in one pass.
 void replaceAll(std::string& s, std::string_view from, std::string_view to) {
-  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
+  std::size_t at = s.find(from);
+  if (at == std::string::npos) return;
+  std::string out;
+  out.reserve(s.size());
+  std::size_t done = 0;
+  for (; at != std::string::npos; at = s.find(from, done)) {
+    out.append(s, done, at - done);
+    out.append(to);
+    done = at + from.size();
+  }
+  out.append(s, done, std::string::npos);
+  s = std::move(out);
 }
 
+// The matching '}' of every '{' of a text, paired in one pass (\{ and \} are literal braces).
+class BraceIndex {
+ public:
+  explicit BraceIndex(std::string_view s) : close_(s.size(), std::string_view::npos) {
+    std::vector<std::size_t> open;
+    for (std::size_t k = 0; k < s.size(); ++k) {
+      if (s[k] == '\\' && k + 1 < s.size()) {
+        ++k;
+        continue;
+      }
+      if (s[k] == '{') open.push_back(k);
+      if (s[k] == '}' && !open.empty()) {
+        close_[open.back()] = k;
+        open.pop_back();
+      }
+    }
+  }
+  // The '}' that closes the '{' at `open`; npos when it is not a '{' or is never closed.
+  std::size_t closeOf(std::size_t open) const { return open < close_.size() ? close_[open] : std::string_view::npos; }
+
+ private:
+  std::vector<std::size_t> close_;
+};
+
 // The brace group that starts at s[open] == '{': its content, and where it ends (one past '}').
+// A scan from `open`: for the few groups of a short normalised answer (\frac{a}{b}).
 std::optional<std::pair<std::string, std::size_t>> braceGroup(std::string_view s, std::size_t open) {
   if (open >= s.size() || s[open] != '{') return std::nullopt;
   int depth = 0;
@@ -31,16 +68,27 @@ std::optional<std::pair<std::string, std::size_t>> braceGroup(std::string_view s
   return std::nullopt;
 }
 
-// \cmd{X} → X for wrapper commands, everywhere in s.
+// \cmd{X} → X for wrapper commands, everywhere in s, nested ones included, in one pass: each
+// \cmd{ is dropped with the '}' that closes it.
 void unwrap(std::string& s, std::string_view cmd) {
-  for (std::size_t at = s.find(cmd); at != std::string::npos; at = s.find(cmd, at)) {
-    const auto group = braceGroup(s, at + cmd.size());
-    if (!group) {
-      at += cmd.size();
-      continue;
+  if (s.find(cmd) == std::string::npos) return;
+  const BraceIndex braces(s);
+  std::vector<bool> dropped(s.size(), false);
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t k = 0; k < s.size(); ++k) {
+    if (dropped[k]) continue;
+    if (s.compare(k, cmd.size(), cmd) == 0) {
+      const std::size_t close = braces.closeOf(k + cmd.size());
+      if (close != std::string::npos) {
+        dropped[close] = true;
+        k += cmd.size();  // and the '{' with the loop's ++k
+        continue;
+      }
     }
-    s.replace(at, group->second - at, group->first);
+    out += s[k];
   }
+  s = std::move(out);
 }
 
 std::string normalise(std::string_view raw) {
@@ -72,13 +120,14 @@ struct Number {
 };
 
 std::optional<double> plainNumber(const std::string& s) {
-  static const std::regex grouped(R"(^([+-]?)(\d{1,3}(?:,\d{3})+|\d+)?(\.\d+)?$)");
-  std::smatch m;
-  if (!std::regex_match(s, m, grouped) || (!m[2].matched && !m[3].matched)) return std::nullopt;
-  std::string digits = m[2].str();
+  static const TextPattern grouped(R"(([+-]?)(\d{1,3}(?:,\d{3})+|\d+)?(\.\d+)?)", "the math reward's numbers");
+  if (s.size() > 400) return std::nullopt;  // no number a reference holds; stod would overflow
+  const auto m = grouped.fullMatch(s);
+  if (!m || (!m->groups[1] && !m->groups[2])) return std::nullopt;
+  std::string digits(m->groups[1].value_or(""));
   digits.erase(std::remove(digits.begin(), digits.end(), ','), digits.end());
-  const double v = std::stod((digits.empty() ? "0" : digits) + m[3].str());
-  return m[1] == "-" ? -v : v;
+  const double v = std::stod((digits.empty() ? "0" : digits) + std::string(m->groups[2].value_or("")));
+  return m->groups[0] == "-" ? -v : v;
 }
 
 std::optional<Number> number(std::string s) {
@@ -146,6 +195,7 @@ std::optional<std::vector<std::string>> listParts(const std::string& s) {
 
 bool equalNormalised(const std::string& a, const std::string& b, double tolerance) {
   if (a == b) return true;
+  if (a.size() > kMathRuleMaxChars || b.size() > kMathRuleMaxChars) return false;
   const auto x = number(a), y = number(b);
   if (x && y) {
     if (x->percent == y->percent) return close(x->value, y->value, tolerance);
@@ -194,15 +244,17 @@ std::optional<std::string> extractFinalAnswer(std::string_view response, const M
   // The last box counts, whichever command spells it.
   std::optional<std::string> boxed;
   std::size_t boxed_at = 0;
-  for (const std::string cmd : {"\\boxed", "\\fbox"}) {
+  std::optional<BraceIndex> braces;  // paired once, only when the response has a box
+  for (const std::string_view cmd : {std::string_view("\\boxed"), std::string_view("\\fbox")}) {
     for (std::size_t at = response.find(cmd); at != std::string_view::npos; at = response.find(cmd, at + 1)) {
+      if (boxed && at < boxed_at) continue;
       std::size_t open = at + cmd.size();
       while (open < response.size() && response[open] == ' ') ++open;
-      const auto g = braceGroup(response, open);
-      if (g && (!boxed || at > boxed_at)) {
-        boxed = g->first;
-        boxed_at = at;
-      }
+      if (!braces) braces.emplace(response);
+      const std::size_t close = braces->closeOf(open);
+      if (close == std::string_view::npos) continue;
+      boxed = std::string(response.substr(open + 1, close - open - 1));
+      boxed_at = at;
     }
   }
   if (boxed) {
@@ -210,21 +262,14 @@ std::optional<std::string> extractFinalAnswer(std::string_view response, const M
     if (content.empty()) return std::nullopt;
     return content;
   }
-  try {
-    const std::regex pattern(options.fallback_pattern);
-    const std::string text(response);
-    std::optional<std::string> last;
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern); it != std::sregex_iterator(); ++it) {
-      if (it->size() > 1 && (*it)[1].matched) last = (*it)[1].str();
-    }
-    if (!last) return std::nullopt;
-    std::string answer(detail::trimSpaces(*last));
-    while (!answer.empty() && answer.back() == '.') answer.pop_back();
-    if (answer.empty()) return std::nullopt;
-    return answer;
-  } catch (const std::regex_error&) {
-    return std::nullopt;
-  }
+  static const TextPattern kDefault(kDefaultMathAnswerPattern, "the math reward's default answer pattern");
+  const TextPattern& pattern = options.fallback ? *options.fallback : kDefault;
+  const auto last = pattern.lastMatch(response);
+  if (!last || last->groups.empty() || !last->groups[0]) return std::nullopt;
+  std::string answer(detail::trimSpaces(*last->groups[0]));
+  while (!answer.empty() && answer.back() == '.') answer.pop_back();
+  if (answer.empty()) return std::nullopt;
+  return answer;
 }
 
 bool mathAnswersEqual(std::string_view answer, std::string_view reference, double relative_tolerance) {

@@ -2,7 +2,7 @@
 // process_spawn.cpp; here it is fed, read, timed, killed and reaped. Like any child it sends the
 // host a SIGCHLD when it ends (ignored unless the host handles it); a host that reaps every
 // child itself takes its status away (runProcess then throws, see ChildProcess::ended).
-#include "tasks/process_runner.hpp"
+#include "astraflow/tasks/process_runner.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>

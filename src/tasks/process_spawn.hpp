@@ -13,7 +13,7 @@
 
 #include <array>
 
-#include "tasks/process_runner.hpp"
+#include "astraflow/tasks/process_runner.hpp"
 
 namespace astraflow::detail {
 

@@ -1,6 +1,15 @@
+// RewardFunction: every reward kind behind one entry (include/astraflow/tasks/reward_function.hpp).
 #include "astraflow/tasks/reward_function.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "astraflow/core/error.hpp"
 
 namespace astraflow {
 
@@ -9,21 +18,65 @@ CodeRewardOptions codeRewardOptions(const RewardSpec& spec) {
   o.interpreter = spec.interpreter;
   o.all_or_nothing = spec.all_or_nothing;
   o.limits.wall_seconds = spec.wall_seconds;
+  o.total_wall_seconds = spec.timeout_seconds;
   o.limits.memory_bytes = spec.memory_mb << 20;
   return o;
 }
 
-CommandRewardOptions commandRewardOptions(const RewardSpec& spec) { return {spec.command, spec.command_timeout}; }
+CommandRewardOptions commandRewardOptions(const RewardSpec& spec) {
+  return {spec.command, std::min(spec.command_timeout, spec.timeout_seconds)};
+}
 
-RewardResult scoreResponse(const RewardSpec& spec, const RewardInput& in) {
+namespace {
+
+// Compiled patterns by their text, shared by every RewardFunction of the process: environments
+// are made per episode, and a pattern is compiled once. Bounded: `astraflow reward` may get a
+// pattern per input line.
+std::shared_ptr<const TextPattern> compiledPattern(const std::string& pattern) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<const TextPattern>> cache;
+  constexpr std::size_t kMaxPatterns = 256;
+  std::lock_guard lock(mutex);
+  if (const auto it = cache.find(pattern); it != cache.end()) return it->second;
+  auto compiled = std::make_shared<const TextPattern>(pattern, "environment.reward.pattern");
+  if (cache.size() >= kMaxPatterns) cache.clear();
+  cache.emplace(pattern, compiled);
+  return compiled;
+}
+
+}  // namespace
+
+RewardFunction::RewardFunction(RewardSpec spec) : spec_(std::move(spec)) {
+  if (!spec_.pattern.empty() && (spec_.kind == "math" || spec_.kind == "regex"))
+    pattern_ = compiledPattern(spec_.pattern);
+  if (spec_.kind == "regex" && !pattern_) throw Error("environment.reward.pattern is required with kind: regex");
+  if (spec_.kind == "math" && pattern_ && pattern_->groupCount() < 1)
+    throw Error(
+        fmt::format("environment.reward.pattern '{}' needs a capturing group with kind: math (its first "
+                    "group is the answer)",
+                    spec_.pattern));
+}
+
+RewardResult RewardFunction::score(const RewardInput& in) const {
+  const auto start = std::chrono::steady_clock::now();
+  RewardResult result = scoreKind(in);
+  // The programs (code, command) are killed at the limit; the in-process kinds are linear in
+  // the response and are held to the same limit when they return.
+  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > spec_.timeout_seconds)
+    return {0.0, RewardReason::Timeout, ""};
+  return result;
+}
+
+RewardResult RewardFunction::scoreKind(const RewardInput& in) const {
+  const RewardSpec& spec = spec_;
   if (spec.kind == "math") {
     MathRewardOptions o;
-    if (!spec.pattern.empty()) o.fallback_pattern = spec.pattern;
+    o.fallback = pattern_;
     o.relative_tolerance = spec.tolerance;
     return mathReward(in.response, in.reference, o);
   }
   if (spec.kind == "exact") return exactReward(in.response, in.reference);
-  if (spec.kind == "regex") return regexReward(in.response, spec.pattern);
+  if (spec.kind == "regex") return regexReward(in.response, *pattern_);
   if (spec.kind == "choice") return choiceReward(in.response, in.reference);
   if (spec.kind == "code") return scoreCode(in.response, in.tests_json, codeRewardOptions(spec)).result;
   if (spec.kind == "command") {

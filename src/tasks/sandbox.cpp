@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "astraflow/core/error.hpp"
-#include "tasks/process_runner.hpp"
+#include "astraflow/tasks/process_runner.hpp"
 #include "tasks/sandbox_policy.hpp"
 
 namespace astraflow {

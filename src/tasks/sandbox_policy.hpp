@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tasks/process_runner.hpp"
+#include "astraflow/tasks/process_runner.hpp"
 
 namespace astraflow::detail {
 

@@ -1,6 +1,5 @@
 // The `exact`, `regex` and `choice` rewards (include/astraflow/tasks/reward.hpp).
 #include <cctype>
-#include <regex>
 
 #include "astraflow/tasks/reward.hpp"
 #include "tasks/text_match.hpp"
@@ -10,9 +9,9 @@ namespace {
 
 // "B", "(B)", "B." → 'B'; anything else → 0.
 char letterOf(std::string_view s) {
-  std::string t(detail::trimSpaces(s));
-  while (!t.empty() && (t.back() == '.' || t.back() == ')')) t.pop_back();
-  while (!t.empty() && t.front() == '(') t.erase(0, 1);
+  std::string_view t = detail::trimSpaces(s);
+  while (!t.empty() && (t.back() == '.' || t.back() == ')')) t.remove_suffix(1);
+  while (!t.empty() && t.front() == '(') t.remove_prefix(1);
   if (t.size() != 1 || !std::isalpha(static_cast<unsigned char>(t[0]))) return 0;
   return static_cast<char>(std::toupper(static_cast<unsigned char>(t[0])));
 }
@@ -26,23 +25,18 @@ RewardResult exactReward(std::string_view response, std::string_view reference) 
   return {equal ? 1.0 : 0.0, equal ? RewardReason::Correct : RewardReason::Wrong, answer};
 }
 
-RewardResult regexReward(std::string_view response, const std::string& pattern) {
-  try {
-    const std::regex re(pattern);
-    const std::string text(response);
-    std::smatch m;
-    if (std::regex_search(text, m, re)) return {1.0, RewardReason::Correct, m.str()};
-    return {0.0, RewardReason::Wrong, ""};
-  } catch (const std::regex_error&) {
-    return {0.0, RewardReason::Invalid, ""};
-  }
+RewardResult regexReward(std::string_view response, const TextPattern& pattern) {
+  if (const auto m = pattern.search(response)) return {1.0, RewardReason::Correct, std::string(m->whole)};
+  return {0.0, RewardReason::Wrong, ""};
 }
 
 RewardResult choiceReward(std::string_view response, std::string_view reference) {
   const char want = letterOf(reference);
   if (want == 0) return {0.0, RewardReason::Invalid, ""};
+  static const auto kLetter = std::make_shared<const TextPattern>(
+      R"((?:[Aa]nswer\s*(?:is)?\s*[:=]?)\s*\(?([A-Za-z])\b)", "the choice reward's answer pattern");
   MathRewardOptions options;
-  options.fallback_pattern = R"((?:[Aa]nswer\s*(?:is)?\s*[:=]?)\s*\(?([A-Za-z])\b)";
+  options.fallback = kLetter;
   char got = 0;
   if (const auto answer = extractFinalAnswer(response, options)) got = letterOf(*answer);
   if (got == 0) got = letterOf(response);  // the response is the letter alone

@@ -37,7 +37,7 @@ torch::Tensor readTensor(const io::H5Location& group, const std::string& name, t
 }  // namespace
 
 std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& policy, PolicyTrainer& trainer,
-                                    std::int64_t version) {
+                                    std::int64_t version, const std::string& run_id) {
   ZeroOptimizer* zero = trainer.zero();
   const std::size_t params = trainer.model()->orderedParameters().size();
   if (zero && zero->rank() != 0) {
@@ -58,6 +58,7 @@ std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& 
     file.writeAttribute("format", "astraflow-checkpoint");
     file.writeAttribute("part", "trainer");
     file.writeAttribute("policy", policy);
+    if (!run_id.empty()) file.writeAttribute("run_id", run_id);
     file.writeAttribute("version", version);
     auto group = file.createGroup("policies/" + policy);
     if (zero && zero->shardsParameters()) {

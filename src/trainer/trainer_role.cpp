@@ -223,7 +223,7 @@ void TrainerRank::checkpoint(bool final) {
   } else if (comm_.rank() == 0) {
     const double t = ctx_.now();
     const auto path = trainerCheckpointPath(ctx_.run_dir, version_, policy_).string();
-    const auto bytes = saveTrainerCheckpoint(path, policy_, trainer_, version_);
+    const auto bytes = saveTrainerCheckpoint(path, policy_, trainer_, version_, ctx_.run_id);
     ctx_.event("checkpoint", t, version_, bytes, 1);
     const int every = ctx_.cfg.run.export_hf_every;
     if (ports_.export_hf && every > 0 && (version_ % every == 0 || final)) {

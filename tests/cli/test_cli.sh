@@ -335,6 +335,40 @@ expect_rc nonzero resume_nothing -- "$mpiexec" -n 4 --oversubscribe "$bin" run "
   --set run.versions=8
 expect_text resume_nothing err "no complete checkpoint" 1
 
+# One run per folder. A fresh run into the used job folder is refused before anything is written:
+# the folder is as it was, byte for byte.
+rm -f "$work/job/checkpoints/step_6."*  # the truncated checkpoint above: v4 is the run's newest now
+snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
+snapshot "$work/job" >"$work/job_before.sums"
+expect_rc nonzero run_used_folder -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/job.yaml"
+expect_text run_used_folder err "already holds a run" 1
+expect_text run_used_folder err "--resume $work/job" 1
+expect_text run_used_folder err "--overwrite" 1
+snapshot "$work/job" >"$work/job_after.sums"
+cmp -s "$work/job_before.sums" "$work/job_after.sums" || fail "run_used_folder: the refused run changed $work/job"
+grep -q '^# astraflow run_id: ' "$work/job/config.yaml" || fail "config.yaml does not start with the run id"
+# A folder holding only a warm start (sft.h5) is no run: a fresh run starts there. That run's
+# newer checkpoints (v8), copied into the job folder, are another run's: --resume passes over
+# them, says so, and takes the job run's own v4.
+mkdir -p "$work/job_b"
+cp "$work/job/checkpoints/step_2.solver.h5" "$work/job_b/sft.h5"  # a warm start of this model
+sed -e "s|output_dir: $work/job|output_dir: $work/job_b|" -e 's|versions: 4|versions: 8|' "$work/job.yaml" >"$work/job_b.yaml"
+expect_rc 0 run_beside_sft -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/job_b.yaml"
+expect_text run_beside_sft err "warm start of solver from $work/job_b/sft.h5"
+cp "$work/job_b/checkpoints/step_8."* "$work/job/checkpoints/"
+expect_rc 0 resume_own_run -- "$mpiexec" -n 4 --oversubscribe "$bin" run --resume "$work/job" --set run.versions=6
+expect_text resume_own_run err "passed over newer checkpoints of another run: step_8" 1
+case "$(tail -n 1 "$work/resume_own_run.out")" in
+  *'"resumed_from":4'*) ;;
+  *) fail "resume_own_run: did not resume from the run's own v4: $(tail -n 1 "$work/resume_own_run.out")" ;;
+esac
+# --overwrite starts over: the other run's checkpoints go, the warm start stays.
+expect_rc 0 run_overwrite -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/job_b.yaml" --overwrite --set run.versions=2
+[ -f "$work/job_b/sft.h5" ] || fail "run_overwrite: removed sft.h5"
+[ -f "$work/job_b/checkpoints/step_8.h5" ] && fail "run_overwrite: kept the earlier run's step_8"
+[ -f "$work/job_b/checkpoints/step_2.h5" ] || fail "run_overwrite: no step_2 of its own"
+expect_rc nonzero run_overwrite_resume -- "$bin" run --resume "$work/job_b" --overwrite
+
 # Trajectories larger than the trajectory ring: refused and counted, the run ends (no hang).
 sed -e "s|output_dir: $work/job|output_dir: $work/small_ring|" -e 's|versions: 4|versions: 2, max_wall_seconds: 4|' \
   "$work/job.yaml" >"$work/small_ring.yaml"

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <thread>
 
 #include "dataflow/maintainer.hpp"
 
@@ -56,10 +58,35 @@ TEST(Maintainer, AHangingCommandIsKilledAtItsTimeout) {
   std::string why;
   const auto t0 = std::chrono::steady_clock::now();
   // It starts a child that would outlive it; the whole process group goes.
-  EXPECT_FALSE(askMaintainer(withCommand("sleep 30 & sleep 30", 0.5), "r.json", why).has_value());
+  const auto pid_file = std::filesystem::temp_directory_path() / "astraflow_maintainer_child.pid";
+  std::filesystem::remove(pid_file);
+  EXPECT_FALSE(
+      askMaintainer(withCommand("sleep 30 & echo $! > " + pid_file.string() + "; sleep 30; true", 0.5), "r.json", why)
+          .has_value());
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(took, 10.0);
   EXPECT_NE(why.find("did not answer within"), std::string::npos) << why;
+  long child = 0;
+  std::ifstream(pid_file) >> child;
+  ASSERT_GT(child, 0);
+  // Gone, or a zombie waiting for whoever adopted it: never still sleeping.
+  bool alive = true;
+  for (int k = 0; k < 100 && alive; ++k) {
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string pid, name, state;
+    alive = static_cast<bool>(stat >> pid >> name >> state) && state != "Z";
+    if (alive) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_FALSE(alive) << "the maintainer's background child " << child << " outlived the timeout";
+  std::filesystem::remove(pid_file);
+}
+
+TEST(Maintainer, TheReportPathIsOneArgumentWhateverItHolds) {
+  std::string why;
+  // A path with spaces and quotes arrives whole as $1 (it is never spliced into the shell text).
+  const auto t = askMaintainer(withCommand("f() { [ \"$1\" = \"a b'c.json\" ] && echo 4; }; f"), "a b'c.json", why);
+  ASSERT_TRUE(t.has_value()) << why;
+  EXPECT_EQ(*t, 4);
 }
 
 TEST(Maintainer, TargetFile) {

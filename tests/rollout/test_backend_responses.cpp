@@ -104,5 +104,30 @@ TEST(BackendResponses, MutationsAreRefused) {
   EXPECT_FALSE(parseOpenai(o.dump()).generation);
 }
 
+// What long chain-of-thought rollouts send back: 32,768 generated tokens with a 200,000-character
+// text (NULs included), read whole; a body nested 5,000 deep, a 200k string that is not valid
+// UTF-8 and a body of 200k brackets are refused with a reason, never thrown on.
+TEST(BackendResponses, ProductionSizedAndHostileBodies) {
+  json big;
+  big["text"] = std::string(200'000, 'x') + std::string("\0tail", 5);
+  json lps = json::array();
+  for (int i = 0; i < 32'768; ++i) lps.push_back(json::array({-0.5, i % 1000, nullptr}));
+  big["meta_info"] = {{"finish_reason", {{"type", "length"}}}, {"output_token_logprobs", lps}};
+  const Attempt a = parseSglang(big.dump());
+  ASSERT_TRUE(a.generation) << a.error;
+  EXPECT_EQ(a.generation->tokens.size(), 32'768u);
+  EXPECT_EQ(a.generation->tokens.back(), 32'767 % 1000);
+  const std::string deep = std::string(5'000, '[') + std::string(5'000, ']');
+  const std::string broken = "{\"text\": \"" + std::string(200'000, '\xff') + "\"}";
+  const std::string brackets(200'000, '{');
+  for (const std::string* body : {&deep, &broken, &brackets}) {
+    for (const auto& parse : {parseSglang, parseOpenai}) {
+      const Attempt r = parse(*body);
+      EXPECT_FALSE(r.generation);
+      EXPECT_FALSE(r.error.empty());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace astraflow::rollout_detail

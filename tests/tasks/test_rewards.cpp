@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "astraflow/core/error.hpp"
 #include "astraflow/tasks/reward.hpp"
+#include "astraflow/tasks/reward_function.hpp"
 #include "io/temp_dir.hpp"
 
 using namespace astraflow;
@@ -22,6 +24,13 @@ struct Case {
   const char* reference;
   RewardReason reason;  // Correct (reward 1) or another (reward 0)
 };
+
+RewardSpec specOf(const std::string& kind, const std::string& pattern) {
+  RewardSpec s;
+  s.kind = kind;
+  s.pattern = pattern;
+  return s;
+}
 
 constexpr RewardReason C = RewardReason::Correct;
 constexpr RewardReason W = RewardReason::Wrong;
@@ -170,12 +179,20 @@ TEST(MathReward, ExtractionAndOptions) {
   EXPECT_FALSE(extractFinalAnswer("no answer here").has_value());
   EXPECT_EQ(extractFinalAnswer("The answer is: 17").value(), "17");
   MathRewardOptions custom;
-  custom.fallback_pattern = R"(RESULT<(\d+)>)";
+  custom.fallback = std::make_shared<const TextPattern>(R"(RESULT<(\d+)>)");
   EXPECT_EQ(mathReward("blah RESULT<9> blah", "9", custom).reason, RewardReason::Correct);
+  EXPECT_EQ(mathReward("RESULT<8> then RESULT<9>", "9", custom).reason, RewardReason::Correct);  // the last
   EXPECT_EQ(mathReward("#### 9", "9", custom).reason, RewardReason::NoAnswer);
-  MathRewardOptions broken;
-  broken.fallback_pattern = "(unclosed";
-  EXPECT_EQ(mathReward("#### 9", "9", broken).reason, RewardReason::NoAnswer);
+  // A pattern that cannot compile is a configuration error naming the key, not a reward.
+  EXPECT_THROW(RewardFunction(specOf("math", "(unclosed")), Error);
+  EXPECT_THROW(RewardFunction(specOf("math", "no group")), Error);
+  EXPECT_THROW(RewardFunction(specOf("regex", "(a)\\1")), Error);  // no backreferences
+  try {
+    RewardFunction(specOf("regex", "(unclosed"));
+    ADD_FAILURE() << "a broken pattern compiled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("environment.reward.pattern"), std::string::npos) << e.what();
+  }
   MathRewardOptions loose;
   loose.relative_tolerance = 1e-2;
   EXPECT_EQ(mathReward("\\boxed{3.14}", "3.14159", loose).reason, RewardReason::Correct);
@@ -185,9 +202,10 @@ TEST(TextRewards, ExactRegexChoice) {
   EXPECT_EQ(exactReward("  Paris\n", "Paris").reason, RewardReason::Correct);
   EXPECT_EQ(exactReward("paris", "Paris").reason, RewardReason::Wrong);
   EXPECT_EQ(exactReward("   ", "Paris").reason, RewardReason::NoAnswer);
-  EXPECT_EQ(regexReward("the code is 1234", R"(\b\d{4}\b)").reason, RewardReason::Correct);
-  EXPECT_EQ(regexReward("the code is 123", R"(\b\d{4}\b)").reason, RewardReason::Wrong);
-  EXPECT_EQ(regexReward("x", "(unclosed").reason, RewardReason::Invalid);
+  const TextPattern four(R"(\b\d{4}\b)");
+  EXPECT_EQ(regexReward("the code is 1234", four).reason, RewardReason::Correct);
+  EXPECT_EQ(regexReward("the code is 1234", four).answer, "1234");
+  EXPECT_EQ(regexReward("the code is 123", four).reason, RewardReason::Wrong);
   EXPECT_EQ(choiceReward("The answer is (B).", "B").reason, RewardReason::Correct);
   EXPECT_EQ(choiceReward("\\boxed{c}", "C").reason, RewardReason::Correct);
   EXPECT_EQ(choiceReward("Answer: D", "(d)").reason, RewardReason::Correct);

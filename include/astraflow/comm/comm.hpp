@@ -58,6 +58,8 @@ class Comm {
   void barrier() const;
   // Collective over this comm: every rank's bytes, in rank order, on `root` (empty elsewhere).
   std::vector<std::vector<std::byte>> gatherBytes(int root, std::span<const std::byte> mine) const;
+  // Collective over this comm: `root`'s value on every rank (the others' `value` is ignored).
+  std::string broadcastString(int root, std::string value) const;
   MPI_Comm raw() const { return comm_; }
 
  private:

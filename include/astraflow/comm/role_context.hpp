@@ -4,6 +4,7 @@
 // beside it, in that role's own ports (RolloutPorts, TrainerPorts, the dataflow's RunWiring).
 #include <cstdint>
 #include <filesystem>
+#include <string>
 
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/trace_event.hpp"
@@ -23,6 +24,7 @@ struct RoleContext {
   double clock_offset = 0;     // run time of earlier segments: a resumed run's clock continues
   TraceSink* trace = nullptr;  // null: events are not recorded
   std::filesystem::path run_dir;
+  std::string run_id;                // the folder's run (core/run_files.hpp): stamped on every checkpoint
   std::int64_t resume_version = -1;  // >= 0: the run resumes from this checkpoint
 
   bool resuming() const { return resume_version >= 0; }

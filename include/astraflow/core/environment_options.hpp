@@ -10,8 +10,8 @@ namespace astraflow {
 // The reward a text environment scores each response with (environment.reward, docs/tasks.md).
 struct RewardSpec {
   std::string kind = "math";  // math, exact, regex, choice, code, command
-  std::string pattern;        // math: the answer pattern used without \boxed{} (empty: the default); regex: the pattern
-  double tolerance = 1e-6;    // math: relative tolerance of numbers
+  std::string pattern;  // math: the answer pattern used without \boxed{} (empty: the default); regex: the pattern (RE2)
+  double tolerance = 1e-6;  // math: relative tolerance of numbers
   // code: the row's tests run in the sandbox
   std::string interpreter = "/usr/bin/python3";
   bool all_or_nothing = false;
@@ -20,6 +20,10 @@ struct RewardSpec {
   // command: the user's verifier program and its arguments
   std::vector<std::string> command;
   double command_timeout = 30;
+  // The whole reward call: past it the response gets reward 0 with reason `timeout`. Bounds the
+  // code reward's test runs together and the command's run; the in-process kinds are linear in
+  // the response and are held to it once they return.
+  double timeout_seconds = 60;
 };
 
 // The `dataset` environment: prompts from JSONL files, rendered with the policy's chat

@@ -18,5 +18,26 @@ std::filesystem::path bufferCheckpointPath(const std::filesystem::path& run_dir,
 // The newest complete checkpoint's version (its dataflow file and every policy's trainer file
 // exist), or -1 when there is none.
 std::int64_t newestCheckpoint(const std::filesystem::path& run_dir, const std::vector<std::string>& policies);
+// The versions of every complete checkpoint, newest first.
+std::vector<std::int64_t> completeCheckpoints(const std::filesystem::path& run_dir,
+                                              const std::vector<std::string>& policies);
+
+// One run per folder (docs/runtime-notes.md, "One run per folder"). What a run writes into its
+// folder: config.yaml, summary.json, trace.h5, trajectories.h5 and the folders trace/,
+// checkpoints/, hf/, balance/, served_weights/. The warm start `astraflow sft` writes (sft.h5) is
+// not a run's, nor is anything else a user keeps there.
+std::vector<std::filesystem::path> runFilesIn(const std::filesystem::path& run_dir);
+// Removes them (`run --overwrite`); what is not a run's file stays.
+void removeRunFiles(const std::filesystem::path& run_dir);
+
+// A new run's id: its UTC start and 32 random bits, e.g. "20261203T081502Z-9f3ac2e1". It is the
+// first line of the run's config.yaml and an attribute of its traces and every checkpoint file,
+// so --resume takes only the checkpoints of the folder's own run.
+std::string newRunId();
+// "# astraflow run_id: <id>": the line written before the config text.
+std::string runIdLine(const std::string& id);
+// The id on the first line of <run_dir>/config.yaml; empty when it has none (a run from before
+// run ids, or no config).
+std::string runIdOf(const std::filesystem::path& run_dir);
 
 }  // namespace astraflow

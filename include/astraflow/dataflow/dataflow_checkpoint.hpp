@@ -34,6 +34,7 @@ struct PluginSnapshot {
 };
 
 struct DataflowSnapshot {
+  std::string run_id;  // the folder's run, stamped on the dataflow and buffer files
   std::int64_t version = 0;
   std::uint64_t next_problem = 0;
   std::uint64_t next_task_id = 0;

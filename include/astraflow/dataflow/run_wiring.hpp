@@ -44,6 +44,7 @@ struct RunWiring {
   double t0 = 0;            // the run clock's zero in MPI_Wtime() (same on every rank up to skew)
   double clock_offset = 0;  // run time of earlier segments: a resumed run's clock continues
   std::filesystem::path run_dir;
+  std::string run_id;                // the folder's run (core/run_files.hpp): stamped on every checkpoint and trace
   bool resume = false;               // continuing from the newest checkpoint in run_dir
   std::int64_t resume_version = -1;  // that checkpoint's version (set before the loops start)
   int ranks_on_node = 1;             // sizes LibTorch/BLAS threads (run.threads_per_rank = 0)

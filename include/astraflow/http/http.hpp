@@ -33,10 +33,17 @@ struct HttpResponse {
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
 
+// What the server itself enforces before a handler runs.
+struct HttpServerLimits {
+  std::uint64_t max_body_bytes = std::uint64_t{64} << 20;  // past it: 413 with a JSON error, counted
+  double read_timeout_s = 30;  // a request not received within it: the connection is dropped
+  double idle_timeout_s = 5;   // an idle keep-alive connection is closed after it
+};
+
 class HttpServer {
  public:
   // `threads`: connections served at once (each blocks its thread while a handler waits).
-  explicit HttpServer(int threads);
+  HttpServer(int threads, const HttpServerLimits& limits);
   ~HttpServer();  // stops and joins the listening thread
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -53,6 +60,8 @@ class HttpServer {
   void start();
   void stop();
   bool running() const;
+  // Requests answered 413 because their body was over max_body_bytes.
+  std::uint64_t bodiesTooLarge() const;
 
  private:
   struct Impl;

@@ -361,6 +361,9 @@ class H5File : public H5Location {
   static H5File create(const std::string& path);
   static H5File openReadOnly(const std::string& path);
   static H5File openReadWrite(const std::string& path);
+  // The "run_id" attribute an astraflow file of a run carries (core/run_files.hpp); empty when
+  // it has none. Throws H5Error when the file cannot be opened.
+  static std::string runIdOf(const std::string& path);
 
   // Writes everything buffered by HDF5 to disk, so that a crash after this leaves the file
   // readable with its content as of now.

@@ -47,6 +47,8 @@ class TraceWriter final : public TraceSink {
   // Appends many events at once, bypassing the buffer's size trigger (used by merging).
   void recordAll(const std::vector<TraceEvent>& events);
   void flush();
+  // Stamps the file with its run's id (core/run_files.hpp).
+  void tagRun(const std::string& run_id) { file_.writeAttribute("run_id", run_id); }
 
   std::size_t eventsWritten() const noexcept { return written_; }  // on disk
   std::size_t eventsBuffered() const noexcept { return buffer_.size(); }
@@ -69,6 +71,7 @@ std::vector<TraceEvent> readTraceEvents(const std::string& path);
 // Concatenates the events of `inputs` (per-rank trace files) into `output` (created or
 // truncated; must not be one of the inputs), ordered by t_start; events with equal t_start
 // keep their input order. Holds all events in memory.
-void mergeTraceFiles(const std::vector<std::string>& inputs, const std::string& output);
+// The output is stamped with `run_id` when it is not empty.
+void mergeTraceFiles(const std::vector<std::string>& inputs, const std::string& output, const std::string& run_id = {});
 
 }  // namespace astraflow::io

@@ -68,6 +68,8 @@ class TrajectoryWriter {
   // behav_logprobs or policy_mask not one per token, or a policy name containing a NUL.
   void append(const Trajectory& trajectory);
   void flush();
+  // Stamps the file with its run's id (core/run_files.hpp).
+  void tagRun(const std::string& run_id) { file_.writeAttribute("run_id", run_id); }
 
   std::size_t rowsWritten() const noexcept { return rows_; }  // on disk, earlier sessions' included
   std::size_t rowsBuffered() const noexcept { return buffer_.size(); }

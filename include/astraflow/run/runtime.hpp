@@ -12,6 +12,7 @@ namespace astraflow {
 
 struct RuntimeOptions {
   std::string resume_dir;  // non-empty: continue the run in this folder from its newest checkpoint
+  bool overwrite = false;  // a fresh run into a folder that holds another run removes that run's files first
 };
 
 struct RunOutcome {

@@ -14,6 +14,21 @@
 
 namespace astraflow {
 
+// What one client may ask and how long it may take (docs/rollout-backends.md, "Limits"). Past
+// each, the request is answered 4xx (or the connection closed) and counted by reason in
+// GET /get_server_info; the server goes on serving everyone else.
+struct ServeLimits {
+  std::uint64_t max_body_bytes = std::uint64_t{64} << 20;  // a larger body: 413, code body_too_large
+  int max_json_depth = 64;                                 // deeper nesting: 400, code json_too_deep
+  // Prompt tokens plus max_tokens, summed over the request's prompts and their n choices: what
+  // the request may make the engine hold and generate. Past it: 400, code request_too_large.
+  std::int64_t max_request_tokens = std::int64_t{1} << 20;
+  // A request (headers and body) not received within this is dropped with its connection, so a
+  // client that stops halfway holds a thread no longer.
+  double read_timeout_s = 30;
+  double idle_timeout_s = 5;  // an idle keep-alive connection is closed after this
+};
+
 struct ServeOptions {
   std::filesystem::path model;  // a Hugging Face folder: config.json, safetensors, tokenizer.json
   std::string host = "127.0.0.1";
@@ -29,6 +44,7 @@ struct ServeOptions {
   // Sample as an astraflow policy does: <pad>, <bos> and ids past the tokenizer never drawn
   // (false: the model's whole vocabulary, as transformers' generate samples it).
   bool policy_mask = true;
+  ServeLimits limits;
 };
 
 namespace serve_detail {
@@ -47,7 +63,7 @@ class InferenceServer {
   int port() const;
   void start();  // serves on background threads
   void stop();
-  std::string statsLine() const;  // requests, batches, mean batch, tokens, weight updates
+  std::string statsLine() const;  // requests, batches, mean batch, tokens, weight updates, refusals
 
  private:
   std::unique_ptr<serve_detail::ServeState> state_;

@@ -43,6 +43,9 @@ struct CodeRewardOptions {
   std::string interpreter = "/usr/bin/python3";
   SandboxLimits limits;         // for each test's run
   bool all_or_nothing = false;  // reward 1 only when every test passes; stops at the first failure
+  // All the tests' runs together (reward.timeout_seconds; 0: no limit beyond each run's): a run
+  // gets what is left of it, and tests not started when it is spent fail with reason timeout.
+  double total_wall_seconds = 0;
 };
 
 struct CodeTestOutcome {

@@ -2,9 +2,12 @@
 // Verifiable rewards for text tasks (docs/tasks.md): the `math` answer verifier and the
 // `exact`, `regex` and `choice` rewards. Each returns a reward and the reason it got it, which
 // traces and run summaries count, so a run can show why its rewards were 0.
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "astraflow/core/text_pattern.hpp"
 
 namespace astraflow {
 
@@ -22,10 +25,19 @@ struct RewardResult {
   std::string answer;  // what was extracted from the response (empty for no_answer)
 };
 
+// The answer pattern the math reward uses without \boxed{}: GSM8K's "#### 42" and "Answer: 42".
+inline constexpr const char* kDefaultMathAnswerPattern =
+    R"((?:####|[Aa]nswer(?:\s*is\b)?\s*[:=]|[Aa]nswer\s+is\b)\s*([^\n]+))";
+
+// Answers longer than this (normalised) are equal to the reference only as identical text: the
+// rules for numbers, lists and parentheses peel a layer per step, and a policy's 200,000
+// nested parentheses must not cost 200,000 passes over itself (docs/tasks.md).
+inline constexpr std::size_t kMathRuleMaxChars = 4096;
+
 struct MathRewardOptions {
-  // Used when the response has no \boxed{}: an ECMAScript regex whose first group is the
-  // answer; its last match counts. The default takes GSM8K's "#### 42" and "Answer: 42".
-  std::string fallback_pattern = R"((?:####|[Aa]nswer(?:\s*is\b)?\s*[:=]|[Aa]nswer\s+is\b)\s*([^\n]+))";
+  // Used when the response has no \boxed{}: an RE2 pattern (core/text_pattern.hpp) whose first
+  // group is the answer; its last match counts. Null: kDefaultMathAnswerPattern.
+  std::shared_ptr<const TextPattern> fallback;
   double relative_tolerance = 1e-6;  // numbers within it of the reference (relative) are equal
 };
 
@@ -44,8 +56,8 @@ bool mathAnswersEqual(std::string_view answer, std::string_view reference, doubl
 RewardResult mathReward(std::string_view response, std::string_view reference, const MathRewardOptions& options = {});
 // The whole response, trimmed, equals the reference.
 RewardResult exactReward(std::string_view response, std::string_view reference);
-// `pattern` (ECMAScript) matches somewhere in the response; Invalid when it does not compile.
-RewardResult regexReward(std::string_view response, const std::string& pattern);
+// `pattern` matches somewhere in the response; the answer is the matched text.
+RewardResult regexReward(std::string_view response, const TextPattern& pattern);
 // The multiple-choice letter of the response (the last \boxed{X}, "Answer: X", or a lone
 // letter) equals the reference letter, case-insensitively.
 RewardResult choiceReward(std::string_view response, std::string_view reference);

@@ -1,6 +1,7 @@
 #pragma once
 // One entry to every reward function (docs/tasks.md): the `dataset` environment and `astraflow
 // reward` score a response by a RewardSpec (config `environment.reward`) through it.
+#include <memory>
 #include <string_view>
 
 #include "astraflow/core/environment_options.hpp"
@@ -22,8 +23,23 @@ struct RewardInput {
 CodeRewardOptions codeRewardOptions(const RewardSpec& spec);
 CommandRewardOptions commandRewardOptions(const RewardSpec& spec);
 
-// The reward of spec.kind. Throws Error only for a configuration that cannot work (a command
-// that cannot be started); a response that fails is a reward with its reason.
-RewardResult scoreResponse(const RewardSpec& spec, const RewardInput& input);
+// The reward of one RewardSpec, its pattern compiled once (per process: equal patterns share one
+// compiled copy). Throws Error at construction naming environment.reward.pattern when the
+// pattern cannot work; after that a response that fails is a reward with its reason.
+class RewardFunction {
+ public:
+  explicit RewardFunction(RewardSpec spec);
+
+  // The reward of spec.kind. Past spec.timeout_seconds: reward 0, reason `timeout`. Throws Error
+  // only for a configuration that cannot work (a command that cannot be started).
+  RewardResult score(const RewardInput& input) const;
+  const RewardSpec& spec() const { return spec_; }
+
+ private:
+  RewardResult scoreKind(const RewardInput& input) const;
+
+  RewardSpec spec_;
+  std::shared_ptr<const TextPattern> pattern_;  // math's fallback or regex's pattern; null when none
+};
 
 }  // namespace astraflow

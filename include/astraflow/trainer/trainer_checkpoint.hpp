@@ -16,8 +16,9 @@ class PolicyTrainer;
 // Returns the bytes written. Sharded (trainer.sharding: optimizer or parameters), every rank of
 // the group calls it (rank 0 gathers each sharded weight and each parameter's state from the
 // shards and writes the same format); otherwise rank 0 alone. Loading takes each rank's piece.
+// `run_id`, when given, is stamped on the file (core/run_files.hpp: --resume takes only its run's).
 std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& policy, PolicyTrainer& trainer,
-                                    std::int64_t version);
+                                    std::int64_t version, const std::string& run_id = {});
 
 // Loads weights and optimiser state; returns the version. A missing, truncated or foreign file,
 // or a tensor that does not match the config's model, is refused with an Error naming the file
