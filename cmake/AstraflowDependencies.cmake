@@ -15,6 +15,9 @@ pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 # ICU (libicu-dev): the Unicode classes and normal forms of the tokenizer.json pipeline (src/text).
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
+# Oniguruma (libonig-dev): the regex engine of tokenizer.json patterns (src/text/onig_regex.hpp),
+# the one the `tokenizers` library runs, so any Split or Replace pattern means what it means there.
+pkg_check_modules(ONIG REQUIRED IMPORTED_TARGET oniguruma)
 
 # HDF5: Debian's parallel build (libhdf5-openmpi-dev). Its pkg-config file carries the
 # include dir and library of the Open MPI flavour; FindHDF5 would pick the serial one first.
