@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "astraflow/core/error.hpp"
+#include "astraflow/text/bpe_vocabulary.hpp"
 #include "astraflow/text/hf_tokenizer.hpp"
 #include "io/temp_dir.hpp"
 
@@ -246,6 +247,26 @@ TEST_P(Tokenizers, HandWrittenSplitsGiveOnigurumasPieces) {
     if (++wrong <= 3) ADD_FAILURE() << name << " string " << i << " " << json(strings[i]).dump();
   }
   EXPECT_EQ(wrong, 0) << name;
+}
+
+// GGUF export names llama.cpp's pre-tokenizer after the file's split, and refuses the splits it
+// has no name for here (an Oniguruma one, several) and files that are not byte-level.
+TEST_P(Tokenizers, GgufPreTokenizerName) {
+  const std::map<std::string, std::string> names = {{"qwen3", "qwen2"}, {"llama3", "llama-bpe"}, {"gpt2", "gpt-2"}};
+  const std::map<std::string, std::string> refusals = {
+      {"gpt4o", "GGUF export names"}, {"deepseek3", "GGUF export names"}, {"splits", "GGUF export names"},
+      {"llama2", "byte-level"},       {"mistral", "byte-level"},          {"words", "byte-level"}};
+  const std::int32_t rows = HfTokenizer::load(folder(GetParam()))->vocabSize();
+  if (const auto it = names.find(GetParam()); it != names.end()) {
+    EXPECT_EQ(readBpeVocabulary(folder(GetParam()), rows).pre, it->second);
+    return;
+  }
+  try {
+    readBpeVocabulary(folder(GetParam()), rows);
+    ADD_FAILURE() << "exported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(refusals.at(GetParam())), std::string::npos) << e.what();
+  }
 }
 
 // A bad input line gets an error line in its place (outputs stay aligned) and exit code 3.
