@@ -18,6 +18,9 @@ pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
 # RE2 (libre2-dev): every pattern over model output, user files and config strings
 # (core/text_pattern.hpp): linear time, no recursion, so no text can crash a rank.
 pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
+# Oniguruma (libonig-dev): the regex engine of tokenizer.json patterns (src/text/onig_regex.hpp),
+# the one the `tokenizers` library runs, so any Split or Replace pattern means what it means there.
+pkg_check_modules(ONIG REQUIRED IMPORTED_TARGET oniguruma)
 
 # HDF5: Debian's parallel build (libhdf5-openmpi-dev). Its pkg-config file carries the
 # include dir and library of the Open MPI flavour; FindHDF5 would pick the serial one first.

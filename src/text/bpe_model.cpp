@@ -26,6 +26,11 @@ BpeModel::BpeModel(TokenIds vocab, const std::vector<std::pair<std::string, std:
     if (id < 0) throw Error(fmt::format("vocabulary entry {:?} has a negative id {}", token, id));
     bound = std::max(bound, id + 1);
   }
+  byte_ids_.fill(-1);
+  if (options_.byte_fallback) {
+    for (int b = 0; b < 256; ++b)
+      byte_ids_[static_cast<std::size_t>(b)] = idOf(fmt::format("<0x{:02X}>", b)).value_or(-1);
+  }
   tokens_.resize(static_cast<std::size_t>(bound));
   for (const auto& [token, id] : vocab_) tokens_[static_cast<std::size_t>(id)] = token;
   merges_.reserve(merges.size());
@@ -91,19 +96,38 @@ void BpeModel::mergeWord(std::string_view word, std::vector<std::int32_t>& out) 
   };
   std::vector<Symbol> symbols;
   symbols.reserve(word.size());
+  auto add = [&](std::int32_t id) {
+    const int index = static_cast<int>(symbols.size());
+    symbols.push_back({id, index - 1, -1});
+    if (index > 0) symbols[static_cast<std::size_t>(index - 1)].next = index;
+  };
+  // tokenizers' merge_word: an unknown character is held back as a pending unk (one for a run
+  // when fuse_unk), which the next known character or the end of the word adds; byte-fallback
+  // tokens do not add it, so they come before it.
+  bool pending_unk = false;
   for (std::size_t pos = 0; pos < word.size();) {
     const std::size_t start = pos;
     unicode::nextCodePoint(word, pos);
-    std::optional<std::int32_t> id = idOf(word.substr(start, pos - start));
-    if (!id) {
-      if (!options_.unk_id) continue;  // tokenizers drops a symbol it has no id for and no unk
-      if (options_.fuse_unk && !symbols.empty() && symbols.back().id == *options_.unk_id) continue;
-      id = options_.unk_id;
+    const std::string_view symbol = word.substr(start, pos - start);
+    if (const auto id = idOf(symbol)) {
+      if (pending_unk) add(*options_.unk_id);
+      pending_unk = false;
+      add(*id);
+      continue;
     }
-    const int index = static_cast<int>(symbols.size());
-    symbols.push_back({*id, index - 1, -1});
-    if (index > 0) symbols[static_cast<std::size_t>(index - 1)].next = index;
+    if (options_.byte_fallback) {
+      bool all = true;
+      for (char ch : symbol) all = all && byte_ids_[static_cast<unsigned char>(ch)] >= 0;
+      if (all) {
+        for (char ch : symbol) add(byte_ids_[static_cast<unsigned char>(ch)]);
+        continue;
+      }
+    }
+    if (!options_.unk_id) continue;
+    if (pending_unk && !options_.fuse_unk) add(*options_.unk_id);
+    pending_unk = true;
   }
+  if (pending_unk) add(*options_.unk_id);
 
   struct Candidate {
     std::int32_t rank;

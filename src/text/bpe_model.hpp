@@ -1,6 +1,7 @@
 #pragma once
 // The BPE model of a tokenizer.json: vocabulary, ranked merges, and the merge loop of
 // `tokenizers` (lowest rank first, leftmost first among equal ranks), with a word cache.
+#include <array>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -19,9 +20,12 @@ struct StringHash {
 using TokenIds = std::unordered_map<std::string, std::int32_t, StringHash, std::equal_to<>>;
 
 struct BpeOptions {
-  bool ignore_merges = false;          // a word that is a whole vocabulary entry is that token (Llama-3)
-  std::optional<std::int32_t> unk_id;  // symbols outside the vocabulary: unk, or dropped when unset
-  bool fuse_unk = false;
+  bool ignore_merges = false;  // a word that is a whole vocabulary entry is that token (Llama-3)
+  // A character outside the vocabulary: its UTF-8 bytes as <0xNN> tokens when all 256 needed are
+  // there (SentencePiece-style files), else unk, else dropped (as tokenizers does).
+  bool byte_fallback = false;
+  std::optional<std::int32_t> unk_id;
+  bool fuse_unk = false;  // a run of unknown characters is one unk
 };
 
 class BpeModel {
@@ -46,7 +50,8 @@ class BpeModel {
   const Merge* mergeOf(std::int32_t left, std::int32_t right) const;
 
   TokenIds vocab_;
-  std::vector<std::string> tokens_;  // by id; empty where no entry
+  std::array<std::int32_t, 256> byte_ids_;  // <0xNN> tokens for byte_fallback; -1 where none
+  std::vector<std::string> tokens_;         // by id; empty where no entry
   std::unordered_map<std::uint64_t, Merge> merges_;
   BpeOptions options_;
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 #include "astraflow/core/error.hpp"
 #include "astraflow/text/chat_template.hpp"
 #include "astraflow/text/hf_tokenizer.hpp"
@@ -13,24 +15,48 @@ namespace {
 
 using nlohmann::json;
 
-// The split rule of the pre-tokenizer (its Split, else ByteLevel's own regex); HfTokenizer::load
-// has checked the file already, so anything else cannot occur here.
-std::string preName(const json& pre) {
-  if (pre.is_null()) return "";
-  const std::string type = pre.value("type", "");
-  if (type == "Sequence") {
-    for (const json& p : pre.value("pretokenizers", json::array()))
-      if (std::string name = preName(p); !name.empty()) return name;
-    return "";
+void leafPreTokenizers(const json& pre, std::vector<json>& out) {
+  if (pre.is_null()) return;
+  if (pre.value("type", "") != "Sequence") {
+    out.push_back(pre);
+    return;
   }
-  if (type == "Split") {
-    const auto rule = text::splitRuleOf(pre["pattern"].value("Regex", ""));
-    if (rule == text::SplitRule::Qwen2) return "qwen2";
-    if (rule == text::SplitRule::Llama3) return "llama-bpe";
-    return "gpt-2";
+  for (const json& p : pre.value("pretokenizers", json::array())) leafPreTokenizers(p, out);
+}
+
+// llama.cpp's name for the pre-tokenizer's split (tokenizer.ggml.pre): the Split's, when it is
+// one of the three patterns llama.cpp names here, else ByteLevel's own GPT-2 regex. Any other
+// split (another pattern, several Splits, Metaspace, ...) is refused: llama.cpp would split by
+// the wrong rule under a guessed name.
+std::string preName(const json& pre, const std::filesystem::path& file) {
+  std::vector<json> leaves;
+  leafPreTokenizers(pre, leaves);
+  std::vector<json> splits;
+  bool byte_level_regex = false;
+  for (const json& p : leaves) {
+    if (p.value("type", "") == "ByteLevel")
+      byte_level_regex = p.value("use_regex", true);
+    else
+      splits.push_back(p);
   }
-  if (type == "ByteLevel" && pre.value("use_regex", true)) return "gpt-2";
-  return "";
+  if (splits.empty()) return byte_level_regex ? "gpt-2" : "";
+  const json& split = splits.front();
+  const json pattern = split.value("pattern", json::object());
+  const auto rule = split.value("type", "") == "Split" && split.value("behavior", "") == "Isolated" &&
+                            !split.value("invert", false) && pattern.value("Regex", json()).is_string()
+                        ? text::splitRuleOf(pattern["Regex"].get<std::string>())
+                        : std::nullopt;
+  if (splits.size() != 1 || !rule)
+    throw Error(
+        fmt::format("{}: GGUF export names llama.cpp's pre-tokenizer only for the Qwen2, Llama-3 and GPT-2 "
+                    "splits, and this file's pre-tokenizer is another ({})",
+                    file.string(), pre.dump()));
+  switch (*rule) {
+    case text::SplitRule::Qwen2: return "qwen2";
+    case text::SplitRule::Llama3: return "llama-bpe";
+    case text::SplitRule::Gpt2: break;
+  }
+  return "gpt-2";
 }
 
 bool byteLevel(const json& pre) {
@@ -68,7 +94,7 @@ BpeVocabulary readBpeVocabulary(const std::filesystem::path& folder, std::int32_
   }
   for (const json& m : j["model"].value("merges", json::array()))
     v.merges.push_back(m.is_string() ? m.get<std::string>() : m[0].get<std::string>() + " " + m[1].get<std::string>());
-  v.pre = preName(j.value("pre_tokenizer", json()));
+  v.pre = preName(j.value("pre_tokenizer", json()), file);
   v.add_bos = !tokenizer->encode("", true).empty();
   v.chat_template = readChatTemplateSource(folder);
   return v;

@@ -1,7 +1,7 @@
 // Encoding and decoding of a loaded tokenizer.json, step for step as `tokenizers` does it:
 // added tokens are split off the raw text, the rest is normalised, split off the normalised
-// added tokens, pre-tokenized, byte-level mapped and BPE-merged; the post-processor's template
-// wraps the ids.
+// added tokens, pre-tokenized, byte-level mapped (where the file says so) and BPE-merged; the
+// post-processor's template wraps the ids. Decoding runs the decoders over the token strings.
 #include <fmt/format.h>
 
 #include "astraflow/core/error.hpp"
@@ -16,18 +16,23 @@ using Impl = HfTokenizer::Impl;
 // Reused buffers of one encode call.
 struct Scratch {
   std::vector<text::Segment> raw, normalized;
-  std::vector<std::string_view> pieces, next_pieces;
+  std::vector<text::Piece> pieces, next_pieces;
+  text::PreTokenizeScratch pre;
+  std::vector<std::string_view> byte_level_pieces;
   text::SplitScratch split;
   std::string prefixed, word;
 };
 
+// One pre-tokenized piece through the ByteLevel step, if any, and the model.
 void encodeWordPieces(const Impl& t, std::string_view piece, Scratch& s, std::vector<std::int32_t>& ids) {
-  if (!t.byte_level) {
+  if (piece.empty()) return;  // tokenizers drops empty pieces before anything is prepended
+  const text::ByteLevelStep& byte_level = t.pre_tokenizer.byte_level;
+  if (!byte_level.enabled) {
     t.model->encodeWord(piece, ids);
     return;
   }
   std::string_view text = piece;
-  if (t.add_prefix_space && (piece.empty() || piece.front() != ' ')) {
+  if (byte_level.add_prefix_space && piece.front() != ' ') {
     s.prefixed.assign(1, ' ');
     s.prefixed.append(piece);
     text = s.prefixed;
@@ -37,24 +42,24 @@ void encodeWordPieces(const Impl& t, std::string_view piece, Scratch& s, std::ve
     text::appendByteSymbols(sub, s.word);
     t.model->encodeWord(s.word, ids);
   };
-  if (!t.byte_level_regex) {
+  if (!byte_level.use_regex) {
     emit(text);
     return;
   }
-  std::vector<std::string_view> subs;
-  text::splitPieces(text::SplitRule::Gpt2, text, subs, s.split);
-  for (std::string_view sub : subs) emit(sub);
+  s.byte_level_pieces.clear();
+  text::splitPieces(text::SplitRule::Gpt2, text, s.byte_level_pieces, s.split);
+  for (std::string_view sub : s.byte_level_pieces) emit(sub);
 }
 
-// Normalised text between added tokens: the Split steps, then byte-level BPE per piece.
-void encodePlain(const Impl& t, std::string_view text, Scratch& s, std::vector<std::int32_t>& ids) {
+// Normalised text between added tokens: the pre-tokenizers in order, then the model per piece.
+void encodePlain(const Impl& t, text::Piece text, Scratch& s, std::vector<std::int32_t>& ids) {
   s.pieces.assign(1, text);
-  for (text::SplitRule rule : t.splits) {
+  for (const auto& step : t.pre_tokenizer.steps) {
     s.next_pieces.clear();
-    for (std::string_view piece : s.pieces) text::splitPieces(rule, piece, s.next_pieces, s.split);
+    for (const text::Piece& piece : s.pieces) step->split(piece, s.pre, s.next_pieces);
     std::swap(s.pieces, s.next_pieces);
   }
-  for (std::string_view piece : s.pieces) encodeWordPieces(t, piece, s, ids);
+  for (const text::Piece& piece : s.pieces) encodeWordPieces(t, piece.text, s, ids);
 }
 
 }  // namespace
@@ -80,14 +85,16 @@ std::vector<std::int32_t> HfTokenizer::encode(std::string_view text, bool add_sp
       continue;
     }
     normalized.assign(raw.text);
-    for (unicode::NormalForm form : t.normalizers) unicode::normalize(form, normalized);
+    text::normalizeAll(t.normalizers, normalized);
     s.normalized.clear();
     t.normalized_matcher.split(normalized, s.normalized);
+    // Metaspace's prepend_scheme "first" asks whether a piece begins the input text.
+    const bool raw_at_start = raw.text.data() == text.data();
     for (const text::Segment& seg : s.normalized) {
       if (seg.token != nullptr)
         ids.push_back(seg.token->id);
       else
-        encodePlain(t, seg.text, s, ids);
+        encodePlain(t, {seg.text, raw_at_start && seg.text.data() == normalized.data()}, s, ids);
     }
   }
   if (add_special_tokens) ids.insert(ids.end(), t.suffix_ids.begin(), t.suffix_ids.end());
@@ -96,39 +103,25 @@ std::vector<std::int32_t> HfTokenizer::encode(std::string_view text, bool add_sp
 
 std::string HfTokenizer::decode(std::span<const std::int32_t> ids, bool skip_special_tokens) const {
   const Impl& t = *impl_;
-  std::vector<const std::string*> tokens;
+  std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (std::int32_t id : ids) {
     if (const text::AddedToken* a = t.addedToken(id)) {
-      if (!(skip_special_tokens && a->special)) tokens.push_back(&a->content);
+      if (!(skip_special_tokens && a->special)) tokens.push_back(a->content);
     } else if (const std::string* token = t.model->tokenOf(id)) {
-      tokens.push_back(token);
+      tokens.push_back(*token);
     } else {
       throw Error(fmt::format("{}: id {} is neither a vocabulary entry nor an added token", t.file.string(), id));
     }
   }
   std::string out;
-  if (!t.byte_level_decoder) {
-    for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + *tokens[i];
+  if (!t.has_decoder) {
+    for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
     return out;
   }
-  // A token whose characters are all byte symbols stands for those bytes; any other (an added
-  // token such as "<think>" or one with a space) for its own UTF-8 bytes; the bytes are then
-  // read as UTF-8 with U+FFFD for what is ill-formed.
-  std::string bytes, token_bytes;
-  for (const std::string* token : tokens) {
-    token_bytes.clear();
-    bool all_symbols = true;
-    for (std::size_t pos = 0; pos < token->size() && all_symbols;) {
-      const auto b = text::symbolByte(unicode::nextCodePoint(*token, pos));
-      if (b)
-        token_bytes += static_cast<char>(*b);
-      else
-        all_symbols = false;
-    }
-    bytes += all_symbols ? token_bytes : *token;
-  }
-  return unicode::utf8Lossy(bytes);
+  for (const auto& decoder : t.decoders) decoder->apply(tokens);
+  for (const std::string& token : tokens) out += token;
+  return out;
 }
 
 std::int32_t HfTokenizer::vocabSize() const { return impl_->vocab_size; }

@@ -9,21 +9,19 @@
 #include "astraflow/text/hf_tokenizer.hpp"
 #include "text/added_tokens.hpp"
 #include "text/bpe_model.hpp"
-#include "text/split_rules.hpp"
-#include "text/unicode.hpp"
+#include "text/decoders.hpp"
+#include "text/normalizers.hpp"
+#include "text/pipeline_load.hpp"
 
 namespace astraflow {
 
 struct HfTokenizer::Impl {
   std::filesystem::path file;
 
-  std::vector<unicode::NormalForm> normalizers;  // applied in order; empty: none
+  text::Normalizers normalizers;  // applied in order; empty: none
 
-  // Pre-tokenizer: Split steps in order, then optionally the byte-level map (always last).
-  std::vector<text::SplitRule> splits;
-  bool byte_level = false;
-  bool add_prefix_space = false;  // ByteLevel: a space before each piece that lacks one
-  bool byte_level_regex = false;  // ByteLevel: GPT-2's split, after the prefix space
+  // Pre-tokenizers in order, then optionally the byte-level map (always last).
+  text::PreTokenizerChain pre_tokenizer;
 
   std::unique_ptr<text::BpeModel> model;
 
@@ -37,7 +35,9 @@ struct HfTokenizer::Impl {
   std::vector<std::int32_t> prefix_ids;
   std::vector<std::int32_t> suffix_ids;
 
-  bool byte_level_decoder = false;  // else tokens are joined with spaces (tokenizers, no decoder)
+  // Decoders in order; with no decoder at all, tokens are joined with spaces (as tokenizers does).
+  bool has_decoder = false;
+  text::Decoders decoders;
 
   std::int32_t bos = -1, eos = -1, pad = -1, unk = -1;
   std::int32_t vocab_size = 0;

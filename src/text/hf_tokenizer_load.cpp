@@ -8,95 +8,20 @@
 #include "astraflow/core/error.hpp"
 #include "text/hf_tokenizer_impl.hpp"
 #include "text/json_file.hpp"
+#include "text/json_reader.hpp"
+#include "text/pipeline_load.hpp"
 
 namespace astraflow {
 namespace {
 
 using nlohmann::json;
-using text::SplitRule;
-
-class Reader {
- public:
-  explicit Reader(std::filesystem::path file) : file_(std::move(file)) {}
-
-  [[noreturn]] void fail(const std::string& where, const std::string& what) const {
-    throw Error(fmt::format("{}: {}: {}", file_.string(), where, what));
-  }
-  [[noreturn]] void unsupported(const std::string& where, const std::string& type, const char* supported) const {
-    fail(where, fmt::format("type '{}' is not supported (supported: {})", type, supported));
-  }
-  std::string typeOf(const json& j, const std::string& where) const {
-    if (!j.is_object() || !j.contains("type") || !j["type"].is_string()) fail(where, "has no \"type\" string");
-    return j["type"].get<std::string>();
-  }
-  bool flag(const json& j, const char* key, bool fallback) const {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_boolean()) fail(key, "is not true or false");
-    return j[key].get<bool>();
-  }
-  const std::filesystem::path& file() const { return file_; }
-
- private:
-  std::filesystem::path file_;
-};
-
-void readNormalizer(const Reader& r, const json& j, std::vector<unicode::NormalForm>& out) {
-  if (j.is_null()) return;
-  const std::string type = r.typeOf(j, "normalizer");
-  if (type == "Sequence") {
-    for (const json& n : j.value("normalizers", json::array())) readNormalizer(r, n, out);
-    return;
-  }
-  if (type == "NFC")
-    out.push_back(unicode::NormalForm::NFC);
-  else if (type == "NFD")
-    out.push_back(unicode::NormalForm::NFD);
-  else if (type == "NFKC")
-    out.push_back(unicode::NormalForm::NFKC);
-  else if (type == "NFKD")
-    out.push_back(unicode::NormalForm::NFKD);
-  else
-    r.unsupported("normalizer", type, "NFC, NFD, NFKC, NFKD, Sequence of them");
-}
-
-void readPreTokenizer(const Reader& r, const json& j, HfTokenizer::Impl& t) {
-  if (j.is_null()) return;
-  const std::string type = r.typeOf(j, "pre_tokenizer");
-  if (type == "Sequence") {
-    for (const json& p : j.value("pretokenizers", json::array())) readPreTokenizer(r, p, t);
-    return;
-  }
-  if (t.byte_level) r.fail("pre_tokenizer", "ByteLevel must come last: nothing can split its byte symbols");
-  if (type == "Split") {
-    const json& pattern = j.value("pattern", json::object());
-    if (!pattern.contains("Regex") || !pattern["Regex"].is_string())
-      r.fail("pre_tokenizer Split", "only a \"Regex\" pattern is supported");
-    const std::string regex = pattern["Regex"].get<std::string>();
-    const auto rule = text::splitRuleOf(regex);
-    if (!rule)
-      r.fail("pre_tokenizer Split",
-             fmt::format("pattern {} is not one astraflow implements (Qwen2/Qwen3's, Llama-3's, GPT-2's)",
-                         json(regex).dump()));
-    if (j.value("behavior", "") != "Isolated")
-      r.fail("pre_tokenizer Split",
-             fmt::format("behavior '{}' is not supported (supported: Isolated)", j.value("behavior", "")));
-    if (r.flag(j, "invert", false)) r.fail("pre_tokenizer Split", "invert: true is not supported");
-    t.splits.push_back(*rule);
-  } else if (type == "ByteLevel") {
-    t.byte_level = true;
-    t.add_prefix_space = r.flag(j, "add_prefix_space", true);
-    t.byte_level_regex = r.flag(j, "use_regex", true);
-  } else {
-    r.unsupported("pre_tokenizer", type, "Split (Isolated, Qwen2/Llama-3/GPT-2 patterns), ByteLevel, Sequence of them");
-  }
-}
+using Reader = text::JsonReader;
 
 std::unique_ptr<text::BpeModel> readModel(const Reader& r, const json& j) {
   const std::string type = j.contains("type") ? r.typeOf(j, "model") : "BPE";
   if (type != "BPE") r.unsupported("model", type, "BPE");
   if (j.contains("dropout") && !j["dropout"].is_null() && j["dropout"].get<double>() > 0.0)
     r.fail("model", "dropout is set: BPE dropout is random, astraflow encodes deterministically");
-  if (r.flag(j, "byte_fallback", false)) r.fail("model", "byte_fallback: true is not supported");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (j.contains(key) && !j[key].is_null() && !j[key].get<std::string>().empty())
       r.fail("model", fmt::format("{} is not supported", key));
@@ -128,6 +53,7 @@ std::unique_ptr<text::BpeModel> readModel(const Reader& r, const json& j) {
   text::BpeOptions options;
   options.ignore_merges = r.flag(j, "ignore_merges", false);
   options.fuse_unk = r.flag(j, "fuse_unk", false);
+  options.byte_fallback = r.flag(j, "byte_fallback", false);
   if (j.contains("unk_token") && j["unk_token"].is_string()) {
     const auto it = vocab.find(j["unk_token"].get<std::string>());
     if (it == vocab.end()) r.fail("model", "unk_token is not in the vocabulary");
@@ -166,7 +92,7 @@ void readAddedTokens(const Reader& r, const json& j, HfTokenizer::Impl& t) {
   for (const text::AddedToken& token : t.added) {
     if (token.normalized) {
       std::string spelling = token.content;
-      for (unicode::NormalForm form : t.normalizers) unicode::normalize(form, spelling);
+      text::normalizeAll(t.normalizers, spelling);
       normalized.push_back(std::move(spelling));
       normalized_tokens.push_back(&token);
     } else {
@@ -213,13 +139,6 @@ void readPostProcessor(const Reader& r, const json& j, HfTokenizer::Impl& t) {
   }
 }
 
-void readDecoder(const Reader& r, const json& j, HfTokenizer::Impl& t) {
-  if (j.is_null()) return;
-  const std::string type = r.typeOf(j, "decoder");
-  if (type != "ByteLevel") r.unsupported("decoder", type, "ByteLevel");
-  t.byte_level_decoder = true;
-}
-
 // tokenizer_config.json names special tokens by content, as a string or {"content": ...}.
 std::int32_t configTokenId(const HfTokenizer::Impl& t, const json& config, const char* key) {
   if (!config.contains(key)) return -1;
@@ -248,12 +167,13 @@ std::unique_ptr<HfTokenizer::Impl> loadHfTokenizerImpl(const std::filesystem::pa
   }
   auto t = std::make_unique<HfTokenizer::Impl>();
   t->file = file;
-  readNormalizer(r, j.value("normalizer", json()), t->normalizers);
-  readPreTokenizer(r, j.value("pre_tokenizer", json()), *t);
+  text::readNormalizer(r, j.value("normalizer", json()), t->normalizers);
+  text::readPreTokenizer(r, j.value("pre_tokenizer", json()), t->pre_tokenizer);
   t->model = readModel(r, j["model"]);
   readAddedTokens(r, j.value("added_tokens", json()), *t);
   readPostProcessor(r, j.value("post_processor", json()), *t);
-  readDecoder(r, j.value("decoder", json()), *t);
+  t->has_decoder = !j.value("decoder", json()).is_null();
+  text::readDecoder(r, j.value("decoder", json()), t->decoders);
   t->vocab_size = t->model->idBound();
   for (const text::AddedToken& a : t->added) t->vocab_size = std::max(t->vocab_size, a.id + 1);
   for (const auto* ids : {&t->prefix_ids, &t->suffix_ids})

@@ -4,6 +4,7 @@
 #include <unicode/bytestream.h>
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
+#include <unicode/ustring.h>
 
 #include <array>
 #include <memory>
@@ -28,6 +29,25 @@ const std::array<CharClass, 0x10000>& bmpClasses() {
   static const auto table = [] {
     auto t = std::make_unique<std::array<CharClass, 0x10000>>();
     for (char32_t c = 0; c < 0x10000; ++c) (*t)[c] = classFromIcu(c);
+    return t;
+  }();
+  return *table;
+}
+
+bool punctuationFromIcu(char32_t c) {
+  if (c < 0x80) return (c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || (c >= 123 && c <= 126);
+  if (c == 0x166D || c == 0x111C9) return true;  // Po in Unicode 8.0, So and Mn now
+  const auto cp = static_cast<UChar32>(c);
+  if ((U_GET_GC_MASK(cp) & U_GC_P_MASK) == 0) return false;
+  UVersionInfo age;
+  u_charAge(cp, age);
+  return age[0] <= 8;  // assigned by Unicode 8.0
+}
+
+const std::array<bool, 0x10000>& bmpPunctuation() {
+  static const auto table = [] {
+    auto t = std::make_unique<std::array<bool, 0x10000>>();
+    for (char32_t c = 0; c < 0x10000; ++c) (*t)[c] = punctuationFromIcu(c);
     return t;
   }();
   return *table;
@@ -159,6 +179,28 @@ void normalize(NormalForm form, std::string& text) {
   n.normalizeUTF8(0, piece, sink, nullptr, status);
   if (U_FAILURE(status)) throw Error(fmt::format("Unicode normalisation failed ({})", u_errorName(status)));
   text = std::move(out);
+}
+
+bool isPunctuation(char32_t c) { return c < 0x10000 ? bmpPunctuation()[c] : punctuationFromIcu(c); }
+
+void appendLowercase(std::string& out, char32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    return;
+  }
+  UChar src[2];
+  std::int32_t length = 0;
+  U16_APPEND_UNSAFE(src, length, static_cast<UChar32>(c));
+  UChar lower[8];  // the longest full lowercase mapping is 3 code points
+  UErrorCode status = U_ZERO_ERROR;
+  const std::int32_t n = u_strToLower(lower, 8, src, length, "", &status);
+  if (U_FAILURE(status))
+    throw Error(fmt::format("ICU cannot lowercase U+{:04X} ({})", static_cast<std::uint32_t>(c), u_errorName(status)));
+  for (std::int32_t i = 0; i < n;) {
+    UChar32 d;
+    U16_NEXT(lower, i, n, d);
+    appendUtf8(out, static_cast<char32_t>(d));
+  }
 }
 
 bool isWordChar(char32_t c) {

@@ -35,6 +35,22 @@ enum class NormalForm : std::uint8_t { NFC, NFD, NFKC, NFKD };
 // passes pure ASCII and most real text).
 void normalize(NormalForm form, std::string& text);
 
+// Rust's char::is_whitespace (the White_Space property): WhitespaceSplit, Strip.
+inline bool isWhitespace(char32_t c) { return classOf(c) == CharClass::Space; }
+
+// Rust's char::is_numeric (general category N*): the Digits pre-tokenizer.
+inline bool isNumeric(char32_t c) { return classOf(c) == CharClass::Number; }
+
+// The Punctuation pre-tokenizer's test: ASCII punctuation (which includes $+<=>^`|~), or
+// punctuation (P*) by the Unicode 8.0 tables of the `unicode_categories` crate tokenizers uses:
+// punctuation assigned since is not punctuation there, and the two characters that were but
+// changed category since (U+166D, U+111C9) still are.
+bool isPunctuation(char32_t c);
+
+// Appends the full lowercase mapping of one code point (Rust's char::to_lowercase, context-free:
+// U+0130 → "i̇", every Σ → σ), which the Lowercase normaliser applies character by character.
+void appendLowercase(std::string& out, char32_t c);
+
 // A word character of Unicode regexes (\w: Alphabetic, marks, decimal digits, connector
 // punctuation, join controls), which `tokenizers` tests for added tokens' single_word rule.
 bool isWordChar(char32_t c);

@@ -23,7 +23,8 @@ struct BpeVocabulary {
 
 // Reads the folder's tokenizer.json (and tokenizer_config.json / chat_template.jinja), padded to
 // `vocab_size` ids (the model's embedding rows). Throws Error naming the file when it is not a
-// byte-level BPE file HfTokenizer accepts, or has ids past vocab_size.
+// byte-level BPE file HfTokenizer accepts, its split is not one llama.cpp names (Qwen2's,
+// Llama-3's, GPT-2's), or it has ids past vocab_size.
 BpeVocabulary readBpeVocabulary(const std::filesystem::path& folder, std::int32_t vocab_size);
 
 }  // namespace astraflow

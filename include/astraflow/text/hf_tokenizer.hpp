@@ -1,10 +1,12 @@
 #pragma once
-// A Hugging Face tokenizer.json, encoded and decoded as the `tokenizers` library does: byte-level
-// BPE (Qwen2/Qwen3, Llama-3, GPT-2 style files) with its normaliser (NFC/NFD/NFKC/NFKD), Split
-// and ByteLevel pre-tokenizers, added and special tokens, TemplateProcessing/ByteLevel
-// post-processors and the ByteLevel decoder. A file that uses a model, normaliser,
-// pre-tokenizer, post-processor or decoder this does not implement is refused by name when it
-// is loaded (docs/models.md lists what is supported).
+// A Hugging Face tokenizer.json, encoded and decoded as the `tokenizers` library does: BPE
+// (byte-level, as Qwen2/Qwen3, Llama-3, GPT-2, GPT-4o and DeepSeek-V3 files have it, or
+// SentencePiece-style with byte fallback, as Llama-2 and Mistral files) with its normalisers,
+// pre-tokenizers (Split with any regex, run by Oniguruma as tokenizers runs it, ByteLevel,
+// Metaspace, Digits, Punctuation, the whitespace splits), added and special tokens,
+// TemplateProcessing/ByteLevel post-processors and decoders. A file that uses a model,
+// normaliser, pre-tokenizer, post-processor or decoder this does not implement is refused by
+// name when it is loaded (docs/models.md lists what is supported).
 #include <filesystem>
 #include <memory>
 #include <optional>
