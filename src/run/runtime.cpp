@@ -54,6 +54,58 @@ bool wantsGpu(const Config& cfg, Role role) { return deviceOf(cfg, role) && devi
 // Plain `cuda` for this rank's role: the GPU comes from its node-local slot.
 bool wantsNodeGpu(const Config& cfg, Role role) { return wantsGpu(cfg, role) && deviceOf(cfg, role)->index < 0; }
 
+// Where the run writes and which run it is (collective over `world`; the dataflow rank decides):
+// a resumed run takes its folder's newest checkpoint of its own run; a fresh one is refused in
+// a folder holding another run (run_folder.hpp), gets a new id and writes its config.yaml.
+struct RunStart {
+  fs::path run_dir;
+  std::string run_id;
+  std::int64_t resume_version = -1;
+};
+
+RunStart settleRunFolder(const Config& cfg, const RoleMap& map, const Comm& world, const RuntimeOptions& options) {
+  const int df_rank = map.dataflowRank();
+  const bool is_df = world.rank() == df_rank;
+  const bool resume = !options.resume_dir.empty();
+  RunStart start{resume ? fs::path(options.resume_dir) : fs::path(cfg.run.output_dir), {}, -1};
+  const fs::path& run_dir = start.run_dir;
+  if (resume && cfg.isGatewaySite()) {
+    throw ConfigError(
+        fmt::format("--resume {}: a gateway site keeps no checkpoints (its home job does); start it "
+                    "anew, it reconnects and pulls the current weights",
+                    run_dir.string()));
+  }
+  if (resume) {
+    std::vector<std::string> policies;
+    for (const auto& g : map.trainerGroups()) policies.push_back(g.policy);
+    run_detail::ResumePoint point;
+    if (is_df) point = run_detail::checkpointToResume(run_dir, policies);
+    start.resume_version = point.version;
+    ASTRA_MPI_CHECK(MPI_Bcast(&start.resume_version, 1, MPI_INT64_T, df_rank, world.raw()));
+    start.run_id = world.broadcastString(df_rank, point.run_id);
+    const std::string said = world.broadcastString(df_rank, point.message);
+    if (start.resume_version < 0) throw ConfigError(fmt::format("--resume {}: {}", run_dir.string(), said));
+    if (is_df) spdlog::info("--resume {}: {}", run_dir.string(), said);
+  } else {
+    std::string refusal;
+    if (is_df) {
+      // A gateway site keeps no checkpoints and is restarted into its folder to rejoin: it starts over.
+      refusal = run_detail::refuseUsedFolder(run_dir, options.overwrite || cfg.isGatewaySite());
+      start.run_id = newRunId();
+    }
+    refusal = world.broadcastString(df_rank, refusal);
+    if (!refusal.empty()) throw ConfigError(refusal);
+    start.run_id = world.broadcastString(df_rank, start.run_id);
+  }
+  if (is_df) {
+    fs::create_directories(run_dir / "trace");
+    fs::create_directories(run_dir / "checkpoints");
+    if (!resume) std::ofstream(run_dir / "config.yaml") << runIdLine(start.run_id) << cfg.text;
+  }
+  world.barrier();
+  return start;
+}
+
 }  // namespace
 
 RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& comms, const RuntimeOptions& options) {
@@ -62,45 +114,10 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   const int df_rank = map.dataflowRank();
   const bool is_df = me == df_rank;
   const bool resume = !options.resume_dir.empty();
-  const fs::path run_dir = resume ? fs::path(options.resume_dir) : fs::path(cfg.run.output_dir);
-
-  std::vector<std::string> policies;
-  for (const auto& g : map.trainerGroups()) policies.push_back(g.policy);
-  std::int64_t resume_version = -1;
-  if (resume && cfg.isGatewaySite()) {
-    throw ConfigError(
-        fmt::format("--resume {}: a gateway site keeps no checkpoints (its home job does); start it "
-                    "anew, it reconnects and pulls the current weights",
-                    run_dir.string()));
-  }
-  std::string run_id;
-  if (resume) {
-    run_detail::ResumePoint point;
-    if (is_df) point = run_detail::checkpointToResume(run_dir, policies);
-    resume_version = point.version;
-    ASTRA_MPI_CHECK(MPI_Bcast(&resume_version, 1, MPI_INT64_T, df_rank, world.raw()));
-    run_id = world.broadcastString(df_rank, point.run_id);
-    const std::string said = world.broadcastString(df_rank, point.message);
-    if (resume_version < 0) throw ConfigError(fmt::format("--resume {}: {}", run_dir.string(), said));
-    if (is_df) spdlog::info("--resume {}: {}", run_dir.string(), said);
-  } else {
-    // One run per folder: a fresh run never writes beside another run's files.
-    std::string refusal;
-    if (is_df) {
-      // A gateway site keeps no checkpoints and is restarted into its folder to rejoin: it starts over.
-      refusal = run_detail::refuseUsedFolder(run_dir, options.overwrite || cfg.isGatewaySite());
-      run_id = newRunId();
-    }
-    refusal = world.broadcastString(df_rank, refusal);
-    if (!refusal.empty()) throw ConfigError(refusal);
-    run_id = world.broadcastString(df_rank, run_id);
-  }
-  if (is_df) {
-    fs::create_directories(run_dir / "trace");
-    fs::create_directories(run_dir / "checkpoints");
-    if (!resume) std::ofstream(run_dir / "config.yaml") << runIdLine(run_id) << cfg.text;
-  }
-  world.barrier();
+  const RunStart start = settleRunFolder(cfg, map, world, options);
+  const fs::path& run_dir = start.run_dir;
+  const std::string& run_id = start.run_id;
+  const std::int64_t resume_version = start.resume_version;
 
   RunWiring w{cfg, map, comms};
   w.run_dir = run_dir;

@@ -2,7 +2,8 @@
 // Patterns over text a model, a user or the network wrote: RE2 underneath (docs/tasks.md,
 // "Patterns"), so a match takes time linear in the text and no recursion, whatever the text —
 // a 200,000-character answer or 5,000 nested braces cannot exhaust the stack as libstdc++'s
-// std::regex does. Compiled once at construction; matching is const and safe from any thread.
+// backtracking regex engine did (it recursed once per character). Compiled once at
+// construction; matching is const and safe from any thread.
 //
 // The dialect is RE2's (Perl-like: classes, \d \s \w \b, (?:…), (?i), lazy quantifiers, named
 // groups); backreferences and lookaround are refused at construction with RE2's reason.
