@@ -138,7 +138,10 @@ TEST(MultiPolicy, SyncTeamTrainsBothPoliciesOnCurrentData) {
 // A team run resumes (docs/multi-policy.md). The run's final checkpoint is removed, as if it
 // had been killed after v2: the v2 checkpoint was taken once both policies had published 2, with
 // the faster one's later batches put back into its buffer. Resumed to v6, each policy has trained
-// exactly one batch per version and its books balance.
+// one batch per version (versions = 6), what this segment trained is what it consumed past the
+// checkpoint's two full batches, and its books balance. A group still incomplete at v2 is served
+// with the members that had arrived (docs/runtime-notes.md), so a batch may be short by the
+// members that were in flight (each served group still has one member or more).
 TEST(MultiPolicy, ATeamRunResumesWithEachPolicysBooksBalanced) {
   const auto dir = sharedRunDir("team_resume");
   runJob(teamConfig(dir, ", versions: 4, checkpoint_every: 2"));
@@ -154,9 +157,11 @@ TEST(MultiPolicy, ATeamRunResumesWithEachPolicysBooksBalanced) {
     const json& p = s["policies"][name];
     expectPolicyBooksBalance(p, name);
     EXPECT_EQ(p["versions"], 6) << name;
-    EXPECT_EQ(p["consumed"].get<std::int64_t>(), 6 * 2 * 4) << name;  // versions × groups × group size
-    // This segment's trainer trained versions 3..6 only: four batches.
-    EXPECT_EQ(p["trained"].get<std::int64_t>() - p["replayed"].get<std::int64_t>(), 4 * 2 * 4) << name;
+    // This segment's trainer trained versions 3..6 only: four batches of 2 groups × 4.
+    const std::int64_t segment = p["trained"].get<std::int64_t>() - p["replayed"].get<std::int64_t>();
+    EXPECT_EQ(p["consumed"].get<std::int64_t>(), 2 * 2 * 4 + segment) << name;
+    EXPECT_LE(segment, 4 * 2 * 4) << name;
+    EXPECT_GE(segment, 4 * 2) << name;
   }
   fs::remove_all(dir);
 }
