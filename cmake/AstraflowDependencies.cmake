@@ -21,6 +21,9 @@ pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
 # Oniguruma (libonig-dev): the regex engine of tokenizer.json patterns (src/text/onig_regex.hpp),
 # the one the `tokenizers` library runs, so any Split or Replace pattern means what it means there.
 pkg_check_modules(ONIG REQUIRED IMPORTED_TARGET oniguruma)
+# OpenSSL 3's libcrypto (libssl-dev): HMAC-SHA256 (EVP_MAC) and nonces (RAND_bytes) of the
+# authenticated cross-site link (src/comm/link_auth.cpp, docs/cross-site.md).
+pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto>=3.0)
 
 # HDF5: Debian's parallel build (libhdf5-openmpi-dev). Its pkg-config file carries the
 # include dir and library of the Open MPI flavour; FindHDF5 would pick the serial one first.

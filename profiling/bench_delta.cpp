@@ -14,26 +14,12 @@
 #include <vector>
 
 #include "astraflow/weights/delta_codec.hpp"
+#include "bench_timing.hpp"
 
 using namespace astraflow;
 
-namespace {
-
-double seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Best of `reps` runs of fn (seconds).
-template <class Fn>
-double best(int reps, Fn&& fn) {
-  double b = 1e30;
-  for (int i = 0; i < reps; ++i) {
-    const double t = seconds();
-    fn();
-    b = std::min(b, seconds() - t);
-  }
-  return b;
-}
-
-}  // namespace
+using bench::best;
+using bench::seconds;
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

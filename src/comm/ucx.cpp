@@ -1,5 +1,6 @@
 // UCX basics: the check macro's error, context and worker ownership, and the helpers the
-// connection (ucx_connection.cpp) and the listener (ucx_listener.cpp) share.
+// connection (ucx_connection.cpp, ucx_outbox.cpp), the handshake (ucx_handshake.cpp) and the
+// listener (ucx_listener.cpp) share.
 #include "astraflow/comm/ucx.hpp"
 
 #include <arpa/inet.h>
@@ -83,6 +84,13 @@ unsigned UcpWorker::progress() { return ucp_worker_progress(worker_); }
 }  // namespace astraflow
 
 namespace astraflow::ucx_detail {
+
+std::array<std::byte, kFrameHeaderBytes> frameHeader(std::uint32_t kind, std::uint64_t length) {
+  std::array<std::byte, kFrameHeaderBytes> h{};
+  std::memcpy(h.data(), &kind, 4);  // little-endian hosts only (core/byte_io.hpp)
+  std::memcpy(h.data() + 4, &length, 8);
+  return h;
+}
 
 Deadline::Deadline(double timeout_s) {
   // Anything beyond a year is "forever"; it also keeps the duration cast in range.

@@ -1,8 +1,9 @@
-// UcxConnection: one ucp endpoint carrying framed messages over the stream API, and the
-// client's side of the handshake (connectTo).
+// UcxConnection: one ucp endpoint carrying framed messages over the stream API; after the
+// handshake (ucx_handshake.cpp) every frame is tagged on the way out and checked on the way in.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "comm/ucx_detail.hpp"
@@ -203,10 +204,22 @@ void UcxConnection::Impl::checkOutgoing(std::uint32_t kind, std::size_t payload_
 }
 
 void UcxConnection::Impl::sendFrame(std::uint32_t kind, std::span<const std::byte> payload, const Deadline& deadline) {
-  ByteWriter frame_header;
-  frame_header.put(kind).put(static_cast<std::uint64_t>(payload.size()));
-  const std::span<const std::byte> parts[] = {frame_header.bytes(), payload};
+  throwIfClosed();  // a closed connection consumes no sequence number
+  const auto frame_header = ucx_detail::frameHeader(kind, payload.size());
+  if (!auth) {
+    const std::span<const std::byte> parts[] = {frame_header, payload};
+    sendBytes(parts, deadline);
+    return;
+  }
+  // Over the payload where it lies; it is sent from there too (no copy of a large update).
+  const link_auth::Tag tag = auth->seal(kind, payload);
+  const std::span<const std::byte> parts[] = {frame_header, payload, tag};
   sendBytes(parts, deadline);
+}
+
+void UcxConnection::Impl::startAuthentication(const link_auth::Tag& session_key,
+                                              link_auth::FrameAuthenticator::Role role) {
+  auth.emplace(session_key, role);
 }
 
 bool UcxConnection::Impl::postRecv(void* into, std::size_t bytes) {
@@ -258,15 +271,39 @@ std::optional<UcxMessage> UcxConnection::Impl::headerArrived(std::uint64_t limit
     throw UcxMalformedMessage(0, fmt::format("{}: UCX connection to {} closed: {}", processLocation(), peer, reason));
   }
   incoming.clear();
-  if (length == 0) {
-    phase = RecvPhase::Idle;
-    return UcxMessage{incoming_kind, {}};
-  }
+  if (length == 0) return payloadArrived();
   incoming.resize(length);
   phase = RecvPhase::Payload;
   if (!postRecv(incoming.data(), length)) return std::nullopt;
+  return payloadArrived();
+}
+
+std::optional<UcxMessage> UcxConnection::Impl::payloadArrived() {
+  if (!auth) {  // a handshake frame
+    phase = RecvPhase::Idle;
+    return UcxMessage{incoming_kind, std::move(incoming)};
+  }
+  phase = RecvPhase::Tag;
+  if (!postRecv(incoming_tag.data(), incoming_tag.size())) return std::nullopt;
+  return tagArrived();
+}
+
+std::optional<UcxMessage> UcxConnection::Impl::tagArrived() {
+  // The payload is checked where it was received: nothing is handed on before its tag verified.
+  if (!auth->open(incoming_kind, incoming, incoming_tag)) refuseUnauthenticated();
   phase = RecvPhase::Idle;
   return UcxMessage{incoming_kind, std::move(incoming)};
+}
+
+void UcxConnection::Impl::refuseUnauthenticated() {
+  ++auth_failures;
+  const std::string reason = fmt::format(
+      "incoming frame #{} (kind {:#x}, {} bytes) failed authentication: altered, replayed, reordered "
+      "or not made with this link's key",
+      auth->framesOpened(), incoming_kind, incoming.size());
+  spdlog::warn("closing UCX connection to {}: {}", peer, reason);
+  markClosed("malformed frame: " + reason);
+  throw UcxAuthenticationFailed(0, fmt::format("{}: UCX connection to {} closed: {}", processLocation(), peer, reason));
 }
 
 std::optional<UcxMessage> UcxConnection::Impl::pollRecv(std::uint64_t limit) {
@@ -289,8 +326,11 @@ std::optional<UcxMessage> UcxConnection::Impl::pollRecv(std::uint64_t limit) {
         break;
       case RecvPhase::Payload:
         if (!recvDone()) return std::nullopt;
-        phase = RecvPhase::Idle;
-        return UcxMessage{incoming_kind, std::move(incoming)};
+        if (auto message = payloadArrived()) return message;
+        break;
+      case RecvPhase::Tag:
+        if (!recvDone()) return std::nullopt;
+        return tagArrived();
     }
   }
 }
@@ -340,6 +380,19 @@ void UcxConnection::sendUnframedForTesting(std::span<const std::byte> bytes, dou
   impl_->sendBytes(parts, Deadline(timeout_s));
 }
 
+std::vector<std::byte> UcxConnection::sealFrameForTesting(std::uint32_t kind, std::span<const std::byte> payload) {
+  if (!impl_) throwEmpty();
+  impl_->checkOutgoing(kind, payload.size());
+  if (!impl_->auth) throw UcxError(0, fmt::format("{}: UCX connection has no session key yet", processLocation()));
+  const auto frame_header = ucx_detail::frameHeader(kind, payload.size());
+  const link_auth::Tag tag = impl_->auth->seal(kind, payload);
+  std::vector<std::byte> frame(frame_header.size() + payload.size() + tag.size());
+  auto at = std::copy(frame_header.begin(), frame_header.end(), frame.begin());
+  at = std::copy(payload.begin(), payload.end(), at);
+  std::copy(tag.begin(), tag.end(), at);
+  return frame;
+}
+
 std::optional<UcxMessage> UcxConnection::tryRecv() {
   if (!impl_) throwEmpty();
   impl_->throwIfClosed();
@@ -372,61 +425,6 @@ std::string UcxConnection::peer() const { return impl_ ? impl_->peer : std::stri
 
 std::uint64_t UcxConnection::peerMaxMessageBytes() const { return impl_ ? impl_->peer_max_message_bytes : 0; }
 
-// ---- client side of the handshake -------------------------------------------------------
-
-UcxConnection connectTo(UcpWorker& worker, const std::string& host, std::uint16_t port, const UcxLinkOptions& options,
-                        double timeout_s) {
-  using namespace ucx_detail;
-  if (options.token.size() > kMaxTokenBytes) {
-    throw UcxError(0, fmt::format("{}: UCX link token is {} bytes, more than the {} allowed", processLocation(),
-                                  options.token.size(), kMaxTokenBytes));
-  }
-  const Deadline deadline(timeout_s);
-  const sockaddr_storage addr = resolveAddress(host, port);
-  auto impl = std::make_unique<UcxConnection::Impl>(worker.raw(), sockaddrToString(addr), options);
-  impl->createClientEndpoint(addr);
-
-  ByteWriter hello_frame;
-  hello_frame.put(kHandshakeMagic).put(options.protocol_version).put(options.max_message_bytes);
-  hello_frame.putString(options.token);
-  const std::span<const std::byte> hello = hello_frame.bytes();
-
-  UcxMessage answer;
-  try {
-    impl->sendFrame(kHelloKind, hello, deadline);
-    answer = impl->recvFrame(kMaxHandshakeBytes, deadline, "handshake answer");
-  } catch (const UcxMalformedMessage&) {
-    throw;
-  } catch (const UcxConnectionClosed&) {
-    throw UcxError(static_cast<int>(impl->fail_status), fmt::format("{}: cannot connect to UCX server {}: {}",
-                                                                    processLocation(), impl->peer, impl->close_reason));
-  } catch (const UcxTimeout&) {
-    throw UcxTimeout(static_cast<int>(UCS_ERR_TIMED_OUT),
-                     fmt::format("{}: UCX connect to {} got no handshake answer within {} s", processLocation(),
-                                 impl->peer, timeout_s));
-  }
-
-  ByteReader in(answer.payload, "UCX handshake answer");
-  std::uint32_t magic = 0, accepted = 0;
-  std::uint64_t server_max = 0;
-  std::string reason;
-  const bool well_formed = answer.kind == kWelcomeKind && in.get(magic, "magic") && magic == kHandshakeMagic &&
-                           in.get(accepted, "accepted") && in.get(server_max, "max message bytes") &&
-                           in.getString(reason, "reason") && in.finish();
-  if (!well_formed) {
-    const std::string why = "the server's handshake answer is not an astraflow UCX answer";
-    spdlog::warn("closing UCX connection to {}: {}", impl->peer, why);
-    impl->markClosed(why);
-    throw UcxMalformedMessage(0, fmt::format("{}: UCX connect to {}: {}", processLocation(), impl->peer, why));
-  }
-  if (accepted == 0) {
-    // The server waits for this side to hang up after reading the reason.
-    impl->close(options.close_timeout_s);
-    throw UcxHandshakeRefused(
-        fmt::format("{}: UCX server {} refused this client: {}", processLocation(), impl->peer, reason), reason);
-  }
-  impl->peer_max_message_bytes = server_max;
-  return UcxConnection(std::move(impl));
-}
+std::uint64_t UcxConnection::authFailures() const { return impl_ ? impl_->auth_failures : 0; }
 
 }  // namespace astraflow

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,17 +19,23 @@
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/ucx.hpp"
 #include "astraflow/core/byte_io.hpp"
+#include "comm/link_auth.hpp"
 
 namespace astraflow::ucx_detail {
 
-// Frame header on the wire: kind u32, then payload length u64, both little-endian.
+// Frame header on the wire: kind u32, then payload length u64, both little-endian. After the
+// handshake the payload is followed by a link_auth::kTagBytes tag (not counted in the length).
 inline constexpr std::size_t kFrameHeaderBytes = 12;
-// Handshake frames: the client's hello and the server's answer; neither may exceed this.
-inline constexpr std::uint32_t kHelloKind = 0xA57F0001u;
-inline constexpr std::uint32_t kWelcomeKind = 0xA57F0002u;
+// Handshake frames (src/comm/ucx_handshake.cpp), untagged; none may exceed kMaxHandshakeBytes.
+inline constexpr std::uint32_t kHelloKind = 0xA57F0001u;       // client: version, limit, nonce
+inline constexpr std::uint32_t kWelcomeKind = 0xA57F0002u;     // server: accepted or refused, why
+inline constexpr std::uint32_t kChallengeKind = 0xA57F0003u;   // server: limit, nonce, proof
+inline constexpr std::uint32_t kResponseKind = 0xA57F0004u;    // client: verdict on the server, proof
 inline constexpr std::uint32_t kHandshakeMagic = 0x46545341u;  // "ASTF"
 inline constexpr std::size_t kMaxHandshakeBytes = 16 * 1024;
-inline constexpr std::size_t kMaxTokenBytes = 8 * 1024;
+
+// The 12 header bytes of a frame.
+std::array<std::byte, kFrameHeaderBytes> frameHeader(std::uint32_t kind, std::uint64_t length);
 
 // A point in time to give up at; infinite when built from kUcxWaitForever.
 class Deadline {
@@ -84,7 +91,11 @@ struct UcxConnection::Impl {
 
   // Writes the bytes to the stream, framed or not, waiting as UcxConnection::send says.
   void sendBytes(std::span<const std::span<const std::byte>> parts, const ucx_detail::Deadline& deadline);
+  // One frame: header, payload and, once the handshake has set `auth`, its tag.
   void sendFrame(std::uint32_t kind, std::span<const std::byte> payload, const ucx_detail::Deadline& deadline);
+  // From here on every frame is tagged and every incoming one must verify (the handshake's
+  // last step, on both sides).
+  void startAuthentication(const link_auth::Tag& session_key, link_auth::FrameAuthenticator::Role role);
   // Advances the receive state machine as far as the data that is there allows; a message
   // once one is complete. `limit`: the largest payload accepted.
   std::optional<UcxMessage> pollRecv(std::uint64_t limit);
@@ -124,26 +135,33 @@ struct UcxConnection::Impl {
   ucs_status_t fail_status = UCS_OK;
   bool closed = false;
   std::string close_reason;
-  bool malformed_reported = false;
-  std::string malformed_reason;
 
-  enum class RecvPhase { Idle, Header, Payload };
+  // Set at the end of the handshake: seals outgoing frames, checks incoming ones.
+  std::optional<link_auth::FrameAuthenticator> auth;
+  std::uint64_t auth_failures = 0;
+
+  // Receiving one frame: header, payload (none when its length is 0), tag (once `auth` is set).
+  enum class RecvPhase { Idle, Header, Payload, Tag };
   RecvPhase phase = RecvPhase::Idle;
   std::array<std::byte, ucx_detail::kFrameHeaderBytes> header{};
   std::uint32_t incoming_kind = 0;
   std::vector<std::byte> incoming;
+  link_auth::Tag incoming_tag{};
   void* recv_request = nullptr;
 
-  // A posted frame: its header and payload stay here, at a fixed address, until UCX is done
-  // with them (a deque does not move its elements when either end changes).
+  // A posted frame: its header, payload and tag stay here, at a fixed address, until UCX is
+  // done with them (a deque does not move its elements when either end changes).
   struct QueuedFrame {
     std::array<std::byte, ucx_detail::kFrameHeaderBytes> header{};
     std::vector<std::byte> payload;
-    std::array<void*, 2> requests{};  // nullptr: that part completed at once
+    link_auth::Tag tag{};
+    bool tagged = false;
+    std::array<void*, 3> requests{};  // header, payload, tag; nullptr: completed at once (or none)
     std::chrono::steady_clock::time_point posted;
+    std::uint64_t wireBytes() const { return header.size() + payload.size() + (tagged ? tag.size() : 0); }
   };
   std::deque<QueuedFrame> outbox;
-  std::uint64_t outbox_bytes = 0;  // payload + header bytes of the frames in the outbox
+  std::uint64_t outbox_bytes = 0;  // wire bytes (header, payload, tag) of the frames in the outbox
 
  private:
   // Posts a WAITALL stream receive of exactly `bytes` into `into`; true when it completed
@@ -152,8 +170,21 @@ struct UcxConnection::Impl {
   // The pending receive finished (true) or is still running (false); throws when it failed.
   bool recvDone();
   void releaseRecvRequest();
+  // The steps of the receive state machine, each run once its part is in place.
   std::optional<UcxMessage> headerArrived(std::uint64_t limit);
+  std::optional<UcxMessage> payloadArrived();
+  std::optional<UcxMessage> tagArrived();
+  // A tag did not verify: count, log, close, throw UcxAuthenticationFailed.
+  [[noreturn]] void refuseUnauthenticated();
   void closeEndpoint(bool force, double timeout_s);
 };
 
 }  // namespace astraflow
+
+namespace astraflow::ucx_detail {
+
+struct ConnectionAccess {
+  static UcxConnection wrap(std::unique_ptr<UcxConnection::Impl> impl) { return UcxConnection(std::move(impl)); }
+};
+
+}  // namespace astraflow::ucx_detail

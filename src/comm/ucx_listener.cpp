@@ -1,4 +1,5 @@
-// UcxListener: a ucp listener on a socket address, and the server's side of the handshake.
+// UcxListener: a ucp listener on a socket address; it runs the server's side of the handshake
+// (ucx_handshake.cpp) on each client, and logs and counts the refused ones.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -6,6 +7,7 @@
 #include <utility>
 
 #include "comm/ucx_detail.hpp"
+#include "comm/ucx_handshake.hpp"
 
 namespace astraflow {
 
@@ -28,7 +30,7 @@ struct UcxListener::Impl {
     static_cast<Impl*>(arg)->requests.push_back(request);
   }
 
-  // The hello from `conn`, checked; true when the client was accepted.
+  // The handshake with `conn`; true when the client was accepted.
   bool handshake(UcxConnection::Impl& conn, const Deadline& accept_deadline);
 
   ucp_worker_h worker;
@@ -37,21 +39,11 @@ struct UcxListener::Impl {
   std::uint16_t port = 0;
   std::string address;
   std::deque<ucp_conn_request_h> requests;
-  std::uint64_t refused = 0;
+  std::uint64_t refused = 0, auth_failures = 0;
   std::string last_refusal;
 };
 
 namespace {
-
-// Compares without an early exit, so the time taken does not tell how much of a guess matched.
-bool tokensEqual(std::span<const std::byte> given, const std::string& expected) {
-  if (given.size() != expected.size()) return false;
-  unsigned char diff = 0;
-  for (std::size_t i = 0; i < given.size(); ++i) {
-    diff |= std::to_integer<unsigned char>(given[i]) ^ static_cast<unsigned char>(expected[i]);
-  }
-  return diff == 0;
-}
 
 std::string clientAddress(ucp_conn_request_h request) {
   ucp_conn_request_attr_t attr{};
@@ -63,49 +55,23 @@ std::string clientAddress(ucp_conn_request_h request) {
 }  // namespace
 
 bool UcxListener::Impl::handshake(UcxConnection::Impl& conn, const Deadline& accept_deadline) {
-  using namespace ucx_detail;
-  const Deadline deadline = accept_deadline.capped(options.handshake_timeout_s);
-  UcxMessage hello;
-  try {
-    hello = conn.recvFrame(kMaxHandshakeBytes, deadline, "handshake hello");
-  } catch (const UcxError& e) {
-    spdlog::warn("UCX listener {}: dropped client {} during the handshake: {}", address, conn.peer, e.what());
-    return false;
-  }
-
-  ByteReader in(hello.payload, "UCX hello");
-  std::uint32_t magic = 0, version = 0, token_bytes = 0;
-  std::uint64_t client_max = 0;
-  std::span<const std::byte> token;
-  const bool well_formed = hello.kind == kHelloKind && in.get(magic, "magic") && magic == kHandshakeMagic &&
-                           in.get(version, "protocol version") && in.get(client_max, "max message bytes") &&
-                           in.get(token_bytes, "token length") && in.getBytes(token, token_bytes, "token") &&
-                           in.finish();
-  std::string reason;
-  if (!well_formed) {
-    reason = "not an astraflow UCX hello";
-  } else if (version != options.protocol_version) {
-    reason = fmt::format("protocol version {}, this side speaks {}", version, options.protocol_version);
-  } else if (!tokensEqual(token, options.token)) {
-    reason = "token mismatch";
-  }
-
-  ByteWriter answer;
-  answer.put(kHandshakeMagic).put(reason.empty() ? 1u : 0u).put(options.max_message_bytes).putString(reason);
-  try {
-    conn.sendFrame(kWelcomeKind, answer.bytes(), deadline);
-  } catch (const UcxError& e) {
-    spdlog::warn("UCX listener {}: dropped client {} during the handshake: {}", address, conn.peer, e.what());
-    return false;
-  }
-  if (reason.empty()) {
-    conn.peer_max_message_bytes = client_max;
-    spdlog::debug("UCX listener {}: accepted client {}", address, conn.peer);
-    return true;
+  using ucx_detail::HandshakeVerdict;
+  const HandshakeVerdict verdict =
+      ucx_detail::serverHandshake(conn, options, accept_deadline.capped(options.handshake_timeout_s));
+  switch (verdict.outcome) {
+    case HandshakeVerdict::Outcome::Accepted:
+      spdlog::debug("UCX listener {}: accepted client {}", address, conn.peer);
+      return true;
+    case HandshakeVerdict::Outcome::Dropped:
+      spdlog::warn("UCX listener {}: dropped client {} during the handshake: {}", address, conn.peer, verdict.detail);
+      return false;
+    case HandshakeVerdict::Outcome::Refused: break;
   }
   ++refused;
-  last_refusal = reason;
-  spdlog::warn("UCX listener {}: refused client {}: {}", address, conn.peer, reason);
+  if (verdict.keys_differ) ++auth_failures;
+  last_refusal = verdict.reason;
+  spdlog::warn("UCX listener {}: refused client {}: {}{}", address, conn.peer, verdict.reason,
+               verdict.detail.empty() ? std::string() : " (" + verdict.detail + ")");
   // Closing first could drop the answer in flight (UCX discards stream data of a failed
   // endpoint); the client hangs up once it has read it.
   if (!conn.waitForPeerClose(options.close_timeout_s)) {
@@ -117,6 +83,7 @@ bool UcxListener::Impl::handshake(UcxConnection::Impl& conn, const Deadline& acc
 
 UcxListener::UcxListener(UcpWorker& worker, const std::string& host, std::uint16_t port, UcxLinkOptions options)
     : impl_(std::make_unique<Impl>(worker.raw(), std::move(options))) {
+  ucx_detail::requireLinkKey(impl_->options);
   const sockaddr_storage addr = ucx_detail::resolveAddress(host, port);
   ucp_listener_params_t params{};
   params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
@@ -146,6 +113,7 @@ UcxListener& UcxListener::operator=(UcxListener&& o) noexcept = default;
 std::uint16_t UcxListener::port() const { return impl_ ? impl_->port : 0; }
 std::uint64_t UcxListener::refusedCount() const { return impl_ ? impl_->refused : 0; }
 std::string UcxListener::lastRefusal() const { return impl_ ? impl_->last_refusal : std::string(); }
+std::uint64_t UcxListener::authFailures() const { return impl_ ? impl_->auth_failures : 0; }
 
 // The oldest pending connection request, handshaked; empty when it failed or was refused.
 std::optional<UcxConnection> UcxListener::takeRequest(const ucx_detail::Deadline& deadline) {
@@ -159,7 +127,7 @@ std::optional<UcxConnection> UcxListener::takeRequest(const ucx_detail::Deadline
     return std::nullopt;
   }
   if (!impl_->handshake(*conn, deadline)) return std::nullopt;
-  return UcxConnection(std::move(conn));
+  return ucx_detail::ConnectionAccess::wrap(std::move(conn));
 }
 
 std::optional<UcxConnection> UcxListener::tryAccept() {

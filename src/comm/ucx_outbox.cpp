@@ -5,7 +5,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <cstring>
+#include <algorithm>
+#include <iterator>
 
 #include "comm/ucx_detail.hpp"
 
@@ -31,15 +32,20 @@ void UcxConnection::Impl::post(std::uint32_t kind, std::vector<std::byte> payloa
     throwClosed();
   }
   QueuedFrame& f = outbox.emplace_back();
-  const std::uint64_t length = payload.size();
-  std::memcpy(f.header.data(), &kind, 4);  // the frame header: kind u32, length u64 (little-endian)
-  std::memcpy(f.header.data() + 4, &length, 8);
+  f.header = ucx_detail::frameHeader(kind, payload.size());
   f.payload = std::move(payload);
+  if (auth) {
+    // Sealed now, in posting order, which is the order the frames take on the stream; the tag
+    // is sent from the frame's own slot, which stays put until UCX is done with it.
+    f.tag = auth->seal(kind, f.payload);
+    f.tagged = true;
+  }
   f.posted = std::chrono::steady_clock::now();
-  outbox_bytes += f.header.size() + f.payload.size();
-  const std::span<const std::byte> parts[] = {f.header, f.payload};
+  outbox_bytes += f.wireBytes();
+  const std::span<const std::byte> parts[] = {
+      f.header, f.payload, f.tagged ? std::span<const std::byte>(f.tag) : std::span<const std::byte>()};
   ucp_request_param_t params{};
-  for (std::size_t i = 0; i < 2; ++i) {
+  for (std::size_t i = 0; i < f.requests.size(); ++i) {
     if (parts[i].empty()) continue;
     void* request = ucp_stream_send_nbx(ep, parts[i].data(), parts[i].size(), &params);
     if (UCS_PTR_IS_ERR(request)) {
@@ -57,18 +63,21 @@ void UcxConnection::Impl::progressOutbox() {
   ucp_worker_progress(worker);
   while (!outbox.empty()) {
     QueuedFrame& f = outbox.front();
-    ucs_status_t status[2] = {UCS_OK, UCS_OK};
-    if (!partDone(f.requests[0], status[0]) || !partDone(f.requests[1], status[1])) break;
+    ucs_status_t status[3] = {UCS_OK, UCS_OK, UCS_OK};
+    bool done = true;
+    for (std::size_t i = 0; i < f.requests.size() && done; ++i) done = partDone(f.requests[i], status[i]);
+    if (!done) break;
     for (auto& r : f.requests) {
       if (r != nullptr) ucp_request_free(std::exchange(r, nullptr));
     }
-    outbox_bytes -= f.header.size() + f.payload.size();
+    outbox_bytes -= f.wireBytes();
     outbox.pop_front();
     // A send that failed because the peer went away is dropped here, and the receive side
     // reports the closure: what the peer sent before it left (its Bye) is still read first.
-    if ((status[0] != UCS_OK || status[1] != UCS_OK) && !failed) {
-      markClosed(
-          fmt::format("stream send failed ({})", ucs_status_string(status[0] != UCS_OK ? status[0] : status[1])));
+    const ucs_status_t* bad =
+        std::find_if(std::begin(status), std::end(status), [](ucs_status_t s) { return s != UCS_OK; });
+    if (bad != std::end(status) && !failed) {
+      markClosed(fmt::format("stream send failed ({})", ucs_status_string(*bad)));
       return;
     }
   }

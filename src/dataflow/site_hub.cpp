@@ -211,6 +211,11 @@ bool SiteHub::progress(const std::function<void(std::span<const std::byte>, std:
     } catch (const SiteProtocolError& e) {
       ++malformed_;
       lose(*s, e.what(), reissue);
+    } catch (const UcxAuthenticationFailed& e) {
+      // Altered, replayed or injected on the way: the frame (a weight request, trajectories) was
+      // refused before it was handled. The connection logged it with the peer's address.
+      ++frames_unauthenticated_;
+      lose(*s, e.what(), reissue);
     } catch (const UcxError& e) {
       lose(*s, e.what(), reissue);
     }
@@ -297,6 +302,7 @@ SiteHubFigures SiteHub::figures() const {
   f.sites_malformed = malformed_;
   f.site_tasks_reissued = reissued_;
   f.sites_stalled = stalled_;
+  f.sites_auth_failed = listener_->authFailures() + frames_unauthenticated_;
   for (const auto& s : sites_) {
     if (s->rollout_ranks == 0) continue;
     SiteFigures site;

@@ -99,6 +99,7 @@ class SiteHub final : public TaskSink {
   bool ended_ = false;
   std::size_t joined_ = 0;
   std::uint64_t refused_ = 0, malformed_ = 0, duplicates_ = 0, reissued_ = 0, stalled_ = 0;
+  std::uint64_t frames_unauthenticated_ = 0;  // sites dropped for a frame whose tag did not verify
 };
 
 }  // namespace astraflow::dataflow_detail

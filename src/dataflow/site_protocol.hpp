@@ -25,7 +25,8 @@
 namespace astraflow::site {
 
 // Bumped whenever a message changes; the UCX handshake refuses a gateway that speaks another.
-inline constexpr std::uint32_t kProtocolVersion = 1;
+// 2: the link's authenticated handshake and tagged frames (include/astraflow/comm/ucx.hpp).
+inline constexpr std::uint32_t kProtocolVersion = 2;
 
 enum Kind : std::uint32_t {
   kHello = 1,

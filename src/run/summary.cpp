@@ -263,6 +263,7 @@ nlohmann::json summarize(const Config& cfg, const std::vector<RankReport>& ranks
                        {"lost", hub.sites_lost},
                        {"refused", hub.sites_refused},
                        {"malformed", hub.sites_malformed},
+                       {"auth_failed", hub.sites_auth_failed},
                        {"tasks_reissued", hub.site_tasks_reissued},
                        {"stalled", hub.sites_stalled}};
   }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Cross-site rollout end to end on this machine: a home job (dataflow, trainer, one rollout rank)
 # and a remote job (gateway + one rollout rank) as two separate mpiruns that meet only over UCX
-# on loopback. A remote with the wrong token is refused (both sides say why, the token is never
-# printed) and the home run goes on; the right one joins, its pool's trajectories reach the home
+# on loopback. A remote with the wrong token fails the link's challenge-response (both sides say
+# "authentication failed", home counts it, the token is never printed) and the home run goes
+# on; the right one joins over the authenticated link, its pool's trajectories reach the home
 # trainer, and its mirrored weights end bit-identical to the trainer's.
 #   test_cross_site.sh <astraflow binary> <source dir> <mpiexec>
 set -uo pipefail
@@ -30,7 +31,7 @@ ASTRAFLOW_SITE_TOKEN=$bad timeout 120 "$mpiexec" -n 2 --oversubscribe "$bin" run
   --set cross_site.wait_seconds=60 >"$work/bad.out" 2>"$work/bad.err"
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "remote with a wrong token: exit $rc, wanted a refusal"
-grep -q "token mismatch" "$work/bad.err" "$work/bad.out" || fail "remote with a wrong token: no 'token mismatch' reason: $(tail -c 600 "$work/bad.err")"
+grep -q "authentication failed" "$work/bad.err" "$work/bad.out" || fail "remote with a wrong token: no 'authentication failed' reason: $(tail -c 600 "$work/bad.err")"
 
 # The right token: joins, serves, ends with the home run.
 ASTRAFLOW_SITE_TOKEN=$good timeout 240 "$mpiexec" -n 2 --oversubscribe "$bin" run "$work/remote.yaml" \
@@ -41,7 +42,7 @@ wait "$home_pid"
 rc=$?
 home_pid=
 [ $rc -eq 0 ] || fail "home: exit $rc: $(tail -c 800 "$work/home.err")"
-grep -q "refused client.*token mismatch" "$work/home.err" || fail "home did not log the refusal: $(grep -i refus "$work/home.err")"
+grep -q "refused client.*authentication failed" "$work/home.err" || fail "home did not log the refusal: $(grep -i refus "$work/home.err")"
 if grep -qF -e "$good" -e "$bad" "$work/home.err" "$work/bad.err" "$work/remote.err"; then
   fail "a token appears in a log"
 fi
@@ -55,6 +56,7 @@ def check(ok, what):
 xs = home["cross_site"]
 check(xs["joined"] == 1 and xs["lost"] == 0, f"one site joined, none lost: {xs}")
 check(xs["refused"] >= 1, f"the wrong token was refused: {xs}")
+check(xs["auth_failed"] >= 1, f"the refusal was counted as an authentication failure: {xs}")
 site = xs["sites"].get("site_b", {})
 check(site.get("trajectories", 0) > 1, f"site_b's trajectories reached home: {site}")
 trainer = [r for r in home["ranks"] if r["role"] == "trainer"][0]

@@ -39,7 +39,7 @@ std::vector<RankReport> filledReports() {
   df.plugins.push_back({"filter.0.zero_advantage@solver", "kept", 30});
   SiteHubFigures hub;
   hub.sites_refused = 1, hub.sites_malformed = 2, hub.site_tasks_reissued = 3, hub.sites_stalled = 1;
-  hub.sites_joined = 1, hub.sites_lost = 1;
+  hub.sites_joined = 1, hub.sites_lost = 1, hub.sites_auth_failed = 4;
   hub.sites.push_back({"west", 2, 100, 90, 9, 1, 1 << 22, 3, 1 << 21, true});
   df.cross_site = hub;
   df.elastic = ElasticFigures{2, 1, 2, 0, 17, 3, 1, 0};

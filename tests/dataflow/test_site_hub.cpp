@@ -3,12 +3,16 @@
 // the site protocol). Covered: a hello with another model's version size is refused with the
 // reason; a good hello is welcomed; tasks go out only under credit; trajectories come back
 // stamped with the site's pool uid; a malformed message loses the site and re-issues exactly the
-// tasks it still held (not the one whose trajectory came back).
+// tasks it still held (not the one whose trajectory came back). The authenticated link: a gateway
+// with another key is refused and counted, and a gateway frame altered on the way (a credit with
+// one bit changed) is never handled: the site is lost, its task re-issued, both counted in
+// sites_auth_failed.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -178,6 +182,69 @@ TEST(SiteHub, RefusesAnotherModelThenWelcomesLeasesUnderCreditAndReissuesOnLoss)
     home.send(site::kTrajectories, site::encode(site::RecordList{{record}}));
     const std::vector<std::byte> truncated_credit(3, std::byte{1});
     home.send(site::kCredit, truncated_credit);
+    world.barrier();
+  }
+}
+
+TEST(SiteHub, CountsAGatewayWithAnotherKeyAndLosesASiteWhoseFrameWasAltered) {
+  Comm world = Comm::duplicate(MPI_COMM_WORLD);
+  ASSERT_EQ(world.size(), 2) << "registered at 2 ranks";
+  const int rank = world.rank();
+  Comm self = world.split(rank == 0 ? 0 : -1, 0);
+  int port = 0;
+  if (rank == 0) {
+    const Config cfg = hubConfig();
+    WeightStore store(self, 0, kVersionBytes, "solver");
+    // The hub goes before the barrier: its worker (gone with it) is what tells the gateway that
+    // the link was dropped.
+    auto hub_owner =
+        std::make_unique<SiteHub>(cfg, std::vector<WeightStore*>{&store}, std::vector<std::string>{"solver"});
+    SiteHub& hub = *hub_owner;
+    port = hub.port();
+    MPI_Bcast(&port, 1, MPI_INT, 0, world.raw());
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> ingested;
+    std::vector<std::uint64_t> reissued;
+    progressUntil(
+        hub, [&] { return hub.figures().sites_refused >= 1; }, ingested, reissued);
+    EXPECT_EQ(hub.figures().sites_auth_failed, 1u) << "the key mismatch is an authentication failure";
+    EXPECT_EQ(hub.figures().sites_joined, 0u);
+    progressUntil(
+        hub, [&] { return hub.activeSites().size() == 1; }, ingested, reissued);
+    bool pushed = false;
+    progressUntil(
+        hub, [&] { return pushed || (pushed = hub.tryPush(task(1), encode(task(1)))); }, ingested, reissued);
+    progressUntil(
+        hub, [&] { return !reissued.empty(); }, ingested, reissued);
+    EXPECT_EQ(reissued, std::vector<std::uint64_t>{1});
+    const SiteHubFigures f = hub.figures();
+    EXPECT_EQ(f.sites_auth_failed, 2u);
+    EXPECT_EQ(f.sites_lost, 1u);
+    EXPECT_EQ(f.sites_malformed, 0u) << "an altered frame never reaches the protocol decoder";
+    EXPECT_EQ(f.site_tasks_reissued, 1u);
+    hub_owner.reset();
+    world.barrier();
+  } else {
+    MPI_Bcast(&port, 1, MPI_INT, 0, world.raw());
+    UcpContext context;
+    UcpWorker worker(context);
+    UcxLinkOptions wrong = gatewayOptions();
+    wrong.token = "not-the-hub-token";
+    EXPECT_THROW(connectTo(worker, "127.0.0.1", static_cast<std::uint16_t>(port), wrong, kTimeout),
+                 UcxHandshakeRefused);
+    UcxConnection home = connectTo(worker, "127.0.0.1", static_cast<std::uint16_t>(port), gatewayOptions(), kTimeout);
+    home.send(site::kHello, site::encode(site::Hello{"site_c", 1, {{"solver", kVersionBytes}}}));
+    ASSERT_EQ(home.recv(kTimeout).kind, site::kWelcome);
+    home.send(site::kCredit, site::encode(site::Credit{1}));
+    ASSERT_EQ(home.recv(kTimeout).kind, site::kTasks);
+    // A credit of 1 turned into a credit of 129 on the way: one bit of the payload.
+    std::vector<std::byte> frame = home.sealFrameForTesting(site::kCredit, site::encode(site::Credit{1}));
+    frame[12] ^= std::byte{0x80};
+    home.sendUnframedForTesting(frame);
+    EXPECT_THROW(
+        {
+          for (;;) home.recv(kTimeout);  // anything home still had queued, then the closed link
+        },
+        UcxConnectionClosed);
     world.barrier();
   }
 }

@@ -1,9 +1,21 @@
 #pragma once
 // A small UCX (ucp) message transport over sockaddr/TCP, for links between sites where MPI
 // does not reach. One server binds a UcxListener to host:port; clients reach it with
-// connectTo(). Every connection starts with a handshake (magic, protocol version, shared
-// token) inside accept()/connectTo(); after it, each side sends framed messages
-// (u32 kind, u64 length, payload) over the ucp stream API.
+// connectTo(). After the handshake each side sends framed messages (u32 kind, u64 length,
+// payload, 32-byte tag) over the ucp stream API.
+//
+// Authentication (docs/cross-site.md, "The authenticated link"; the computation is in
+// src/comm/link_auth.hpp). Both ends hold the same key, UcxLinkOptions::token, and it never
+// crosses the wire. Inside accept()/connectTo() a mutual challenge-response runs on fresh
+// 32-byte nonces: the server proves it holds the key (HMAC over both nonces), the client checks
+// that proof and answers with its own, and the server checks that; either side refuses a peer
+// whose proof does not verify, and the server says why ("authentication failed", "protocol
+// version 1, this side speaks 2"). Both derive a per-connection session key from the nonces, and
+// every frame after the handshake carries HMAC(session key, direction, sequence number, header,
+// payload): a frame that does not verify (altered, replayed, reordered, injected, or sent
+// without the key) closes the connection before its payload is returned, like any malformed
+// frame, and is counted (UcxConnection::authFailures). Frames are authenticated, NOT
+// encrypted: whoever can watch the link can read the payloads.
 //
 // Threading: one UcpWorker, and every listener and connection made on it, belongs to one
 // thread (UCS_THREAD_MODE_SINGLE). Nothing here starts a thread; all progress happens inside
@@ -50,7 +62,8 @@ namespace astraflow {
 
 namespace ucx_detail {
 class Deadline;
-}
+struct ConnectionAccess;  // src/comm: wraps a handshaked endpoint in a UcxConnection
+}  // namespace ucx_detail
 
 // A UCX call failed, or a UCX-level operation of ours did. status() is the ucs_status_t
 // behind it, 0 when astraflow detected the failure itself (e.g. a malformed frame).
@@ -69,16 +82,20 @@ class UcxTimeout : public UcxError {
   using UcxError::UcxError;
 };
 
-// The server refused this client in the handshake; reason() is the server's reason
-// ("protocol version 2, this side speaks 1", "token mismatch", ...).
+// The handshake refused the link. byServer(): the server refused this client, and reason() is
+// the server's reason ("protocol version 1, this side speaks 2", "authentication failed", ...);
+// otherwise this client refused the server, which did not prove it holds the key (reason()
+// "authentication failed"). Either way the link is not retried by its callers.
 class UcxHandshakeRefused : public UcxError {
  public:
-  UcxHandshakeRefused(const std::string& message, std::string reason)
-      : UcxError(0, message), reason_(std::move(reason)) {}
+  UcxHandshakeRefused(const std::string& message, std::string reason, bool by_server = true)
+      : UcxError(0, message), reason_(std::move(reason)), by_server_(by_server) {}
   const std::string& reason() const { return reason_; }
+  bool byServer() const { return by_server_; }
 
  private:
   std::string reason_;
+  bool by_server_;
 };
 
 // The connection is closed; thrown by every send/tryRecv/recv from then on.
@@ -88,11 +105,18 @@ class UcxConnectionClosed : public UcxError {
 };
 
 // The peer sent a frame this side will not take (a length over max_message_bytes, a broken
-// handshake). The connection was closed when it was detected; thrown once, after that
-// UcxConnectionClosed.
+// handshake, a tag that does not verify). The connection was closed when it was detected;
+// thrown once, after that UcxConnectionClosed.
 class UcxMalformedMessage : public UcxConnectionClosed {
  public:
   using UcxConnectionClosed::UcxConnectionClosed;
+};
+
+// A frame after the handshake whose tag does not verify: altered on the way, replayed,
+// reordered, or made without the session key. Its payload was never returned.
+class UcxAuthenticationFailed : public UcxMalformedMessage {
+ public:
+  using UcxMalformedMessage::UcxMalformedMessage;
 };
 
 [[noreturn]] void throwUcxError(int status, const char* call, const char* file, int line);
@@ -148,17 +172,20 @@ class UcpWorker {
   ucp_worker* worker_ = nullptr;
 };
 
-// What both ends of a link agree on. The token is a shared secret: it is compared, never
-// logged and never put in an error message.
+// What both ends of a link agree on. The token is the shared key: it keys the handshake's
+// proofs and never crosses the wire, is never logged and never put in an error message. It
+// must not be empty.
 struct UcxLinkOptions {
   std::string token;
-  std::uint32_t protocol_version = 1;
+  // 2: the authenticated handshake and tagged frames. A peer that speaks another version is
+  // refused by the server with both versions named (a version-1 client's hello still parses).
+  std::uint32_t protocol_version = 2;
   // Largest incoming payload this side accepts, in bytes; a frame announcing more closes the
   // connection before anything is allocated. Sent to the peer in the handshake, so the
   // peer's send() refuses such a message locally (without closing) instead.
   std::uint64_t max_message_bytes = std::uint64_t{256} << 20;
-  // Server: how long one client may take to send its hello, in seconds, so that a silent
-  // client cannot hold accept() for its whole timeout.
+  // Server: how long one client may take over its whole handshake, in seconds, so that a
+  // silent client cannot hold accept() for its whole timeout.
   double handshake_timeout_s = 10.0;
   // Bound on a graceful close (destructor, close(), and the server waiting for a refused
   // client to hang up after reading the reason), in seconds.
@@ -180,7 +207,8 @@ class UcxConnection {
   UcxConnection(const UcxConnection&) = delete;
   UcxConnection& operator=(const UcxConnection&) = delete;
 
-  // Blocks (progress + Backoff) until the frame has left this side's buffers. Throws
+  // Blocks (progress + Backoff) until the frame (and its tag) has left this side's buffers. The
+  // tag is computed over the payload in place, before anything is sent. Throws
   // UcxError without closing when the payload is over the peer's max_message_bytes,
   // UcxConnectionClosed when the connection is or becomes closed, UcxTimeout after
   // timeout_s (the connection is then closed: a partial frame may have gone out).
@@ -193,12 +221,13 @@ class UcxConnection {
   void post(std::uint32_t kind, std::vector<std::byte> payload);
   // Frees what has left of the posted frames (one progress call); never blocks.
   void progressSends();
-  std::uint64_t queuedBytes() const;  // posted, not yet gone (headers included)
+  std::uint64_t queuedBytes() const;  // posted, not yet gone (headers and tags included)
   std::size_t queuedFrames() const;
   double oldestQueuedSeconds() const;  // age of the oldest frame still queued; 0 when none
 
-  // Progresses the worker once and returns the next complete message, if one is there.
-  // Throws UcxConnectionClosed (or, once, UcxMalformedMessage) as described above.
+  // Progresses the worker once and returns the next complete message, if one is there; only a
+  // message whose tag verified is ever returned. Throws UcxConnectionClosed (or, once,
+  // UcxMalformedMessage, UcxAuthenticationFailed for a tag) as described above.
   std::optional<UcxMessage> tryRecv();
   // Waits up to timeout_s for the next message; UcxTimeout after it (the connection stays
   // open and a partly received message is kept for the next call).
@@ -216,23 +245,29 @@ class UcxConnection {
   // "address:port" of the other side, for messages.
   std::string peer() const;
   std::uint64_t peerMaxMessageBytes() const;
+  // Incoming frames refused because their tag did not verify (0 or 1: the first closes it).
+  std::uint64_t authFailures() const;
 
-  // Writes `bytes` to the stream as they are, with no frame header, blocking like send().
-  // Only for tests of the receiver's framing checks (oversize headers, truncated frames).
+  // Writes `bytes` to the stream as they are, with no frame header and no tag, blocking like
+  // send(). Only for tests of the receiver's framing and authentication checks.
   void sendUnframedForTesting(std::span<const std::byte> bytes, double timeout_s = kUcxWaitForever);
+  // The exact bytes send() would put on the wire for this frame next (header, payload, tag),
+  // without sending them; the send sequence moves on as if they had been sent. Only for tests
+  // that replay, reorder or alter frames through sendUnframedForTesting.
+  std::vector<std::byte> sealFrameForTesting(std::uint32_t kind, std::span<const std::byte> payload);
 
   struct Impl;
 
  private:
   explicit UcxConnection(std::unique_ptr<Impl> impl);
-  friend class UcxListener;
-  friend UcxConnection connectTo(UcpWorker&, const std::string&, std::uint16_t, const UcxLinkOptions&, double);
+  friend struct ucx_detail::ConnectionAccess;
   std::unique_ptr<Impl> impl_;
 };
 
 // Connects to a UcxListener at host:port (a name or numeric IPv4/IPv6 address) and runs the
-// handshake. Throws UcxHandshakeRefused with the server's reason, UcxTimeout, or UcxError
-// when the server cannot be reached.
+// handshake. Throws UcxHandshakeRefused with the server's reason (or with byServer() false when
+// the server did not prove it holds the key), UcxTimeout, or UcxError when the server cannot be
+// reached.
 UcxConnection connectTo(UcpWorker& worker, const std::string& host, std::uint16_t port, const UcxLinkOptions& options,
                         double timeout_s);
 
@@ -249,10 +284,11 @@ class UcxListener {
 
   std::uint16_t port() const;
 
-  // Returns the next client that passes the handshake. Clients that are refused (wrong
-  // version or token, bad hello) are told why, logged (warn, without the token) and
-  // counted, and accept() goes on waiting for the next one; clients that fail or stall
-  // during the handshake are logged and dropped. Throws UcxTimeout after timeout_s.
+  // Returns the next client that passes the handshake. Clients that are refused (another
+  // version, a proof that does not verify, a client that did not accept this side's proof, a
+  // bad hello) are told why, logged (warn, with their address, never the key) and counted,
+  // and accept() goes on waiting for the next one; clients that fail or stall during the
+  // handshake are logged and dropped. Throws UcxTimeout after timeout_s.
   UcxConnection accept(double timeout_s);
   // One progress call; a client that asked to connect meanwhile is handshaked (waiting at most
   // handshake_timeout_s for its hello) and returned. Empty when none asked, or it was refused.
@@ -261,6 +297,8 @@ class UcxListener {
   // Clients refused in the handshake so far, and the reason given to the last one.
   std::uint64_t refusedCount() const;
   std::string lastRefusal() const;
+  // Of those, the ones refused because the keys differ ("authentication failed").
+  std::uint64_t authFailures() const;
 
   struct Impl;
 

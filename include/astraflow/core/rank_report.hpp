@@ -215,15 +215,18 @@ struct SiteFigures {
   }
 };
 
-// The home dataflow rank's remote sites (cross_site.listen set).
+// The home dataflow rank's remote sites (cross_site.listen set). sites_auth_failed: gateways
+// refused in the handshake because the keys differ, plus sites dropped for a frame whose tag
+// did not verify (those are in sites_lost too).
 struct SiteHubFigures {
   std::uint64_t sites_refused = 0, sites_malformed = 0, site_tasks_reissued = 0, sites_stalled = 0;
-  std::uint64_t sites_joined = 0, sites_lost = 0;
+  std::uint64_t sites_joined = 0, sites_lost = 0, sites_auth_failed = 0;
   std::vector<SiteFigures> sites;  // those that joined
 
   template <class S, class V>
   static void fields(S& s, V&& v) {
     v("sites_refused", s.sites_refused), v("sites_malformed", s.sites_malformed);
+    v("sites_auth_failed", s.sites_auth_failed);
     v("site_tasks_reissued", s.site_tasks_reissued), v("sites_stalled", s.sites_stalled);
     v("sites_joined", s.sites_joined), v("sites_lost", s.sites_lost), v("sites", s.sites);
   }
