@@ -153,6 +153,10 @@ void parseRollout(YamlReader r, RolloutSection& s) {
   s.max_new_tokens_growth = r.getDouble("max_new_tokens_growth", s.max_new_tokens_growth, 0.0, 1e6);
   s.min_new_tokens_growth = r.getDouble("min_new_tokens_growth", s.min_new_tokens_growth, 0.0, 1e6);
   s.batch_tasks = static_cast<int>(r.getInt("batch_tasks", s.batch_tasks, 1, 1 << 20, "tasks"));
+  s.max_running = static_cast<int>(r.getInt("max_running", s.max_running, 1, 1 << 16, "sequences"));
+  s.kv_cache_bytes = r.getInt("kv_cache_bytes", s.kv_cache_bytes, 0, std::int64_t{1} << 50, "bytes");
+  s.kv_block_size = static_cast<int>(r.getInt("kv_block_size", s.kv_block_size, 1, 4096, "token positions"));
+  s.max_prefill_tokens = r.getInt("max_prefill_tokens", s.max_prefill_tokens, 1, std::int64_t{1} << 30, "tokens");
   parseCompute(r, s.compute);
   r.finish();
 }

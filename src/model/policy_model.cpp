@@ -134,8 +134,14 @@ torch::Tensor PolicyModelImpl::forwardCached(const torch::Tensor& tokens, const 
   return run(tokens, positions, valid, {}, &cache);
 }
 
+torch::Tensor PolicyModelImpl::forwardPaged(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                            const torch::Tensor& valid, const PagedKv& kv) {
+  return run(tokens, positions, valid, {}, nullptr, &kv);
+}
+
 torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                   const torch::Tensor& valid, const torch::Tensor& segments, KvCache* cache) {
+                                   const torch::Tensor& valid, const torch::Tensor& segments, KvCache* cache,
+                                   const PagedKv* paged) {
   const auto B = tokens.size(0), T = tokens.size(1);
   const auto group = config_.heads / config_.kv_heads;
   const std::int64_t past = cache ? cache->length : 0;
@@ -155,7 +161,7 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   const auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
 
   // Which keys [0, past+T) a new query i sees: key j when j <= past + i and key j is valid.
-  torch::Tensor key_valid;
+  torch::Tensor key_valid;  // a paged view carries its own
   if (cache) {
     cache->key_valid.narrow(1, past, T).copy_(valid);
     key_valid = cache->key_valid.narrow(1, 0, past + T);
@@ -163,21 +169,30 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
     key_valid = valid;
   }
   const auto long_opts = tokens.options().dtype(torch::kLong);
-  const auto q_idx = torch::arange(T, long_opts).unsqueeze(1) + past;                               // [T,1]
-  const auto k_idx = torch::arange(past + T, long_opts).unsqueeze(0);                               // [1,K]
-  auto allowed = (k_idx <= q_idx).unsqueeze(0).unsqueeze(0) & key_valid.unsqueeze(1).unsqueeze(1);  // [B,1,T,K]
-  if (segments.defined()) {
-    if (cache) throw Error("model: packed segments are for the full forward, not the KV-cache one");
-    allowed = allowed & (segments.unsqueeze(2) == segments.unsqueeze(1)).unsqueeze(1);
+  torch::Tensor allowed;  // [B,1,T,K]
+  std::int64_t K_all = past + T;
+  if (paged) {
+    // By position: a row's keys are its own slots, in any order; its first key (position 0) is
+    // always visible, so no query (a padding one included, at position 0) is left without a key.
+    K_all = paged->key_valid.size(1);
+    allowed = (paged->key_positions.unsqueeze(1) <= positions.unsqueeze(2)) & paged->key_valid.unsqueeze(1);
+    allowed = allowed.unsqueeze(1);
+  } else {
+    const auto q_idx = torch::arange(T, long_opts).unsqueeze(1) + past;                          // [T,1]
+    const auto k_idx = torch::arange(past + T, long_opts).unsqueeze(0);                          // [1,K]
+    allowed = (k_idx <= q_idx).unsqueeze(0).unsqueeze(0) & key_valid.unsqueeze(1).unsqueeze(1);  // [B,1,T,K]
+    if (segments.defined()) {
+      if (cache) throw Error("model: packed segments are for the full forward, not the KV-cache one");
+      allowed = allowed & (segments.unsqueeze(2) == segments.unsqueeze(1)).unsqueeze(1);
+    }
+    // A query with no visible key (a padding query) would give NaN; let it see itself.
+    const auto self = (k_idx == q_idx).unsqueeze(0).unsqueeze(0);
+    allowed = torch::where(allowed.any(-1, true), allowed, self);
   }
-  // A query with no visible key (a padding query) would give NaN; let it see itself.
-  const auto self = (k_idx == q_idx).unsqueeze(0).unsqueeze(0);
-  allowed = torch::where(allowed.any(-1, true), allowed, self);
 
   // The query heads sharing one KV head are stacked along the query axis ([B,KV,group*T,hd]),
   // so K and V are used as they are (no per-head repeat): the mask repeats instead,
   // [B,1,group*T,K].
-  const auto K_all = past + T;
   const auto allowed_g = allowed.unsqueeze(2).expand({B, 1, group, T, K_all}).reshape({B, 1, group * T, K_all});
   torch::Tensor additive_g;  // eager attention's form of the mask
   if (config_.attention == AttentionKind::Eager) {
@@ -188,7 +203,7 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   const torch::Tensor& mask = config_.attention == AttentionKind::Eager ? additive_g : allowed_g;
   auto x = torch::embedding(embed_, tokens);  // [B,T,D]
   // Checkpointing only where there is a backward pass to recompute for.
-  const bool backward = !cache && torch::GradMode::is_enabled();
+  const bool backward = !cache && !paged && torch::GradMode::is_enabled();
   const bool checkpoint = checkpoint_blocks_ && backward;
   std::optional<NoCastCache> no_cache;  // sharded weights are gathered anew for every use
   if (shards_) no_cache.emplace();
@@ -197,14 +212,18 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
       x = shardedBlock(*this, *shards_, l, x, cos, sin, mask);
     } else if (shards_) {
       shards_->gather(l);
-      x = block(l, x, cos, sin, mask, cache);
+      x = block(l, x, cos, sin, mask, cache, paged);
       shards_->release(l);
     } else {
-      x = checkpoint ? checkpointedBlock(*this, l, x, cos, sin, mask) : block(l, x, cos, sin, mask, cache);
+      x = checkpoint ? checkpointedBlock(*this, l, x, cos, sin, mask) : block(l, x, cos, sin, mask, cache, paged);
     }
   }
   no_cache.reset();
   if (cache) cache->length = past + T;
+  // The logits a paged caller samples from, not a [B,T,V] block for every prompt position.
+  if (paged && paged->logits_at.defined()) {
+    x = x.gather(1, paged->logits_at.view({B, 1, 1}).expand({B, 1, x.size(2)}));
+  }
   x = rmsNorm(x, final_norm_, config_.rms_eps);
   auto logits = torch::linear(x, config_.tied_embeddings ? embed_ : lm_head_).to(torch::kFloat32);
   // Tokens the policy may never emit (<pad>, <bos>) get probability 0 here, in the one
@@ -216,7 +235,8 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
 }
 
 torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, const torch::Tensor& cos,
-                                     const torch::Tensor& sin, const torch::Tensor& mask, KvCache* cache) const {
+                                     const torch::Tensor& sin, const torch::Tensor& mask, KvCache* cache,
+                                     const PagedKv* paged) const {
   const auto B = x_in.size(0), T = x_in.size(1);
   const auto H = config_.heads, KV = config_.kv_heads, hd = config_.headDim(), group = H / KV;
   const std::int64_t past = cache ? cache->length : 0;
@@ -239,6 +259,14 @@ torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, c
     cache->values[l].narrow(2, past, T).copy_(v);
     k = cache->keys[l].narrow(2, 0, past + T);
     v = cache->values[l].narrow(2, 0, past + T);
+  } else if (paged) {
+    // New K/V into their slots, then every row's keys gathered from its slots: one copy of the
+    // row's context per layer and step (the price of memory that grows with live tokens only).
+    paged->keys[l].index_copy_(0, paged->write_slots, k.transpose(1, 2).reshape({B * T, KV, hd}));
+    paged->values[l].index_copy_(0, paged->write_slots, v.transpose(1, 2).reshape({B * T, KV, hd}));
+    const auto K = paged->key_valid.size(1);
+    k = paged->keys[l].index_select(0, paged->read_slots).view({B, K, KV, hd}).transpose(1, 2);
+    v = paged->values[l].index_select(0, paged->read_slots).view({B, K, KV, hd}).transpose(1, 2);
   }
   const auto qg = q.reshape({B, KV, group * T, hd});
   torch::Tensor out;  // [B,KV,group*T,hd]

@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 
 namespace astraflow {
 
-GenerationEngine::GenerationEngine(PolicyModel model, std::int32_t pad_id)
-    : model_(std::move(model)), pad_id_(pad_id) {}
+GenerationEngine::GenerationEngine(PolicyModel model, std::int32_t pad_id, const SchedulerOptions& scheduling)
+    : model_(std::move(model)), pad_id_(pad_id), scheduling_(scheduling) {}
 
 namespace {
 
@@ -43,6 +44,41 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> sampleStep(const torch::
 std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector<std::int32_t>>& prompts,
                                                    const SamplingOptions& o, at::Generator& gen,
                                                    const RowControl& control) {
+  if (!o.use_kv_cache) return generateStatic(prompts, o, gen, control);
+  torch::NoGradGuard no_grad;
+  std::vector<Generation> out(prompts.size());
+  if (prompts.empty()) return out;
+  if (!scheduler_) scheduler_ = std::make_unique<SequenceScheduler>(model_, pad_id_, scheduling_);
+  // One seed per row from the caller's generator: the batch is reproducible from it, and a
+  // row's draws are its own.
+  const auto seeds = torch::randint(0, std::numeric_limits<std::int64_t>::max(),
+                                    {static_cast<std::int64_t>(prompts.size())}, gen, torch::kLong);
+  const auto seed_a = seeds.accessor<std::int64_t, 1>();
+  std::unordered_map<SequenceId, std::size_t> row_of;
+  for (std::size_t b = 0; b < prompts.size(); ++b) {
+    SequenceRequest r;
+    r.prompt = prompts[b];
+    r.options = o;
+    if (!control.max_new_tokens.empty()) r.options.max_new_tokens = control.max_new_tokens[b];
+    r.seed = static_cast<std::uint64_t>(seed_a[static_cast<std::int64_t>(b)]);
+    if (control.on_token) {
+      r.on_token = [&control, b](std::int32_t token, float logprob) { return control.on_token(b, token, logprob); };
+    }
+    row_of[scheduler_->submit(std::move(r))] = b;
+  }
+  while (!scheduler_->idle()) {
+    for (auto& f : scheduler_->step()) out[row_of.at(f.id)] = std::move(f.generation);
+  }
+  return out;
+}
+
+SchedulerCounters GenerationEngine::schedulerCounters() const {
+  return scheduler_ ? scheduler_->counters() : SchedulerCounters{};
+}
+
+std::vector<Generation> GenerationEngine::generateStatic(const std::vector<std::vector<std::int32_t>>& prompts,
+                                                         const SamplingOptions& o, at::Generator& gen,
+                                                         const RowControl& control) {
   torch::NoGradGuard no_grad;
   const auto B = static_cast<std::int64_t>(prompts.size());
   std::vector<Generation> out(prompts.size());
@@ -180,6 +216,15 @@ SamplingOptions samplingFrom(const Config& c) {
   s.temperature = c.rollout.temperature;
   s.top_p = c.rollout.top_p;
   s.max_new_tokens = c.rollout.max_new_tokens;
+  return s;
+}
+
+SchedulerOptions schedulingFrom(const Config& c) {
+  SchedulerOptions s;
+  s.max_running = c.rollout.max_running;
+  s.kv_cache_bytes = c.rollout.kv_cache_bytes;
+  s.block_size = c.rollout.kv_block_size;
+  s.max_prefill_tokens = c.rollout.max_prefill_tokens;
   return s;
 }
 

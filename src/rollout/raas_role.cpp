@@ -83,7 +83,7 @@ class RolloutRank {
         p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy, device_,
                                    computeDtype(ctx_.cfg.rollout.compute));
         p.model->eval();
-        p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId());
+        p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId(), schedulingFrom(ctx_.cfg));
         p.backend = std::make_unique<EngineBackend>(*p.engine, generator_);
       }
       served_.push_back(std::move(p));

@@ -62,7 +62,7 @@ LocalRunResult runSft(const Config& config) {
   // One model for the engine and the trainer: on trainer.device, in float32.
   const auto device = resolveDevice(config.trainer.compute.device, 0, "trainer.device");
   PolicyModel model = buildPolicyModel(config, tokenSpecOf(*tokenizer), {}, device);
-  GenerationEngine engine(model, tokenizer->padId());
+  GenerationEngine engine(model, tokenizer->padId(), schedulingFrom(config));
   PolicyTrainer trainer(model, config.trainer, 1.0);
   auto env = makeEnvironment(config.environment);
   std::mt19937_64 rng(config.run.seed);
@@ -120,7 +120,7 @@ LocalRunResult runTrainLocal(const Config& config) {
   } else {
     spdlog::warn("train-local: no warm start at {}; training from random weights", init);
   }
-  GenerationEngine engine(model, tokenizer->padId());
+  GenerationEngine engine(model, tokenizer->padId(), schedulingFrom(config));
   PolicyTrainer trainer(model, config.trainer, config.rollout.temperature);
   trainer.setScheduleLength(static_cast<std::int64_t>(config.local.steps) * config.trainer.ppo_epochs *
                             config.trainer.mini_batches);

@@ -94,7 +94,7 @@ LocalRunResult runWorkflowSft(const Config& config) {
       spdlog::info("sft {} ({}): starting from the {} warm start", wf.roles[role].name, policy.name,
                    wf.roles.front().name);
     }
-    GenerationEngine engine(model, tokenizer->padId());
+    GenerationEngine engine(model, tokenizer->padId(), schedulingFrom(config));
     PolicyTrainer trainer(model, config.trainer, 1.0);
     // The first role draws the same examples as the single-agent warm start (runSft), so a team's
     // solver starts exactly where a solver trained alone does.

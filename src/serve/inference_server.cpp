@@ -95,8 +95,10 @@ InferenceServer::InferenceServer(const ServeOptions& options) : state_(std::make
   model->eval();
   const std::int32_t pad =
       s.tokenizer && s.tokenizer->padId() >= 0 ? s.tokenizer->padId() : std::max(0, hf.pad_token_id);
+  SchedulerOptions scheduling;
+  scheduling.max_running = options.max_batch;  // a batch's requests run together
   s.queue = std::make_unique<serve_detail::GenerationQueue>(
-      GenerationEngine(model, pad), options.max_batch,
+      GenerationEngine(model, pad, scheduling), options.max_batch,
       std::chrono::microseconds(static_cast<std::int64_t>(options.batch_wait_ms * 1000)), options.seed,
       options.weight_version);
   s.http = std::make_unique<HttpServer>(

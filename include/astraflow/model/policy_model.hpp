@@ -27,6 +27,21 @@ struct KvCache {
   std::int64_t capacity = 0;
 };
 
+// One forward's view of a paged KV pool (rollout/kv_block_pool.hpp owns the pool and builds
+// the view): every layer's keys and values live in slot-major tensors, a sequence's positions in
+// the slots its block table names. New tokens' K/V are written to `write_slots`, then each row
+// attends to the K slots of `read_slots` (its context, the new tokens included) where
+// `key_valid`, causally by position: query at position p sees keys at positions <= p.
+struct PagedKv {
+  std::vector<torch::Tensor> keys;    // per layer [slots, kv_heads, head_dim]
+  std::vector<torch::Tensor> values;  // per layer, same shape
+  torch::Tensor write_slots;          // [B*T] int64: the slot of each new token (padding: a scratch slot)
+  torch::Tensor read_slots;           // [B*K] int64: the slots row b reads, K per row
+  torch::Tensor key_positions;        // [B,K] int64: the position held in each read slot
+  torch::Tensor key_valid;            // [B,K] bool: false for a row's padding keys
+  torch::Tensor logits_at;            // [B] int64, optional: only this position's logits per row ([B,1,V])
+};
+
 struct NamedTensor {
   std::string name;
   torch::Tensor tensor;
@@ -47,6 +62,10 @@ class PolicyModelImpl : public torch::nn::Module {
   torch::Tensor forwardCached(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
                               KvCache& cache);
   KvCache newCache(std::int64_t batch, std::int64_t capacity) const;
+  // The same over a paged pool: writes the new tokens' K/V into `kv`'s slots and returns their
+  // logits [B,T,V]. A padding query (valid false) must have position 0, where its row's first key is.
+  torch::Tensor forwardPaged(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
+                             const PagedKv& kv);
 
   // Parameters in a fixed order with Hugging Face's names and order ("model.embed_tokens.weight",
   // "model.layers.0.self_attn.q_proj.weight", …): what weight transfer moves and checkpoints hold.
@@ -93,12 +112,12 @@ class PolicyModelImpl : public torch::nn::Module {
   // One transformer block on x [B,T,D] (cos/sin: rotary tables; mask: the attention mask in
   // the kernel's form). Public for the checkpointing function that recomputes it.
   torch::Tensor block(std::size_t layer, const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                      const torch::Tensor& mask, KvCache* cache) const;
+                      const torch::Tensor& mask, KvCache* cache, const PagedKv* paged = nullptr) const;
   std::vector<torch::Tensor> blockParameters(std::size_t layer) const;
 
  private:
   torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
-                    const torch::Tensor& segments, KvCache* cache);
+                    const torch::Tensor& segments, KvCache* cache, const PagedKv* paged = nullptr);
 
   // Biases and q/k norms the family lacks stay undefined.
   struct Layer {

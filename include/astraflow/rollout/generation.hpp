@@ -1,41 +1,21 @@
 #pragma once
-// The built-in generation engine: batched sampling with a KV cache, temperature and top-p,
-// stop tokens, max new tokens; returns the behaviour log-prob of every generated token.
-// Seeded through the caller's generator, so a run is reproducible.
+// The built-in generation engine: a batch of prompts through the continuous scheduler
+// (sequence_scheduler.hpp: paged KV blocks, shared prompts, a row leaves when it ends), with
+// temperature, top-p, stop tokens and max new tokens; returns the behaviour log-prob of every
+// generated token. Seeded through the caller's generator, so a run is reproducible; each row
+// draws from its own generator seeded from it, so a row's tokens do not depend on the others.
 #include <cstdint>
 #include <functional>
-#include <optional>
+#include <memory>
 #include <vector>
 
 #include "astraflow/model/policy_model.hpp"
+#include "astraflow/rollout/sampling.hpp"
+#include "astraflow/rollout/sequence_scheduler.hpp"
 
 namespace astraflow {
 
 struct Config;
-
-struct SamplingOptions {
-  double temperature = 1.0;
-  double top_p = 1.0;
-  int max_new_tokens = 8;
-  int min_new_tokens = 0;                      // stop tokens are masked out before this many tokens
-  bool greedy = false;                         // argmax (evaluation)
-  std::vector<std::int32_t> stop_token_ids;    // generation ends after emitting one of these
-  std::vector<std::int32_t> banned_token_ids;  // never drawn (a request's logit_bias ban), besides the model's own
-  bool use_kv_cache = true;                    // false: full forward every step (reference/bench)
-};
-
-struct Generation {
-  std::vector<std::int32_t> tokens;  // generated tokens, the stop token included
-  std::vector<float> logprobs;       // log π(token) under the temperature-scaled distribution
-  bool stopped = false;              // ended on a stop token (else max_new_tokens or context end)
-  bool nonfinite = false;            // the logits held NaN/inf: the sample is unusable
-  bool ended_by_caller = false;      // RowControl::on_token ended it (stopped is set too)
-  bool failed = false;               // a backend could not produce it (an http server's errors past the retries)
-  std::int64_t weight_version = -1;  // the version an external server reported for it (-1: not reported)
-  // A simulated backend's drawn reward: the episode ends with it instead of the environment's
-  // verdict on the (synthetic) text.
-  std::optional<double> reward;
-};
 
 // Per-row control of one generate() call (`astraflow serve` batches requests that each have
 // their own limit and stop strings).
@@ -47,22 +27,35 @@ struct RowControl {
 
 class GenerationEngine {
  public:
-  GenerationEngine(PolicyModel model, std::int32_t pad_id);
+  GenerationEngine(PolicyModel model, std::int32_t pad_id, const SchedulerOptions& scheduling = {});
 
-  // Prompts of any lengths (left-padded internally). Rows that would exceed the model's
-  // max_seq_len stop early (stopped = false).
+  // Prompts of any lengths, run together on the scheduler (its block pool is made at the first
+  // call and kept). Rows that would exceed the model's max_seq_len stop early (stopped = false).
+  // options.use_kv_cache = false: generateStatic's full forward every step (a reference).
   std::vector<Generation> generate(const std::vector<std::vector<std::int32_t>>& prompts,
                                    const SamplingOptions& options, at::Generator& generator,
                                    const RowControl& control = {});
+  // The static batch engine this replaced, kept as the benchmarks' baseline and the tests'
+  // reference: rows left-padded to the longest, a KV cache of rows × (longest + max new tokens),
+  // every row stepped until the longest ends, one generator for the batch.
+  std::vector<Generation> generateStatic(const std::vector<std::vector<std::int32_t>>& prompts,
+                                         const SamplingOptions& options, at::Generator& generator,
+                                         const RowControl& control = {});
 
   PolicyModel& model() { return model_; }
+  // The scheduler's counters (all zero before the first generate()).
+  SchedulerCounters schedulerCounters() const;
 
  private:
   PolicyModel model_;
   std::int32_t pad_id_;
+  SchedulerOptions scheduling_;
+  std::unique_ptr<SequenceScheduler> scheduler_;
 };
 
 // The rollout section's sampling settings (temperature, top_p, max_new_tokens).
 SamplingOptions samplingFrom(const Config& config);
+// Its continuous-engine settings (max_running, kv_cache_bytes, kv_block_size, max_prefill_tokens).
+SchedulerOptions schedulingFrom(const Config& config);
 
 }  // namespace astraflow

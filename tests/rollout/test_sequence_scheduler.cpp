@@ -1,0 +1,222 @@
+// The continuous engine (rollout/sequence_scheduler.hpp) against the static engine run on one
+// sequence at a time: the same greedy ids and log-probs within 1e-5 with sequences admitted
+// mid-stream, with the pool so small that sequences are preempted and recomputed, and with a
+// group's prompt prefilled once and its blocks shared; a seeded sequence draws the same tokens
+// whatever runs beside it; KV memory follows live tokens; a pool too small is refused by name.
+#include <gtest/gtest.h>
+
+#include "test_model_config.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/rollout/generation.hpp"
+#include "astraflow/rollout/sequence_scheduler.hpp"
+
+using namespace astraflow;
+
+namespace {
+
+constexpr int kBlock = 4;
+ModelConfig schedulerModel() { return test_support::tinyModel(61, 32, 2, 4, 2, 64, 64); }
+
+std::int64_t blockBytes(const ModelConfig& m) {
+  return 2 * static_cast<std::int64_t>(m.layers) * m.kv_heads * m.headDim() * kBlock * 4;  // fp32
+}
+
+// Prompts of 1 to 13 tokens, limits from 2 to 19 tokens: lengths spread as a long tail does.
+std::vector<std::vector<std::int32_t>> spreadPrompts(int n) {
+  std::vector<std::vector<std::int32_t>> out;
+  for (int i = 0; i < n; ++i) {
+    std::vector<std::int32_t> p{1};
+    for (int k = 0; k < (i * 5) % 13; ++k) p.push_back(2 + (i * 7 + k * 3) % 57);
+    out.push_back(p);
+  }
+  return out;
+}
+int limitOf(std::size_t i) { return 2 + static_cast<int>((i * 11) % 18); }
+
+struct Reference {
+  std::vector<std::int32_t> tokens;
+  std::vector<float> logprobs;
+};
+
+// Each prompt alone through the static engine, greedy.
+std::vector<Reference> aloneGreedy(GenerationEngine& engine, const std::vector<std::vector<std::int32_t>>& prompts) {
+  std::vector<Reference> out;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    SamplingOptions o;
+    o.greedy = true;
+    o.max_new_tokens = limitOf(i);
+    auto g = at::detail::createCPUGenerator(1);
+    const auto r = engine.generateStatic({prompts[i]}, o, g);
+    out.push_back({r[0].tokens, r[0].logprobs});
+  }
+  return out;
+}
+
+// Every prompt submitted at once (greedy, its own limit); returns the generations by prompt.
+std::vector<Generation> runAll(SequenceScheduler& s, const std::vector<std::vector<std::int32_t>>& prompts) {
+  std::map<SequenceId, std::size_t> row;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    SequenceRequest r;
+    r.prompt = prompts[i];
+    r.options.greedy = true;
+    r.options.max_new_tokens = limitOf(i);
+    row[s.submit(std::move(r))] = i;
+  }
+  std::vector<Generation> out(prompts.size());
+  while (!s.idle()) {
+    for (auto& f : s.step()) out[row.at(f.id)] = std::move(f.generation);
+  }
+  return out;
+}
+
+void expectSameAsAlone(const std::vector<Generation>& got, const std::vector<Reference>& alone) {
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, alone[i].tokens) << "sequence " << i;
+    ASSERT_EQ(got[i].logprobs.size(), alone[i].logprobs.size()) << "sequence " << i;
+    for (std::size_t k = 0; k < got[i].logprobs.size(); ++k) {
+      worst = std::max(worst, static_cast<double>(std::abs(got[i].logprobs[k] - alone[i].logprobs[k])));
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+}
+
+}  // namespace
+
+TEST(SequenceScheduler, AdmittedMidStreamEachSequenceIsWhatItIsAlone) {
+  torch::manual_seed(21);
+  PolicyModel model(schedulerModel());
+  GenerationEngine engine(model, 0);
+  const auto prompts = spreadPrompts(14);
+  const auto alone = aloneGreedy(engine, prompts);
+  SequenceScheduler s(model, 0, {/*max_running=*/3, /*kv_cache_bytes=*/0, kBlock});
+  expectSameAsAlone(runAll(s, prompts), alone);
+  const auto& c = s.counters();
+  EXPECT_EQ(c.peak_running, 3u);
+  EXPECT_GT(c.prefill_forwards, 3u) << "sequences joined as others ended";
+  EXPECT_EQ(c.preemptions, 0u);
+}
+
+TEST(SequenceScheduler, AFullPoolPreemptsTheYoungestAndItsRecomputationChangesNothing) {
+  torch::manual_seed(22);
+  const ModelConfig m = schedulerModel();
+  PolicyModel model(m);
+  GenerationEngine engine(model, 0);
+  const auto prompts = spreadPrompts(10);
+  const auto alone = aloneGreedy(engine, prompts);
+  // The least pool allowed: one full context (64 positions: 16 blocks) and one block more.
+  SequenceScheduler s(model, 0, {8, 17 * blockBytes(m), kBlock});
+  expectSameAsAlone(runAll(s, prompts), alone);
+  const auto& c = s.counters();
+  EXPECT_GT(c.preemptions, 0u);
+  EXPECT_GT(c.recomputed_tokens, 0u);
+  EXPECT_LE(c.peak_kv_bytes, c.kv_pool_bytes);
+  EXPECT_EQ(s.kvBytesInUse(), 0) << "every block back once all ended";
+}
+
+TEST(SequenceScheduler, AGroupPrefillsItsPromptOnceAndSharesItsBlocks) {
+  torch::manual_seed(23);
+  const ModelConfig m = schedulerModel();
+  PolicyModel model(m);
+  const std::vector<std::int32_t> prompt{1, 8, 9, 10, 11, 12, 13, 14, 15, 16};  // 10: 2.5 blocks
+  constexpr int kGroup = 8;
+  auto run = [&](bool same_prompt, std::vector<Generation>& out) {
+    SequenceScheduler s(model, 0, {kGroup, 0, kBlock});
+    std::map<SequenceId, std::size_t> row;
+    for (int i = 0; i < kGroup; ++i) {
+      SequenceRequest r;
+      r.prompt = prompt;
+      if (!same_prompt) r.prompt.back() = static_cast<std::int32_t>(20 + i);
+      r.options.temperature = 0.9;
+      r.options.max_new_tokens = 12;
+      r.seed = 100 + static_cast<std::uint64_t>(i);
+      row[s.submit(std::move(r))] = static_cast<std::size_t>(i);
+    }
+    out.assign(kGroup, {});
+    while (!s.idle()) {
+      for (auto& f : s.step()) out[row.at(f.id)] = std::move(f.generation);
+    }
+    return s.counters();
+  };
+  std::vector<Generation> shared, separate;
+  const auto c = run(true, shared);
+  const auto d = run(false, separate);
+  EXPECT_EQ(c.prefill_tokens, prompt.size()) << "the prompt prefilled once";
+  EXPECT_EQ(c.shared_prompt_tokens, (kGroup - 1) * prompt.size());
+  EXPECT_EQ(d.prefill_tokens, kGroup * prompt.size());
+  EXPECT_LT(c.peak_kv_bytes, d.peak_kv_bytes);
+  EXPECT_GE(c.copied_blocks, static_cast<std::uint64_t>(kGroup)) << "each takes a copy of the half-filled block";
+  // Each shared sequence equals the same seed run alone: shared KV is the KV it computes itself.
+  for (int i = 0; i < kGroup; ++i) {
+    SequenceScheduler alone(model, 0, {1, 0, kBlock});
+    SequenceRequest r;
+    r.prompt = prompt;
+    r.options.temperature = 0.9;
+    r.options.max_new_tokens = 12;
+    r.seed = 100 + static_cast<std::uint64_t>(i);
+    alone.submit(std::move(r));
+    std::vector<FinishedSequence> done;
+    while (!alone.idle()) {
+      for (auto& f : alone.step()) done.push_back(std::move(f));
+    }
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_EQ(shared[static_cast<std::size_t>(i)].tokens, done[0].generation.tokens) << "sample " << i;
+    for (std::size_t k = 0; k < done[0].generation.logprobs.size(); ++k)
+      EXPECT_NEAR(shared[static_cast<std::size_t>(i)].logprobs[k], done[0].generation.logprobs[k], 1e-5);
+  }
+}
+
+TEST(SequenceScheduler, ASeededSequenceDrawsTheSameTokensWhateverRunsBesideIt) {
+  torch::manual_seed(24);
+  PolicyModel model(schedulerModel());
+  auto draw = [&](int neighbours) {
+    SequenceScheduler s(model, 0, {8, 0, kBlock});
+    SequenceRequest r;
+    r.prompt = {1, 30, 31, 32};
+    r.options.temperature = 1.3;
+    r.options.top_p = 0.9;
+    r.options.max_new_tokens = 20;
+    r.seed = 77;
+    const SequenceId id = s.submit(r);
+    for (int i = 0; i < neighbours; ++i) {
+      SequenceRequest n = r;
+      n.prompt.push_back(static_cast<std::int32_t>(40 + i));
+      n.seed = static_cast<std::uint64_t>(i);
+      n.options.max_new_tokens = 3 + 5 * i;
+      s.submit(n);
+    }
+    Generation mine;
+    while (!s.idle()) {
+      for (auto& f : s.step()) {
+        if (f.id == id) mine = std::move(f.generation);
+      }
+    }
+    return mine.tokens;
+  };
+  const auto alone = draw(0);
+  EXPECT_EQ(alone.size(), 20u);
+  EXPECT_EQ(draw(5), alone);
+  EXPECT_EQ(draw(7), alone);
+}
+
+TEST(SequenceScheduler, KvMemoryFollowsLiveTokensAndASmallPoolIsRefusedByName) {
+  torch::manual_seed(25);
+  const ModelConfig m = schedulerModel();
+  PolicyModel model(m);
+  SequenceScheduler s(model, 0, {4, 0, kBlock});
+  runAll(s, spreadPrompts(12));
+  // Four sequences of at most 13 + 19 tokens live at once: 8 blocks each and a copy, not
+  // max_running × max_seq_len.
+  EXPECT_LE(s.counters().peak_kv_bytes, 4 * 9 * blockBytes(m));
+  EXPECT_GT(s.counters().kv_pool_bytes, s.counters().peak_kv_bytes);
+  try {
+    SequenceScheduler tiny(model, 0, {4, 3 * blockBytes(m), kBlock});
+    FAIL() << "a pool of 3 blocks cannot hold a 64-position context";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rollout.kv_cache_bytes"), std::string::npos) << e.what();
+  }
+}
