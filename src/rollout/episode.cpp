@@ -15,6 +15,8 @@ void appendText(Episode& e, const Tokenizer& tok, const std::string& text) {
   }
 }
 
+}  // namespace
+
 std::vector<std::int32_t> stopIds(const Tokenizer& tok, const Environment& env) {
   std::vector<std::int32_t> ids{tok.eosId()};
   for (const auto& s : env.stopStrings()) {
@@ -36,8 +38,6 @@ Episode startEpisode(const Tokenizer& tok, Environment& env, std::uint64_t probl
   return e;
 }
 
-}  // namespace
-
 std::vector<Episode> runEpisodes(GenerationEngine& engine, const Tokenizer& tok, const EnvironmentOptions& env_options,
                                  const std::vector<std::uint64_t>& problem_ids, const SamplingOptions& sampling,
                                  at::Generator& generator) {
@@ -58,9 +58,7 @@ std::vector<Episode> runEpisodes(GenerationBackend& backend, const Tokenizer& to
   if (n == 0) return episodes;
   SamplingOptions opts = sampling;
   opts.stop_token_ids = stopIds(tok, *envs.front());
-  std::size_t max_len = static_cast<std::size_t>(backend.maxSequenceLength());
-  if (const int context = envs.front()->maxContextTokens(); context > 0)
-    max_len = std::min(max_len, static_cast<std::size_t>(context));
+  const std::size_t max_len = episodeContextLimit(backend.maxSequenceLength(), *envs.front());
   std::vector<bool> done(n, false);
   for (int turn = 0; turn < envs.front()->maxTurns(); ++turn) {
     std::vector<std::size_t> active;
@@ -73,82 +71,81 @@ std::vector<Episode> runEpisodes(GenerationBackend& backend, const Tokenizer& to
     if (active.empty()) break;
     auto gens = backend.generate(prompts, opts);
     for (std::size_t a = 0; a < active.size(); ++a) {
-      Episode& e = episodes[active[a]];
-      const Generation& g = gens[a];
-      e.turns++;
-      if (g.failed) {
-        // Nothing half-formed goes on: the whole episode is returned, not trained on.
-        e.failed = true;
-        done[active[a]] = true;
-        continue;
-      }
-      if (g.weight_version >= 0) {
-        e.weight_version_min =
-            e.weight_version_min < 0 ? g.weight_version : std::min(e.weight_version_min, g.weight_version);
-        e.weight_version_max = std::max(e.weight_version_max, g.weight_version);
-      }
-      if (g.nonfinite) {
-        e.nonfinite = true;
-        done[active[a]] = true;
-        continue;
-      }
-      if (g.tokens.empty()) {
-        // No room left in the context: the episode ends unsolved, without an empty turn.
-        e.truncated = true;
-        done[active[a]] = true;
-        continue;
-      }
-      for (std::size_t t = 0; t < g.tokens.size(); ++t) {
-        e.tokens.push_back(g.tokens[t]);
-        e.behav_logprobs.push_back(g.logprobs[t]);
-        e.policy_mask.push_back(1);
-      }
-      if (e.tokens.size() > max_len) {
-        // Past the environment's context limit within the turn: ends unsolved, not scored.
-        e.truncated = true;
-        e.tokens.resize(max_len);
-        e.behav_logprobs.resize(max_len);
-        e.policy_mask.resize(max_len);
-        done[active[a]] = true;
-        continue;
-      }
-      if (g.reward) {  // simulated: the drawn verdict; a row cut short is unsolved, as a real one
-        e.truncated = !g.stopped;
-        e.reward = g.stopped ? *g.reward : 0.0;
-        e.reward_reason = e.reward > 0 ? "correct" : "wrong";
-        done[active[a]] = true;
-        continue;
-      }
-      const StepResult r = envs[active[a]]->step(tok.decode(g.tokens));
-      if (r.done) {
-        e.reward = r.reward;
-        e.reward_reason = r.reason;
-        done[active[a]] = true;
-        continue;
-      }
-      // A chat turn cut at max_new_tokens has no end-of-turn token; the reply that follows must
-      // start a new turn as the template would.
-      if (envs[active[a]]->rendersWholeSequence() && std::find(opts.stop_token_ids.begin(), opts.stop_token_ids.end(),
-                                                               g.tokens.back()) == opts.stop_token_ids.end()) {
-        e.tokens.push_back(tok.eosId());
-        e.behav_logprobs.push_back(0.0f);
-        e.policy_mask.push_back(0);
-      }
-      appendText(e, tok, r.observation);
-      if (e.tokens.size() >= max_len) {
-        // No room for another turn: the episode ends unsolved.
-        e.truncated = true;
-        e.tokens.resize(max_len);
-        e.behav_logprobs.resize(max_len);
-        e.policy_mask.resize(max_len);
-        done[active[a]] = true;
-      }
+      done[active[a]] = applyTurn(episodes[active[a]], *envs[active[a]], gens[a], tok, opts.stop_token_ids, max_len);
     }
   }
   for (std::size_t i = 0; i < n; ++i) {
     if (!done[i]) episodes[i].truncated = true;
   }
   return episodes;
+}
+
+std::size_t episodeContextLimit(int model_max_len, const Environment& env) {
+  std::size_t max_len = static_cast<std::size_t>(model_max_len);
+  if (const int context = env.maxContextTokens(); context > 0)
+    max_len = std::min(max_len, static_cast<std::size_t>(context));
+  return max_len;
+}
+
+bool applyTurn(Episode& e, Environment& env, const Generation& g, const Tokenizer& tok,
+               const std::vector<std::int32_t>& stop_ids, std::size_t max_len) {
+  e.turns++;
+  if (g.failed) {
+    // Nothing half-formed goes on: the whole episode is returned, not trained on.
+    e.failed = true;
+    return true;
+  }
+  if (g.weight_version >= 0) {
+    e.weight_version_min =
+        e.weight_version_min < 0 ? g.weight_version : std::min(e.weight_version_min, g.weight_version);
+    e.weight_version_max = std::max(e.weight_version_max, g.weight_version);
+  }
+  if (g.nonfinite) {
+    e.nonfinite = true;
+    return true;
+  }
+  if (g.tokens.empty()) {
+    // No room left in the context: the episode ends unsolved, without an empty turn.
+    e.truncated = true;
+    return true;
+  }
+  for (std::size_t t = 0; t < g.tokens.size(); ++t) {
+    e.tokens.push_back(g.tokens[t]);
+    e.behav_logprobs.push_back(g.logprobs[t]);
+    e.policy_mask.push_back(1);
+  }
+  auto cut = [&] {
+    e.truncated = true;
+    e.tokens.resize(max_len);
+    e.behav_logprobs.resize(max_len);
+    e.policy_mask.resize(max_len);
+    return true;
+  };
+  // Past the environment's context limit within the turn: ends unsolved, not scored.
+  if (e.tokens.size() > max_len) return cut();
+  if (g.reward) {  // simulated: the drawn verdict; a row cut short is unsolved, as a real one
+    e.truncated = !g.stopped;
+    e.reward = g.stopped ? *g.reward : 0.0;
+    e.reward_reason = e.reward > 0 ? "correct" : "wrong";
+    return true;
+  }
+  const StepResult r = env.step(tok.decode(g.tokens));
+  if (r.done) {
+    e.reward = r.reward;
+    e.reward_reason = r.reason;
+    return true;
+  }
+  // A chat turn cut at max_new_tokens has no end-of-turn token; the reply that follows must
+  // start a new turn as the template would.
+  if (env.rendersWholeSequence() && std::find(stop_ids.begin(), stop_ids.end(), g.tokens.back()) == stop_ids.end()) {
+    e.tokens.push_back(tok.eosId());
+    e.behav_logprobs.push_back(0.0f);
+    e.policy_mask.push_back(0);
+  }
+  appendText(e, tok, r.observation);
+  // No room for another turn: the episode ends unsolved.
+  if (e.tokens.size() >= max_len) return cut();
+  return false;
 }
 
 Episode referenceEpisode(const Tokenizer& tok, const EnvironmentOptions& env_options, std::uint64_t problem_id) {

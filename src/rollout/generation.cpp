@@ -1,6 +1,7 @@
 #include "astraflow/rollout/generation.hpp"
 
 #include "astraflow/core/config.hpp"
+#include "astraflow/core/error.hpp"
 
 #include <algorithm>
 #include <limits>
@@ -48,7 +49,9 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
   torch::NoGradGuard no_grad;
   std::vector<Generation> out(prompts.size());
   if (prompts.empty()) return out;
-  if (!scheduler_) scheduler_ = std::make_unique<SequenceScheduler>(model_, pad_id_, scheduling_);
+  if (!scheduler().idle()) {
+    throw Error("engine: generate() while another caller's sequences run on its scheduler (an EpisodeStream)");
+  }
   // One seed per row from the caller's generator: the batch is reproducible from it, and a
   // row's draws are its own.
   const auto seeds = torch::randint(0, std::numeric_limits<std::int64_t>::max(),
@@ -70,6 +73,11 @@ std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector
     for (auto& f : scheduler_->step()) out[row_of.at(f.id)] = std::move(f.generation);
   }
   return out;
+}
+
+SequenceScheduler& GenerationEngine::scheduler() {
+  if (!scheduler_) scheduler_ = std::make_unique<SequenceScheduler>(model_, pad_id_, scheduling_);
+  return *scheduler_;
 }
 
 SchedulerCounters GenerationEngine::schedulerCounters() const {

@@ -18,112 +18,59 @@
 #include "astraflow/rollout/simulated_backend.hpp"
 #include "astraflow/rollout/workflow.hpp"
 #include "astraflow/tasks/environment.hpp"
+#include "rollout/rollout_rank.hpp"
 #include "rollout/served_weights.hpp"
 
 namespace astraflow {
 
-namespace {
+namespace rollout_detail {
 
 using namespace std::chrono_literals;
 
-// One policy this rank serves: its model, the backend it generates with and the version it holds.
-struct ServedPolicy {
-  std::string name;
-  WeightStore* store = nullptr;
-  PolicyModel model{nullptr};  // engine: the generating model; http: the CPU model versions are written from
-  std::unique_ptr<GenerationEngine> engine;                // engine backend only
-  std::unique_ptr<GenerationBackend> backend;              // what episodes generate with
-  HttpBackend* http = nullptr;                             // the backend, when it is an external server
-  SimulatedBackend* simulated = nullptr;                   // the backend, when it is simulated (no model)
-  std::unique_ptr<rollout_detail::ServedWeights> folders;  // http: versions as folders for the server
-  int group = 0;                                           // index of its trainer group and weight store
-  WeightReplica replica;                                   // the bf16 weights as pulled (deltas apply to it in place)
-  std::int64_t version = -1;  // the version generating now (http: the one the server confirmed loading)
-  std::uint64_t pulls = 0;
-};
-
-class RolloutRank {
- public:
-  explicit RolloutRank(const RolloutPorts& ports)
-      : ports_(ports),
-        ctx_(ports.ctx),
-        tokenizer_(makeEnvironmentTokenizer(ctx_.cfg.environment)),
-        device_(resolveDevice(ctx_.cfg.rollout.compute.device, ctx_.device_slot, "rollout.device")),
-        generator_(
-            makeGenerator(device_, ctx_.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(ctx_.label_rank))) {
-    for (const auto& s : ports.served) {
-      ServedPolicy p;
-      p.name = s.policy;
-      p.group = s.group;
-      p.store = s.store;
-      const auto& spec = ports.backend;
-      if (spec.isSimulated()) {
-        // No model: pulled versions are kept as bytes; the backend draws lengths and rewards.
-        std::vector<std::int32_t> never = {tokenizer_->padId()};
-        if (tokenizer_->bosId() >= 0) never.push_back(tokenizer_->bosId());
-        auto sim = std::make_unique<SimulatedBackend>(
-            spec.simulated, ctx_.cfg.findPolicy(s.policy)->model.max_seq_len, tokenizer_->vocabSize(), std::move(never),
-            // label_rank, not rank: a spawned pool's ranks must not repeat the layout's streams.
-            ctx_.cfg.run.seed * 7919 + 29 + static_cast<std::uint64_t>(ctx_.label_rank));
-        p.simulated = sim.get();
-        p.backend = std::move(sim);
-      } else if (spec.http()) {
-        // The server generates; this rank keeps a CPU copy only to write each version out.
-        p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy);
-        std::vector<std::int32_t> never;
-        for (auto id : p.model->neverGenerate()) never.push_back(static_cast<std::int32_t>(id));
-        auto http =
-            std::make_unique<HttpBackend>(spec, ports.index_in_pool, p.model->config().max_seq_len, std::move(never));
-        p.http = http.get();
-        p.backend = std::move(http);
-        const std::filesystem::path dir =
-            spec.weights_dir.empty() ? ctx_.run_dir / "served_weights" : std::filesystem::path(spec.weights_dir);
-        p.folders = std::make_unique<rollout_detail::ServedWeights>(dir, s.policy, p.model, spec.keep_versions);
-      } else {
-        p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy, device_,
-                                   computeDtype(ctx_.cfg.rollout.compute));
-        p.model->eval();
-        p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId(), schedulingFrom(ctx_.cfg));
-        p.backend = std::make_unique<EngineBackend>(*p.engine, generator_);
-      }
-      served_.push_back(std::move(p));
+RolloutRank::RolloutRank(const RolloutPorts& ports)
+    : ports_(ports),
+      ctx_(ports.ctx),
+      tokenizer_(makeEnvironmentTokenizer(ctx_.cfg.environment)),
+      device_(resolveDevice(ctx_.cfg.rollout.compute.device, ctx_.device_slot, "rollout.device")),
+      generator_(makeGenerator(device_, ctx_.cfg.run.seed * 7919 + 17 + static_cast<std::uint64_t>(ctx_.label_rank))) {
+  for (const auto& s : ports.served) {
+    ServedPolicy p;
+    p.name = s.policy;
+    p.group = s.group;
+    p.store = s.store;
+    const auto& spec = ports.backend;
+    if (spec.isSimulated()) {
+      // No model: pulled versions are kept as bytes; the backend draws lengths and rewards.
+      std::vector<std::int32_t> never = {tokenizer_->padId()};
+      if (tokenizer_->bosId() >= 0) never.push_back(tokenizer_->bosId());
+      auto sim = std::make_unique<SimulatedBackend>(
+          spec.simulated, ctx_.cfg.findPolicy(s.policy)->model.max_seq_len, tokenizer_->vocabSize(), std::move(never),
+          // label_rank, not rank: a spawned pool's ranks must not repeat the layout's streams.
+          ctx_.cfg.run.seed * 7919 + 29 + static_cast<std::uint64_t>(ctx_.label_rank));
+      p.simulated = sim.get();
+      p.backend = std::move(sim);
+    } else if (spec.http()) {
+      // The server generates; this rank keeps a CPU copy only to write each version out.
+      p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy);
+      std::vector<std::int32_t> never;
+      for (auto id : p.model->neverGenerate()) never.push_back(static_cast<std::int32_t>(id));
+      auto http =
+          std::make_unique<HttpBackend>(spec, ports.index_in_pool, p.model->config().max_seq_len, std::move(never));
+      p.http = http.get();
+      p.backend = std::move(http);
+      const std::filesystem::path dir =
+          spec.weights_dir.empty() ? ctx_.run_dir / "served_weights" : std::filesystem::path(spec.weights_dir);
+      p.folders = std::make_unique<rollout_detail::ServedWeights>(dir, s.policy, p.model, spec.keep_versions);
+    } else {
+      p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy, device_,
+                                 computeDtype(ctx_.cfg.rollout.compute));
+      p.model->eval();
+      p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId(), schedulingFrom(ctx_.cfg));
+      p.backend = std::make_unique<EngineBackend>(*p.engine, generator_);
     }
+    served_.push_back(std::move(p));
   }
-
-  RolloutReport run();
-
- private:
-  ServedPolicy& served(const std::string& policy);
-  // Pulls each policy the store is at least `weights.pull_every` versions ahead on (any newer
-  // version when `force`, i.e. a task needs it).
-  bool refreshWeights(bool force = false);
-  void waitForVersions(const std::vector<Task>& tasks);
-  void runTasks(const std::vector<Task>& tasks, bool eval);
-  void runSingle(const std::vector<Task>& tasks, ServedPolicy& p, const SamplingOptions& sampling, bool eval);
-  void runTeam(const std::vector<Task>& tasks, const SamplingOptions& sampling, bool eval);
-  Trajectory trajectoryOf(const Task& task, const Episode& e, const ServedPolicy& p, double t_start, double t_end);
-  void pushTrajectory(const Trajectory& t);
-  // The server of an http policy loads the version this rank holds; false when it did not.
-  bool loadOnServer(ServedPolicy& p);
-  // A served policy's server has been silent past backend.lost_after_seconds.
-  bool serverLost() const;
-  std::string lostUrl() const;
-
-  const RolloutPorts& ports_;
-  const RoleContext& ctx_;
-  std::unique_ptr<Tokenizer> tokenizer_;
-  std::vector<ServedPolicy> served_;
-  torch::Device device_;  // every served policy's engine: rollout.device
-  at::Generator generator_;
-  std::vector<std::byte> record_;
-  // Report.
-  std::uint64_t pushed_ = 0, eval_pushed_ = 0, oversize_ = 0, malformed_ = 0, tokens_ = 0, failed_episodes_ = 0;
-  bool update_failed_ = false;  // the last refresh could not get a server to load its version
-  bool lost_ = false;           // a server stayed silent past backend.lost_after_seconds: the rank left
-  std::uint64_t returned_ = 0;  // tasks given back to the dataflow rank
-  RolloutReport reasons_;       // only its reward_* counts: why training episodes got their rewards
-  double generate_seconds_ = 0, wait_seconds_ = 0, pull_seconds_ = 0, write_seconds_ = 0;
-};
+}
 
 ServedPolicy& RolloutRank::served(const std::string& policy) {
   for (auto& p : served_) {
@@ -362,22 +309,26 @@ void RolloutRank::runTeam(const std::vector<Task>& tasks, const SamplingOptions&
              tasks.size() * wf.roles.size());
 }
 
-void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
-  if (tasks.empty()) return;
-  waitForVersions(tasks);
+SamplingOptions RolloutRank::samplingFor(bool eval) const {
   SamplingOptions sampling = samplingFrom(ctx_.cfg);
   if (eval) {
     sampling.greedy = ctx_.cfg.eval.temperature == 0.0;
     if (!sampling.greedy) sampling.temperature = ctx_.cfg.eval.temperature;
+    return sampling;
   }
-  if (!eval) {
-    // A workload whose generations lengthen as training goes (bench_autoscale); the model's
-    // max_seq_len still bounds every sequence.
-    const double v = static_cast<double>(std::max<std::int64_t>(0, served_.front().version));
-    sampling.max_new_tokens += static_cast<int>(ctx_.cfg.rollout.max_new_tokens_growth * v);
-    sampling.min_new_tokens =
-        std::min(sampling.max_new_tokens, static_cast<int>(ctx_.cfg.rollout.min_new_tokens_growth * v));
-  }
+  // A workload whose generations lengthen as training goes (bench_autoscale); the model's
+  // max_seq_len still bounds every sequence.
+  const double v = static_cast<double>(std::max<std::int64_t>(0, served_.front().version));
+  sampling.max_new_tokens += static_cast<int>(ctx_.cfg.rollout.max_new_tokens_growth * v);
+  sampling.min_new_tokens =
+      std::min(sampling.max_new_tokens, static_cast<int>(ctx_.cfg.rollout.min_new_tokens_growth * v));
+  return sampling;
+}
+
+void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
+  if (tasks.empty()) return;
+  waitForVersions(tasks);
+  const SamplingOptions sampling = samplingFor(eval);
   if (ctx_.cfg.workflow.multiAgent()) {
     runTeam(tasks, sampling, eval);
     return;
@@ -393,7 +344,48 @@ void RolloutRank::runTasks(const std::vector<Task>& tasks, bool eval) {
 }
 
 RolloutReport RolloutRank::run() {
-  auto& tasks_ring = *ports_.tasks;
+  if (streams()) {
+    runStreaming();
+  } else {
+    runBatches();
+  }
+  // The run's last versions are published before the end of the stream: pull them, so that every
+  // rank ends on the trainers' final weights (and the report's checksums prove it).
+  if (!lost_) refreshWeights(true);
+  // The last record of this rank: the dataflow rank counts one per rollout rank before it stops.
+  Trajectory end = endOfStreamTrajectory(served_.front().name, ctx_.label_rank);
+  if (lost_) end.status = static_cast<std::uint8_t>(TrajectoryStatus::Returned);
+  encodeInto(end, record_);
+  ports_.trajectories->push(record_);
+
+  return report();
+}
+
+std::optional<Task> RolloutRank::popTask(bool& ended) {
+  while (ports_.tasks->tryPop(record_)) {
+    auto decoded = decodeTask(record_);
+    if (!decoded) {
+      if (malformed_++ < 5) spdlog::warn("malformed task record refused: {}", decoded.error());
+      continue;
+    }
+    Task task = std::move(decoded).value();
+    if (isEndOfStream(task)) {
+      ended = true;
+      return std::nullopt;
+    }
+    return task;
+  }
+  return std::nullopt;
+}
+
+void RolloutRank::noteTaskWait(double& idle_since) {
+  if (idle_since < 0) return;
+  ctx_.event("task_wait", idle_since, served_.front().version);
+  wait_seconds_ += ctx_.now() - idle_since;
+  idle_since = -1;
+}
+
+void RolloutRank::runBatches() {
   Backoff idle(2000us);
   bool ended = false;
   std::vector<Task> train, eval;
@@ -411,18 +403,10 @@ RolloutReport RolloutRank::run() {
     refreshWeights();
     train.clear();
     eval.clear();
-    while (train.size() + eval.size() < batch && tasks_ring.tryPop(record_)) {
-      auto decoded = decodeTask(record_);
-      if (!decoded) {
-        if (malformed_++ < 5) spdlog::warn("malformed task record refused: {}", decoded.error());
-        continue;
-      }
-      Task task = std::move(decoded).value();
-      if (isEndOfStream(task)) {
-        ended = true;
-        break;
-      }
-      (task.metadata.count(kTaskEvalKey) ? eval : train).push_back(std::move(task));
+    while (!ended && train.size() + eval.size() < batch) {
+      auto task = popTask(ended);
+      if (!task) break;
+      (task->metadata.count(kTaskEvalKey) ? eval : train).push_back(std::move(*task));
     }
     if (train.empty() && eval.empty()) {
       if (ended) break;
@@ -430,24 +414,14 @@ RolloutReport RolloutRank::run() {
       idle.wait();
       continue;
     }
-    if (idle_since >= 0) {
-      ctx_.event("task_wait", idle_since, served_.front().version);
-      wait_seconds_ += ctx_.now() - idle_since;
-      idle_since = -1;
-    }
+    noteTaskWait(idle_since);
     idle.reset();
     runTasks(eval, true);
     runTasks(train, false);
   }
-  // The run's last versions are published before the end of the stream: pull them, so that every
-  // rank ends on the trainers' final weights (and the report's checksums prove it).
-  if (!lost_) refreshWeights(true);
-  // The last record of this rank: the dataflow rank counts one per rollout rank before it stops.
-  Trajectory end = endOfStreamTrajectory(served_.front().name, ctx_.label_rank);
-  if (lost_) end.status = static_cast<std::uint8_t>(TrajectoryStatus::Returned);
-  encodeInto(end, record_);
-  ports_.trajectories->push(record_);
+}
 
+RolloutReport RolloutRank::report() {
   RolloutReport r = reasons_;  // its reward_* counts; the rest is set here
   r.pushed = pushed_;
   r.eval_pushed = eval_pushed_;
@@ -477,6 +451,19 @@ RolloutReport RolloutRank::run() {
     r.served_folders_written += p.folders->written();
   }
   for (const auto& p : served_) {
+    if (!p.engine) continue;
+    const SchedulerCounters c = p.engine->schedulerCounters();
+    r.engine_steps += c.steps;
+    r.engine_prefill_tokens += c.prefill_tokens;
+    r.engine_shared_prompt_tokens += c.shared_prompt_tokens;
+    r.engine_decode_tokens += c.decode_tokens;
+    r.engine_admission_waits += c.admission_waits;
+    r.engine_preemptions += c.preemptions;
+    r.engine_recomputed_tokens += c.recomputed_tokens;
+    r.engine_peak_kv_bytes = std::max<std::uint64_t>(r.engine_peak_kv_bytes, c.peak_kv_bytes);
+    r.engine_kv_pool_bytes = std::max<std::uint64_t>(r.engine_kv_pool_bytes, c.kv_pool_bytes);
+  }
+  for (const auto& p : served_) {
     const auto& st = p.store->stats();
     PolicyPullFigures f;
     f.name = p.name;
@@ -494,11 +481,11 @@ RolloutReport RolloutRank::run() {
   return r;
 }
 
-}  // namespace
+}  // namespace rollout_detail
 
 RolloutReport runRolloutRole(const RolloutPorts& ports) {
   configureThreads(ports.ctx.cfg, ports.ctx.ranks_on_node);
-  return RolloutRank(ports).run();
+  return rollout_detail::RolloutRank(ports).run();
 }
 
 }  // namespace astraflow

@@ -7,8 +7,10 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <map>
 
 #include "astraflow/rollout/episode.hpp"
+#include "astraflow/rollout/episode_stream.hpp"
 #include "astraflow/text/hf_tokenizer_files.hpp"
 #include "io/temp_dir.hpp"
 #include "test_model_config.hpp"
@@ -87,5 +89,48 @@ TEST(TextEpisode, GeneratedEpisodesMaskOnlyThePolicyTokens) {
     // A random policy rarely answers; whatever it wrote, the reward function said why.
     EXPECT_TRUE(e.reward_reason == "no_answer" || e.reward_reason == "wrong" || e.reward_reason == "correct")
         << e.reward_reason;
+  }
+}
+
+// Episodes run one by one on the continuous engine (episode_stream.hpp), started at different
+// steps, are the episodes the batch runner makes (greedy, so the draws cannot differ).
+TEST(TextEpisode, EpisodesStartedMidStreamAreTheBatchRunnersEpisodes) {
+  TextTask t;
+  const auto tok = makeEnvironmentTokenizer(t.options);
+  torch::manual_seed(6);
+  PolicyModel model(test_support::tinyModel(tok->vocabSize(), 32, 1, 2, 1, 64, 96));
+  const TokenSpec spec = tokenSpecOf(*tok);
+  model->setNeverGenerate({spec.pad_id});
+  GenerationEngine engine(model, spec.pad_id, {2, 0, 8});
+  SamplingOptions sampling;
+  sampling.greedy = true;
+  sampling.max_new_tokens = 9;
+  auto gen = at::detail::createCPUGenerator(3);
+  auto env = makeEnvironment(t.options);
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t k = 0; k < 6; ++k) ids.push_back(env->trainingId(k));
+  const auto batch = runEpisodes(engine, *tok, t.options, ids, sampling, gen);
+
+  EpisodeStream stream(engine.scheduler(), *tok, t.options, model->config().max_seq_len);
+  std::map<std::uint64_t, Episode> ended;
+  std::size_t started = 0;
+  for (int step = 0; ended.size() < ids.size(); ++step) {
+    if (started < ids.size() && step % 3 == 0) {  // two episodes every third step
+      for (int k = 0; k < 2; ++k, ++started) stream.start(ids[started], sampling, 11 + started, started);
+    }
+    for (auto& [tag, e] : stream.step()) ended.emplace(tag, std::move(e));
+    ASSERT_LT(step, 1000);
+  }
+  EXPECT_EQ(stream.active(), 0u);
+  EXPECT_GT(engine.schedulerCounters().prefill_forwards, 3u) << "episodes joined while others ran";
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const Episode& e = ended.at(i);
+    EXPECT_EQ(e.tokens, batch[i].tokens) << "episode " << i;
+    EXPECT_EQ(e.policy_mask, batch[i].policy_mask) << "episode " << i;
+    EXPECT_EQ(e.reward, batch[i].reward) << "episode " << i;
+    EXPECT_EQ(e.reward_reason, batch[i].reward_reason) << "episode " << i;
+    ASSERT_EQ(e.behav_logprobs.size(), batch[i].behav_logprobs.size());
+    for (std::size_t k = 0; k < e.behav_logprobs.size(); ++k)
+      EXPECT_NEAR(e.behav_logprobs[k], batch[i].behav_logprobs[k], 1e-5);
   }
 }

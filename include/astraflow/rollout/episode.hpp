@@ -28,6 +28,15 @@ std::vector<Episode> runEpisodes(GenerationEngine& engine, const Tokenizer& toke
                                  const EnvironmentOptions& env_options, const std::vector<std::uint64_t>& problem_ids,
                                  const SamplingOptions& sampling, at::Generator& generator);
 
+// The pieces of an episode, for runners that drive turns themselves (episode_stream.hpp):
+// the episode's opening (the environment reset, its prompt), the ids that end a turn, the
+// context limit, and one generated turn applied (true when the episode ended with it).
+Episode startEpisode(const Tokenizer& tokenizer, Environment& env, std::uint64_t problem_id);
+std::vector<std::int32_t> stopIds(const Tokenizer& tokenizer, const Environment& env);
+std::size_t episodeContextLimit(int model_max_len, const Environment& env);
+bool applyTurn(Episode& episode, Environment& env, const Generation& generation, const Tokenizer& tokenizer,
+               const std::vector<std::int32_t>& stop_ids, std::size_t max_len);
+
 // The episode a perfect agent produces (the environment's reference actions), for warm-start
 // SFT: same token layout and masks as runEpisodes.
 Episode referenceEpisode(const Tokenizer& tokenizer, const EnvironmentOptions& env_options, std::uint64_t problem_id);

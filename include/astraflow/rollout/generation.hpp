@@ -43,6 +43,9 @@ class GenerationEngine {
                                          const RowControl& control = {});
 
   PolicyModel& model() { return model_; }
+  // The scheduler generate() runs on (made at the first use), for callers that submit
+  // sequences one by one (episode_stream.hpp).
+  SequenceScheduler& scheduler();
   // The scheduler's counters (all zero before the first generate()).
   SchedulerCounters schedulerCounters() const;
 

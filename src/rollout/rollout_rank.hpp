@@ -1,0 +1,89 @@
+#pragma once
+// A RaaS rank (raas_role.cpp: weights, trajectories, the batch loop; rollout_streaming.cpp: the
+// per-episode loop on the continuous engine). Private to the rollout module.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "astraflow/core/records.hpp"
+#include "astraflow/rollout/episode.hpp"
+#include "astraflow/rollout/generation_backend.hpp"
+#include "astraflow/rollout/raas_role.hpp"
+#include "astraflow/rollout/simulated_backend.hpp"
+#include "astraflow/weights/weight_store.hpp"
+#include "rollout/served_weights.hpp"
+
+namespace astraflow::rollout_detail {
+
+// One policy this rank serves: its model, the backend it generates with and the version it holds.
+struct ServedPolicy {
+  std::string name;
+  WeightStore* store = nullptr;
+  PolicyModel model{nullptr};  // engine: the generating model; http: the CPU model versions are written from
+  std::unique_ptr<GenerationEngine> engine;                // engine backend only
+  std::unique_ptr<GenerationBackend> backend;              // what episodes generate with
+  HttpBackend* http = nullptr;                             // the backend, when it is an external server
+  SimulatedBackend* simulated = nullptr;                   // the backend, when it is simulated (no model)
+  std::unique_ptr<rollout_detail::ServedWeights> folders;  // http: versions as folders for the server
+  int group = 0;                                           // index of its trainer group and weight store
+  WeightReplica replica;                                   // the bf16 weights as pulled (deltas apply to it in place)
+  std::int64_t version = -1;  // the version generating now (http: the one the server confirmed loading)
+  std::uint64_t pulls = 0;
+};
+
+class RolloutRank {
+ public:
+  explicit RolloutRank(const RolloutPorts& ports);
+
+  RolloutReport run();
+
+ private:
+  // Tasks in batches, one generate call each (http, simulated and team workflows).
+  void runBatches();
+  // Engine-backed single-agent episodes one by one on the continuous engine (rollout_streaming.cpp).
+  void runStreaming();
+  bool streams() const;
+  // The rollout or evaluation sampling settings at the version held now.
+  SamplingOptions samplingFor(bool eval) const;
+  // A newer version is due (weights.pull_every), or a task waits for one.
+  bool pullDue() const;
+  bool needsNewerVersion(const Task& task) const;
+  // Pops one task: nullopt when the ring is empty; an end-of-stream task sets `ended`.
+  std::optional<Task> popTask(bool& ended);
+  void noteTaskWait(double& idle_since);
+  RolloutReport report();
+  ServedPolicy& served(const std::string& policy);
+  // Pulls each policy the store is at least `weights.pull_every` versions ahead on (any newer
+  // version when `force`, i.e. a task needs it).
+  bool refreshWeights(bool force = false);
+  void waitForVersions(const std::vector<Task>& tasks);
+  void runTasks(const std::vector<Task>& tasks, bool eval);
+  void runSingle(const std::vector<Task>& tasks, ServedPolicy& p, const SamplingOptions& sampling, bool eval);
+  void runTeam(const std::vector<Task>& tasks, const SamplingOptions& sampling, bool eval);
+  Trajectory trajectoryOf(const Task& task, const Episode& e, const ServedPolicy& p, double t_start, double t_end);
+  void pushTrajectory(const Trajectory& t);
+  // The server of an http policy loads the version this rank holds; false when it did not.
+  bool loadOnServer(ServedPolicy& p);
+  // A served policy's server has been silent past backend.lost_after_seconds.
+  bool serverLost() const;
+  std::string lostUrl() const;
+
+  const RolloutPorts& ports_;
+  const RoleContext& ctx_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::vector<ServedPolicy> served_;
+  torch::Device device_;  // every served policy's engine: rollout.device
+  at::Generator generator_;
+  std::vector<std::byte> record_;
+  // Report.
+  std::uint64_t pushed_ = 0, eval_pushed_ = 0, oversize_ = 0, malformed_ = 0, tokens_ = 0, failed_episodes_ = 0;
+  bool update_failed_ = false;  // the last refresh could not get a server to load its version
+  bool lost_ = false;           // a server stayed silent past backend.lost_after_seconds: the rank left
+  std::uint64_t returned_ = 0;  // tasks given back to the dataflow rank
+  RolloutReport reasons_;       // only its reward_* counts: why training episodes got their rewards
+  double generate_seconds_ = 0, wait_seconds_ = 0, pull_seconds_ = 0, write_seconds_ = 0;
+};
+
+std::vector<std::uint64_t> problemsOf(const std::vector<Task>& tasks);
+
+}  // namespace astraflow::rollout_detail
