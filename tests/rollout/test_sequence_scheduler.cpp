@@ -220,3 +220,27 @@ TEST(SequenceScheduler, KvMemoryFollowsLiveTokensAndASmallPoolIsRefusedByName) {
     EXPECT_NE(std::string(e.what()).find("rollout.kv_cache_bytes"), std::string::npos) << e.what();
   }
 }
+
+// A caller stepping the scheduler with gradients on (a rollout rank's EpisodeStream) gets no
+// graph: the step runs under no-grad, seen from the token callback inside it. With a graph, the
+// pool's in-place writes chained every step's activations together (a rank grew to 11 GB).
+TEST(SequenceScheduler, StepsNeverBuildAGraph) {
+  torch::manual_seed(26);
+  PolicyModel model(schedulerModel());
+  ASSERT_TRUE(torch::GradMode::is_enabled());
+  SequenceScheduler s(model, 0, {2, 0, kBlock});
+  SequenceRequest r;
+  r.prompt = {1, 2, 3};
+  r.options.max_new_tokens = 5;
+  int calls = 0;
+  bool grad_seen = false;
+  r.on_token = [&](std::int32_t, float) {
+    ++calls;
+    grad_seen = grad_seen || torch::GradMode::is_enabled();
+    return true;
+  };
+  s.submit(r);
+  while (!s.idle()) s.step();
+  EXPECT_EQ(calls, 5);
+  EXPECT_FALSE(grad_seen);
+}
