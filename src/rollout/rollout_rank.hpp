@@ -31,6 +31,8 @@ struct ServedPolicy {
   std::uint64_t pulls = 0;
 };
 
+class StreamingLoop;
+
 class RolloutRank {
  public:
   explicit RolloutRank(const RolloutPorts& ports);
@@ -38,6 +40,8 @@ class RolloutRank {
   RolloutReport run();
 
  private:
+  friend class StreamingLoop;  // the per-episode loop's steps (rollout_streaming.cpp)
+
   // Tasks in batches, one generate call each (http, simulated and team workflows).
   void runBatches();
   // Engine-backed single-agent episodes one by one on the continuous engine (rollout_streaming.cpp).

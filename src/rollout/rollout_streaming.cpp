@@ -35,6 +35,138 @@ struct HeldTask {
 
 }  // namespace
 
+// The loop's state and its steps. One "generate" trace event per stretch of work (at most
+// `capacity_` training episodes), as a batch was: its span, the policy tokens made and the
+// episodes ended in it.
+class StreamingLoop {
+ public:
+  explicit StreamingLoop(RolloutRank& rank);
+  void run();
+
+ private:
+  bool drained() const { return ended_ && pending_.empty(); }
+  void take();          // tasks from the ring while there is room
+  void startPending();  // starts them in order while their weights are here
+  void stepStreams();   // one step of each stream; the episodes that ended go back
+  void sendBack(HeldTask h, const Episode& episode);
+  void openStretch();
+  void closeStretch();
+
+  RolloutRank& rank_;
+  const RoleContext& ctx_;
+  std::vector<std::unique_ptr<EpisodeStream>> streams_;  // one per served policy
+  const std::size_t capacity_;
+  std::unordered_map<std::uint64_t, HeldTask> held_;  // running episodes by tag
+  std::deque<Task> pending_;                          // taken from the ring, not started yet
+  std::uint64_t next_tag_ = 0;
+  Backoff idle_{2000us};
+  bool ended_ = false;
+  double idle_since_ = -1;
+  double stretch_since_ = -1;
+  std::uint64_t stretch_episodes_ = 0, stretch_tokens_ = 0;
+};
+
+StreamingLoop::StreamingLoop(RolloutRank& rank)
+    : rank_(rank), ctx_(rank.ctx_), capacity_(static_cast<std::size_t>(rank.ctx_.cfg.rollout.batch_tasks)) {
+  for (auto& p : rank_.served_) {
+    streams_.push_back(std::make_unique<EpisodeStream>(p.engine->scheduler(), *rank_.tokenizer_, ctx_.cfg.environment,
+                                                       p.model->config().max_seq_len));
+  }
+}
+
+void StreamingLoop::run() {
+  for (;;) {
+    if (held_.empty()) {
+      closeStretch();
+      if (drained()) return;
+      rank_.refreshWeights();  // between sequences: no running sequence ever changes weights
+    }
+    if (held_.empty() || !rank_.pullDue()) {
+      take();
+      startPending();
+    }
+    if (held_.empty()) {
+      if (drained()) continue;
+      if (idle_since_ < 0) idle_since_ = ctx_.now();
+      idle_.wait();
+      continue;
+    }
+    rank_.noteTaskWait(idle_since_);
+    idle_.reset();
+    stepStreams();
+  }
+}
+
+void StreamingLoop::take() {
+  while (!ended_ && held_.size() + pending_.size() < capacity_) {
+    auto task = rank_.popTask(ended_);
+    if (!task) return;
+    pending_.push_back(std::move(*task));
+  }
+}
+
+void StreamingLoop::startPending() {
+  while (!pending_.empty()) {
+    if (rank_.needsNewerVersion(pending_.front())) {
+      if (!held_.empty()) return;  // after the running episodes, with the pull
+      rank_.waitForVersions({pending_.front()});
+    }
+    HeldTask h{std::move(pending_.front()), false, ctx_.now(), 0};
+    pending_.pop_front();
+    h.eval = h.task.metadata.count(kTaskEvalKey) > 0;
+    h.policy = static_cast<std::size_t>(&rank_.served(h.task.policy) - rank_.served_.data());
+    const std::uint64_t seed = splitmix(ctx_.cfg.run.seed ^ splitmix(h.task.task_id));
+    streams_[h.policy]->start(h.task.problem_id, rank_.samplingFor(h.eval), seed, next_tag_);
+    held_.emplace(next_tag_++, std::move(h));
+    openStretch();
+  }
+}
+
+void StreamingLoop::stepStreams() {
+  const double t0 = ctx_.now();
+  for (auto& stream : streams_) {
+    if (stream->active() == 0) continue;
+    for (auto& [tag, episode] : stream->step()) {
+      auto it = held_.find(tag);
+      HeldTask h = std::move(it->second);
+      held_.erase(it);
+      sendBack(std::move(h), episode);
+    }
+  }
+  rank_.generate_seconds_ += ctx_.now() - t0;
+  if (stretch_episodes_ >= capacity_) {
+    closeStretch();
+    if (!held_.empty()) openStretch();
+  }
+}
+
+void StreamingLoop::sendBack(HeldTask h, const Episode& episode) {
+  rank_.pushTrajectory(rank_.trajectoryOf(h.task, episode, rank_.served_[h.policy], h.t_start, ctx_.now()));
+  if (episode.failed) {
+    ++rank_.returned_;
+    return;
+  }
+  ++(h.eval ? rank_.eval_pushed_ : rank_.pushed_);
+  if (!h.eval) {
+    rank_.reasons_.countRewardReason(episode.reward_reason);
+    ++stretch_episodes_;
+  }
+}
+
+void StreamingLoop::openStretch() {
+  if (stretch_since_ >= 0) return;
+  stretch_since_ = ctx_.now();
+  stretch_episodes_ = 0;
+  stretch_tokens_ = rank_.tokens_;
+}
+
+void StreamingLoop::closeStretch() {
+  if (stretch_since_ < 0) return;
+  ctx_.event("generate", stretch_since_, rank_.served_.front().version, rank_.tokens_ - stretch_tokens_,
+             stretch_episodes_);
+  stretch_since_ = -1;
+}
+
 bool RolloutRank::streams() const {
   if (ctx_.cfg.workflow.multiAgent()) return false;
   for (const auto& p : served_) {
@@ -60,95 +192,6 @@ bool RolloutRank::needsNewerVersion(const Task& task) const {
   return false;
 }
 
-void RolloutRank::runStreaming() {
-  std::vector<std::unique_ptr<EpisodeStream>> streams;
-  for (auto& p : served_) {
-    streams.push_back(std::make_unique<EpisodeStream>(p.engine->scheduler(), *tokenizer_, ctx_.cfg.environment,
-                                                      p.model->config().max_seq_len));
-  }
-  const std::size_t capacity = static_cast<std::size_t>(ctx_.cfg.rollout.batch_tasks);
-  std::unordered_map<std::uint64_t, HeldTask> held;
-  std::deque<Task> pending;  // taken from the ring, not started yet
-  std::uint64_t next_tag = 0;
-  Backoff idle(2000us);
-  bool ended = false;
-  double idle_since = -1;
-  // One "generate" trace event per stretch of work (at most `capacity` training episodes), as a
-  // batch was: its span, the policy tokens made and the episodes ended in it.
-  double stretch_since = -1;
-  std::uint64_t stretch_episodes = 0, stretch_tokens = 0;
-  auto closeStretch = [&] {
-    if (stretch_since < 0) return;
-    ctx_.event("generate", stretch_since, served_.front().version, tokens_ - stretch_tokens, stretch_episodes);
-    stretch_since = -1;
-  };
-  for (;;) {
-    if (held.empty()) {
-      closeStretch();
-      if (ended && pending.empty()) break;
-      refreshWeights();  // between sequences: no running sequence ever changes weights
-    }
-    const bool draining = !held.empty() && pullDue();
-    while (!draining && !ended && held.size() + pending.size() < capacity) {
-      auto task = popTask(ended);
-      if (!task) break;
-      pending.push_back(std::move(*task));
-    }
-    while (!draining && !pending.empty()) {
-      if (needsNewerVersion(pending.front())) {
-        if (!held.empty()) break;  // after the running episodes, with the pull
-        waitForVersions({pending.front()});
-      }
-      HeldTask h{std::move(pending.front()), false, ctx_.now(), 0};
-      pending.pop_front();
-      h.eval = h.task.metadata.count(kTaskEvalKey) > 0;
-      h.policy = static_cast<std::size_t>(&served(h.task.policy) - served_.data());
-      const std::uint64_t seed = splitmix(ctx_.cfg.run.seed ^ splitmix(h.task.task_id));
-      streams[h.policy]->start(h.task.problem_id, samplingFor(h.eval), seed, next_tag);
-      held.emplace(next_tag++, std::move(h));
-      if (stretch_since < 0) {
-        stretch_since = ctx_.now();
-        stretch_episodes = 0;
-        stretch_tokens = tokens_;
-      }
-    }
-    if (held.empty()) {
-      if (ended && pending.empty()) continue;
-      if (idle_since < 0) idle_since = ctx_.now();
-      idle.wait();
-      continue;
-    }
-    noteTaskWait(idle_since);
-    idle.reset();
-    const double t0 = ctx_.now();
-    for (std::size_t i = 0; i < streams.size(); ++i) {
-      if (streams[i]->active() == 0) continue;
-      for (auto& [tag, episode] : streams[i]->step()) {
-        auto it = held.find(tag);
-        HeldTask h = std::move(it->second);
-        held.erase(it);
-        pushTrajectory(trajectoryOf(h.task, episode, served_[h.policy], h.t_start, ctx_.now()));
-        if (episode.failed) {
-          ++returned_;
-          continue;
-        }
-        ++(h.eval ? eval_pushed_ : pushed_);
-        if (!h.eval) {
-          reasons_.countRewardReason(episode.reward_reason);
-          ++stretch_episodes;
-        }
-      }
-    }
-    generate_seconds_ += ctx_.now() - t0;
-    if (stretch_episodes >= capacity) {
-      closeStretch();
-      if (!held.empty()) {
-        stretch_since = ctx_.now();
-        stretch_episodes = 0;
-        stretch_tokens = tokens_;
-      }
-    }
-  }
-}
+void RolloutRank::runStreaming() { StreamingLoop(*this).run(); }
 
 }  // namespace astraflow::rollout_detail
