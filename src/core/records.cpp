@@ -26,7 +26,8 @@ std::size_t payloadSize(const Task& t) {
 
 std::size_t payloadSize(const Trajectory& t) {
   return 8 + 8 + 8 + 4 + sizeOf(t.policy) + sizeOf(t.role) + 4 + 4 + 8 + 8 + sizeOf(t.tokens) +
-         sizeOf(t.behav_logprobs) + sizeOf(t.policy_mask) + sizeOf(t.rewards) + 8 + 8 + 8 + 4 + 1;
+         sizeOf(t.behav_logprobs) + sizeOf(t.policy_mask) + 4 + t.version_runs.size() * (8 + 4) + sizeOf(t.rewards) +
+         8 + 8 + 8 + 4 + 1;
 }
 
 std::size_t payloadSize(const Batch& b) {
@@ -76,6 +77,11 @@ void write(Writer& w, const Trajectory& t) {
   w.putArray(t.tokens);
   w.putArray(t.behav_logprobs);
   w.putArray(t.policy_mask);
+  w.putCount(t.version_runs.size());
+  for (const auto& run : t.version_runs) {
+    w.put(run.version);
+    w.put(run.tokens);
+  }
   w.putArray(t.rewards);
   w.put(t.t_queued);
   w.put(t.t_started);
@@ -134,13 +140,23 @@ bool read(Reader& r, Task& t) {
   return true;
 }
 
+bool readRuns(Reader& r, std::vector<VersionRun>& runs) {
+  std::uint32_t count = 0;
+  if (!r.getCount(count, 8 + 4, "version_runs")) return false;
+  runs.resize(count);  // bounded by the check above
+  for (auto& run : runs) {
+    if (!(r.get(run.version, "version_runs.version") && r.get(run.tokens, "version_runs.tokens"))) return false;
+  }
+  return true;
+}
+
 bool read(Reader& r, Trajectory& t) {
   return r.get(t.task_id, "task_id") && r.get(t.problem_id, "problem_id") && r.get(t.group_id, "group_id") &&
          r.get(t.group_index, "group_index") && r.getString(t.policy, "policy") && r.getString(t.role, "role") &&
          r.get(t.producer_rank, "producer_rank") && r.get(t.pool_uid, "pool_uid") &&
          r.get(t.weight_version_min, "weight_version_min") && r.get(t.weight_version_max, "weight_version_max") &&
          r.getArray(t.tokens, "tokens") && r.getArray(t.behav_logprobs, "behav_logprobs") &&
-         r.getArray(t.policy_mask, "policy_mask") && r.getArray(t.rewards, "rewards") &&
+         r.getArray(t.policy_mask, "policy_mask") && readRuns(r, t.version_runs) && r.getArray(t.rewards, "rewards") &&
          r.get(t.t_queued, "t_queued") && r.get(t.t_started, "t_started") && r.get(t.t_finished, "t_finished") &&
          r.get(t.turns, "turns") && r.get(t.status, "status");
 }
@@ -150,6 +166,29 @@ bool read(Reader& r, Batch& b);  // below: it decodes nested trajectory records
 // Semantic invariants, checked after the record parsed cleanly. Empty when all hold.
 std::string invariantError(const Task&) { return {}; }
 std::string invariantError(const Batch&) { return {}; }  // each nested trajectory was checked
+
+// The runs cover the tokens exactly, in canonical form (one encoding per trajectory), and each
+// policy token's version lies within the trajectory's range.
+std::string versionRunsError(const Trajectory& t) {
+  if (t.version_runs.empty()) return {};
+  std::uint64_t covered = 0;
+  for (std::size_t i = 0; i < t.version_runs.size(); ++i) {
+    const VersionRun& run = t.version_runs[i];
+    if (run.tokens == 0) return fmt::format("trajectory: version_runs[{}] covers no token", i);
+    if (i > 0 && t.version_runs[i - 1].version == run.version) {
+      return fmt::format("trajectory: version_runs[{}] repeats version {} of the run before it", i, run.version);
+    }
+    if (run.version != kContextVersion && (run.version < t.weight_version_min || run.version > t.weight_version_max)) {
+      return fmt::format("trajectory: version_runs[{}] has version {}, outside weight_version_min..max {}..{}", i,
+                         run.version, t.weight_version_min, t.weight_version_max);
+    }
+    covered += run.tokens;
+  }
+  if (covered != t.tokens.size()) {
+    return fmt::format("trajectory: version_runs cover {} tokens of {}", covered, t.tokens.size());
+  }
+  return {};
+}
 
 std::string invariantError(const Trajectory& t) {
   if (t.tokens.size() != t.behav_logprobs.size() || t.tokens.size() != t.policy_mask.size()) {
@@ -165,7 +204,7 @@ std::string invariantError(const Trajectory& t) {
       return fmt::format("trajectory: policy_mask[{}] is {} (must be 0 or 1)", i, t.policy_mask[i]);
     }
   }
-  return {};
+  return versionRunsError(t);
 }
 
 // Decodes bytes that must hold exactly one record of kind R. False with error set otherwise.
@@ -277,6 +316,44 @@ RecordKind peekKind(std::span<const std::byte> record) {
   if (magic == wire::kTrajectoryMagic) return RecordKind::Trajectory;
   if (magic == wire::kBatchMagic) return RecordKind::Batch;
   return RecordKind::Unknown;
+}
+
+void appendVersionRun(std::vector<VersionRun>& runs, std::int64_t version, std::uint32_t count) {
+  if (count == 0) return;
+  if (!runs.empty() && runs.back().version == version) {
+    runs.back().tokens += count;
+  } else {
+    runs.push_back({version, count});
+  }
+}
+
+std::vector<VersionRun> versionRunsOf(const std::vector<std::int64_t>& per_token) {
+  std::vector<VersionRun> runs;
+  for (const std::int64_t v : per_token) appendVersionRun(runs, v, 1);
+  return runs;
+}
+
+std::vector<std::int64_t> tokenVersions(const Trajectory& t) {
+  std::vector<std::int64_t> out;
+  out.reserve(t.tokens.size());
+  if (t.version_runs.empty()) {
+    for (const auto m : t.policy_mask) out.push_back(m ? t.weight_version_max : kContextVersion);
+    return out;
+  }
+  for (const auto& run : t.version_runs) out.insert(out.end(), run.tokens, run.version);
+  return out;
+}
+
+void compactVersionRuns(Trajectory& t) {
+  if (t.version_runs.empty()) return;
+  std::size_t at = 0;
+  for (const auto& run : t.version_runs) {
+    for (std::uint32_t k = 0; k < run.tokens; ++k, ++at) {
+      if (at >= t.policy_mask.size()) return;  // not covering the tokens: left for the decoder to refuse
+      if (run.version != (t.policy_mask[at] ? t.weight_version_max : kContextVersion)) return;
+    }
+  }
+  if (at == t.policy_mask.size()) t.version_runs.clear();
 }
 
 Task endOfStreamTask() {

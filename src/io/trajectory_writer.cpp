@@ -18,6 +18,8 @@ constexpr const char* kTrajectoryFormatName = "astraflow-trajectories";
 constexpr const char* kTokensPath = "tokens";
 constexpr const char* kPolicyMaskPath = "policy_mask";
 constexpr const char* kLogprobsFlatPath = "behav_logprobs_flat";
+constexpr const char* kVersionsFlatPath = "token_versions_flat";
+constexpr std::int64_t kFirstFormatVersion = 1;  // before /token_versions_flat: read, never appended to
 constexpr const char* kTokenOffsetPath = "token_offset";
 constexpr const char* kRewardPath = "reward";
 constexpr const char* kPolicyPath = "policy";
@@ -51,17 +53,20 @@ void forEachColumn(F&& f) {
   f("status", &Trajectory::status, Stored<std::int32_t>{});
 }
 
-void checkFormat(const H5File& file, const std::string& path) {
+// The file's format version: this build's, or (`readable_old`) one it can still read.
+std::int64_t checkFormat(const H5File& file, const std::string& path, bool readable_old) {
   const std::string format = file.hasAttribute("format") ? file.readStringAttribute("format") : std::string("(none)");
   if (format != kTrajectoryFormatName) {
     ASTRA_H5_FAIL(fmt::format("'{}' is not an astraflow trajectory file: attribute format is '{}', expected '{}'", path,
                               format, kTrajectoryFormatName));
   }
   const std::int64_t version = file.readInt64Attribute("format_version");
-  if (version != kTrajectoryFormatVersion) {
-    ASTRA_H5_FAIL(fmt::format("trajectory file '{}' has format_version {}, this build reads {}", path, version,
-                              kTrajectoryFormatVersion));
+  const bool old = readable_old && version >= kFirstFormatVersion && version < kTrajectoryFormatVersion;
+  if (version != kTrajectoryFormatVersion && !old) {
+    ASTRA_H5_FAIL(fmt::format("trajectory file '{}' has format_version {}, this build {} {}", path, version,
+                              readable_old ? "reads" : "appends to", kTrajectoryFormatVersion));
   }
+  return version;
 }
 
 // Opens a plain column and checks its type now, so that a foreign file fails on opening rather
@@ -104,6 +109,7 @@ TrajectoryWriter::TrajectoryWriter(const std::string& path, std::size_t flush_ev
   tokens_ = file_.createSequences(kTokensPath, kChunkRows);
   policy_mask_ = file_.createSequences(kPolicyMaskPath, kChunkRows);
   logprobs_flat_ = file_.createExtendible<float>(kLogprobsFlatPath);  // chunks of ~64 KiB
+  versions_flat_ = file_.createExtendible<std::int64_t>(kVersionsFlatPath);
   token_offset_ = file_.createExtendible<std::uint64_t>(kTokenOffsetPath, 0, kChunkRows);
   reward_ = file_.createExtendible<double>(kRewardPath, 0, kChunkRows);
   policy_ = file_.createExtendible<std::int32_t>(kPolicyPath, 0, kChunkRows);
@@ -117,7 +123,7 @@ TrajectoryWriter::TrajectoryWriter(const std::string& path, std::size_t flush_ev
 
 TrajectoryWriter TrajectoryWriter::openForAppend(const std::string& path, std::size_t flush_every) {
   auto file = H5File::openReadWrite(path);
-  checkFormat(file, path);
+  checkFormat(file, path, false);
   TrajectoryWriter writer(std::move(file), flush_every);
   const H5File& f = writer.file_;
   writer.tokens_ = f.openDataset(kTokensPath);
@@ -126,6 +132,7 @@ TrajectoryWriter TrajectoryWriter::openForAppend(const std::string& path, std::s
   writer.tokens_.appendSequences({});
   writer.policy_mask_.appendSequences({});
   writer.logprobs_flat_ = openColumn<float>(f, kLogprobsFlatPath);
+  writer.versions_flat_ = openColumn<std::int64_t>(f, kVersionsFlatPath);
   writer.token_offset_ = openColumn<std::uint64_t>(f, kTokenOffsetPath);
   writer.reward_ = openColumn<double>(f, kRewardPath);
   writer.policy_ = openColumn<std::int32_t>(f, kPolicyPath);
@@ -149,6 +156,12 @@ TrajectoryWriter TrajectoryWriter::openForAppend(const std::string& path, std::s
   }
   writer.rows_ = rows;
   writer.flat_size_ = writer.logprobs_flat_.rows();
+  if (writer.versions_flat_.rows() != writer.flat_size_) {
+    ASTRA_H5_FAIL(fmt::format("trajectory file '{}': /{} has {} values but /{} has {} (a crash during a flush?); "
+                              "cannot append to it",
+                              path, kLogprobsFlatPath, writer.flat_size_, kVersionsFlatPath,
+                              writer.versions_flat_.rows()));
+  }
   writer.names_ = writer.policy_names_.readStrings();
   writer.names_written_ = writer.names_.size();
   for (std::size_t i = 0; i < writer.names_.size(); ++i) {
@@ -166,6 +179,7 @@ TrajectoryWriter& TrajectoryWriter::operator=(TrajectoryWriter&& other) noexcept
     tokens_ = std::move(other.tokens_);
     policy_mask_ = std::move(other.policy_mask_);
     logprobs_flat_ = std::move(other.logprobs_flat_);
+    versions_flat_ = std::move(other.versions_flat_);
     token_offset_ = std::move(other.token_offset_);
     reward_ = std::move(other.reward_);
     policy_ = std::move(other.policy_);
@@ -243,6 +257,7 @@ void TrajectoryWriter::writeBuffer() {
   std::vector<std::int32_t> policy;
   Sequences tokens, mask;
   std::vector<float> flat;
+  std::vector<std::int64_t> versions;
   std::vector<std::uint64_t> offsets;
   std::vector<double> reward;
   policy.reserve(buffer_.size());
@@ -256,6 +271,8 @@ void TrajectoryWriter::writeBuffer() {
     offsets.push_back(at);
     at += t.tokens.size();
     flat.insert(flat.end(), t.behav_logprobs.begin(), t.behav_logprobs.end());
+    const auto per_token = tokenVersions(t);
+    versions.insert(versions.end(), per_token.begin(), per_token.end());
     mask.emplace_back(t.policy_mask.begin(), t.policy_mask.end());
     tokens.push_back(std::move(t.tokens));  // the buffer is cleared (or abandoned) after this
     reward.push_back(t.rewards.empty() ? std::numeric_limits<double>::quiet_NaN() : t.rewards.front());
@@ -266,6 +283,7 @@ void TrajectoryWriter::writeBuffer() {
     names_written_ = names_.size();
   }
   logprobs_flat_.appendRows(flat);
+  versions_flat_.appendRows(versions);
   flat_size_ = at;
   tokens_.appendSequences(tokens);
   policy_mask_.appendSequences(mask);
@@ -286,10 +304,11 @@ void TrajectoryWriter::writeBuffer() {
 
 std::vector<Trajectory> readTrajectories(const std::string& path) {
   const auto file = H5File::openReadOnly(path);
-  checkFormat(file, path);
+  const bool has_versions = checkFormat(file, path, true) > kFirstFormatVersion;
   auto tokens = file.openDataset(kTokensPath).readSequences();
   const auto mask = file.openDataset(kPolicyMaskPath).readSequences();
   const auto flat = file.readVector<float>(kLogprobsFlatPath);
+  const auto versions = has_versions ? file.readVector<std::int64_t>(kVersionsFlatPath) : std::vector<std::int64_t>{};
   const auto offsets = file.readVector<std::uint64_t>(kTokenOffsetPath);
   const auto reward = file.readVector<double>(kRewardPath);
   const auto policy = file.readVector<std::int32_t>(kPolicyPath);
@@ -337,6 +356,15 @@ std::vector<Trajectory> readTrajectories(const std::string& path) {
     for (const std::int32_t m : mask[i]) t.policy_mask.push_back(narrowed<std::uint8_t>(m, kPolicyMaskPath, i, path));
     const auto first = flat.begin() + static_cast<std::ptrdiff_t>(offsets[i]);
     t.behav_logprobs.assign(first, first + static_cast<std::ptrdiff_t>(n));
+    if (has_versions) {
+      if (offsets[i] > versions.size() || n > versions.size() - offsets[i]) {
+        ASTRA_H5_FAIL(fmt::format("trajectory file '{}': row {} takes versions [{}, {}) of a {}-value /{}", path, i,
+                                  offsets[i], offsets[i] + n, versions.size(), kVersionsFlatPath));
+      }
+      const auto v = versions.begin() + static_cast<std::ptrdiff_t>(offsets[i]);
+      t.version_runs = versionRunsOf({v, v + static_cast<std::ptrdiff_t>(n)});
+      compactVersionRuns(t);
+    }
     t.rewards = {reward[i]};
     t.policy = names[static_cast<std::size_t>(policy[i])];
   }

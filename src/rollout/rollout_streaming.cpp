@@ -26,14 +26,14 @@ std::uint64_t splitmix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+}  // namespace
+
 struct HeldTask {
   Task task;
   bool eval = false;
   double t_start = 0;
   std::size_t policy = 0;  // index into served_
 };
-
-}  // namespace
 
 // The loop's state and its steps. One "generate" trace event per stretch of work (at most
 // `capacity_` training episodes), as a batch was: its span, the policy tokens made and the

@@ -143,6 +143,11 @@ Trajectory sampleTrajectory(std::size_t tokens, std::uint32_t seed) {
     t.behav_logprobs.push_back(-std::uniform_real_distribution<float>(0, 20)(rng));
     t.policy_mask.push_back(std::uint8_t(rng() & 1));
   }
+  // Per-token versions: a context token, then version 5 and, past the middle, 6 (a sequence that
+  // moved to new weights mid-generation). Three runs whatever the length.
+  std::vector<std::int64_t> versions;
+  for (std::size_t i = 0; i < tokens; ++i) versions.push_back(i == 0 ? kContextVersion : i < tokens / 2 ? 5 : 6);
+  t.version_runs = versionRunsOf(versions);
   if (tokens > 2) {
     t.behav_logprobs[0] = -std::numeric_limits<float>::infinity();
     t.behav_logprobs[1] = std::numeric_limits<float>::denorm_min();
@@ -207,6 +212,27 @@ TEST(Records, TrajectoryRoundTripKeepsEveryBit) {
             std::bit_cast<std::uint64_t>(nanWithPayload(0x1234567)));
 }
 
+TEST(Records, VersionRunsExpandToOneVersionPerToken) {
+  const std::vector<std::int64_t> per_token = {-1, -1, 3, 3, 3, 4, -1, 4, 4};
+  const auto runs = versionRunsOf(per_token);
+  const std::vector<VersionRun> expected = {{-1, 2}, {3, 3}, {4, 1}, {-1, 1}, {4, 2}};
+  EXPECT_EQ(runs, expected);
+  Trajectory t;
+  t.tokens.assign(per_token.size(), 7);
+  t.behav_logprobs.assign(per_token.size(), 0.0f);
+  t.policy_mask = {0, 0, 1, 1, 1, 1, 0, 1, 1};
+  t.weight_version_min = 3;
+  t.weight_version_max = 4;
+  t.version_runs = runs;
+  EXPECT_EQ(tokenVersions(t), per_token);
+  const auto back = decodeTrajectory(bytesOf(encode(t)));
+  ASSERT_TRUE(back.ok()) << back.error();
+  EXPECT_EQ(tokenVersions(back.value()), per_token);
+  // Not recorded: every policy token at the newest version.
+  t.version_runs.clear();
+  EXPECT_EQ(tokenVersions(t), (std::vector<std::int64_t>{-1, -1, 4, 4, 4, 4, -1, 4, 4}));
+}
+
 // Every stream ends in-band; the end survives the wire and nothing else is taken for it.
 TEST(Records, EndOfStreamRecordsSurviveTheWire) {
   const auto task = decodeTask(bytesOf(encode(endOfStreamTask())));
@@ -259,7 +285,7 @@ TEST(Records, TaskBytesMatchTheDocumentedLayout) {
   t.lease_ms = 0x01020304;
   t.metadata = {{"k", "v"}};
   const auto b = encode(t);
-  const std::vector<std::uint8_t> expected = {'A', 'T', 'S', 'K', 3,   0,   0, 0, 57, 0,
+  const std::vector<std::uint8_t> expected = {'A', 'T', 'S', 'K', 4,   0,   0, 0, 57, 0,
                                               0,   0,  // magic, format_version, flags, payload_bytes
                                               8,   7,   6,   5,   4,   3,   2, 1,            // task_id
                                               2,   0,   0,   0,   0,   0,   0, 0,            // problem_id
@@ -392,6 +418,17 @@ TEST(Records, HugeCountsAreRefusedWithoutAllocating) {
     EXPECT_LT(probe.largest(), b.size() + 1024) << "decoder allocated before checking the count";
     EXPECT_MESSAGE(r, "reading tokens (need 8589934592");
   }
+  // 2^31 version runs: refused before the runs are sized.
+  auto v = encode(t);
+  const std::size_t runs_at = tokensCountOffset(t) + 4 + 10 * 4 + 4 + 10 * 4 + 4 + 10;
+  ASSERT_EQ(peek<std::uint32_t>(v, runs_at), t.version_runs.size());
+  poke(v, runs_at, std::uint32_t{1} << 31);
+  {
+    AllocationProbe probe;
+    const auto r = decodeTrajectory(bytesOf(v));
+    EXPECT_LT(probe.largest(), v.size() + 1024);
+    EXPECT_MESSAGE(r, "reading version_runs");
+  }
   // A string length beyond the record.
   auto s = encode(t);
   poke(s, 12 + 8 + 8 + 8 + 4, std::uint32_t{4000000000u});
@@ -436,7 +473,7 @@ TEST(Records, HeaderErrorsNameTheProblem) {
 
   b = good;
   poke(b, 4, std::uint16_t{7});
-  EXPECT_MESSAGE(decodeTrajectory(bytesOf(b)), "unsupported format_version 7 (this build reads 3)");
+  EXPECT_MESSAGE(decodeTrajectory(bytesOf(b)), "unsupported format_version 7 (this build reads 4)");
 
   b = good;
   poke(b, 6, std::uint16_t{4});
@@ -479,6 +516,22 @@ TEST(Records, SemanticInvariantsAreChecked) {
   t = sampleTrajectory(10, 1);
   t.policy_mask[6] = 2;
   EXPECT_MESSAGE(decodeTrajectory(bytesOf(encode(t))), "policy_mask[6] is 2 (must be 0 or 1)");
+
+  // Per-token versions: covering every token exactly, canonical, within the version range.
+  t = sampleTrajectory(10, 1);
+  ASSERT_GE(t.version_runs.size(), 2u);
+  t.version_runs.back().tokens += 1;
+  EXPECT_MESSAGE(decodeTrajectory(bytesOf(encode(t))), "version_runs cover 11 tokens of 10");
+  t = sampleTrajectory(10, 1);
+  t.version_runs.push_back({t.version_runs.back().version, 0});
+  EXPECT_MESSAGE(decodeTrajectory(bytesOf(encode(t))), "covers no token");
+  t = sampleTrajectory(10, 1);
+  t.version_runs.back().tokens -= 1;
+  t.version_runs.push_back({t.version_runs.back().version, 1});
+  EXPECT_MESSAGE(decodeTrajectory(bytesOf(encode(t))), "repeats version");
+  t = sampleTrajectory(10, 1);
+  t.weight_version_min = 6;
+  EXPECT_MESSAGE(decodeTrajectory(bytesOf(encode(t))), "has version 5, outside weight_version_min..max 6..");
 
   // Inside a batch the message says which trajectory.
   Batch batch = sampleBatch();

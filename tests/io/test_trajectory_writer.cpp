@@ -1,10 +1,13 @@
 // TrajectoryWriter: exact round trips across flushes, NaN rewards, reopening for append, files
-// cut short by a crash, refused inputs and readability by the real h5dump.
+// cut short by a crash, refused inputs, per-token versions and readability by the real h5dump
+// and h5py.
 #include <gtest/gtest.h>
+#include <hdf5.h>  // only to remove a dataset, making a file as format version 1 wrote it
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -71,7 +74,7 @@ TEST(TrajectoryWriter, ThousandTrajectoriesRoundTripExactly) {
 
   const auto file = H5File::openReadOnly(path);
   EXPECT_EQ(file.readStringAttribute("format"), "astraflow-trajectories");
-  EXPECT_EQ(file.readInt64Attribute("format_version"), 1);
+  EXPECT_EQ(file.readInt64Attribute("format_version"), 2);
   EXPECT_EQ(file.openDataset("policy_names").readStrings(), (std::vector<std::string>{"actor", "critic", "réviseur"}));
   for (const char* name : {"tokens", "policy_mask", "token_offset", "reward", "policy", "task_id", "status"}) {
     EXPECT_EQ(file.openDataset(name).rows(), 1000u) << name;
@@ -79,6 +82,90 @@ TEST(TrajectoryWriter, ThousandTrajectoriesRoundTripExactly) {
   std::size_t total_tokens = 0;
   for (const auto& t : expected) total_tokens += t.tokens.size();
   EXPECT_EQ(file.openDataset("behav_logprobs_flat").rows(), total_tokens);
+  EXPECT_EQ(file.openDataset("token_versions_flat").rows(), total_tokens);
+}
+
+// A trajectory whose sequence moved to new weights part-way (rollout.on_new_version: continue):
+// version runs [ctx, v, v+1, ctx, v+1].
+Trajectory spanningVersions(int i) {
+  Trajectory t = makeTrajectory(i);
+  t.tokens.assign(static_cast<std::size_t>(12 + i % 5), 11);
+  const std::size_t n = t.tokens.size();
+  t.behav_logprobs.assign(n, -0.5f);
+  t.policy_mask.assign(n, 1);
+  t.policy_mask[0] = t.policy_mask[1] = t.policy_mask[8] = 0;
+  t.weight_version_min = 40 + i;
+  t.weight_version_max = 41 + i;
+  std::vector<std::int64_t> versions(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    versions[k] = t.policy_mask[k] == 0 ? kContextVersion : k < 5 ? t.weight_version_min : t.weight_version_max;
+  }
+  t.version_runs = versionRunsOf(versions);
+  return t;
+}
+
+TEST(TrajectoryWriter, PerTokenVersionsRoundTripAndReadInH5py) {
+  TempDir dir;
+  const auto path = dir.file("versions.h5");
+  std::vector<Trajectory> expected;
+  {
+    TrajectoryWriter writer(path, 3);
+    for (int i = 0; i < 10; ++i) {
+      expected.push_back(i % 2 ? spanningVersions(i) : makeTrajectory(i));
+      writer.append(expected.back());
+    }
+  }
+  for (std::size_t i = 1; i < expected.size(); i += 2) {
+    ASSERT_EQ(expected[i].version_runs.size(), 5u);  // the runs really span two versions
+  }
+  const auto got = readTrajectories(path);
+  ASSERT_EQ(got.size(), expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i], expected[i]) << "row " << i;
+    EXPECT_EQ(tokenVersions(got[i]), tokenVersions(expected[i])) << "row " << i;
+  }
+
+  // What h5py reads, token by token.
+  const char* py = std::getenv("ASTRAFLOW_PYTHON");
+  const char* script = std::getenv("ASTRAFLOW_H5PY_REFERENCE");
+  ASSERT_TRUE(py && script) << "ASTRAFLOW_PYTHON / ASTRAFLOW_H5PY_REFERENCE are not set (run under ctest)";
+  const auto listing = dir.file("h5py.txt");
+  ASSERT_EQ(std::system((std::string(py) + " " + script + " " + path + " " + listing).c_str()), 0);
+  std::ifstream in(listing);
+  for (const auto& t : expected) {
+    std::uint64_t task_id = 0;
+    std::size_t n = 0;
+    ASSERT_TRUE(in >> task_id >> n);
+    EXPECT_EQ(task_id, t.task_id);
+    ASSERT_EQ(n, t.tokens.size());
+    std::vector<std::int64_t> versions(n);
+    for (auto& v : versions) ASSERT_TRUE(in >> v);
+    EXPECT_EQ(versions, tokenVersions(t)) << "task " << t.task_id;
+  }
+}
+
+TEST(TrajectoryWriter, FormatVersionOneFilesAreReadWithoutPerTokenVersions) {
+  TempDir dir;
+  const auto path = dir.file("v1.h5");
+  {
+    TrajectoryWriter writer(path);
+    writer.append(makeTrajectory(3));
+  }
+  {
+    // A file as version 1 wrote it: no /token_versions_flat.
+    auto file = H5File::openReadWrite(path);
+    file.writeAttribute("format_version", std::int64_t{1});
+    ASSERT_GE(H5Ldelete(file.id(), "token_versions_flat", H5P_DEFAULT), 0);
+  }
+  const auto got = readTrajectories(path);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], makeTrajectory(3));
+  try {
+    (void)TrajectoryWriter::openForAppend(path);
+    FAIL() << "a version-1 file was opened for appending";
+  } catch (const H5Error& e) {
+    EXPECT_NE(std::string(e.what()).find("format_version 1, this build appends to 2"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TrajectoryWriter, NanRewardSurvivesAndOnlyTheFirstRewardIsKept) {
@@ -194,6 +281,7 @@ TEST(TrajectoryWriter, RefusesWhatTheLayoutCannotHold) {
 constexpr const char* kDatasetNames[] = {"tokens",
                                          "policy_mask",
                                          "behav_logprobs_flat",
+                                         "token_versions_flat",
                                          "token_offset",
                                          "reward",
                                          "policy",

@@ -2,12 +2,12 @@
 // The records that flow between components (docs/architecture.md, "Records") and their binary wire format.
 // Pure data: no LibTorch, MPI or HDF5 here, so every rank kind and every offline tool can use it.
 //
-// Wire format, version 3 (version 2 added Trajectory.role, version 3 Batch.max_staleness; a build
-// reads only its own version). A record is a 12-byte header followed by its payload:
+// Wire format, version 4 (version 2 added Trajectory.role, version 3 Batch.max_staleness, version 4
+// Trajectory.version_runs; a build reads only its own version). A record is a 12-byte header followed by its payload:
 //
 //   offset size  field
 //   0      4     magic          "ATSK" Task, "ATRJ" Trajectory, "ABAT" Batch (ASCII, in this order)
-//   4      2     format_version 3
+//   4      2     format_version 4
 //   6      2     flags          0 (no flags are defined; any other value is refused)
 //   8      4     payload_bytes  exactly the bytes that follow the header
 //
@@ -19,8 +19,9 @@
 //               lease_ms u32, metadata map
 //   Trajectory: task_id u64, problem_id u64, group_id u64, group_index u32, policy str, role str,
 //               producer_rank i32, pool_uid u32, weight_version_min i64, weight_version_max i64,
-//               tokens [i32], behav_logprobs [f32], policy_mask [u8], rewards [f64],
-//               t_queued f64, t_started f64, t_finished f64, turns u32, status u8
+//               tokens [i32], behav_logprobs [f32], policy_mask [u8], version_runs (u32 count + that
+//               many (version i64, tokens u32) pairs), rewards [f64], t_queued f64, t_started f64,
+//               t_finished f64, turns u32, status u8
 //   Batch:      batch_id u64, policy str, trainer_version i64, max_staleness i64, u32 count + that many complete
 //               Trajectory records (header included), so each one can be checked and sliced alone.
 //
@@ -41,7 +42,7 @@
 
 namespace astraflow {
 
-inline constexpr std::uint16_t kWireFormatVersion = 3;
+inline constexpr std::uint16_t kWireFormatVersion = 4;
 inline constexpr std::size_t kWireHeaderBytes = 12;
 
 struct Task {
@@ -63,6 +64,17 @@ struct Task {
 // says the rank leaves early because its server is lost (docs/rollout-backends.md).
 enum class TrajectoryStatus : std::uint8_t { Ok = 0, Truncated = 1, Nonfinite = 2, Error = 3, Returned = 4 };
 
+// A stretch of consecutive tokens of one trajectory and the weight version that sampled them
+// (kContextVersion: prompt and environment tokens, sampled by no policy). A sequence that moved
+// to a new version mid-generation (rollout.on_new_version: continue) has one run per version.
+struct VersionRun {
+  std::int64_t version = 0;
+  std::uint32_t tokens = 0;
+
+  bool operator==(const VersionRun&) const = default;
+};
+inline constexpr std::int64_t kContextVersion = -1;
+
 struct Trajectory {
   std::uint64_t task_id = 0;
   std::uint64_t problem_id = 0;
@@ -77,6 +89,10 @@ struct Trajectory {
   std::vector<std::int32_t> tokens;
   std::vector<float> behav_logprobs;                   // one per token
   std::vector<std::uint8_t> policy_mask;               // one per token: 1 = the policy's own token, 0 = not
+  // Each token's version, as runs covering the tokens in order (adjacent runs differ in version,
+  // none is empty; a policy token's version lies in [weight_version_min, weight_version_max]).
+  // Empty: not recorded, every policy token at weight_version_max (tokenVersions below).
+  std::vector<VersionRun> version_runs;
   std::vector<double> rewards;                         // one per role/objective; rewards[0] is the policy's
   double t_queued = 0, t_started = 0, t_finished = 0;  // seconds on the run clock
   std::uint32_t turns = 0;
@@ -110,6 +126,17 @@ inline bool isEndOfStream(const Batch& batch) { return batch.batch_id == kEndOfS
 Task endOfStreamTask();
 Trajectory endOfStreamTrajectory(const std::string& policy, std::int32_t producer_rank);
 Batch endOfStreamBatch(const std::string& policy);
+
+// Appends `count` tokens of `version` to runs, merging with the last run when it is the same.
+void appendVersionRun(std::vector<VersionRun>& runs, std::int64_t version, std::uint32_t count);
+// The runs of per-token versions, and back: one version per token (context tokens
+// kContextVersion; with no runs, each policy token at weight_version_max).
+std::vector<VersionRun> versionRunsOf(const std::vector<std::int64_t>& per_token);
+std::vector<std::int64_t> tokenVersions(const Trajectory& t);
+// Clears the runs when they say no more than empty runs do (every policy token at
+// weight_version_max, every context token kContextVersion): one form for one trajectory, and
+// nothing on the wire for a sequence made under one version.
+void compactVersionRuns(Trajectory& t);
 
 // Task metadata keys the dataflow rank sets and RaaS ranks read.
 inline constexpr const char* kTaskEvalKey = "eval";               // present: greedy evaluation task

@@ -3,14 +3,17 @@
 // trajectory as one row, readable by h5py/h5dump without astraflow.
 //
 // Layout of a trajectory file:
-//   attributes  format = "astraflow-trajectories", format_version = 1
-//   One row per trajectory. Every dataset below except /behav_logprobs_flat and /policy_names
+//   attributes  format = "astraflow-trajectories", format_version = 2 (version 1 had no
+//               /token_versions_flat; such files are read, with no per-token versions)
+//   One row per trajectory. Every dataset below except the two *_flat ones and /policy_names
 //   is 1-D, chunked, extendible and has one row per trajectory, in append order.
 //     /tokens               vlen int32   token ids
 //     /policy_mask          vlen int32   0/1 per token (uint8 in memory; HDF5 vlen here is int32)
 //     /behav_logprobs_flat  float32      the behaviour log-probs of all rows, concatenated
-//     /token_offset         uint64       where the row's log-probs start in /behav_logprobs_flat;
-//                                        there are len(tokens[i]) of them:
+//     /token_versions_flat  int64        the weight version that sampled each token, all rows
+//                                        concatenated as the log-probs are (-1: a context token)
+//     /token_offset         uint64       where the row's log-probs and versions start in the
+//                                        *_flat datasets; there are len(tokens[i]) of them:
 //                                        flat[token_offset[i] : token_offset[i] + len(tokens[i])]
 //     /reward               float64      rewards[0]; NaN when the trajectory has no reward
 //     /policy               int32        index into /policy_names
@@ -40,7 +43,7 @@
 
 namespace astraflow::io {
 
-inline constexpr std::int64_t kTrajectoryFormatVersion = 1;
+inline constexpr std::int64_t kTrajectoryFormatVersion = 2;
 
 // Appends trajectories to one file. Not thread-safe; one writer per file (HDF5 allows no more
 // outside collective I/O), normally on the dataflow rank.
@@ -82,13 +85,13 @@ class TrajectoryWriter {
   void closeQuietly() noexcept;
 
   H5File file_;
-  H5Dataset tokens_, policy_mask_, logprobs_flat_, token_offset_, reward_, policy_, policy_names_;
+  H5Dataset tokens_, policy_mask_, logprobs_flat_, versions_flat_, token_offset_, reward_, policy_, policy_names_;
   std::vector<H5Dataset> columns_;  // the plain scalar columns, in forEachColumn order
   std::vector<Trajectory> buffer_;
   std::vector<std::string> names_;  // /policy_names, those not yet on disk included
   std::unordered_map<std::string, std::int32_t> name_index_;
   std::size_t names_written_ = 0;
-  std::uint64_t flat_size_ = 0;  // rows of /behav_logprobs_flat: where the next row's log-probs start
+  std::uint64_t flat_size_ = 0;  // rows of the *_flat datasets: where the next row's values start
   std::size_t flush_every_ = 256;
   std::size_t rows_ = 0;
   bool failed_ = false;
