@@ -145,7 +145,7 @@ void parseModel(YamlReader r, ModelConfig& m) {
   r.finish();
 }
 
-void parseRollout(YamlReader r, RolloutSection& s) {
+void parseRollout(YamlReader r, RolloutSection& s, const std::string& run_mode) {
   s.group_size = static_cast<int>(r.getInt("group_size", s.group_size, 1, 4096, "samples"));
   s.temperature = r.getDouble("temperature", s.temperature, 1e-3, 100.0);
   s.top_p = r.getDouble("top_p", s.top_p, 1e-3, 1.0);
@@ -157,6 +157,12 @@ void parseRollout(YamlReader r, RolloutSection& s) {
   s.kv_cache_bytes = r.getInt("kv_cache_bytes", s.kv_cache_bytes, 0, std::int64_t{1} << 50, "bytes");
   s.kv_block_size = static_cast<int>(r.getInt("kv_block_size", s.kv_block_size, 1, 4096, "token positions"));
   s.max_prefill_tokens = r.getInt("max_prefill_tokens", s.max_prefill_tokens, 1, std::int64_t{1} << 30, "tokens");
+  // Sync mode trains each batch on one version: its sequences finish under it by default.
+  const std::string on_new =
+      r.getChoice("on_new_version", run_mode == "sync" ? "finish" : "continue", {"finish", "continue", "abort"});
+  s.on_new_version = on_new == "finish"     ? OnNewVersion::Finish
+                     : on_new == "continue" ? OnNewVersion::Continue
+                                            : OnNewVersion::Abort;
   parseCompute(r, s.compute);
   r.finish();
 }
@@ -545,7 +551,7 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   detail::parseDataflow(top.child("dataflow"), cfg.dataflow);
   detail::parseEnvironment(top.child("environment"), cfg);
   parseWorkflow(top.child("workflow"), cfg);
-  parseRollout(top.child("rollout"), cfg.rollout);
+  parseRollout(top.child("rollout"), cfg.rollout, cfg.run.mode);
   parseTrainer(top.child("trainer"), cfg.trainer);
   detail::checkSimulation(cfg);
   parseSft(top.child("sft"), cfg.sft);

@@ -157,10 +157,10 @@ TrajectoryWriter TrajectoryWriter::openForAppend(const std::string& path, std::s
   writer.rows_ = rows;
   writer.flat_size_ = writer.logprobs_flat_.rows();
   if (writer.versions_flat_.rows() != writer.flat_size_) {
-    ASTRA_H5_FAIL(fmt::format("trajectory file '{}': /{} has {} values but /{} has {} (a crash during a flush?); "
-                              "cannot append to it",
-                              path, kLogprobsFlatPath, writer.flat_size_, kVersionsFlatPath,
-                              writer.versions_flat_.rows()));
+    ASTRA_H5_FAIL(
+        fmt::format("trajectory file '{}': /{} has {} values but /{} has {} (a crash during a flush?); "
+                    "cannot append to it",
+                    path, kLogprobsFlatPath, writer.flat_size_, kVersionsFlatPath, writer.versions_flat_.rows()));
   }
   writer.names_ = writer.policy_names_.readStrings();
   writer.names_written_ = writer.names_.size();

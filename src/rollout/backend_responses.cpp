@@ -47,6 +47,23 @@ Attempt accepted(Attempt a, Generation g) {
 
 }  // namespace
 
+namespace {
+
+// meta_info.output_token_logprobs as ids and log-probs; the reason when they are not that.
+std::string readTokenLogprobs(const json& meta, Generation& g) {
+  const json& lps = meta.at("output_token_logprobs");
+  if (!lps.is_array()) return "meta_info.output_token_logprobs is not a list";
+  for (const auto& e : lps) {
+    if (!e.is_array() || e.size() < 2)
+      return fmt::format("output_token_logprobs entry {} is not [logprob, id, text]", e.dump());
+    g.logprobs.push_back(e.at(0).is_number() ? e.at(0).get<float>() : NAN);
+    g.tokens.push_back(e.at(1).get<std::int32_t>());
+  }
+  return {};
+}
+
+}  // namespace
+
 Attempt parseSglang(const std::string& body) {
   Attempt a;
   a.kind = Attempt::Kind::Malformed;
@@ -55,31 +72,27 @@ Attempt parseSglang(const std::string& body) {
     const json& meta = j.at("meta_info");
     const json& finish = meta.at("finish_reason");
     const std::string type = finish.is_object() ? finish.at("type").get<std::string>() : std::string("abort");
+    Generation g;
+    if (meta.contains("weight_version")) g.weight_version = versionOf(meta["weight_version"]);
     if (type == "abort") {
       a.error = "the server aborted the request";
       a.kind = Attempt::Kind::Http;
-      return a;
-    }
-    Generation g;
-    const json& lps = meta.at("output_token_logprobs");
-    if (!lps.is_array()) {
-      a.error = "meta_info.output_token_logprobs is not a list";
-      return a;
-    }
-    for (const auto& e : lps) {
-      if (!e.is_array() || e.size() < 2) {
-        a.error = fmt::format("output_token_logprobs entry {} is not [logprob, id, text]", e.dump());
-        return a;
+      // What it made before the abort, when it is well formed: kept, to resume from.
+      if (meta.contains("output_token_logprobs") && readTokenLogprobs(meta, g).empty() && checkTokens(g).empty() &&
+          !g.tokens.empty()) {
+        a.partial = std::move(g);
       }
-      g.logprobs.push_back(e.at(0).is_number() ? e.at(0).get<float>() : NAN);
-      g.tokens.push_back(e.at(1).get<std::int32_t>());
+      return a;
+    }
+    if (auto why = readTokenLogprobs(meta, g); !why.empty()) {
+      a.error = why;
+      return a;
     }
     if (j.contains("output_ids") && j["output_ids"].get<std::vector<std::int32_t>>() != g.tokens) {
       a.error = "output_ids differ from the ids of output_token_logprobs";
       return a;
     }
     g.stopped = type == "stop";
-    if (meta.contains("weight_version")) g.weight_version = versionOf(meta["weight_version"]);
     return accepted(std::move(a), std::move(g));
   } catch (const std::exception& e) {
     a.error = fmt::format("not a /generate response: {}", e.what());

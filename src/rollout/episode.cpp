@@ -7,12 +7,15 @@ namespace astraflow {
 
 namespace {
 
+void pushToken(Episode& e, std::int32_t id, float logprob, std::uint8_t mask, std::int64_t version) {
+  e.tokens.push_back(id);
+  e.behav_logprobs.push_back(logprob);
+  e.policy_mask.push_back(mask);
+  e.token_versions.push_back(version);
+}
+
 void appendText(Episode& e, const Tokenizer& tok, const std::string& text) {
-  for (auto id : tok.encode(text)) {
-    e.tokens.push_back(id);
-    e.behav_logprobs.push_back(0.0f);
-    e.policy_mask.push_back(0);
-  }
+  for (auto id : tok.encode(text)) pushToken(e, id, 0.0f, 0, -1);
 }
 
 }  // namespace
@@ -29,11 +32,7 @@ Episode startEpisode(const Tokenizer& tok, Environment& env, std::uint64_t probl
   Episode e;
   e.problem_id = problem_id;
   const std::string prompt = env.reset(problem_id);
-  if (!env.rendersWholeSequence()) {
-    e.tokens.push_back(tok.bosId());
-    e.behav_logprobs.push_back(0.0f);
-    e.policy_mask.push_back(0);
-  }
+  if (!env.rendersWholeSequence()) pushToken(e, tok.bosId(), 0.0f, 0, -1);
   appendText(e, tok, prompt);
   return e;
 }
@@ -109,16 +108,16 @@ bool applyTurn(Episode& e, Environment& env, const Generation& g, const Tokenize
     e.truncated = true;
     return true;
   }
+  const bool per_token = g.token_versions.size() == g.tokens.size();
   for (std::size_t t = 0; t < g.tokens.size(); ++t) {
-    e.tokens.push_back(g.tokens[t]);
-    e.behav_logprobs.push_back(g.logprobs[t]);
-    e.policy_mask.push_back(1);
+    pushToken(e, g.tokens[t], g.logprobs[t], 1, per_token ? g.token_versions[t] : g.weight_version);
   }
   auto cut = [&] {
     e.truncated = true;
     e.tokens.resize(max_len);
     e.behav_logprobs.resize(max_len);
     e.policy_mask.resize(max_len);
+    e.token_versions.resize(std::min(e.token_versions.size(), max_len));
     return true;
   };
   // Past the environment's context limit within the turn: ends unsolved, not scored.
@@ -138,9 +137,7 @@ bool applyTurn(Episode& e, Environment& env, const Generation& g, const Tokenize
   // A chat turn cut at max_new_tokens has no end-of-turn token; the reply that follows must
   // start a new turn as the template would.
   if (env.rendersWholeSequence() && std::find(stop_ids.begin(), stop_ids.end(), g.tokens.back()) == stop_ids.end()) {
-    e.tokens.push_back(tok.eosId());
-    e.behav_logprobs.push_back(0.0f);
-    e.policy_mask.push_back(0);
+    pushToken(e, tok.eosId(), 0.0f, 0, -1);
   }
   appendText(e, tok, r.observation);
   // No room for another turn: the episode ends unsolved.
@@ -157,11 +154,7 @@ Episode referenceEpisode(const Tokenizer& tok, const EnvironmentOptions& env_opt
     // A turn ends as a generated one does: on a stop token (the end-of-sequence token where the
     // action has none of its own, as a chat turn's <|im_end|>).
     if (ids.empty() || std::find(stops.begin(), stops.end(), ids.back()) == stops.end()) ids.push_back(tok.eosId());
-    for (auto id : ids) {
-      e.tokens.push_back(id);
-      e.behav_logprobs.push_back(0.0f);
-      e.policy_mask.push_back(1);
-    }
+    for (auto id : ids) pushToken(e, id, 0.0f, 1, -1);
     e.turns++;
     const StepResult r = env->step(action);
     if (r.done) {

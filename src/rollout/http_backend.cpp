@@ -121,73 +121,7 @@ std::vector<Generation> HttpBackend::generate(const std::vector<std::vector<std:
   std::vector<Generation> out(prompts.size());
   std::atomic<std::size_t> next{0};
   auto worker = [&](std::size_t k) {
-    for (std::size_t i = next++; i < prompts.size(); i = next++) {
-      const std::string body = im.spec.api == "openai" ? openaiBody(prompts[i], options, im.model, im.never)
-                                                       : sglangBody(prompts[i], options, im.never);
-      const char* path = im.spec.api == "openai" ? "/v1/completions" : "/generate";
-      Attempt last;
-      // A server silent for longer than lost_after_seconds gets one try per request, no retries,
-      // until it answers again: a dead server costs each batch one refused connect, not the backoff.
-      int retries = im.spec.retries;
-      {
-        std::lock_guard lock(im.mutex);
-        if (im.failing_since && secondsSince(*im.failing_since) > im.spec.lost_after_seconds) retries = 0;
-      }
-      for (int attempt = 0; attempt <= retries; ++attempt) {
-        if (attempt > 0) {
-          std::this_thread::sleep_for(std::chrono::duration<double>(im.spec.backoff_seconds * (1 << (attempt - 1))));
-        }
-        const auto t0 = Clock::now();
-        const HttpResult r = im.client(k).postJson(path, body);
-        if (!r.transportOk()) {
-          last = Attempt{std::nullopt, r.error, true, Attempt::Kind::Transport};
-        } else if (!r.ok()) {
-          // 4xx says the request itself is wrong: sending it again cannot help (but 408/429).
-          const bool retryable = r.status >= 500 || r.status == 408 || r.status == 429;
-          last = Attempt{std::nullopt, fmt::format("HTTP {}: {}", r.status, r.body.substr(0, 300)), retryable,
-                         Attempt::Kind::Http};
-        } else {
-          last = im.spec.api == "openai" ? parseOpenai(r.body) : parseSglang(r.body);
-          if (last.generation) {
-            // A token the policy never generates would have log-prob -inf under the trainer.
-            for (auto t : last.generation->tokens) {
-              if (std::binary_search(im.never.begin(), im.never.end(), t)) {
-                last =
-                    Attempt{std::nullopt, fmt::format("the answer holds token {}, which the policy never generates", t),
-                            true, Attempt::Kind::Malformed};
-                break;
-              }
-            }
-          }
-        }
-        std::lock_guard lock(im.mutex);
-        stats_.request_seconds += secondsSince(t0);
-        if (attempt > 0) ++stats_.retries;
-        if (last.kind == Attempt::Kind::Transport) {
-          ++stats_.transport_errors;
-          if (!im.failing_since) im.failing_since = t0;
-        } else {
-          im.failing_since.reset();  // it answered: reachable
-          if (last.kind == Attempt::Kind::Http) ++stats_.http_errors;
-          if (last.kind == Attempt::Kind::Malformed) ++stats_.malformed;
-        }
-        if (last.generation) {
-          ++stats_.requests;
-          break;
-        }
-        if (stats_.transport_errors + stats_.http_errors + stats_.malformed <= 5)
-          spdlog::warn("http backend {}: request failed (attempt {} of {}): {}", url_, attempt + 1, retries + 1,
-                       last.error);
-        if (!last.retryable) break;
-      }
-      if (last.generation) {
-        out[i] = std::move(*last.generation);
-      } else {
-        out[i].failed = true;
-        std::lock_guard lock(im.mutex);
-        ++stats_.failed;
-      }
-    }
+    for (std::size_t i = next++; i < prompts.size(); i = next++) out[i] = request(k, prompts[i], options);
   };
   const std::size_t width = std::min<std::size_t>(prompts.size(), static_cast<std::size_t>(im.spec.max_in_flight));
   std::vector<std::thread> threads;
@@ -195,6 +129,112 @@ std::vector<Generation> HttpBackend::generate(const std::vector<std::vector<std:
   worker(0);
   for (auto& t : threads) t.join();
   return out;
+}
+
+// A row's request. After an abort that made tokens (the server paused with mode abort around a
+// weight update), the tokens are kept with their log-probs and version and the request goes on
+// from them: the prompt plus those tokens, the limits less what was made. Such a resume is
+// progress, not a failure: it does not use up a retry.
+Generation HttpBackend::request(std::size_t client, const std::vector<std::int32_t>& prompt,
+                                const SamplingOptions& options) {
+  auto& im = *impl_;
+  std::vector<std::int32_t> context = prompt;
+  SamplingOptions o = options;
+  Generation made;  // tokens of aborted tries
+  auto keep = [&made](const Generation& g) {
+    made.tokens.insert(made.tokens.end(), g.tokens.begin(), g.tokens.end());
+    made.logprobs.insert(made.logprobs.end(), g.logprobs.begin(), g.logprobs.end());
+    made.token_versions.insert(made.token_versions.end(), g.tokens.size(), g.weight_version);
+    made.weight_version = g.weight_version;
+  };
+  // A server silent for longer than lost_after_seconds gets one try per request, no retries,
+  // until it answers again: a dead server costs each batch one refused connect, not the backoff.
+  int retries = im.spec.retries;
+  {
+    std::lock_guard lock(im.mutex);
+    if (im.failing_since && secondsSince(*im.failing_since) > im.spec.lost_after_seconds) retries = 0;
+  }
+  for (int tries = 0; tries <= retries; ++tries) {
+    if (tries > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(im.spec.backoff_seconds * (1 << (tries - 1))));
+    }
+    const std::string body =
+        im.spec.api == "openai" ? openaiBody(context, o, im.model, im.never) : sglangBody(context, o, im.never);
+    Attempt last = attempt(client, body, tries);
+    if (last.generation) {
+      keep(*last.generation);
+      made.stopped = last.generation->stopped;
+      return made;
+    }
+    if (last.partial) {
+      const auto n = static_cast<int>(last.partial->tokens.size());
+      keep(*last.partial);
+      context.insert(context.end(), last.partial->tokens.begin(), last.partial->tokens.end());
+      o.max_new_tokens -= n;
+      o.min_new_tokens = std::max(0, o.min_new_tokens - n);
+      {
+        std::lock_guard lock(im.mutex);
+        ++stats_.resumed;
+        stats_.resumed_tokens += static_cast<std::uint64_t>(n);
+      }
+      if (o.max_new_tokens <= 0) return made;  // the abort came at its last token: done, unstopped
+      tries = -1;                              // progress: the retries start again, with no wait
+      continue;
+    }
+    if (!last.retryable) break;
+  }
+  Generation failed;
+  failed.failed = true;
+  std::lock_guard lock(im.mutex);
+  ++stats_.failed;
+  return failed;
+}
+
+Attempt HttpBackend::attempt(std::size_t client, const std::string& body, int index) {
+  auto& im = *impl_;
+  const char* path = im.spec.api == "openai" ? "/v1/completions" : "/generate";
+  const auto t0 = Clock::now();
+  const HttpResult r = im.client(client).postJson(path, body);
+  Attempt last;
+  if (!r.transportOk()) {
+    last = Attempt{std::nullopt, std::nullopt, r.error, true, Attempt::Kind::Transport};
+  } else if (!r.ok()) {
+    // 4xx says the request itself is wrong: sending it again cannot help (but 408/429).
+    const bool retryable = r.status >= 500 || r.status == 408 || r.status == 429;
+    last = Attempt{std::nullopt, std::nullopt, fmt::format("HTTP {}: {}", r.status, r.body.substr(0, 300)), retryable,
+                   Attempt::Kind::Http};
+  } else {
+    last = im.spec.api == "openai" ? parseOpenai(r.body) : parseSglang(r.body);
+    // A token the policy never generates would have log-prob -inf under the trainer.
+    for (const auto* g : {last.generation ? &*last.generation : nullptr, last.partial ? &*last.partial : nullptr}) {
+      if (g == nullptr) continue;
+      for (auto t : g->tokens) {
+        if (std::binary_search(im.never.begin(), im.never.end(), t)) {
+          last = Attempt{std::nullopt, std::nullopt,
+                         fmt::format("the answer holds token {}, which the policy never generates", t), true,
+                         Attempt::Kind::Malformed};
+          break;
+        }
+      }
+    }
+  }
+  std::lock_guard lock(im.mutex);
+  stats_.request_seconds += secondsSince(t0);
+  if (index > 0) ++stats_.retries;
+  if (last.kind == Attempt::Kind::Transport) {
+    ++stats_.transport_errors;
+    if (!im.failing_since) im.failing_since = t0;
+  } else {
+    im.failing_since.reset();  // it answered: reachable
+    if (last.kind == Attempt::Kind::Http && !last.partial) ++stats_.http_errors;
+    if (last.kind == Attempt::Kind::Malformed) ++stats_.malformed;
+  }
+  if (last.generation) {
+    ++stats_.requests;
+  } else if (!last.partial && stats_.transport_errors + stats_.http_errors + stats_.malformed <= 5) {
+    spdlog::warn("http backend {}: request failed (try {}): {}", url_, index + 1, last.error);
+  }
+  return last;
 }
 
 bool HttpBackend::loadWeights(const std::string& folder, std::int64_t version) {

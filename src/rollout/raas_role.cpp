@@ -200,6 +200,29 @@ void RolloutRank::pushTrajectory(const Trajectory& t) {
   }
 }
 
+namespace {
+
+// Each policy token's version as its generator recorded it, else the version the rank held;
+// the trajectory's version range is its policy tokens' (staleness is judged by the oldest).
+void setTokenVersions(Trajectory& t, const Episode& e, std::int64_t held) {
+  const bool recorded = e.token_versions.size() == e.tokens.size();
+  std::vector<std::int64_t> versions(t.tokens.size(), kContextVersion);
+  std::int64_t low = std::numeric_limits<std::int64_t>::max(), high = std::numeric_limits<std::int64_t>::min();
+  for (std::size_t i = 0; i < versions.size(); ++i) {
+    if (!t.policy_mask[i]) continue;
+    versions[i] = recorded && e.token_versions[i] >= 0 ? e.token_versions[i] : held;
+    low = std::min(low, versions[i]);
+    high = std::max(high, versions[i]);
+  }
+  if (low > high) return;  // no policy token: the range stays as set
+  t.weight_version_min = low;
+  t.weight_version_max = high;
+  t.version_runs = versionRunsOf(versions);
+  compactVersionRuns(t);
+}
+
+}  // namespace
+
 Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const ServedPolicy& p, double t_start,
                                      double t_end) {
   Trajectory t;
@@ -220,6 +243,7 @@ Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const S
   t.tokens = e.tokens;
   t.behav_logprobs = e.behav_logprobs;
   t.policy_mask = e.policy_mask;
+  setTokenVersions(t, e, p.version);
   t.rewards = {e.reward};
   t.t_queued = t.t_started = t_start;
   t.t_finished = t_end;
@@ -445,6 +469,8 @@ RolloutReport RolloutRank::report() {
     r.backend_http_errors += st.http_errors;
     r.backend_malformed += st.malformed;
     r.backend_weight_updates += st.weight_updates;
+    r.backend_resumed += st.resumed;
+    r.backend_resumed_tokens += st.resumed_tokens;
     r.backend_weight_update_failures += st.weight_update_failures;
     r.backend_request_seconds += st.request_seconds;
     r.weight_load_seconds += st.weight_load_seconds;
@@ -460,6 +486,7 @@ RolloutReport RolloutRank::report() {
     r.engine_admission_waits += c.admission_waits;
     r.engine_preemptions += c.preemptions;
     r.engine_recomputed_tokens += c.recomputed_tokens;
+    r.engine_moved_sequences += c.moved_sequences;
     r.engine_peak_kv_bytes = std::max<std::uint64_t>(r.engine_peak_kv_bytes, c.peak_kv_bytes);
     r.engine_kv_pool_bytes = std::max<std::uint64_t>(r.engine_kv_pool_bytes, c.kv_pool_bytes);
   }

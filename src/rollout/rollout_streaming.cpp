@@ -1,8 +1,10 @@
 // A RaaS rank's per-episode loop on the continuous engine (docs/rollout-backends.md, "Rollout
 // ranks per episode"): the rank holds up to rollout.batch_tasks episodes, starts one as soon as
-// a task is there and it has room, and sends each trajectory back as its episode ends. Weights
-// change only while no sequence runs: when a pull is due the rank stops starting episodes, lets
-// the running ones end under the version they began with, pulls, and goes on.
+// a task is there and it has room, and sends each trajectory back as its episode ends. A new
+// version (rollout.on_new_version): with `continue` (and `abort`, the same on the engine) it is
+// pulled as soon as it is due and the running sequences move to it at the next step, their K/V
+// recomputed; with `finish` the rank stops starting episodes, lets the running ones end under
+// the version they began with, pulls, and goes on.
 #include <spdlog/spdlog.h>
 
 #include <deque>
@@ -45,6 +47,11 @@ class StreamingLoop {
 
  private:
   bool drained() const { return ended_ && pending_.empty(); }
+  // Pulls what is due (any newer version when `force`) and tells the engines.
+  void pull(bool force = false);
+  // Each engine whose policy's version moved learns it: its tokens record it from the next
+  // step, and its running sequences (if any) go on under it.
+  void tellEngines();
   void take();          // tasks from the ring while there is room
   void startPending();  // starts them in order while their weights are here
   void stepStreams();   // one step of each stream; the episodes that ended go back
@@ -54,6 +61,7 @@ class StreamingLoop {
 
   RolloutRank& rank_;
   const RoleContext& ctx_;
+  const bool moves_on_;  // running sequences move to a new version (on_new_version continue | abort)
   std::vector<std::unique_ptr<EpisodeStream>> streams_;  // one per served policy
   const std::size_t capacity_;
   std::unordered_map<std::uint64_t, HeldTask> held_;  // running episodes by tag
@@ -67,7 +75,10 @@ class StreamingLoop {
 };
 
 StreamingLoop::StreamingLoop(RolloutRank& rank)
-    : rank_(rank), ctx_(rank.ctx_), capacity_(static_cast<std::size_t>(rank.ctx_.cfg.rollout.batch_tasks)) {
+    : rank_(rank),
+      ctx_(rank.ctx_),
+      moves_on_(rank.ctx_.cfg.rollout.on_new_version != OnNewVersion::Finish),
+      capacity_(static_cast<std::size_t>(rank.ctx_.cfg.rollout.batch_tasks)) {
   for (auto& p : rank_.served_) {
     streams_.push_back(std::make_unique<EpisodeStream>(p.engine->scheduler(), *rank_.tokenizer_, ctx_.cfg.environment,
                                                        p.model->config().max_seq_len));
@@ -79,9 +90,11 @@ void StreamingLoop::run() {
     if (held_.empty()) {
       closeStretch();
       if (drained()) return;
-      rank_.refreshWeights();  // between sequences: no running sequence ever changes weights
+      pull();
+    } else if (moves_on_ && rank_.pullDue()) {
+      pull();
     }
-    if (held_.empty() || !rank_.pullDue()) {
+    if (held_.empty() || moves_on_ || !rank_.pullDue()) {
       take();
       startPending();
     }
@@ -97,6 +110,18 @@ void StreamingLoop::run() {
   }
 }
 
+void StreamingLoop::pull(bool force) {
+  rank_.refreshWeights(force);
+  tellEngines();
+}
+
+void StreamingLoop::tellEngines() {
+  for (auto& p : rank_.served_) {
+    auto& scheduler = p.engine->scheduler();
+    if (scheduler.weightVersion() != p.version) scheduler.weightsChanged(p.version);
+  }
+}
+
 void StreamingLoop::take() {
   while (!ended_ && held_.size() + pending_.size() < capacity_) {
     auto task = rank_.popTask(ended_);
@@ -108,8 +133,12 @@ void StreamingLoop::take() {
 void StreamingLoop::startPending() {
   while (!pending_.empty()) {
     if (rank_.needsNewerVersion(pending_.front())) {
-      if (!held_.empty()) return;  // after the running episodes, with the pull
-      rank_.waitForVersions({pending_.front()});
+      if (moves_on_) pull(true);
+      if (rank_.needsNewerVersion(pending_.front())) {
+        if (!held_.empty()) return;  // after the running episodes (finish) or once it is published
+        rank_.waitForVersions({pending_.front()});
+        tellEngines();
+      }
     }
     HeldTask h{std::move(pending_.front()), false, ctx_.now(), 0};
     pending_.pop_front();

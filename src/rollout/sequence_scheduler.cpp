@@ -106,6 +106,7 @@ struct SequenceScheduler::Impl {
   std::unordered_map<std::string, int> waiting_prompts;  // fresh sequences waiting, by prompt
   SchedulerCounters counters;
   SequenceId next_id = 1;
+  std::int64_t version = -1;  // the weights' version: each sampled token records it
 
   std::int64_t blocksFor(std::int64_t positions) const {
     return (positions + options.block_size - 1) / options.block_size;
@@ -165,6 +166,20 @@ struct SequenceScheduler::Impl {
       ++counters.preemptions;
       waiting.push_front(std::move(victim));
     }
+  }
+
+  // Every K/V in the pool is the old weights': the running sequences go back to the head of the
+  // queue in admission order, keeping their tokens, to be prefilled again before their next one.
+  // Releasing them drops every shared prompt (only running sequences hold one).
+  void moveToNewWeights(std::int64_t new_version) {
+    version = new_version;
+    ++counters.version_changes;
+    counters.moved_sequences += running.size();
+    for (auto it = running.rbegin(); it != running.rend(); ++it) {
+      releaseBlocks(**it);
+      waiting.push_front(std::move(*it));
+    }
+    running.clear();
   }
 
   void finish(Sequence& s, std::vector<FinishedSequence>& done) {
@@ -320,6 +335,7 @@ void SequenceScheduler::Impl::sample(const std::vector<Sequence*>& rows, const t
     } else {
       s.out.tokens.push_back(d.token);
       s.out.logprobs.push_back(d.logprob);
+      s.out.token_versions.push_back(version);
       const auto& stops = s.request.options.stop_token_ids;
       if (s.request.on_token && !s.request.on_token(d.token, d.logprob)) {
         s.out.stopped = s.out.ended_by_caller = ended = true;
@@ -420,6 +436,8 @@ SequenceId SequenceScheduler::submit(SequenceRequest request) {
 }
 
 std::vector<FinishedSequence> SequenceScheduler::step() { return impl_->step(); }
+void SequenceScheduler::weightsChanged(std::int64_t version) { impl_->moveToNewWeights(version); }
+std::int64_t SequenceScheduler::weightVersion() const { return impl_->version; }
 bool SequenceScheduler::idle() const {
   return impl_->running.empty() && impl_->waiting.empty() && impl_->finished_early.empty();
 }

@@ -71,6 +71,21 @@ TEST(Config, DeviceAndPrecisionKeys) {
   EXPECT_EQ(c.policies[1].model.attention, AttentionKind::Eager);
 }
 
+// rollout.on_new_version: continue by default in async mode, finish in sync mode; either may be
+// asked for in both.
+TEST(Config, OnNewVersionFollowsTheRunModeUnlessGiven) {
+  EXPECT_EQ(parseConfig(kGood, "a.yaml").rollout.on_new_version, OnNewVersion::Continue);
+  std::string sync = kGood;
+  sync.replace(sync.find("  seed: 7"), 9, "  seed: 7\n  mode: sync");
+  EXPECT_EQ(parseConfig(sync, "s.yaml").rollout.on_new_version, OnNewVersion::Finish);
+  EXPECT_EQ(parseConfig(sync + "rollout: {on_new_version: continue}\n", "s.yaml").rollout.on_new_version,
+            OnNewVersion::Continue);
+  EXPECT_EQ(parseConfig(std::string(kGood) + "rollout: {on_new_version: finish}\n", "a.yaml").rollout.on_new_version,
+            OnNewVersion::Finish);
+  EXPECT_EQ(parseConfig(std::string(kGood) + "rollout: {on_new_version: abort}\n", "a.yaml").rollout.on_new_version,
+            OnNewVersion::Abort);
+}
+
 struct BadCase {
   const char* what;
   std::string from;  // text in kGood to replace
@@ -134,6 +149,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "trainer.device: given 'gpu0'; allowed: cpu, cuda, cuda:N"},
         BadCase{"bad precision", "dataflow:", "rollout: {precision: fp16}\ndataflow:",
                 "rollout.precision: given 'fp16'; allowed: auto|fp32|bf16"},
+        BadCase{"bad on_new_version", "dataflow:", "rollout: {on_new_version: sometimes}\ndataflow:",
+                "rollout.on_new_version: given 'sometimes'; allowed: finish|continue|abort"},
         BadCase{"bad grad sync", "dataflow:", "trainer: {grad_sync: nccl}\ndataflow:",
                 "trainer.grad_sync: given 'nccl'; allowed: auto|c10d|mpi"},
         BadCase{"bad attention", "  - name: solver\n", "  - name: solver\n    model: {attention: flash}\n",

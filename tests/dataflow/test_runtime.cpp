@@ -23,7 +23,8 @@
 namespace astraflow {
 namespace {
 
-Config tinyConfig(const std::string& dir, const std::string& extra_run = "", const std::string& extra = "") {
+Config tinyConfig(const std::string& dir, const std::string& extra_run = "", const std::string& extra = "",
+                  const std::string& rollout = "{group_size: 4, max_new_tokens: 6, batch_tasks: 8}") {
   const int trainers = worldSize() - 3;
   const std::string yaml = R"(
 run: {name: rt, output_dir: )" +
@@ -36,7 +37,7 @@ layout:
   - {role: trainer, policy: solver, ranks: )" +
                            std::to_string(trainers) + R"(}
   - {role: rollout, policies: [solver], ranks: 2}
-rollout: {group_size: 4, max_new_tokens: 6, batch_tasks: 8}
+rollout: )" + rollout + R"(
 trainer: {groups_per_step: 2, lr: 0.003}
 eval: {problems: 8, every: 2}
 )" + extra;
@@ -182,6 +183,52 @@ TEST(Runtime, SyncModeTrainsOnlyOnDataFromTheCurrentVersion) {
     EXPECT_GT(num(r, "weight_full_pulls"), 0);
   }
   fs::remove_all(dir);
+}
+
+// rollout.on_new_version. continue (async mode's default): versions arrive while sequences run
+// and the sequences go on under them, so a trajectory's tokens come from several versions, each
+// token saying which, and its range (what staleness is judged by) is its tokens'. finish: every
+// sequence ends under the version it began with.
+TEST(Runtime, RunningSequencesMoveToEachNewVersionAndTheirTokensSayWhich) {
+  for (const std::string mode : {"continue", "finish"}) {
+    const auto dir = sharedRunDir("on_new_version_" + mode);
+    const json s = runJob(tinyConfig(
+        dir, ", versions: 6", "", "{group_size: 4, max_new_tokens: 20, batch_tasks: 8, on_new_version: " + mode + "}"));
+    if (worldRank() != 0) continue;
+    SCOPED_TRACE(mode);
+    expectBooksBalance(s);
+    std::int64_t moved = 0;
+    for (const auto& r : ranksOf(s, "rollout")) moved += num(r, "engine_moved_sequences");
+    for (const auto& t : ranksOf(s, "trainer")) EXPECT_EQ(num(t, "staleness_violations"), 0);
+    const auto trajectories = io::readTrajectories(dir + "/trajectories.h5");
+    ASSERT_FALSE(trajectories.empty());
+    std::size_t spanning = 0;
+    for (const auto& t : trajectories) {
+      const auto versions = tokenVersions(t);
+      std::int64_t last = -1, first = -1;
+      for (std::size_t i = 0; i < versions.size(); ++i) {
+        if (!t.policy_mask[i]) {
+          EXPECT_EQ(versions[i], kContextVersion);
+          continue;
+        }
+        EXPECT_GE(versions[i], last) << "task " << t.task_id << ": a token older than the one before it";
+        if (first < 0) first = versions[i];
+        last = versions[i];
+      }
+      if (first < 0) continue;
+      EXPECT_EQ(t.weight_version_min, first);
+      EXPECT_EQ(t.weight_version_max, last);
+      spanning += first != last;
+    }
+    if (mode == "continue") {
+      EXPECT_GT(moved, 0) << "no version arrived while a sequence ran";
+      EXPECT_GT(spanning, 0u);
+    } else {
+      EXPECT_EQ(moved, 0);
+      EXPECT_EQ(spanning, 0u);
+    }
+    fs::remove_all(dir);
+  }
 }
 
 // A filter defined only here: the dataflow layer runs it from the config by name, with no core

@@ -49,6 +49,15 @@ TEST(BackendResponses, SglangAbortIsRetryableNotAGeneration) {
   EXPECT_FALSE(a.generation);
   EXPECT_EQ(a.kind, Attempt::Kind::Http);
   EXPECT_TRUE(a.retryable);
+  // The token made before the abort, kept to resume from.
+  ASSERT_TRUE(a.partial);
+  EXPECT_EQ(a.partial->tokens, (std::vector<std::int32_t>{12095}));
+  EXPECT_FLOAT_EQ(a.partial->logprobs[0], -0.73f);
+  EXPECT_EQ(a.partial->weight_version, 42);
+  // Log-probs that are not log-probabilities leave nothing to resume from.
+  auto body = nlohmann::json::parse(fixture("sglang_generate_abort.json"));
+  body["meta_info"]["output_token_logprobs"][0][0] = 0.5;
+  EXPECT_FALSE(parseSglang(body.dump()).partial);
 }
 
 TEST(BackendResponses, OpenAiTokenIds) {

@@ -56,8 +56,9 @@ std::vector<Reference> aloneGreedy(GenerationEngine& engine, const std::vector<s
   return out;
 }
 
-// Every prompt submitted at once (greedy, its own limit); returns the generations by prompt.
-std::vector<Generation> runAll(SequenceScheduler& s, const std::vector<std::vector<std::int32_t>>& prompts) {
+// Every prompt submitted at once (greedy, its own limit); the prompt index of each sequence.
+std::map<SequenceId, std::size_t> submitAll(SequenceScheduler& s,
+                                            const std::vector<std::vector<std::int32_t>>& prompts) {
   std::map<SequenceId, std::size_t> row;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     SequenceRequest r;
@@ -66,6 +67,12 @@ std::vector<Generation> runAll(SequenceScheduler& s, const std::vector<std::vect
     r.options.max_new_tokens = limitOf(i);
     row[s.submit(std::move(r))] = i;
   }
+  return row;
+}
+
+// submitAll, then steps until all have ended; returns the generations by prompt.
+std::vector<Generation> runAll(SequenceScheduler& s, const std::vector<std::vector<std::int32_t>>& prompts) {
+  const auto row = submitAll(s, prompts);
   std::vector<Generation> out(prompts.size());
   while (!s.idle()) {
     for (auto& f : s.step()) out[row.at(f.id)] = std::move(f.generation);
@@ -243,4 +250,130 @@ TEST(SequenceScheduler, StepsNeverBuildAGraph) {
   while (!s.idle()) s.step();
   EXPECT_EQ(calls, 5);
   EXPECT_FALSE(grad_seen);
+}
+
+namespace {
+
+void copyWeights(PolicyModel& into, const PolicyModel& from) {
+  torch::NoGradGuard no_grad;
+  const auto dst = into->parameters(), src = from->parameters();
+  for (std::size_t i = 0; i < dst.size(); ++i) dst[i].copy_(src[i]);
+}
+
+// The log-prob of each generated token under `model` at `temperature`, scored by a full forward
+// of the prompt and the tokens: what a trainer computes for them.
+std::vector<float> scored(PolicyModel& model, const std::vector<std::int32_t>& prompt, const Generation& g,
+                          double temperature) {
+  torch::NoGradGuard no_grad;
+  std::vector<std::int64_t> ids(prompt.begin(), prompt.end());
+  ids.insert(ids.end(), g.tokens.begin(), g.tokens.end());
+  const auto T = static_cast<std::int64_t>(ids.size());
+  const auto tokens = torch::tensor(ids, torch::kLong).unsqueeze(0);
+  const auto logits = model->forward(tokens, torch::arange(T).unsqueeze(0), torch::ones({1, T}, torch::kBool));
+  const auto logp = torch::log_softmax(logits[0].to(torch::kDouble) / temperature, -1);
+  std::vector<float> out;
+  for (std::size_t k = 0; k < g.tokens.size(); ++k) {
+    const auto at = static_cast<std::int64_t>(prompt.size() + k) - 1;
+    out.push_back(static_cast<float>(logp[at][g.tokens[k]].item<double>()));
+  }
+  return out;
+}
+
+}  // namespace
+
+// rollout.on_new_version: continue. The weights change under running sequences after a few
+// steps: each sequence keeps its tokens, goes on under the new weights from its next token, and
+// every token records the version that sampled it. Greedy: the ids are those of the old
+// weights' alone run up to the change, then the new weights' alone run from there; sampled:
+// each token's log-prob is the one its own version gives it.
+TEST(SequenceScheduler, ContinuingAcrossAVersionEachTokenIsItsOwnVersions) {
+  torch::manual_seed(27);
+  const ModelConfig m = schedulerModel();
+  PolicyModel old_weights(m), new_weights(m), model(m);
+  copyWeights(model, old_weights);
+  GenerationEngine old_engine(old_weights, 0), new_engine(new_weights, 0);
+  const auto prompts = spreadPrompts(9);
+  SequenceScheduler s(model, 0, {4, 0, kBlock});
+  s.weightsChanged(5);
+  const auto row = submitAll(s, prompts);
+  std::vector<Generation> got(prompts.size());
+  for (int k = 0; k < 4; ++k) {
+    for (auto& f : s.step()) got[row.at(f.id)] = std::move(f.generation);
+  }
+  const std::size_t moving = s.running();
+  ASSERT_GT(moving, 0u);
+  copyWeights(model, new_weights);
+  s.weightsChanged(6);
+  while (!s.idle()) {
+    for (auto& f : s.step()) got[row.at(f.id)] = std::move(f.generation);
+  }
+  EXPECT_EQ(s.counters().moved_sequences, moving);
+  EXPECT_EQ(s.weightVersion(), 6);
+
+  std::size_t spanning = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    const Generation& g = got[i];
+    ASSERT_EQ(g.token_versions.size(), g.tokens.size());
+    const auto before = static_cast<std::size_t>(std::count(g.token_versions.begin(), g.token_versions.end(), 5));
+    // The old version's tokens first, then the new one's.
+    for (std::size_t k = 0; k < g.tokens.size(); ++k) EXPECT_EQ(g.token_versions[k], k < before ? 5 : 6);
+    if (before > 0 && before < g.tokens.size()) ++spanning;
+    auto g0 = at::detail::createCPUGenerator(1);
+    SamplingOptions o;
+    o.greedy = true;
+    o.max_new_tokens = static_cast<int>(before);
+    const auto head = before ? old_engine.generateStatic({prompts[i]}, o, g0)[0] : Generation{};
+    std::vector<std::int32_t> context = prompts[i];
+    context.insert(context.end(), g.tokens.begin(), g.tokens.begin() + static_cast<std::ptrdiff_t>(before));
+    o.max_new_tokens = limitOf(i) - static_cast<int>(before);
+    const auto tail = o.max_new_tokens > 0 ? new_engine.generateStatic({context}, o, g0)[0] : Generation{};
+    std::vector<std::int32_t> ids = head.tokens;
+    ids.insert(ids.end(), tail.tokens.begin(), tail.tokens.end());
+    std::vector<float> lps = head.logprobs;
+    lps.insert(lps.end(), tail.logprobs.begin(), tail.logprobs.end());
+    EXPECT_EQ(g.tokens, ids) << "sequence " << i;
+    ASSERT_EQ(g.logprobs.size(), lps.size());
+    for (std::size_t k = 0; k < lps.size(); ++k) worst = std::max(worst, double(std::abs(g.logprobs[k] - lps[k])));
+  }
+  EXPECT_GT(spanning, 0u) << "some sequence made tokens under both versions";
+  EXPECT_LT(worst, 1e-5);
+
+  // Sampled: every token's behaviour log-prob is its own version's.
+  copyWeights(model, old_weights);
+  SequenceScheduler t(model, 0, {3, 0, kBlock});
+  t.weightsChanged(0);
+  std::map<SequenceId, std::size_t> trow;
+  for (std::size_t i = 0; i < 6; ++i) {
+    SequenceRequest r;
+    r.prompt = prompts[i];
+    r.options.temperature = 0.8;
+    r.options.max_new_tokens = 16;
+    r.seed = 300 + i;
+    trow[t.submit(std::move(r))] = i;
+  }
+  std::vector<Generation> sampled(6);
+  for (int k = 0; k < 5; ++k) {
+    for (auto& f : t.step()) sampled[trow.at(f.id)] = std::move(f.generation);
+  }
+  copyWeights(model, new_weights);
+  t.weightsChanged(1);
+  while (!t.idle()) {
+    for (auto& f : t.step()) sampled[trow.at(f.id)] = std::move(f.generation);
+  }
+  worst = 0;
+  std::size_t both = 0;
+  for (std::size_t i = 0; i < 6; ++i) {
+    const Generation& g = sampled[i];
+    const auto under_old = scored(old_weights, prompts[i], g, 0.8), under_new = scored(new_weights, prompts[i], g, 0.8);
+    bool saw_old = false, saw_new = false;
+    for (std::size_t k = 0; k < g.tokens.size(); ++k) {
+      const float want = g.token_versions[k] == 0 ? under_old[k] : under_new[k];
+      (g.token_versions[k] == 0 ? saw_old : saw_new) = true;
+      worst = std::max(worst, double(std::abs(g.logprobs[k] - want)));
+    }
+    both += saw_old && saw_new;
+  }
+  EXPECT_GT(both, 0u);
+  EXPECT_LT(worst, 1e-5);
 }

@@ -38,6 +38,14 @@ struct PolicySection {
   int line = 0;
 };
 
+// What a rollout rank on the engine backend does with running sequences when it pulls a new
+// version (rollout.on_new_version; docs/rollout-backends.md, "Generation across versions").
+enum class OnNewVersion {
+  Finish,    // they end under the version they began with; the pull waits for them
+  Continue,  // they move to the new weights at the next step, their K/V recomputed
+  Abort,     // the engine stops them at the version and resumes them from their tokens: as Continue
+};
+
 // How RaaS samples (rollout section).
 struct RolloutSection {
   int group_size = 8;  // samples per prompt (GRPO group)
@@ -48,11 +56,12 @@ struct RolloutSection {
   double min_new_tokens_growth = 0;  // tokens the minimum (no stop before it) grows by per weight version
   int batch_tasks = 64;              // most tasks a RaaS rank takes from its ring for one generate call
   // The continuous engine (rollout/sequence_scheduler.hpp, docs/rollout-backends.md).
-  int max_running = 64;                    // sequences stepped together
-  std::int64_t kv_cache_bytes = 0;         // its KV block pool; 0: sized automatically
-  int kv_block_size = 16;                  // token positions per KV block
-  std::int64_t max_prefill_tokens = 4096;  // padded positions one prefill forward may take
-  ComputeOptions compute;                  // rollout.device, rollout.precision (the engine's weights and KV cache)
+  int max_running = 64;                                  // sequences stepped together
+  std::int64_t kv_cache_bytes = 0;                       // its KV block pool; 0: sized automatically
+  int kv_block_size = 16;                                // token positions per KV block
+  std::int64_t max_prefill_tokens = 4096;                // padded positions one prefill forward may take
+  OnNewVersion on_new_version = OnNewVersion::Continue;  // default: continue in async mode, finish in sync
+  ComputeOptions compute;  // rollout.device, rollout.precision (the engine's weights and KV cache)
 };
 
 struct LossSection {
@@ -227,7 +236,8 @@ struct RolloutBackendSpec {
   std::string update_path = "/update_weights_from_disk";  // the server's load-from-disk endpoint
   // finish: requests in flight finish on the old version (tagged with it); abort: the server is
   // paused with mode abort around the update (SGLang's /pause_generation, /continue_generation)
-  // and the aborted requests are sent again, to run on the new version.
+  // and each aborted request resumes from the tokens it made (prompt + those tokens), the rest
+  // on the new version.
   std::string update_mode = "finish";
   int keep_versions = 2;           // version folders kept per policy
   double lost_after_seconds = 60;  // a server silent this long: its rank leaves the pool (tasks go back)

@@ -75,12 +75,14 @@ struct RolloutReport {
   std::uint64_t backend_http_errors = 0, backend_malformed = 0, failed_episodes = 0, tasks_returned = 0;
   std::uint64_t server_lost = 0;  // 1: the rank left early, its server silent past backend.lost_after_seconds
   std::uint64_t backend_weight_updates = 0, backend_weight_update_failures = 0, served_folders_written = 0;
+  std::uint64_t backend_resumed = 0, backend_resumed_tokens = 0;  // aborted requests resumed from their tokens
   double backend_request_seconds = 0, weight_write_seconds = 0, weight_load_seconds = 0;
   // The continuous engine's figures (rollout/sequence_scheduler.hpp), summed over the policies
   // it serves; 0 with another backend. Peak and pool: the largest of them.
   std::uint64_t engine_steps = 0, engine_prefill_tokens = 0, engine_shared_prompt_tokens = 0;
   std::uint64_t engine_decode_tokens = 0, engine_admission_waits = 0, engine_preemptions = 0;
   std::uint64_t engine_recomputed_tokens = 0, engine_peak_kv_bytes = 0, engine_kv_pool_bytes = 0;
+  std::uint64_t engine_moved_sequences = 0;  // running sequences moved to a new version (on_new_version: continue)
 
   void countRewardReason(std::string_view reason);
 
@@ -100,6 +102,7 @@ struct RolloutReport {
     v("backend_http_errors", s.backend_http_errors), v("backend_malformed", s.backend_malformed);
     v("failed_episodes", s.failed_episodes), v("tasks_returned", s.tasks_returned), v("server_lost", s.server_lost);
     v("backend_weight_updates", s.backend_weight_updates);
+    v("backend_resumed", s.backend_resumed), v("backend_resumed_tokens", s.backend_resumed_tokens);
     v("backend_weight_update_failures", s.backend_weight_update_failures);
     v("served_folders_written", s.served_folders_written), v("backend_request_seconds", s.backend_request_seconds);
     v("weight_write_seconds", s.weight_write_seconds), v("weight_load_seconds", s.weight_load_seconds);
@@ -108,6 +111,7 @@ struct RolloutReport {
     v("engine_decode_tokens", s.engine_decode_tokens), v("engine_admission_waits", s.engine_admission_waits);
     v("engine_preemptions", s.engine_preemptions), v("engine_recomputed_tokens", s.engine_recomputed_tokens);
     v("engine_peak_kv_bytes", s.engine_peak_kv_bytes), v("engine_kv_pool_bytes", s.engine_kv_pool_bytes);
+    v("engine_moved_sequences", s.engine_moved_sequences);
   }
 };
 

@@ -87,8 +87,8 @@ struct Trajectory {
   std::int64_t weight_version_min = 0;  // versions used (a multi-turn rollout may span several)
   std::int64_t weight_version_max = 0;
   std::vector<std::int32_t> tokens;
-  std::vector<float> behav_logprobs;                   // one per token
-  std::vector<std::uint8_t> policy_mask;               // one per token: 1 = the policy's own token, 0 = not
+  std::vector<float> behav_logprobs;      // one per token
+  std::vector<std::uint8_t> policy_mask;  // one per token: 1 = the policy's own token, 0 = not
   // Each token's version, as runs covering the tokens in order (adjacent runs differ in version,
   // none is empty; a policy token's version lies in [weight_version_min, weight_version_max]).
   // Empty: not recorded, every policy token at weight_version_max (tokenVersions below).

@@ -13,6 +13,9 @@ struct TrainingSample {
   std::vector<std::int32_t> tokens;       // <bos> prompt, then turns and observations
   std::vector<float> behav_logprobs;      // per token; 0 where policy_mask is 0
   std::vector<std::uint8_t> policy_mask;  // 1: the policy's own token (trained on); 0: context
+  // Per token, the weight version that sampled it as its generator recorded it (-1: a context
+  // token, or not recorded); kept only by the runners that record it, else shorter than tokens.
+  std::vector<std::int64_t> token_versions;
   double reward = 0.0;
   std::string reward_reason;  // why the environment gave that reward ("correct", "no_answer", …); reports count it
   int turns = 0;

@@ -50,11 +50,17 @@ struct HttpBackendStats {
   std::uint64_t malformed = 0;         // bodies that were not the API's shape (bad JSON, short or non-finite log-probs)
   std::uint64_t weight_updates = 0;    // versions the server confirmed loading
   std::uint64_t weight_update_failures = 0;
-  double request_seconds = 0;  // summed over requests (they overlap)
+  std::uint64_t resumed = 0;         // aborted requests sent again from the tokens made (update_mode abort)
+  std::uint64_t resumed_tokens = 0;  // tokens those aborts had made, kept
+  double request_seconds = 0;        // summed over requests (they overlap)
   double weight_write_seconds = 0, weight_load_seconds = 0;
 };
 
 class PolicyModelImpl;
+
+namespace rollout_detail {
+struct Attempt;
+}
 
 // An external server. `rank_in_pool` picks its url (urls[rank % size]). Requests of one
 // generate() call run concurrently, at most backend.max_in_flight at a time. `never_generate`:
@@ -80,6 +86,10 @@ class HttpBackend final : public GenerationBackend {
   const HttpBackendStats& stats() const { return stats_; }
 
  private:
+  // One row: its request with retries, resumed after an abort from the tokens it made.
+  Generation request(std::size_t client, const std::vector<std::int32_t>& prompt, const SamplingOptions& options);
+  // One try at a request body: the answer parsed and checked, the counters updated.
+  rollout_detail::Attempt attempt(std::size_t client, const std::string& body, int index);
   bool loadWeightsOnce(const std::string& body, std::int64_t version, std::chrono::steady_clock::time_point t0);
 
   struct Impl;

@@ -26,6 +26,9 @@ struct Generation {
   bool ended_by_caller = false;      // RowControl::on_token ended it (stopped is set too)
   bool failed = false;               // a backend could not produce it (an http server's errors past the retries)
   std::int64_t weight_version = -1;  // the version an external server reported for it (-1: not reported)
+  // Per token, the weight version that sampled it, where the generator knows it (the continuous
+  // engine: the version its scheduler was told; -1 before any). Empty: not recorded per token.
+  std::vector<std::int64_t> token_versions;
   // A simulated backend's drawn reward: the episode ends with it instead of the environment's
   // verdict on the (synthetic) text.
   std::optional<double> reward;

@@ -9,7 +9,9 @@
 // block takes the youngest one's (preempted: its blocks freed, recomputed when it comes back,
 // its tokens so far kept). Sequences with one prompt share that prompt's blocks and its prefill
 // (a GRPO group, pass@k samples). Each sequence draws from its own generator (its seed), so what
-// it generates does not depend on what runs beside it.
+// it generates does not depend on what runs beside it. When the model's weights change under
+// it (weightsChanged), every running sequence goes on under the new ones: its K/V is computed
+// again with them before its next token, and each token records the version that sampled it.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,6 +57,8 @@ struct SchedulerCounters {
   std::uint64_t preemptions = 0;           // sequences whose blocks were taken (their work recomputed later)
   std::uint64_t recomputed_tokens = 0;     // positions prefilled again after a preemption
   std::uint64_t copied_blocks = 0;         // copy-on-write copies of a shared block's filled slots
+  std::uint64_t version_changes = 0;       // weightsChanged calls
+  std::uint64_t moved_sequences = 0;       // running sequences moved to new weights (their K/V recomputed)
   std::uint64_t peak_running = 0;
   std::int64_t peak_kv_bytes = 0, kv_pool_bytes = 0;  // blocks in use at most, and the pool
 };
@@ -72,6 +76,13 @@ class SequenceScheduler {
   SequenceId submit(SequenceRequest request);
   // One step (see above); returns the sequences that ended in it.
   std::vector<FinishedSequence> step();
+  // The model now holds weight version `version` (its parameters were overwritten between two
+  // steps). The tokens sampled from here record it; a running sequence keeps its tokens and has
+  // its context prefilled again under the new weights (exact: as if it had run under them from
+  // the start of its K/V), shared prompts are dropped. Counted in version_changes and
+  // moved_sequences; the recomputation in recomputed_tokens.
+  void weightsChanged(std::int64_t version);
+  std::int64_t weightVersion() const;
   bool idle() const;
   std::size_t running() const;
   std::size_t waiting() const;

@@ -1,0 +1,113 @@
+// The http backend against a real `astraflow serve` with backend.update_mode abort
+// (docs/rollout-backends.md, "Generation across versions"): a long request in flight when the
+// server is paused with mode abort for another rank's weight update comes back aborted with the tokens it made;
+// the backend keeps them and resumes from them, so the row ends as one answer of its full length,
+// its first tokens tagged with the old version and the rest with the new one.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "astraflow/core/config.hpp"
+#include "astraflow/http/http.hpp"
+#include "astraflow/rollout/generation_backend.hpp"
+
+using namespace astraflow;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Server {
+  fs::path dir;
+  std::string url;
+  long pid = 0;
+
+  explicit Server(const std::string& cli)
+      : dir(fs::temp_directory_path() / ("astraflow_resume_" + std::to_string(getpid()))) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (const auto& [name, seed] : {std::pair{"a", 3}, std::pair{"b", 4}}) {
+      const std::string cmd = cli + " init-model " + (dir / name).string() + " --preset tiny-qwen3 --seed " +
+                              std::to_string(seed) + " > /dev/null";
+      if (std::system(cmd.c_str()) != 0) throw std::runtime_error("init-model failed");
+    }
+    const std::string serve = cli + " serve " + (dir / "a").string() + " --port 0 --port-file " +
+                              (dir / "port").string() + " > " + (dir / "serve.log").string() + " 2>&1 & echo $! > " +
+                              (dir / "pid").string();
+    if (std::system(serve.c_str()) != 0) throw std::runtime_error("serve did not start");
+    std::ifstream(dir / "pid") >> pid;
+    for (int i = 0; i < 600 && (!fs::exists(dir / "port") || fs::file_size(dir / "port") == 0); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::string port;
+    std::ifstream(dir / "port") >> port;
+    if (port.empty()) throw std::runtime_error("serve wrote no port");
+    url = "http://127.0.0.1:" + port;
+  }
+  ~Server() {
+    if (pid > 0) std::system(("kill " + std::to_string(pid) + " 2>/dev/null").c_str());
+    fs::remove_all(dir);
+  }
+};
+
+}  // namespace
+
+TEST(HttpBackend, AnAbortedRequestResumesFromTheTokensItMade) {
+  const char* cli = std::getenv("ASTRAFLOW_CLI");
+  ASSERT_NE(cli, nullptr) << "ASTRAFLOW_CLI is not set (run under ctest)";
+  Server server(cli);
+  RolloutBackendSpec spec;
+  spec.kind = "http";
+  spec.urls = {server.url};
+  spec.update_mode = "abort";
+  spec.timeout_seconds = 120;
+  // Two ranks' backends on one server, as in a pool: one generates, the other updates the weights
+  // (its pause aborts the first one's request in flight).
+  HttpBackend backend(spec, 0, 4096), updater(spec, 1, 4096);
+
+  SamplingOptions o;
+  o.temperature = 1.0;
+  o.max_new_tokens = o.min_new_tokens = 2000;  // no stop before the limit: long enough to be cut
+  std::vector<Generation> out;
+  std::thread row([&] { out = backend.generate({{1, 2, 3, 4, 5}}, o); });
+  // Paused once the server has the request (seconds of generation left on the tiny model).
+  HttpClient info(server.url, std::chrono::seconds(5), std::chrono::seconds(30));
+  for (int i = 0; i < 2000; ++i) {
+    const auto r = info.get("/get_server_info");
+    if (r.ok() && nlohmann::json::parse(r.body).value("requests", 0) >= 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(updater.loadWeights((server.dir / "b").string(), 7));
+  row.join();
+
+  ASSERT_EQ(out.size(), 1u);
+  const Generation& g = out[0];
+  ASSERT_FALSE(g.failed);
+  const auto& st = backend.stats();
+  EXPECT_EQ(st.failed, 0u);
+  ASSERT_GE(st.resumed, 1u) << "nothing was aborted: " << g.tokens.size() << " tokens, " << st.requests << " requests, "
+                            << st.http_errors << " http errors, " << st.retries << " retries";
+  EXPECT_EQ(g.tokens.size(), 2000u) << "the resumed request made what was left, not the whole limit again";
+  ASSERT_EQ(g.logprobs.size(), g.tokens.size());
+  ASSERT_EQ(g.token_versions.size(), g.tokens.size());
+  // The kept tokens are the old version's, the rest the new one's.
+  const auto old_tokens = static_cast<std::size_t>(st.resumed_tokens);
+  ASSERT_GT(old_tokens, 0u);
+  ASSERT_LT(old_tokens, g.tokens.size());
+  for (std::size_t k = 0; k < g.tokens.size(); ++k) {
+    if (k < old_tokens) {
+      EXPECT_NE(g.token_versions[k], 7) << "token " << k;
+    } else {
+      EXPECT_EQ(g.token_versions[k], 7) << "token " << k;
+    }
+  }
+  EXPECT_EQ(g.weight_version, 7);
+}
