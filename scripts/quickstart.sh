@@ -12,10 +12,18 @@ source scripts/env.sh
 config=configs/quickstart.yaml
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then config=$1; shift; fi
 # The warm start's path is the config's sft.checkpoint (default <output_dir>/sft.h5).
-warm=$(build/bin/astraflow warm-start-path "$config")
+# The run's --set overrides name its warm start too (run.output_dir moves it).
+sets=()
+prev=
+for a in "$@"; do
+  [ "$prev" = --set ] && sets+=(--set "$a")
+  case $a in --set=*) sets+=("$a") ;; esac
+  prev=$a
+done
+warm=$(build/bin/astraflow warm-start-path "$config" "${sets[@]}")
 if [ -n "$warm" ] && [ ! -f "$warm" ]; then
   echo "quickstart: no warm start at $warm; making it with astraflow sft (a few minutes)" >&2
-  build/bin/astraflow sft "$config" >/dev/null
+  build/bin/astraflow sft "$config" "${sets[@]}" >/dev/null
 fi
 np=$(build/bin/astraflow layout-size "$config")
 # Elastic configs spawn and may lose ranks; the job survives that only with

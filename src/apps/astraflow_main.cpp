@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   auto* warm_start = app.add_subcommand(
       "warm-start-path", "print the warm-start checkpoint a run of this config loads (empty for a gateway site)");
   warm_start->add_option("config", config_path, "YAML config")->required();
+  warm_start->add_option("--set", overrides, "as run's --set: the path of the run so overridden");
 
   std::string trace_path;
   auto* trace = app.add_subcommand("trace", "print per-role tables of a run's trace.h5 (and summary.json)");
@@ -119,6 +120,7 @@ int main(int argc, char** argv) {
   auto* sft = app.add_subcommand("sft", "warm start: supervised training on the environment's reference solutions");
   sft->add_option("config", config_path, "YAML config")->required();
   sft->add_option("--log-level", log_level, "override run.log_level");
+  sft->add_option("--set", overrides, "override a config key: key.path=value (repeatable)");
   auto* train_local = app.add_subcommand("train-local", "single-process RL reference loop");
   train_local->add_option("config", config_path, "YAML config")->required();
   train_local->add_option("--log-level", log_level, "override run.log_level");

@@ -96,7 +96,7 @@ InferenceServer::InferenceServer(const ServeOptions& options) : state_(std::make
   const std::int32_t pad =
       s.tokenizer && s.tokenizer->padId() >= 0 ? s.tokenizer->padId() : std::max(0, hf.pad_token_id);
   SchedulerOptions scheduling;
-  scheduling.max_running = options.max_batch;  // a batch's requests run together
+  scheduling.max_running = options.max_batch;  // requests running together
   s.queue = std::make_unique<serve_detail::GenerationQueue>(
       GenerationEngine(model, pad, scheduling), options.max_batch,
       std::chrono::microseconds(static_cast<std::int64_t>(options.batch_wait_ms * 1000)), options.seed,
@@ -131,9 +131,9 @@ void InferenceServer::stop() { state_->http->stop(); }
 std::string InferenceServer::statsLine() const {
   const auto st = state_->queue->stats();
   return fmt::format(
-      "{} requests in {} batches (mean {:.1f} rows, largest {}), {} tokens generated, {} weight updates, {} aborted, "
+      "{} requests in {} steps (mean {:.1f} running, most {}), {} tokens generated, {} weight updates, {} aborted, "
       "{} refused",
-      st.requests, st.batches, st.batches ? static_cast<double>(st.rows) / st.batches : 0.0, st.largest_batch,
+      st.requests, st.steps, st.steps ? static_cast<double>(st.rows) / st.steps : 0.0, st.most_running,
       st.generated_tokens, st.weight_updates, st.aborted, state_->refused.total() + state_->http->bodiesTooLarge());
 }
 

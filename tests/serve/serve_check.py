@@ -220,6 +220,39 @@ threads = [threading.Thread(target=one, args=(i,)) for i in range(16)]
 [t.join() for t in threads]
 check(not errors, f"concurrent requests failed: {errors[:2]}")
 
+# Requests join the running ones at every step: short greedy requests sent while a long one runs
+# are answered while it still runs, each exactly as it is answered alone (ids equal, log-probs
+# equal to transformers').
+alone = {}
+for k in range(3):
+    ids = [7 + k, 8, 9, 10 + k]
+    status, g = raw("POST", "/generate", {"input_ids": ids, "return_logprob": True,
+                                         "sampling_params": {"temperature": 0, "max_new_tokens": 6, "ignore_eos": True}})
+    check(status == 200, f"alone {status} {g}")
+    alone[k] = (ids, g)
+long_done = {}
+long_req = threading.Thread(target=lambda: long_done.update(g=raw("POST", "/generate", {
+    "input_ids": prompt_ids, "sampling_params": {"max_new_tokens": 1800, "ignore_eos": True}})[1], t=time.time()))
+long_req.start()
+time.sleep(0.2)
+joined = {}
+for k, (ids, _) in alone.items():
+    status, g = raw("POST", "/generate", {"input_ids": ids, "return_logprob": True,
+                                         "sampling_params": {"temperature": 0, "max_new_tokens": 6, "ignore_eos": True}})
+    joined[k] = (g, time.time())
+long_req.join()
+worst = 0.0
+for k, (ids, a) in alone.items():
+    g, t = joined[k]
+    check(g["output_ids"] == a["output_ids"], f"request {k} joined mid-run: {g['output_ids']} alone: {a['output_ids']}")
+    check(t < long_done["t"], f"request {k} waited for the long one to end")
+    lps = [x[0] for x in g["meta_info"]["output_token_logprobs"]]
+    worst = max(worst, max_delta(lps, [x[0] for x in a["meta_info"]["output_token_logprobs"]]),
+                max_delta(lps, ref.logprobs(ids, g["output_ids"], 1.0)))
+figures["joined_max_abs_dlogprob"] = worst
+check(worst < TOL, f"requests joined mid-run differ by {worst}")
+check(long_done["g"]["meta_info"]["completion_tokens"] == 1800, f"the long request: {long_done['g']['meta_info']}")
+
 # Pause with abort ends the running generation as aborted; while paused a new request waits; it
 # is answered after /continue_generation.
 long_answer = {}

@@ -46,6 +46,9 @@ class GenerationEngine {
   // The scheduler generate() runs on (made at the first use), for callers that submit
   // sequences one by one (episode_stream.hpp).
   SequenceScheduler& scheduler();
+  // Drops the scheduler and everything in it (made afresh at the next use): after a step that
+  // threw, its sequences are not to be trusted.
+  void resetScheduler() { scheduler_.reset(); }
   // The scheduler's counters (all zero before the first generate()).
   SchedulerCounters schedulerCounters() const;
 
