@@ -9,6 +9,7 @@ struct EpisodeStream::Running {
   SamplingOptions options;
   std::uint64_t seed = 0;
   std::size_t max_len = 0;
+  SequenceId last_turn = 0;  // its turn before this one: its K/V kept for this one to extend
 };
 
 EpisodeStream::EpisodeStream(SequenceScheduler& scheduler, const Tokenizer& tokenizer,
@@ -39,7 +40,12 @@ void EpisodeStream::submitTurn(Running& r) {
   request.options = r.options;
   // A fresh stream per turn, fixed by the episode's seed and the turn's number.
   request.seed = r.seed ^ (0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(r.episode.turns) + 1));
-  by_sequence_[scheduler_.submit(std::move(request))].reset(&r);
+  // The next turn (if one can follow) appends to this one's blocks instead of prefilling the
+  // history again.
+  request.keep_kv = r.episode.turns + 1 < r.env->maxTurns();
+  request.continues = r.last_turn;
+  r.last_turn = scheduler_.submit(std::move(request));
+  by_sequence_[r.last_turn].reset(&r);
 }
 
 std::vector<std::pair<std::uint64_t, Episode>> EpisodeStream::step() {
@@ -55,6 +61,7 @@ std::vector<std::pair<std::uint64_t, Episode>> EpisodeStream::step() {
       continue;
     }
     if (!done) r->episode.truncated = true;  // out of turns
+    scheduler_.release(r->last_turn);        // no turn continues it
     ended.emplace_back(r->tag, std::move(r->episode));
   }
   return ended;

@@ -487,6 +487,7 @@ RolloutReport RolloutRank::report() {
     r.engine_preemptions += c.preemptions;
     r.engine_recomputed_tokens += c.recomputed_tokens;
     r.engine_moved_sequences += c.moved_sequences;
+    r.engine_reused_context_tokens += c.reused_context_tokens;
     r.engine_peak_kv_bytes = std::max<std::uint64_t>(r.engine_peak_kv_bytes, c.peak_kv_bytes);
     r.engine_kv_pool_bytes = std::max<std::uint64_t>(r.engine_kv_pool_bytes, c.kv_pool_bytes);
   }

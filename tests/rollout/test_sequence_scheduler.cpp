@@ -56,15 +56,17 @@ std::vector<Reference> aloneGreedy(GenerationEngine& engine, const std::vector<s
   return out;
 }
 
-// Every prompt submitted at once (greedy, its own limit); the prompt index of each sequence.
-std::map<SequenceId, std::size_t> submitAll(SequenceScheduler& s,
-                                            const std::vector<std::vector<std::int32_t>>& prompts) {
+// Every prompt submitted at once (greedy, limit(i) tokens, keeping its K/V when `keep`); the
+// prompt index of each sequence.
+std::map<SequenceId, std::size_t> submitAll(SequenceScheduler& s, const std::vector<std::vector<std::int32_t>>& prompts,
+                                            int (*limit)(std::size_t) = limitOf, bool keep = false) {
   std::map<SequenceId, std::size_t> row;
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     SequenceRequest r;
     r.prompt = prompts[i];
     r.options.greedy = true;
-    r.options.max_new_tokens = limitOf(i);
+    r.options.max_new_tokens = limit(i);
+    r.keep_kv = keep;
     row[s.submit(std::move(r))] = i;
   }
   return row;
@@ -376,4 +378,83 @@ TEST(SequenceScheduler, ContinuingAcrossAVersionEachTokenIsItsOwnVersions) {
   }
   EXPECT_GT(both, 0u);
   EXPECT_LT(worst, 1e-5);
+}
+
+// A multi-turn episode's next turn appends to its own blocks: a sequence that kept its K/V is
+// continued by one whose prompt extends its context (its tokens, then an environment reply),
+// which prefills only what was added and generates what a fresh prefill of the whole context
+// gives. Two of the first turns share a prompt (their contexts keep its blocks shared). A prompt
+// that does not extend the kept context starts over.
+TEST(SequenceScheduler, AContinuedTurnPrefillsOnlyWhatWasAddedAndEqualsAFreshPrefill) {
+  torch::manual_seed(28);
+  PolicyModel model(schedulerModel());
+  auto prompts = spreadPrompts(5);
+  prompts.push_back(prompts[2]);
+  SequenceScheduler s(model, 0, {4, 0, kBlock});
+  const auto first = submitAll(
+      s, prompts, [](std::size_t) { return 7; }, true);
+  std::vector<std::pair<SequenceId, Generation>> turn1(prompts.size());
+  while (!s.idle()) {
+    for (auto& f : s.step()) turn1[first.at(f.id)] = {f.id, std::move(f.generation)};
+  }
+  EXPECT_GT(s.kvBytesInUse(), 0) << "the first turns' K/V is kept";
+  // Second turns: context + reply; the last one's prompt is not its context's extension.
+  std::vector<std::vector<std::int32_t>> second;
+  std::map<SequenceId, std::size_t> row;
+  std::uint64_t added = 0, reused = 0;
+  const auto before = s.counters();
+  for (std::size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<std::int32_t> p = prompts[i];
+    p.insert(p.end(), turn1[i].second.tokens.begin(), turn1[i].second.tokens.end());
+    const std::vector<std::int32_t> reply{static_cast<std::int32_t>(40 + i), 41, 42};
+    const bool broken = i + 1 == prompts.size();
+    if (broken) p[0] = 3;  // not the kept context
+    if (!broken) {
+      reused += p.size() - 1;  // every position but the last sampled token's
+      added += reply.size() + 1;
+    } else {
+      added += p.size() + reply.size();
+    }
+    p.insert(p.end(), reply.begin(), reply.end());
+    second.push_back(p);
+    SequenceRequest r;
+    r.prompt = p;
+    r.options.greedy = true;
+    r.options.max_new_tokens = 6;
+    r.continues = turn1[i].first;
+    row[s.submit(std::move(r))] = i;
+  }
+  std::vector<Generation> got(prompts.size());
+  while (!s.idle()) {
+    for (auto& f : s.step()) got[row.at(f.id)] = std::move(f.generation);
+  }
+  const auto& c = s.counters();
+  EXPECT_EQ(c.reused_context_tokens - before.reused_context_tokens, reused);
+  EXPECT_EQ(c.prefill_tokens - before.prefill_tokens, added);
+  EXPECT_EQ(c.kept_dropped - before.kept_dropped, 1u);
+  EXPECT_EQ(s.kvBytesInUse(), 0) << "nothing kept: the second turns did not ask to keep";
+  SequenceScheduler fresh(model, 0, {4, 0, kBlock});
+  const auto frow = submitAll(fresh, second, [](std::size_t) { return 6; });
+  std::vector<Generation> want(second.size());
+  while (!fresh.idle()) {
+    for (auto& f : fresh.step()) want[frow.at(f.id)] = std::move(f.generation);
+  }
+  double worst = 0;
+  for (std::size_t i = 0; i < second.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, want[i].tokens) << "second turn " << i;
+    ASSERT_EQ(got[i].logprobs.size(), want[i].logprobs.size());
+    for (std::size_t k = 0; k < want[i].logprobs.size(); ++k)
+      worst = std::max(worst, double(std::abs(got[i].logprobs[k] - want[i].logprobs[k])));
+  }
+  EXPECT_LT(worst, 1e-5);
+  // Given back: a kept context nobody continues.
+  SequenceRequest r;
+  r.prompt = {1, 2, 3};
+  r.options.max_new_tokens = 2;
+  r.keep_kv = true;
+  const SequenceId id = s.submit(r);
+  while (!s.idle()) s.step();
+  EXPECT_GT(s.kvBytesInUse(), 0);
+  s.release(id);
+  EXPECT_EQ(s.kvBytesInUse(), 0);
 }

@@ -134,3 +134,49 @@ TEST(TextEpisode, EpisodesStartedMidStreamAreTheBatchRunnersEpisodes) {
       EXPECT_NEAR(e.behav_logprobs[k], batch[i].behav_logprobs[k], 1e-5);
   }
 }
+
+// Multi-turn episodes (the search environment: a turn without an answer gets an observation, up
+// to max_turns) run one by one on the stream append each next turn to the previous turn's
+// blocks, and end as the batch runner's episodes do (it prefills the whole history every turn).
+TEST(TextEpisode, AMultiTurnEpisodesNextTurnAppendsToItsOwnBlocks) {
+  EnvironmentOptions options;
+  options.name = "search";
+  options.max_turns = 3;
+  const auto tok = makeEnvironmentTokenizer(options);
+  torch::manual_seed(7);
+  PolicyModel model(test_support::tinyModel(tok->vocabSize(), 32, 1, 2, 1, 64, 128));
+  model->setNeverGenerate({tokenSpecOf(*tok).pad_id});
+  GenerationEngine batch_engine(model, tokenSpecOf(*tok).pad_id, {4, 0, 8}),
+      stream_engine(model, tokenSpecOf(*tok).pad_id, {4, 0, 8});
+  SamplingOptions sampling;
+  sampling.greedy = true;
+  sampling.max_new_tokens = 6;
+  auto gen = at::detail::createCPUGenerator(3);
+  auto env = makeEnvironment(options);
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t k = 0; k < 5; ++k) ids.push_back(env->trainingId(k));
+  const auto batch = runEpisodes(batch_engine, *tok, options, ids, sampling, gen);
+
+  EpisodeStream stream(stream_engine.scheduler(), *tok, options, model->config().max_seq_len);
+  for (std::size_t i = 0; i < ids.size(); ++i) stream.start(ids[i], sampling, 1 + i, i);
+  std::map<std::uint64_t, Episode> ended;
+  for (int step = 0; stream.active() > 0; ++step) {
+    for (auto& [tag, e] : stream.step()) ended.emplace(tag, std::move(e));
+    ASSERT_LT(step, 1000);
+  }
+  int later_turns = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const Episode& e = ended.at(i);
+    later_turns += e.turns - 1;
+    EXPECT_EQ(e.tokens, batch[i].tokens) << "episode " << i;
+    EXPECT_EQ(e.turns, batch[i].turns) << "episode " << i;
+    ASSERT_EQ(e.behav_logprobs.size(), batch[i].behav_logprobs.size());
+    for (std::size_t k = 0; k < e.behav_logprobs.size(); ++k)
+      EXPECT_NEAR(e.behav_logprobs[k], batch[i].behav_logprobs[k], 1e-5);
+  }
+  ASSERT_GT(later_turns, 0) << "no episode had a second turn";
+  const auto& s = stream_engine.schedulerCounters();
+  EXPECT_GT(s.reused_context_tokens, 0u);
+  EXPECT_LT(s.prefill_tokens, batch_engine.schedulerCounters().prefill_tokens);
+  EXPECT_EQ(stream_engine.scheduler().kvBytesInUse(), 0) << "every kept context given back";
+}

@@ -83,6 +83,7 @@ struct RolloutReport {
   std::uint64_t engine_decode_tokens = 0, engine_admission_waits = 0, engine_preemptions = 0;
   std::uint64_t engine_recomputed_tokens = 0, engine_peak_kv_bytes = 0, engine_kv_pool_bytes = 0;
   std::uint64_t engine_moved_sequences = 0;  // running sequences moved to a new version (on_new_version: continue)
+  std::uint64_t engine_reused_context_tokens = 0;  // positions a next turn took from its previous turn's K/V
 
   void countRewardReason(std::string_view reason);
 
@@ -112,6 +113,7 @@ struct RolloutReport {
     v("engine_preemptions", s.engine_preemptions), v("engine_recomputed_tokens", s.engine_recomputed_tokens);
     v("engine_peak_kv_bytes", s.engine_peak_kv_bytes), v("engine_kv_pool_bytes", s.engine_kv_pool_bytes);
     v("engine_moved_sequences", s.engine_moved_sequences);
+    v("engine_reused_context_tokens", s.engine_reused_context_tokens);
   }
 };
 

@@ -12,6 +12,8 @@
 // it generates does not depend on what runs beside it. When the model's weights change under
 // it (weightsChanged), every running sequence goes on under the new ones: its K/V is computed
 // again with them before its next token, and each token records the version that sampled it.
+// A multi-turn episode's next turn appends to its own blocks: a sequence asked to keep its K/V
+// hands it to the one that continues it, which prefills only what was added since.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -38,6 +40,14 @@ struct SequenceRequest {
   std::uint64_t seed = 0;   // its generator's seed
   // After each token; false ends the sequence there (stopped, ended_by_caller).
   std::function<bool(std::int32_t token, float logprob)> on_token;
+  // Keep its K/V when it ends, for a later sequence that continues it (`continues`); the caller
+  // takes it up or gives it back (release). Kept K/V counts in the pool and is dropped, oldest
+  // first, when a sequence needs the blocks, and at a weight change.
+  bool keep_kv = false;
+  // The ended sequence (kept with keep_kv) whose context this prompt extends: its positions are
+  // not prefilled again. Ignored when nothing is kept for it or the prompt does not start with
+  // its context.
+  std::uint64_t continues = 0;
 };
 
 using SequenceId = std::uint64_t;
@@ -50,15 +60,17 @@ struct FinishedSequence {
 // What the scheduler did (counted since it was made).
 struct SchedulerCounters {
   std::uint64_t steps = 0, prefill_forwards = 0, decode_forwards = 0;
-  std::uint64_t prefill_tokens = 0;        // positions computed by prefill forwards (recomputation included)
-  std::uint64_t shared_prompt_tokens = 0;  // prompt positions not prefilled: shared with a sequence of that prompt
-  std::uint64_t decode_tokens = 0;         // rows of decode forwards
-  std::uint64_t admission_waits = 0;       // steps where a waiting sequence had a slot but not the blocks
-  std::uint64_t preemptions = 0;           // sequences whose blocks were taken (their work recomputed later)
-  std::uint64_t recomputed_tokens = 0;     // positions prefilled again after a preemption
-  std::uint64_t copied_blocks = 0;         // copy-on-write copies of a shared block's filled slots
-  std::uint64_t version_changes = 0;       // weightsChanged calls
-  std::uint64_t moved_sequences = 0;       // running sequences moved to new weights (their K/V recomputed)
+  std::uint64_t prefill_tokens = 0;         // positions computed by prefill forwards (recomputation included)
+  std::uint64_t shared_prompt_tokens = 0;   // prompt positions not prefilled: shared with a sequence of that prompt
+  std::uint64_t decode_tokens = 0;          // rows of decode forwards
+  std::uint64_t admission_waits = 0;        // steps where a waiting sequence had a slot but not the blocks
+  std::uint64_t preemptions = 0;            // sequences whose blocks were taken (their work recomputed later)
+  std::uint64_t recomputed_tokens = 0;      // positions prefilled again after a preemption
+  std::uint64_t copied_blocks = 0;          // copy-on-write copies of a shared block's filled slots
+  std::uint64_t version_changes = 0;        // weightsChanged calls
+  std::uint64_t moved_sequences = 0;        // running sequences moved to new weights (their K/V recomputed)
+  std::uint64_t reused_context_tokens = 0;  // positions a continuing sequence took from the one it continues
+  std::uint64_t kept_dropped = 0;           // kept contexts dropped before being continued (pool, weights)
   std::uint64_t peak_running = 0;
   std::int64_t peak_kv_bytes = 0, kv_pool_bytes = 0;  // blocks in use at most, and the pool
 };
@@ -82,6 +94,8 @@ class SequenceScheduler {
   // the start of its K/V), shared prompts are dropped. Counted in version_changes and
   // moved_sequences; the recomputation in recomputed_tokens.
   void weightsChanged(std::int64_t version);
+  // Gives back what a keep_kv sequence kept (nothing when it was dropped or continued).
+  void release(SequenceId id);
   std::int64_t weightVersion() const;
   bool idle() const;
   std::size_t running() const;
