@@ -1,8 +1,9 @@
-// bench_hf_generate FOLDER [new_tokens] [threads] [prompt_tokens]: greedy generation with the
-// KV cache from a Hugging Face folder (batch 1), the way a rollout rank generates; prints one
-// JSON line {"tokens_per_s", "ids"}. profiling/bench_hf_generate.sh runs transformers' generate
-// on the same folder, prompt and threads beside it, checks the greedy continuations agree and
-// prints the ratio.
+// bench_hf_generate FOLDER [new_tokens] [threads] [prompt_tokens] [batch]: greedy generation
+// from a Hugging Face folder on the continuous engine, `batch` rows together (row r's prompt is
+// 100 + (7i + r) mod 150, ids the folder's tokenizer has), the way a rollout rank generates; prints one JSON line
+// {"tokens_per_s", "seconds", "ids": [[row 0], ...]}. profiling/bench_hf_generate.sh runs transformers' generate and
+// CTranslate2 on the same folder, prompts and threads beside it, checks the greedy continuations agree and prints the
+// ratios.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   const int new_tokens = argc > 2 ? std::atoi(argv[2]) : 32;
   const int threads = argc > 3 ? std::atoi(argv[3]) : 2;
   const int prompt_tokens = argc > 4 ? std::atoi(argv[4]) : 16;
+  const int batch = argc > 5 ? std::atoi(argv[5]) : 1;
   torch::set_num_threads(threads);
   ModelConfig m = readHfModelConfig(argv[1]).model;
   m.max_seq_len = prompt_tokens + new_tokens;
@@ -31,18 +33,26 @@ int main(int argc, char** argv) {
   loadHfWeights(*model, argv[1]);
   model->eval();
   GenerationEngine engine(model, 0);
-  std::vector<std::int32_t> prompt;
-  for (int i = 0; i < prompt_tokens; ++i) prompt.push_back(100 + 7 * i);  // the script gives transformers the same
+  std::vector<std::vector<std::int32_t>> prompts(static_cast<std::size_t>(batch));
+  for (int r = 0; r < batch; ++r) {
+    for (int i = 0; i < prompt_tokens; ++i) prompts[static_cast<std::size_t>(r)].push_back(100 + (7 * i + r) % 150);
+  }  // the script gives transformers and CTranslate2 the same
   SamplingOptions o;
   o.greedy = true;
   o.max_new_tokens = new_tokens;
   auto gen = at::detail::createCPUGenerator(1);
-  engine.generate({prompt}, o, gen);  // warm-up
+  engine.generate(prompts, o, gen);  // warm-up
   const auto t0 = std::chrono::steady_clock::now();
-  const auto out = engine.generate({prompt}, o, gen);
+  const auto out = engine.generate(prompts, o, gen);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::string ids;
-  for (std::int32_t id : out[0].tokens) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-  std::printf("{\"tokens_per_s\": %.3f, \"seconds\": %.3f, \"ids\": [%s]}\n", out[0].tokens.size() / s, s, ids.c_str());
+  std::size_t tokens = 0;
+  for (const auto& g : out) {
+    std::string row;
+    for (std::int32_t id : g.tokens) row += (row.empty() ? "" : ", ") + std::to_string(id);
+    ids += (ids.empty() ? "[" : ", [") + row + "]";
+    tokens += g.tokens.size();
+  }
+  std::printf("{\"tokens_per_s\": %.3f, \"seconds\": %.3f, \"ids\": [%s]}\n", tokens / s, s, ids.c_str());
   return 0;
 }

@@ -1,42 +1,65 @@
 #!/usr/bin/env bash
-# Greedy generation from a Qwen3-0.6B-shaped random folder on CPU, batch 1 with the KV cache:
-# astraflow's engine (build/bin/bench_hf_generate) against transformers' generate on the same
-# weights (float32), prompt and thread count; each side is warmed up once, then timed once.
-# Checks that both greedy continuations are the same ids and prints tokens/s and the ratio.
-#   profiling/bench_hf_generate.sh [new_tokens] [threads] [preset]
+# Greedy generation from a Qwen3-0.6B-shaped random folder on CPU, float32, the same prompts
+# (16 tokens, row r's id i = 100 + (7i + r) mod 150, within the tokenizer), new tokens and thread count on three engines:
+# astraflow's continuous engine (build/bin/bench_hf_generate), transformers' generate and
+# CTranslate2 (the folder converted with its Qwen3 loader), at each batch size. Each side is
+# warmed up once, then timed once. Checks that the greedy continuations are the same ids and
+# prints tokens/s and the ratios, side by side per batch size.
+#   profiling/bench_hf_generate.sh [new_tokens=32] [threads=2] [preset=qwen3-0.6b] [batches="1 16 64"]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 new=${1:-32}
 threads=${2:-2}
 preset=${3:-qwen3-0.6b}
+batches=${4:-1 16 64}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 build/bin/astraflow init-model "$dir/m" --preset "$preset" --dtype bfloat16 --seed 1 > /dev/null
-ours=$(build/bin/bench_hf_generate "$dir/m" "$new" "$threads" 16)
-theirs=$(.venv/bin/python - "$dir/m" "$new" "$threads" <<'PY'
-import json, sys, time
-import torch
-from transformers import AutoModelForCausalLM
-folder, new, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-torch.set_num_threads(threads)
-model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-prompt = torch.tensor([[100 + 7 * i for i in range(16)]])
-kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, use_cache=True, pad_token_id=0)
-with torch.no_grad():
-    model.generate(prompt, **kw)  # warm-up
-    start = time.perf_counter()
-    out = model.generate(prompt, **kw)
-    seconds = time.perf_counter() - start
-ids = out[0, 16:].tolist()
-print(json.dumps({"tokens_per_s": round(len(ids) / seconds, 3), "seconds": round(seconds, 3), "ids": ids}))
+.venv/bin/python - "$dir/m" "$dir/ct2" <<'PY' >/dev/null
+import sys
+from ctranslate2.converters import TransformersConverter
+TransformersConverter(sys.argv[1]).convert(sys.argv[2], quantization="float32", force=True)
 PY
-)
-echo "astraflow:    $ours"
-echo "transformers: $theirs"
-.venv/bin/python -c "
-import json, sys
-a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-same = a['ids'] == b['ids'][:len(a['ids'])]
-print('greedy continuations equal: %s' % same)
-print('ratio astraflow/transformers: %.2fx' % (a['tokens_per_s'] / b['tokens_per_s']))
-" "$ours" "$theirs"
+for b in $batches; do
+  ours=$(build/bin/bench_hf_generate "$dir/m" "$new" "$threads" 16 "$b")
+  .venv/bin/python - "$dir/m" "$dir/ct2" "$new" "$threads" "$b" "$ours" <<'PY'
+import json, sys, time
+import ctranslate2
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+folder, ct2_dir, new, threads, batch = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+ours = json.loads(sys.argv[6])
+torch.set_num_threads(threads)
+prompts = [[100 + (7 * i + r) % 150 for i in range(16)] for r in range(batch)]
+
+model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+kw = dict(max_new_tokens=new, min_new_tokens=new, do_sample=False, use_cache=True, pad_token_id=0)
+ids = torch.tensor(prompts)
+with torch.no_grad():
+    model.generate(ids, **kw)  # warm-up
+    start = time.perf_counter()
+    out = model.generate(ids, **kw)
+    hf_s = time.perf_counter() - start
+hf_ids = out[:, 16:].tolist()
+del model
+
+tok = AutoTokenizer.from_pretrained(folder)
+gen = ctranslate2.Generator(ct2_dir, device="cpu", compute_type="float32", intra_threads=threads)
+tokens = [tok.convert_ids_to_tokens(p) for p in prompts]
+ckw = dict(max_length=new, min_length=new, sampling_topk=1, include_prompt_in_result=False, max_batch_size=batch)
+gen.generate_batch(tokens, **ckw)  # warm-up
+start = time.perf_counter()
+res = gen.generate_batch(tokens, **ckw)
+ct_s = time.perf_counter() - start
+ct_ids = [r.sequences_ids[0] for r in res]
+
+n = batch * new
+rate = {"astraflow": sum(len(r) for r in ours["ids"]) / ours["seconds"], "transformers": n / hf_s, "ctranslate2": n / ct_s}
+same_hf = ours["ids"] == hf_ids
+same_ct = [r[:new] for r in ours["ids"]] == [r[:new] for r in ct_ids]
+print(f"batch {batch:3d}: tokens/s astraflow {rate['astraflow']:8.2f}  transformers {rate['transformers']:8.2f}  "
+      f"ctranslate2 {rate['ctranslate2']:8.2f} | astraflow/transformers {rate['astraflow'] / rate['transformers']:.2f}x  "
+      f"astraflow/ctranslate2 {rate['astraflow'] / rate['ctranslate2']:.2f}x | same ids: transformers {same_hf}, "
+      f"ctranslate2 {same_ct}")
+PY
+done
