@@ -262,6 +262,7 @@ Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const S
     return t;
   }
   for (auto m : e.policy_mask) tokens_ += m;
+  if (t.weight_version_min != t.weight_version_max) ++spanning_versions_;
   return t;
 }
 
@@ -456,6 +457,7 @@ RolloutReport RolloutRank::report() {
   r.task_wait_seconds = wait_seconds_;
   r.weight_pull_seconds = pull_seconds_;
   r.failed_episodes = failed_episodes_;
+  r.spanning_versions = spanning_versions_;
   r.tasks_returned = returned_;
   r.server_lost = lost_ ? 1 : 0;
   r.weight_write_seconds = write_seconds_;

@@ -81,10 +81,11 @@ class RolloutRank {
   std::vector<std::byte> record_;
   // Report.
   std::uint64_t pushed_ = 0, eval_pushed_ = 0, oversize_ = 0, malformed_ = 0, tokens_ = 0, failed_episodes_ = 0;
-  bool update_failed_ = false;  // the last refresh could not get a server to load its version
-  bool lost_ = false;           // a server stayed silent past backend.lost_after_seconds: the rank left
-  std::uint64_t returned_ = 0;  // tasks given back to the dataflow rank
-  RolloutReport reasons_;       // only its reward_* counts: why training episodes got their rewards
+  bool update_failed_ = false;           // the last refresh could not get a server to load its version
+  bool lost_ = false;                    // a server stayed silent past backend.lost_after_seconds: the rank left
+  std::uint64_t returned_ = 0;           // tasks given back to the dataflow rank
+  std::uint64_t spanning_versions_ = 0;  // trajectories whose tokens came from more than one version
+  RolloutReport reasons_;                // only its reward_* counts: why training episodes got their rewards
   double generate_seconds_ = 0, wait_seconds_ = 0, pull_seconds_ = 0, write_seconds_ = 0;
 };
 

@@ -84,6 +84,7 @@ struct RolloutReport {
   std::uint64_t engine_recomputed_tokens = 0, engine_peak_kv_bytes = 0, engine_kv_pool_bytes = 0;
   std::uint64_t engine_moved_sequences = 0;  // running sequences moved to a new version (on_new_version: continue)
   std::uint64_t engine_reused_context_tokens = 0;  // positions a next turn took from its previous turn's K/V
+  std::uint64_t spanning_versions = 0;  // trajectories (evaluation included) whose tokens came from several versions
 
   void countRewardReason(std::string_view reason);
 
@@ -114,6 +115,7 @@ struct RolloutReport {
     v("engine_peak_kv_bytes", s.engine_peak_kv_bytes), v("engine_kv_pool_bytes", s.engine_kv_pool_bytes);
     v("engine_moved_sequences", s.engine_moved_sequences);
     v("engine_reused_context_tokens", s.engine_reused_context_tokens);
+    v("spanning_versions", s.spanning_versions);
   }
 };
 
