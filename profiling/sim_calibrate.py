@@ -8,12 +8,14 @@ run with a real one (docs/simulation.md, profiling/sim_calibrate.sh).
 
 Reads each run's trajectories.h5 and trace.h5 with Debian's python3-h5py.
 
-The engine batches statically: the rows of one generate call step together until the longest
-ends. A call is the trajectories of one rank sharing t_started; its time is fitted as
-a + b × (its longest generated length), least squares over every call of every run given. The
-trainer's step is fitted as f + s × (the tokens through its forward passes, padding included),
+The engine batches continuously: every step decodes each running sequence by a token and admits
+waiting ones. From each run's summary (its rollout rank's generate seconds, less the episode work
+a simulated rank still does, and the engine's counters), the time is fitted as
+prompt tokens / prefill rate + steps / decode rate + (slowdown / decode rate) × (decode rows −
+steps), least squares with every coefficient >= 0 over the runs given. The trainer's step is fitted as f + s × (the tokens through its forward passes, padding included),
 over each run's mean step (f >= 0).
 """
+import itertools
 import sys
 
 import h5py
@@ -21,21 +23,15 @@ import numpy as np
 from sim_runs import events, seconds_per_version, summary, trainer_wait
 
 
-def load_calls(run):
-    with h5py.File(f"{run}/trajectories.h5", "r") as f:
-        rank = f["producer_rank"][:]
-        t0, t1 = f["t_started"][:], f["t_finished"][:]
-        mask = f["policy_mask"][:]
-        tokens = f["tokens"][:]
-    generated = np.array([int(np.sum(m)) for m in mask])
-    prompt = np.array([len(t) for t in tokens]) - generated
-    calls = {}
-    for i in range(len(rank)):
-        c = calls.setdefault((int(rank[i]), float(t0[i])), [float(t1[i] - t0[i]), 0, 0, 0])
-        c[1] = max(c[1], generated[i])
-        c[2] += 1
-        c[3] += prompt[i]
-    return np.array(list(calls.values()), dtype=float), generated, prompt
+def rollout_totals(run):
+    """The rollout ranks' summed figures: generate seconds, episodes, prompt tokens a sequence
+    brings (prefilled, shared with its group or taken from its previous turn: the simulator charges
+    them all), engine steps and decode rows."""
+    ranks = [r for r in summary(run)["ranks"] if r["role"] == "rollout"]
+    total = lambda key: float(sum(r.get(key, 0) for r in ranks))  # noqa: E731
+    prompt = total("engine_prefill_tokens") + total("engine_shared_prompt_tokens") + total("engine_reused_context_tokens")
+    return {"seconds": total("generate_seconds"), "episodes": total("pushed") + total("eval_pushed"),
+            "prompt": prompt, "steps": total("engine_steps"), "decode": total("engine_decode_tokens")}
 
 
 def line(x, y):
@@ -45,18 +41,36 @@ def line(x, y):
     return (f, s) if f >= 0 else (0.0, float(np.dot(x, y) / np.dot(x, x)))
 
 
-def overhead(run):
-    """Mean seconds of a generate call of a simulated run whose accelerator costs nothing, timed
-    as the fit times the real calls (t_started to t_finished): the episode work a simulated rank
-    still does for real."""
-    return float(np.mean(load_calls(run)[0][:, 0]))
+def nonnegative_fit(a, y):
+    """Least squares a x = y with x >= 0: the best of the fits on each subset of the columns."""
+    best = (np.inf, np.zeros(a.shape[1]))
+    for mask in itertools.product([False, True], repeat=a.shape[1]):
+        cols = [i for i, m in enumerate(mask) if m]
+        if not cols:
+            continue
+        sub, *_ = np.linalg.lstsq(a[:, cols], y, rcond=None)
+        if np.any(sub < 0):
+            continue
+        x = np.zeros(a.shape[1])
+        x[cols] = sub
+        err = float(np.sum((a @ x - y) ** 2))
+        if err < best[0]:
+            best = (err, x)
+    return best[1]
 
 
 def fit(runs, free_run):
-    calls = []
+    free = rollout_totals(free_run)
+    episode_work = free["seconds"] / free["episodes"]  # the episode work a simulated rank does for real
+    rows, ys = [], []
     steps_t, steps_tok = [], []
     for run in runs:
-        calls.append(load_calls(run)[0])
+        t = rollout_totals(run)
+        # The continuous engine's time: prompts at a prefill rate, and per step
+        # (1 + slowdown × (k − 1)) / decode rate for k rows, so over a run
+        # prompt / prefill + steps / decode + (slowdown / decode) × (decode rows − steps).
+        rows.append([t["prompt"], t["steps"], t["decode"] - t["steps"]])
+        ys.append(t["seconds"] - episode_work * t["episodes"])
         # Per run: the mean step against the mean tokens through the forward passes (padding
         # included), the quantity trainer.simulate costs; the trace's events carry only the
         # generated tokens.
@@ -64,27 +78,22 @@ def fit(runs, free_run):
         steps = events(run, "train_step")
         steps_t.append(float(np.mean(steps["t_end"] - steps["t_start"])))
         steps_tok.append(trainer["forward_tokens"] / trainer["steps"])
-    c = np.concatenate(calls)
-    (a, b), *_ = np.linalg.lstsq(np.stack([np.ones(len(c)), c[:, 1]], 1), c[:, 0], rcond=None)
+    a, y = np.array(rows), np.array(ys)
+    per_prompt, per_step, per_row = nonnegative_fit(a, y)
     f, s = line(steps_tok, steps_t)
-    o = overhead(free_run)
-    rows = float(np.mean(c[:, 2]))
-    prompt_tokens = float(np.mean(c[:, 3]))
-    if a <= o or b <= 0:
-        sys.exit(f"sim_calibrate: the generate fit leaves no prefill (a={a:.4g} s, episode work {o:.4g} s, "
-                 f"b={b:.4g} s/step): give runs of different lengths")
-    resid = c[:, 0] - (a + b * c[:, 1])
-    print(f"# {len(c)} generate calls: {a * 1e3:.2f} ms + {b * 1e3:.3f} ms per step "
-          f"(rows {rows:.1f}, prompt tokens per call {prompt_tokens:.1f}, residual sd {np.std(resid) * 1e3:.2f} ms)",
-          file=sys.stderr)
-    print(f"# the simulated rank's own episode work: {o * 1e3:.2f} ms per call", file=sys.stderr)
+    if per_step <= 0:
+        sys.exit("sim_calibrate: the generate fit leaves no decode step time: give runs of different lengths")
+    resid = y - a @ np.array([per_prompt, per_step, per_row])
+    for run, row, yi, r in zip(runs, rows, ys, resid):
+        print(f"# {run}: {yi:.2f} s generating (episode work out), prompt tokens {row[0]:.0f}, steps {row[1]:.0f}, "
+              f"mean rows a step {1 + row[2] / row[1]:.2f}; residual {r:+.2f} s", file=sys.stderr)
+    print(f"# generate: {per_prompt * 1e6:.2f} us per prompt token + {per_step * 1e3:.3f} ms per step "
+          f"+ {per_row * 1e3:.3f} ms per extra row in it", file=sys.stderr)
+    print(f"# the simulated rank's own episode work: {episode_work * 1e3:.2f} ms per episode", file=sys.stderr)
     print(f"# train steps ({len(runs)} runs): {f:.4f} s + {s * 1e6:.2f} us per forward token", file=sys.stderr)
-    # The per-call constant, less the episode work a simulated rank does for real, becomes the
-    # prefill of the call's prompt tokens; one step of the
-    # static batch is 1 / decode_tokens_per_second (batch_slowdown 0: the calibration holds the
-    # batch size, so the slowdown per row is folded into the step).
-    backend = (f"batching: static, batch_limit: {int(round(rows))}, batch_slowdown: 0, "
-               f"prefill_tokens_per_second: {prompt_tokens / (a - o):.6g}, decode_tokens_per_second: {1.0 / b:.6g}")
+    prefill = f"{min(1e9, 1.0 / per_prompt):.6g}" if per_prompt > 0 else "1e9"  # 0: folded into the steps
+    backend = (f"batching: continuous, batch_limit: 256, batch_slowdown: {per_row / per_step:.6g}, "
+               f"prefill_tokens_per_second: {prefill}, decode_tokens_per_second: {1.0 / per_step:.6g}")
     trainer = f"fixed_seconds: {f:.6g}, seconds_per_token: {s:.6g}, weight_bytes: 0"
     print(backend)
     print(trainer)

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Anchors the simulator to the real runtime on this machine (docs/simulation.md):
 #   profiling/sim_calibrate.sh [versions=30]
-# 1. Two real CPU runs of the quickstart's model from random weights (1 dataflow, 1 trainer and
-#    1 rollout rank; 8 rows per generate call) with max_new_tokens 8 and 32: the runs the cost
-#    models are fitted on (profiling/sim_calibrate.py fit).
-# 2. A third real run with max_new_tokens 16, held out of the fit, and its simulated twin: the
-#    same config, the pool switched to the simulated backend (static batching, the fitted costs,
-#    lengths drawn from the held-out run's trajectories.h5) and the trainer to trainer.simulate.
+# 1. Four real CPU runs of the quickstart's model from random weights (1 dataflow, 1 trainer and
+#    1 rollout rank working per episode on the continuous engine): max_new_tokens 8 and 32, each
+#    with 8 and with 2 episodes held (fewer rows a step). The cost models are fitted on them
+#    (profiling/sim_calibrate.py fit).
+# 2. A fourth real run with max_new_tokens 16 and 8 episodes held, held out of the fit, and its
+#    simulated twin: the same config, the pool switched to the simulated backend (continuous
+#    batching, per episode, the fitted costs, lengths drawn from the held-out run's
+#    trajectories.h5) and the trainer to trainer.simulate.
 # The simulated rank's own episode work (a run whose modelled accelerator costs nothing) is taken
-# out of the fitted per-call constant. Prints the fit and both runs' seconds per version and
+# out of the real runs' generate time before the fit. Prints the fit and both runs' seconds per version and
 # their ratio; docs/simulation.md states the tolerance. Installs Debian's python3-h5py and
 # python3-matplotlib when missing.
 set -uo pipefail
@@ -31,13 +33,15 @@ run() {  # run <name> [extra args...]
 }
 run fit8 --set rollout.max_new_tokens=8
 run fit32 --set rollout.max_new_tokens=32
+run fit8b2 --set rollout.max_new_tokens=8 --set rollout.batch_tasks=2
+run fit32b2 --set rollout.max_new_tokens=32 --set rollout.batch_tasks=2
 run real16 --set rollout.max_new_tokens=16
 # The simulated rank's own episode work, with an accelerator that costs nothing: the fit takes it
 # out of the real calls' constant.
 run free --set rollout.max_new_tokens=16 \
   --set "layout.2.backend={kind: simulated, prefill_tokens_per_second: 1e9, decode_tokens_per_second: 1e9}" \
   --set "trainer.simulate={fixed_seconds: 0}"
-fitted=$(/usr/bin/python3 profiling/sim_calibrate.py fit "$work/free" "$work/fit8" "$work/fit32")
+fitted=$(/usr/bin/python3 profiling/sim_calibrate.py fit "$work/free" "$work/fit8" "$work/fit32" "$work/fit8b2" "$work/fit32b2")
 backend=$(sed -n 1p <<<"$fitted")
 trainer=$(sed -n 2p <<<"$fitted")
 echo "backend: {$backend}"

@@ -12,12 +12,9 @@ struct EpisodeStream::Running {
   SequenceId last_turn = 0;  // its turn before this one: its K/V kept for this one to extend
 };
 
-EpisodeStream::EpisodeStream(SequenceScheduler& scheduler, const Tokenizer& tokenizer,
-                             const EnvironmentOptions& environment, int max_sequence_length)
-    : scheduler_(scheduler),
-      tokenizer_(tokenizer),
-      environment_(environment),
-      max_sequence_length_(max_sequence_length) {}
+EpisodeStream::EpisodeStream(SequenceSource& source, const Tokenizer& tokenizer, const EnvironmentOptions& environment,
+                             int max_sequence_length)
+    : source_(source), tokenizer_(tokenizer), environment_(environment), max_sequence_length_(max_sequence_length) {}
 
 EpisodeStream::~EpisodeStream() = default;
 
@@ -44,13 +41,13 @@ void EpisodeStream::submitTurn(Running& r) {
   // history again.
   request.keep_kv = r.episode.turns + 1 < r.env->maxTurns();
   request.continues = r.last_turn;
-  r.last_turn = scheduler_.submit(std::move(request));
+  r.last_turn = source_.submit(std::move(request));
   by_sequence_[r.last_turn].reset(&r);
 }
 
 std::vector<std::pair<std::uint64_t, Episode>> EpisodeStream::step() {
   std::vector<std::pair<std::uint64_t, Episode>> ended;
-  for (auto& f : scheduler_.step()) {
+  for (auto& f : source_.step()) {
     auto it = by_sequence_.find(f.id);
     if (it == by_sequence_.end()) continue;  // another user's sequence on a shared scheduler
     std::unique_ptr<Running> r = std::move(it->second);
@@ -61,7 +58,7 @@ std::vector<std::pair<std::uint64_t, Episode>> EpisodeStream::step() {
       continue;
     }
     if (!done) r->episode.truncated = true;  // out of turns
-    scheduler_.release(r->last_turn);        // no turn continues it
+    source_.release(r->last_turn);           // no turn continues it
     ended.emplace_back(r->tag, std::move(r->episode));
   }
   return ended;

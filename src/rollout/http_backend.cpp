@@ -91,7 +91,8 @@ HttpBackend::HttpBackend(const RolloutBackendSpec& spec, int rank_in_pool, int m
   impl_->spec = spec;
   url_ = spec.urls.at(static_cast<std::size_t>(rank_in_pool) % spec.urls.size());
   impl_->url = url_;
-  impl_->clients.resize(static_cast<std::size_t>(std::max(1, spec.max_in_flight)) + 1);
+  // [0] weight updates and /v1/models, [1 … max_in_flight] requests, the last /health.
+  impl_->clients.resize(static_cast<std::size_t>(std::max(1, spec.max_in_flight)) + 2);
   impl_->model = spec.model;
 }
 
@@ -107,21 +108,27 @@ bool HttpBackend::healthy() {
   return r.ok();
 }
 
+int HttpBackend::maxInFlight() const { return std::max(1, impl_->spec.max_in_flight); }
+
+void HttpBackend::learnModel() {
+  auto& im = *impl_;
+  if (im.spec.api != "openai" || !im.model.empty()) return;
+  // The model id the server serves, asked once.
+  const auto r = im.client(0).get("/v1/models");
+  try {
+    if (r.ok()) im.model = json::parse(r.body).at("data").at(0).at("id").get<std::string>();
+  } catch (const std::exception&) {
+  }
+}
+
 std::vector<Generation> HttpBackend::generate(const std::vector<std::vector<std::int32_t>>& prompts,
                                               const SamplingOptions& options) {
   auto& im = *impl_;
-  if (im.spec.api == "openai" && im.model.empty()) {
-    // The model id the server serves, asked once.
-    const auto r = im.client(0).get("/v1/models");
-    try {
-      if (r.ok()) im.model = json::parse(r.body).at("data").at(0).at("id").get<std::string>();
-    } catch (const std::exception&) {
-    }
-  }
+  learnModel();
   std::vector<Generation> out(prompts.size());
   std::atomic<std::size_t> next{0};
   auto worker = [&](std::size_t k) {
-    for (std::size_t i = next++; i < prompts.size(); i = next++) out[i] = request(k, prompts[i], options);
+    for (std::size_t i = next++; i < prompts.size(); i = next++) out[i] = request(k + 1, prompts[i], options);
   };
   const std::size_t width = std::min<std::size_t>(prompts.size(), static_cast<std::size_t>(im.spec.max_in_flight));
   std::vector<std::thread> threads;

@@ -48,6 +48,8 @@ RolloutRank::RolloutRank(const RolloutPorts& ports)
           // label_rank, not rank: a spawned pool's ranks must not repeat the layout's streams.
           ctx_.cfg.run.seed * 7919 + 29 + static_cast<std::uint64_t>(ctx_.label_rank));
       p.simulated = sim.get();
+      if (spec.simulated.batching == SimulatedBackendSpec::Batching::Continuous)
+        p.simulated_sequences = std::make_unique<SimulatedSequences>(*sim);
       p.backend = std::move(sim);
     } else if (spec.http()) {
       // The server generates; this rank keeps a CPU copy only to write each version out.
@@ -57,6 +59,7 @@ RolloutRank::RolloutRank(const RolloutPorts& ports)
       auto http =
           std::make_unique<HttpBackend>(spec, ports.index_in_pool, p.model->config().max_seq_len, std::move(never));
       p.http = http.get();
+      if (!ctx_.cfg.workflow.multiAgent()) p.http_sequences = std::make_unique<HttpSequences>(*http);
       p.backend = std::move(http);
       const std::filesystem::path dir =
           spec.weights_dir.empty() ? ctx_.run_dir / "served_weights" : std::filesystem::path(spec.weights_dir);

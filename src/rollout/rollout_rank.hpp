@@ -1,6 +1,6 @@
 #pragma once
 // A RaaS rank (raas_role.cpp: weights, trajectories, the batch loop; rollout_streaming.cpp: the
-// per-episode loop on the continuous engine). Private to the rollout module.
+// per-episode loop on a sequence source). Private to the rollout module.
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +29,17 @@ struct ServedPolicy {
   WeightReplica replica;                                   // the bf16 weights as pulled (deltas apply to it in place)
   std::int64_t version = -1;  // the version generating now (http: the one the server confirmed loading)
   std::uint64_t pulls = 0;
+  // Per episode: the simulated accelerator sequence by sequence (batching continuous), or the
+  // server's requests one by one (declared after `backend`, which they use: destroyed first).
+  std::unique_ptr<SimulatedSequences> simulated_sequences;
+  std::unique_ptr<HttpSequences> http_sequences;
+
+  // What its episodes run on when the rank works per episode; null: batches only.
+  SequenceSource* sequences() {
+    if (engine) return &engine->scheduler();
+    if (http_sequences) return http_sequences.get();
+    return simulated_sequences.get();
+  }
 };
 
 class StreamingLoop;
@@ -44,9 +55,9 @@ class RolloutRank {
 
   // Tasks in batches, one generate call each (http, simulated and team workflows).
   void runBatches();
-  // Engine-backed single-agent episodes one by one on the continuous engine (rollout_streaming.cpp).
+  // Single-agent episodes one by one on a sequence source (rollout_streaming.cpp).
   void runStreaming();
-  bool streams() const;
+  bool streams();
   // The rollout or evaluation sampling settings at the version held now.
   SamplingOptions samplingFor(bool eval) const;
   // A newer version is due (weights.pull_every), or a task waits for one.
@@ -66,6 +77,8 @@ class RolloutRank {
   void runTeam(const std::vector<Task>& tasks, const SamplingOptions& sampling, bool eval);
   Trajectory trajectoryOf(const Task& task, const Episode& e, const ServedPolicy& p, double t_start, double t_end);
   void pushTrajectory(const Trajectory& t);
+  // A task taken and never started goes back to the dataflow rank (a Returned record).
+  void giveBack(const Task& task);
   // The server of an http policy loads the version this rank holds; false when it did not.
   bool loadOnServer(ServedPolicy& p);
   // A served policy's server has been silent past backend.lost_after_seconds.

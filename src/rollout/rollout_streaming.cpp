@@ -1,5 +1,6 @@
-// A RaaS rank's per-episode loop on the continuous engine (docs/rollout-backends.md, "Rollout
-// ranks per episode"): the rank holds up to rollout.batch_tasks episodes, starts one as soon as
+// A RaaS rank's per-episode loop on a sequence source — the continuous engine, an http server's
+// requests, or the simulated accelerator with batching continuous (docs/rollout-backends.md,
+// "Rollout ranks per episode"): the rank holds up to rollout.batch_tasks episodes, starts one as soon as
 // a task is there and it has room, and sends each trajectory back as its episode ends. A new
 // version (rollout.on_new_version): with `continue` (and `abort`, the same on the engine) it is
 // pulled as soon as it is due and the running sequences move to it at the next step, their K/V
@@ -49,6 +50,7 @@ class StreamingLoop {
   bool drained() const { return ended_ && pending_.empty(); }
   // Pulls what is due (any newer version when `force`) and tells the engines.
   void pull(bool force = false);
+  void leave();  // the server is lost: tasks go back, the running episodes end
   // Each engine whose policy's version moved learns it: its tokens record it from the next
   // step, and its running sequences (if any) go on under it.
   void tellEngines();
@@ -77,16 +79,23 @@ class StreamingLoop {
 StreamingLoop::StreamingLoop(RolloutRank& rank)
     : rank_(rank),
       ctx_(rank.ctx_),
-      moves_on_(rank.ctx_.cfg.rollout.on_new_version != OnNewVersion::Finish),
+      // An http pool's server decides: with update_mode abort its requests in flight resume on
+      // the new weights, with finish they must end before the update.
+      moves_on_(rank.ports_.backend.http() ? rank.ports_.backend.update_mode == "abort"
+                                           : rank.ctx_.cfg.rollout.on_new_version != OnNewVersion::Finish),
       capacity_(static_cast<std::size_t>(rank.ctx_.cfg.rollout.batch_tasks)) {
   for (auto& p : rank_.served_) {
-    streams_.push_back(std::make_unique<EpisodeStream>(p.engine->scheduler(), *rank_.tokenizer_, ctx_.cfg.environment,
-                                                       p.model->config().max_seq_len));
+    streams_.push_back(std::make_unique<EpisodeStream>(*p.sequences(), *rank_.tokenizer_, ctx_.cfg.environment,
+                                                       p.backend->maxSequenceLength()));
   }
 }
 
 void StreamingLoop::run() {
   for (;;) {
+    if (rank_.serverLost()) {
+      leave();
+      return;
+    }
     if (held_.empty()) {
       closeStretch();
       if (drained()) return;
@@ -110,6 +119,19 @@ void StreamingLoop::run() {
   }
 }
 
+void StreamingLoop::leave() {
+  // Its server has said nothing for backend.lost_after_seconds: the rank leaves, and its end of
+  // stream says why. Tasks not started go back; the running episodes' requests fail (one try
+  // each, the server being lost) and go back as they end.
+  rank_.lost_ = true;
+  spdlog::error("rollout rank {}: server {} silent for {:.0f} s; leaving the pool", ctx_.rank, rank_.lostUrl(),
+                rank_.ports_.backend.lost_after_seconds);
+  for (const auto& task : pending_) rank_.giveBack(task);
+  pending_.clear();
+  while (!held_.empty()) stepStreams();
+  closeStretch();
+}
+
 void StreamingLoop::pull(bool force) {
   rank_.refreshWeights(force);
   tellEngines();
@@ -117,8 +139,8 @@ void StreamingLoop::pull(bool force) {
 
 void StreamingLoop::tellEngines() {
   for (auto& p : rank_.served_) {
-    auto& scheduler = p.engine->scheduler();
-    if (scheduler.weightVersion() != p.version) scheduler.weightsChanged(p.version);
+    auto& sequences = *p.sequences();
+    if (sequences.weightVersion() != p.version) sequences.weightsChanged(p.version);
   }
 }
 
@@ -196,10 +218,10 @@ void StreamingLoop::closeStretch() {
   stretch_since_ = -1;
 }
 
-bool RolloutRank::streams() const {
+bool RolloutRank::streams() {
   if (ctx_.cfg.workflow.multiAgent()) return false;
-  for (const auto& p : served_) {
-    if (!p.engine) return false;
+  for (auto& p : served_) {
+    if (!p.sequences()) return false;
   }
   return !served_.empty();
 }
@@ -219,6 +241,14 @@ bool RolloutRank::needsNewerVersion(const Task& task) const {
     if (p.name == task.policy) return p.version < needed;
   }
   return false;
+}
+
+void RolloutRank::giveBack(const Task& task) {
+  Episode unstarted;
+  unstarted.failed = true;
+  pushTrajectory(trajectoryOf(task, unstarted, served(task.policy), ctx_.now(), ctx_.now()));
+  --failed_episodes_;  // counted by trajectoryOf, but no episode failed: none started
+  ++returned_;
 }
 
 void RolloutRank::runStreaming() { StreamingLoop(*this).run(); }

@@ -99,33 +99,48 @@ double SimulatedBackend::modeledSeconds(const SimulatedBackendSpec& spec, const 
   return seconds;
 }
 
+SimulatedBackend::Row SimulatedBackend::planRow(int prompt_tokens, const SamplingOptions& options) {
+  const int room = std::max(0, std::min(options.max_new_tokens, max_sequence_length_ - prompt_tokens));
+  const int drawn = drawLength();
+  Row row;
+  row.length = std::min(drawn, room);
+  row.stopped = row.length == drawn && !options.stop_token_ids.empty();
+  return row;
+}
+
+std::int32_t SimulatedBackend::drawToken() {
+  std::uniform_int_distribution<std::int32_t> token(0, vocab_size_ - 1);
+  std::int32_t id = token(rng_);
+  while (std::find(never_generate_.begin(), never_generate_.end(), id) != never_generate_.end()) id = token(rng_);
+  return id;
+}
+
+float SimulatedBackend::drawLogprob() {
+  std::uniform_real_distribution<float> unit(0.05f, 1.0f);
+  return std::log(unit(rng_));  // in [log 0.05, 0]: finite, never positive
+}
+
+double SimulatedBackend::drawReward() { return std::bernoulli_distribution(successRate())(rng_) ? 1.0 : 0.0; }
+
 std::vector<Generation> SimulatedBackend::generate(const std::vector<std::vector<std::int32_t>>& prompts,
                                                    const SamplingOptions& options) {
   std::vector<Generation> out(prompts.size());
   std::vector<int> prompt_tokens, new_tokens;
-  std::uniform_int_distribution<std::int32_t> token(0, vocab_size_ - 1);
-  std::uniform_real_distribution<float> unit(0.05f, 1.0f);
-  std::bernoulli_distribution success(successRate());
-  const bool stop = !options.stop_token_ids.empty();
   for (std::size_t i = 0; i < prompts.size(); ++i) {
     const int prompt = static_cast<int>(prompts[i].size());
-    const int room = std::max(0, std::min(options.max_new_tokens, max_sequence_length_ - prompt));
-    const int drawn = drawLength();
-    const int length = std::min(drawn, room);
+    const Row row = planRow(prompt, options);
     Generation& g = out[i];
-    g.stopped = length == drawn && stop;
-    for (int t = 0; t < length; ++t) {
-      std::int32_t id = token(rng_);
-      while (std::find(never_generate_.begin(), never_generate_.end(), id) != never_generate_.end()) id = token(rng_);
-      g.tokens.push_back(id);
-      g.logprobs.push_back(std::log(unit(rng_)));  // in [log 0.05, 0]: finite, never positive
+    g.stopped = row.stopped;
+    for (int t = 0; t < row.length; ++t) {
+      g.tokens.push_back(drawToken());
+      g.logprobs.push_back(drawLogprob());
     }
-    if (g.stopped && length > 0) g.tokens.back() = options.stop_token_ids.front();
-    if (g.stopped) g.reward = success(rng_) ? 1.0 : 0.0;
+    if (g.stopped && row.length > 0) g.tokens.back() = options.stop_token_ids.front();
+    if (g.stopped) g.reward = drawReward();
     prompt_tokens.push_back(prompt);
-    new_tokens.push_back(length);
+    new_tokens.push_back(row.length);
     stats_.generations++;
-    stats_.tokens += static_cast<std::uint64_t>(length);
+    stats_.tokens += static_cast<std::uint64_t>(row.length);
   }
   const double seconds = modeledSeconds(spec_, prompt_tokens, new_tokens);
   stats_.modeled_seconds += seconds;

@@ -257,6 +257,7 @@ void addSglangRoutes(ServeState& s) {
                            {"idle_timeout_s", l.idle_timeout_s}}},
                          {"refused", refused},
                          {"requests", st.requests},
+                         {"most_running", st.most_running},
                          {"generated_tokens", st.generated_tokens}});
   });
   s.http->get("/get_weight_version", [&s](const HttpRequest&, HttpResponse& res) {

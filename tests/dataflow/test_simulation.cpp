@@ -2,11 +2,13 @@
 // several world sizes: the real rings, dataflow loop and weight store carry synthetic
 // trajectories and weight versions. The books balance, every rollout rank ends on the trainer's
 // last synthetic version (by checksum), the generated lengths follow the configured lognormal
-// (their median), and the reward follows the success rate as it rises with the version.
+// (their median), the reward follows the success rate as it rises with the version, and the
+// rollout ranks work per episode.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,7 +19,7 @@
 namespace astraflow {
 namespace {
 
-Config simulatedConfig(const std::string& dir) {
+Config simulatedConfig(const std::string& dir, const std::string& batching = "continuous") {
   const int rollouts = worldSize() - 2;
   const std::string yaml = R"(
 run: {name: sim, output_dir: )" +
@@ -37,6 +39,8 @@ layout:
       lengths: {kind: lognormal, median: 12, sigma: 0.5, min: 2, max: 40}
       decode_tokens_per_second: 4000
       batch_limit: 8
+      batching: )" + batching +
+                           R"(
       success_rate: 0.1
       success_gain_per_version: 0.06
       success_max: 0.95
@@ -97,6 +101,12 @@ TEST(Simulation, SyntheticWorkloadFlowsThroughTheRealRuntime) {
       ++late_n;
     }
   }
+  // The ranks work per episode (batching continuous): a trajectory starts when its task is
+  // taken, not with a call's batch, so hardly any two of one rank share a start (a batch of 8
+  // would share it 8 ways).
+  std::set<std::pair<std::uint32_t, double>> starts;
+  for (const auto& t : trajectories) starts.emplace(t.producer_rank, t.t_started);
+  EXPECT_GT(starts.size(), trajectories.size() * 9 / 10);
   std::sort(lengths.begin(), lengths.end());
   EXPECT_NEAR(lengths[lengths.size() / 2], 12, 2) << "the median generated length";
   EXPECT_GE(lengths.front(), 2);
@@ -110,6 +120,22 @@ TEST(Simulation, SyntheticWorkloadFlowsThroughTheRealRuntime) {
   const auto spread = [](double p, int n) { return 3.0 * std::sqrt(p * (1 - p) / n); };
   EXPECT_LT(early / early_n, 0.28 + spread(0.28, early_n)) << early_n << " early trajectories";
   EXPECT_GT(late / late_n, 0.58 - spread(0.58, late_n)) << late_n << " late trajectories";
+  fs::remove_all(dir);
+}
+
+// Static batching keeps the call loop: a rank takes batch_tasks tasks, and every trajectory of a
+// call starts with it.
+TEST(Simulation, StaticBatchingRanksTakeTheirTasksByTheCall) {
+  const auto dir = sharedRunDir("simulation_static");
+  const json s = runJob(simulatedConfig(dir, "static"));
+  if (worldRank() != 0) return;
+  EXPECT_EQ(s["versions"], 16);
+  EXPECT_EQ(s["produced"].get<std::int64_t>(), s["accepted"].get<std::int64_t>() + s["filtered"].get<std::int64_t>() +
+                                                   s["stale_dropped"].get<std::int64_t>());
+  const auto trajectories = io::readTrajectories(dir + "/trajectories.h5");
+  std::set<std::pair<std::uint32_t, double>> starts;
+  for (const auto& t : trajectories) starts.emplace(t.producer_rank, t.t_started);
+  EXPECT_LE(starts.size(), trajectories.size() / 2) << "calls of up to 8 tasks";
   fs::remove_all(dir);
 }
 

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -57,15 +58,26 @@ struct Server {
   }
 };
 
-}  // namespace
-
-TEST(HttpBackend, AnAbortedRequestResumesFromTheTokensItMade) {
-  const char* cli = std::getenv("ASTRAFLOW_CLI");
-  ASSERT_NE(cli, nullptr) << "ASTRAFLOW_CLI is not set (run under ctest)";
-  Server server(cli);
+RolloutBackendSpec httpSpec(const Server& server) {
   RolloutBackendSpec spec;
   spec.kind = "http";
   spec.urls = {server.url};
+  return spec;
+}
+
+const char* cliPath() {
+  const char* cli = std::getenv("ASTRAFLOW_CLI");
+  if (cli == nullptr) ADD_FAILURE() << "ASTRAFLOW_CLI is not set (run under ctest)";
+  return cli;
+}
+
+}  // namespace
+
+TEST(HttpBackend, AnAbortedRequestResumesFromTheTokensItMade) {
+  const char* cli = cliPath();
+  ASSERT_NE(cli, nullptr);
+  Server server(cli);
+  RolloutBackendSpec spec = httpSpec(server);
   spec.update_mode = "abort";
   spec.timeout_seconds = 120;
   // Two ranks' backends on one server, as in a pool: one generates, the other updates the weights
@@ -110,4 +122,55 @@ TEST(HttpBackend, AnAbortedRequestResumesFromTheTokensItMade) {
     }
   }
   EXPECT_EQ(g.weight_version, 7);
+}
+
+// Per episode (docs/rollout-backends.md, "Rollout ranks per episode"): an http rank's requests go
+// out one by one as they are submitted, up to backend.max_in_flight at once; a short one comes
+// back while a long one is still in flight; and the server sees max_in_flight of them running
+// together, never more.
+TEST(HttpSequences, KeepMaxInFlightRequestsAndAShortOneNeverWaitsForALongOne) {
+  const char* cli = cliPath();
+  ASSERT_NE(cli, nullptr);
+  Server server(cli);
+  RolloutBackendSpec spec = httpSpec(server);
+  spec.max_in_flight = 4;
+  HttpBackend backend(spec, 0, 4096);
+  HttpSequences sequences(backend);
+  auto request = [](int tokens) {
+    SequenceRequest r;
+    r.prompt = {1, 2, 3, 4, 5};
+    r.options.temperature = 1.0;
+    r.options.max_new_tokens = r.options.min_new_tokens = tokens;
+    return r;
+  };
+  const SequenceId long_one = sequences.submit(request(1500));
+  std::vector<SequenceId> shorts;
+  for (int i = 0; i < 12; ++i) shorts.push_back(sequences.submit(request(3)));
+  std::vector<SequenceId> order;
+  std::map<SequenceId, Generation> done;
+  while (!sequences.idle()) {
+    for (auto& f : sequences.step()) {
+      order.push_back(f.id);
+      done[f.id] = std::move(f.generation);
+    }
+  }
+  ASSERT_EQ(done.size(), 13u);
+  EXPECT_EQ(order.back(), long_one) << "the short requests came back while the long one ran";
+  EXPECT_EQ(done[long_one].tokens.size(), 1500u);
+  for (const auto id : shorts) {
+    EXPECT_FALSE(done[id].failed);
+    EXPECT_EQ(done[id].tokens.size(), 3u);
+  }
+
+  // Eight long ones on four connections: the server ran four together at most, no more.
+  for (int i = 0; i < 8; ++i) sequences.submit(request(200));
+  std::size_t answered = 0;
+  while (!sequences.idle()) answered += sequences.step().size();
+  EXPECT_EQ(answered, 8u);
+  HttpClient info(server.url, std::chrono::seconds(5), std::chrono::seconds(30));
+  const auto r = info.get("/get_server_info");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(nlohmann::json::parse(r.body).at("most_running").get<int>(), 4);
+  EXPECT_EQ(backend.stats().requests, 21u);
+  EXPECT_EQ(backend.stats().failed, 0u);
 }

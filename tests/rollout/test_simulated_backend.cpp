@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <set>
 #include <vector>
@@ -154,4 +155,122 @@ TEST(SimulatedBackend, ModelledTimeFollowsTheBatching) {
   EXPECT_NEAR(SimulatedBackend::modeledSeconds(spec, {0, 0, 0, 0}, {5, 10, 10, 20}), 20 * 0.25, 1e-12);
   EXPECT_NEAR(SimulatedBackend::modeledSeconds(spec, {100, 0, 0, 0, 0}, {10, 10, 10, 30, 7}), 0.1 + 30 * 0.25 + 7 * 0.1,
               1e-12);
+}
+
+namespace {
+
+std::vector<FinishedSequence> drain(SimulatedSequences& s) {
+  std::vector<FinishedSequence> out;
+  while (!s.idle()) {
+    for (auto& f : s.step()) out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace
+
+// Per episode (batching continuous): sequences submitted together cost what one call of them
+// costs in the continuous model, whatever the step granularity; a sequence that ends frees its
+// slot at once; lengths, stops and rewards are those of the call.
+TEST(SimulatedSequences, SubmittedTogetherTheyCostWhatOneContinuousCallCosts) {
+  for (const double max_step : {1e-4, 0.05, 10.0}) {
+    SimulatedBackendSpec spec;
+    spec.lengths = SimulatedBackendSpec::Lengths::Lognormal;
+    spec.median = 30;
+    spec.sigma = 1.0;
+    spec.max_tokens = 400;
+    spec.prefill_tokens_per_second = 1e6;
+    spec.decode_tokens_per_second = 1e5;
+    spec.batch_limit = 5;
+    spec.batch_slowdown = 0.3;
+    SimulatedBackend b(spec, 300, 50, {0, 1}, 11);
+    SimulatedSequences s(b, max_step);
+    SamplingOptions opts;
+    opts.max_new_tokens = 60;
+    opts.stop_token_ids = {2};
+    std::vector<int> prompts;
+    std::vector<SequenceId> ids;
+    for (int i = 0; i < 23; ++i) {
+      prompts.push_back(10 + i * 7);
+      SequenceRequest r;
+      r.prompt.assign(static_cast<std::size_t>(prompts.back()), 5);
+      r.options = opts;
+      ids.push_back(s.submit(std::move(r)));
+    }
+    auto done = drain(s);
+    ASSERT_EQ(done.size(), ids.size());
+    std::vector<int> lengths(ids.size(), -1);
+    bool cut = false;
+    for (const auto& f : done) {
+      const auto i = static_cast<std::size_t>(std::find(ids.begin(), ids.end(), f.id) - ids.begin());
+      ASSERT_LT(i, ids.size());
+      const auto& g = f.generation;
+      lengths[i] = static_cast<int>(g.tokens.size());
+      ASSERT_EQ(g.logprobs.size(), g.tokens.size());
+      // Stopped rows end on the stop token with a reward; rows cut at max_new_tokens or the
+      // context have neither.
+      EXPECT_EQ(g.stopped, g.reward.has_value());
+      if (g.stopped) EXPECT_EQ(g.tokens.back(), 2);
+      const int room = std::min(60, 300 - prompts[i]);
+      if (!g.stopped) {
+        EXPECT_EQ(lengths[i], room);
+        cut = true;
+      }
+      EXPECT_LE(lengths[i], room);
+    }
+    EXPECT_TRUE(cut) << "the draw reaches the cap at least once";
+    EXPECT_NEAR(b.stats().modeled_seconds, SimulatedBackend::modeledSeconds(spec, prompts, lengths),
+                1e-9 * b.stats().modeled_seconds)
+        << "max_step " << max_step;
+    EXPECT_EQ(b.stats().generations, ids.size());
+  }
+}
+
+// A sequence admitted while others run joins them at the next step; each token records the
+// version set before the step that made it; on_token can end a sequence.
+TEST(SimulatedSequences, JoinsAtTheNextStepAndRecordsEachTokensVersion) {
+  SimulatedBackendSpec spec;
+  spec.lengths = SimulatedBackendSpec::Lengths::Fixed;
+  spec.mean = 40;
+  spec.decode_tokens_per_second = 1e5;
+  spec.batch_limit = 8;
+  spec.batch_slowdown = 0;
+  SimulatedBackend b(spec, 100, 50, {0, 1}, 3);
+  // 10 decode steps of modelled time per step().
+  SimulatedSequences s(b, 10 / spec.decode_tokens_per_second);
+  SamplingOptions opts;
+  opts.max_new_tokens = 64;
+  opts.stop_token_ids = {2};
+  auto request = [&] {
+    SequenceRequest r;
+    r.prompt = {5, 6, 7};
+    r.options = opts;
+    return r;
+  };
+  s.weightsChanged(3);
+  const SequenceId first = s.submit(request());
+  EXPECT_TRUE(s.step().empty());  // 10 tokens under version 3
+  s.weightsChanged(4);
+  const SequenceId second = s.submit(request());
+  SequenceRequest cut = request();
+  int seen = 0;
+  cut.on_token = [&seen](std::int32_t, float) { return ++seen < 5; };
+  const SequenceId third = s.submit(std::move(cut));
+  std::map<SequenceId, Generation> done;
+  for (auto& f : s.step()) done[f.id] = std::move(f.generation);  // the third, cut at its fifth token
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done.begin()->first, third);
+  EXPECT_EQ(s.running(), 2u);
+  for (auto& f : drain(s)) done[f.id] = std::move(f.generation);
+  ASSERT_EQ(done.size(), 3u);
+  const auto& a = done[first].token_versions;
+  ASSERT_EQ(a.size(), 40u);
+  EXPECT_EQ(std::count(a.begin(), a.end(), 3), 10);
+  EXPECT_EQ(std::count(a.begin(), a.end(), 4), 30);
+  EXPECT_EQ(done[second].tokens.size(), 40u);
+  EXPECT_EQ(std::count(done[second].token_versions.begin(), done[second].token_versions.end(), 4), 40);
+  EXPECT_TRUE(done[first].stopped && done[second].stopped);
+  EXPECT_EQ(done[third].tokens.size(), 5u);
+  EXPECT_TRUE(done[third].ended_by_caller && done[third].stopped);
+  EXPECT_FALSE(done[third].reward.has_value());
 }

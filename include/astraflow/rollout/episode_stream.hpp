@@ -1,6 +1,7 @@
 #pragma once
-// Episodes on the continuous engine, one by one (docs/rollout-backends.md, "Rollout ranks
-// per episode"): an episode's turn goes to the scheduler when it starts, its next turn as soon
+// Episodes one by one on a sequence source — the continuous engine, the simulated accelerator
+// or a server's requests (docs/rollout-backends.md, "Rollout ranks per episode"): an episode's
+// turn goes to the source when it starts, its next turn as soon
 // as the environment has answered, and it ends when the environment says so. The caller starts
 // episodes whenever it has room and steps the stream; nothing waits for a batch to end.
 #include <cstdint>
@@ -10,13 +11,13 @@
 #include <vector>
 
 #include "astraflow/rollout/episode.hpp"
-#include "astraflow/rollout/sequence_scheduler.hpp"
+#include "astraflow/rollout/sequence_source.hpp"
 
 namespace astraflow {
 
 class EpisodeStream {
  public:
-  EpisodeStream(SequenceScheduler& scheduler, const Tokenizer& tokenizer, const EnvironmentOptions& environment,
+  EpisodeStream(SequenceSource& source, const Tokenizer& tokenizer, const EnvironmentOptions& environment,
                 int max_sequence_length);
   ~EpisodeStream();
 
@@ -31,7 +32,7 @@ class EpisodeStream {
   struct Running;
   void submitTurn(Running& r);
 
-  SequenceScheduler& scheduler_;
+  SequenceSource& source_;
   const Tokenizer& tokenizer_;
   const EnvironmentOptions& environment_;
   int max_sequence_length_;

@@ -86,6 +86,10 @@ class HttpBackend final : public GenerationBackend {
   const HttpBackendStats& stats() const { return stats_; }
 
  private:
+  friend class HttpSequences;  // sends requests one by one on the clients 1 … max_in_flight
+  // openai: asks the server for the model id once (requests name it); while no request is in flight.
+  void learnModel();
+  int maxInFlight() const;
   // One row: its request with retries, resumed after an abort from the tokens it made.
   Generation request(std::size_t client, const std::vector<std::int32_t>& prompt, const SamplingOptions& options);
   // One try at a request body: the answer parsed and checked, the counters updated.
@@ -97,6 +101,33 @@ class HttpBackend final : public GenerationBackend {
   std::string url_;
   int max_sequence_length_;
   HttpBackendStats stats_;
+};
+
+// An http pool rank's requests one by one, for a rank that works per episode
+// (docs/rollout-backends.md, "Rollout ranks per episode"): up to backend.max_in_flight requests
+// in flight, each on its own thread and connection; a sequence submitted goes out as soon as one
+// is free, and step() hands back those answered (a failed one with `failed` set), waiting a
+// little when none has. A short request never waits for a long one. The server reports the
+// version each answer came from, so weightsChanged only records the version held.
+class HttpSequences final : public SequenceSource {
+ public:
+  explicit HttpSequences(HttpBackend& backend, std::chrono::milliseconds wait = std::chrono::milliseconds(20));
+  ~HttpSequences() override;  // after the requests in flight have ended
+  HttpSequences(const HttpSequences&) = delete;
+  HttpSequences& operator=(const HttpSequences&) = delete;
+
+  SequenceId submit(SequenceRequest request) override;
+  std::vector<FinishedSequence> step() override;
+  void weightsChanged(std::int64_t version) override { version_ = version; }
+  std::int64_t weightVersion() const override { return version_; }
+  bool idle() const override;
+  // Submitted and not yet handed back by step().
+  std::size_t outstanding() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::int64_t version_ = -1;
 };
 
 }  // namespace astraflow

@@ -21,6 +21,7 @@
 
 #include "astraflow/model/policy_model.hpp"
 #include "astraflow/rollout/sampling.hpp"
+#include "astraflow/rollout/sequence_source.hpp"
 
 namespace astraflow {
 
@@ -32,29 +33,6 @@ struct SchedulerOptions {
   // Padded positions (rows × longest) one prefill forward may take; a longer single context
   // is prefilled alone (rollout.max_prefill_tokens).
   std::int64_t max_prefill_tokens = 4096;
-};
-
-struct SequenceRequest {
-  std::vector<std::int32_t> prompt;
-  SamplingOptions options;  // options.max_new_tokens is this sequence's limit
-  std::uint64_t seed = 0;   // its generator's seed
-  // After each token; false ends the sequence there (stopped, ended_by_caller).
-  std::function<bool(std::int32_t token, float logprob)> on_token;
-  // Keep its K/V when it ends, for a later sequence that continues it (`continues`); the caller
-  // takes it up or gives it back (release). Kept K/V counts in the pool and is dropped, oldest
-  // first, when a sequence needs the blocks, and at a weight change.
-  bool keep_kv = false;
-  // The ended sequence (kept with keep_kv) whose context this prompt extends: its positions are
-  // not prefilled again. Ignored when nothing is kept for it or the prompt does not start with
-  // its context.
-  std::uint64_t continues = 0;
-};
-
-using SequenceId = std::uint64_t;
-
-struct FinishedSequence {
-  SequenceId id = 0;
-  Generation generation;
 };
 
 // What the scheduler did (counted since it was made).
@@ -75,7 +53,7 @@ struct SchedulerCounters {
   std::int64_t peak_kv_bytes = 0, kv_pool_bytes = 0;  // blocks in use at most, and the pool
 };
 
-class SequenceScheduler {
+class SequenceScheduler final : public SequenceSource {
  public:
   // Throws Error naming rollout.kv_cache_bytes when the pool cannot hold one full context.
   SequenceScheduler(PolicyModel model, std::int32_t pad_id, const SchedulerOptions& options);
@@ -85,19 +63,19 @@ class SequenceScheduler {
 
   // Queued; it ends in the FinishedSequence of a later step() (an empty prompt or one with no
   // room left in the context: with nothing generated, not stopped).
-  SequenceId submit(SequenceRequest request);
+  SequenceId submit(SequenceRequest request) override;
   // One step (see above); returns the sequences that ended in it.
-  std::vector<FinishedSequence> step();
+  std::vector<FinishedSequence> step() override;
   // The model now holds weight version `version` (its parameters were overwritten between two
   // steps). The tokens sampled from here record it; a running sequence keeps its tokens and has
   // its context prefilled again under the new weights (exact: as if it had run under them from
   // the start of its K/V), shared prompts are dropped. Counted in version_changes and
   // moved_sequences; the recomputation in recomputed_tokens.
-  void weightsChanged(std::int64_t version);
+  void weightsChanged(std::int64_t version) override;
   // Gives back what a keep_kv sequence kept (nothing when it was dropped or continued).
-  void release(SequenceId id);
-  std::int64_t weightVersion() const;
-  bool idle() const;
+  void release(SequenceId id) override;
+  std::int64_t weightVersion() const override;
+  bool idle() const override;
   std::size_t running() const;
   std::size_t waiting() const;
   const SchedulerCounters& counters() const;
