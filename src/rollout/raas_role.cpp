@@ -261,7 +261,6 @@ Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const S
     t.behav_logprobs.clear();
     t.policy_mask.clear();
     t.status = static_cast<std::uint8_t>(TrajectoryStatus::Returned);
-    ++failed_episodes_;
     return t;
   }
   for (auto m : e.policy_mask) tokens_ += m;
@@ -287,6 +286,7 @@ void RolloutRank::runSingle(const std::vector<Task>& tasks, ServedPolicy& p, con
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     pushTrajectory(trajectoryOf(tasks[i], episodes[i], p, t_start, t_end));
     if (episodes[i].failed) {
+      ++failed_episodes_;
       ++returned_;
       continue;
     }
@@ -326,6 +326,7 @@ void RolloutRank::runTeam(const std::vector<Task>& tasks, const SamplingOptions&
       t.rewards.push_back(team[i].team_reward);
       pushTrajectory(t);
       if (team[i].roles[r].failed) {
+        ++failed_episodes_;
         if (r == 0) ++returned_;  // one task, given back once (the other roles' records are ignored)
         continue;
       }

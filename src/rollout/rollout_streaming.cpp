@@ -194,6 +194,7 @@ void StreamingLoop::stepStreams() {
 void StreamingLoop::sendBack(HeldTask h, const Episode& episode) {
   rank_.pushTrajectory(rank_.trajectoryOf(h.task, episode, rank_.served_[h.policy], h.t_start, ctx_.now()));
   if (episode.failed) {
+    ++rank_.failed_episodes_;
     ++rank_.returned_;
     return;
   }
@@ -247,7 +248,6 @@ void RolloutRank::giveBack(const Task& task) {
   Episode unstarted;
   unstarted.failed = true;
   pushTrajectory(trajectoryOf(task, unstarted, served(task.policy), ctx_.now(), ctx_.now()));
-  --failed_episodes_;  // counted by trajectoryOf, but no episode failed: none started
   ++returned_;
 }
 
