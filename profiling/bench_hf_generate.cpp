@@ -1,9 +1,10 @@
 // bench_hf_generate FOLDER [new_tokens] [threads] [prompt_tokens] [batch]: greedy generation
 // from a Hugging Face folder on the continuous engine, `batch` rows together (row r's prompt is
 // 100 + (7i + r) mod 150, ids the folder's tokenizer has), the way a rollout rank generates; prints one JSON line
-// {"tokens_per_s", "seconds", "ids": [[row 0], ...]}. profiling/bench_hf_generate.sh runs transformers' generate and
-// CTranslate2 on the same folder, prompts and threads beside it, checks the greedy continuations agree and prints the
-// ratios.
+// {"tokens_per_s", "seconds", "in_place_seconds", "in_place_same_ids", "ids": [[row 0], ...]}: the engine as it runs by
+// default, and (in_place_*) with its decode attention always in place over the KV pool. profiling/bench_hf_generate.sh
+// runs transformers' generate and CTranslate2 on the same folder, prompts and threads beside it, checks the greedy
+// continuations agree and prints the ratios.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -41,10 +42,22 @@ int main(int argc, char** argv) {
   o.greedy = true;
   o.max_new_tokens = new_tokens;
   auto gen = at::detail::createCPUGenerator(1);
-  engine.generate(prompts, o, gen);  // warm-up
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto out = engine.generate(prompts, o, gen);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The engine as it runs by default (here, rows of one length: keys gathered into a dense copy
+  // for the decode attention), then with the decode attention always in place over the KV pool,
+  // side by side: each warmed up once and timed once.
+  auto timed = [&](bool always_in_place, double& seconds) {
+    model->setInPlacePagedDecode(true, always_in_place);
+    engine.generate(prompts, o, gen);  // warm-up
+    const auto t0 = std::chrono::steady_clock::now();
+    auto result = engine.generate(prompts, o, gen);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return result;
+  };
+  double s = 0, in_place_s = 0;
+  const auto out = timed(false, s);
+  const auto in_place = timed(true, in_place_s);
+  bool same = in_place.size() == out.size();
+  for (std::size_t r = 0; same && r < out.size(); ++r) same = in_place[r].tokens == out[r].tokens;
   std::string ids;
   std::size_t tokens = 0;
   for (const auto& g : out) {
@@ -53,6 +66,9 @@ int main(int argc, char** argv) {
     ids += (ids.empty() ? "[" : ", [") + row + "]";
     tokens += g.tokens.size();
   }
-  std::printf("{\"tokens_per_s\": %.3f, \"seconds\": %.3f, \"ids\": [%s]}\n", tokens / s, s, ids.c_str());
+  std::printf(
+      "{\"tokens_per_s\": %.3f, \"seconds\": %.3f, \"in_place_seconds\": %.3f, \"in_place_same_ids\": %s, "
+      "\"ids\": [%s]}\n",
+      tokens / s, s, in_place_s, same ? "true" : "false", ids.c_str());
   return 0;
 }

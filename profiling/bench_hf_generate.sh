@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Greedy generation from a Qwen3-0.6B-shaped random folder on CPU, float32, the same prompts
 # (16 tokens, row r's id i = 100 + (7i + r) mod 150, within the tokenizer), new tokens and thread count on three engines:
-# astraflow's continuous engine (build/bin/bench_hf_generate), transformers' generate and
+# astraflow's continuous engine (build/bin/bench_hf_generate: as it runs by default and, beside it, with its decode
+# attention always in place over the KV pool), transformers' generate and
 # CTranslate2 (the folder converted with its Qwen3 loader), at each batch size. Each side is
 # warmed up once, then timed once. Checks that the greedy continuations are the same ids and
 # prints tokens/s and the ratios, side by side per batch size.
@@ -57,7 +58,9 @@ n = batch * new
 rate = {"astraflow": sum(len(r) for r in ours["ids"]) / ours["seconds"], "transformers": n / hf_s, "ctranslate2": n / ct_s}
 same_hf = ours["ids"] == hf_ids
 same_ct = [r[:new] for r in ours["ids"]] == [r[:new] for r in ct_ids]
-print(f"batch {batch:3d}: tokens/s astraflow {rate['astraflow']:8.2f}  transformers {rate['transformers']:8.2f}  "
+in_place = sum(len(r) for r in ours["ids"]) / ours["in_place_seconds"]
+print(f"batch {batch:3d}: tokens/s astraflow {rate['astraflow']:8.2f} (always in place {in_place:8.2f}, "
+      f"{in_place / rate['astraflow']:.2f}x, same ids {ours['in_place_same_ids']})  transformers {rate['transformers']:8.2f}  "
       f"ctranslate2 {rate['ctranslate2']:8.2f} | astraflow/transformers {rate['astraflow'] / rate['transformers']:.2f}x  "
       f"astraflow/ctranslate2 {rate['astraflow'] / rate['ctranslate2']:.2f}x | same ids: transformers {same_hf}, "
       f"ctranslate2 {same_ct}")

@@ -9,6 +9,7 @@
 
 #include "astraflow/core/error.hpp"
 #include "model/autocast_guards.hpp"
+#include "model/paged_attention.hpp"
 
 namespace astraflow {
 
@@ -171,6 +172,9 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   const auto long_opts = tokens.options().dtype(torch::kLong);
   torch::Tensor allowed;  // [B,1,T,K]
   std::int64_t K_all = past + T;
+  // A one-position paged step on the CPU attends over the pool in place (paged_attention.cpp),
+  // taking the [B,K] mask as it is.
+  const bool direct = inPlacePagedDecode(paged, T);
   if (paged) {
     // By position: a row's keys are its own slots, in any order; its first key (position 0) is
     // always visible, so no query (a padding one included, at position 0) is left without a key.
@@ -193,14 +197,16 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   // The query heads sharing one KV head are stacked along the query axis ([B,KV,group*T,hd]),
   // so K and V are used as they are (no per-head repeat): the mask repeats instead,
   // [B,1,group*T,K].
-  const auto allowed_g = allowed.unsqueeze(2).expand({B, 1, group, T, K_all}).reshape({B, 1, group * T, K_all});
+  const auto allowed_g = direct
+                             ? allowed.reshape({B, K_all})
+                             : allowed.unsqueeze(2).expand({B, 1, group, T, K_all}).reshape({B, 1, group * T, K_all});
   torch::Tensor additive_g;  // eager attention's form of the mask
-  if (config_.attention == AttentionKind::Eager) {
+  if (config_.attention == AttentionKind::Eager && !direct) {
     additive_g = torch::zeros(allowed_g.sizes(), embed_.options())
                      .masked_fill(allowed_g.logical_not(), -std::numeric_limits<float>::infinity());
   }
 
-  const torch::Tensor& mask = config_.attention == AttentionKind::Eager ? additive_g : allowed_g;
+  const torch::Tensor& mask = config_.attention == AttentionKind::Eager && !direct ? additive_g : allowed_g;
   auto x = torch::embedding(embed_, tokens);  // [B,T,D]
   // Checkpointing only where there is a backward pass to recompute for.
   const bool backward = !cache && !paged && torch::GradMode::is_enabled();
@@ -265,6 +271,11 @@ torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, c
     paged->keys[l].index_copy_(0, paged->write_slots, k.transpose(1, 2).reshape({B * T, KV, hd}));
     paged->values[l].index_copy_(0, paged->write_slots, v.transpose(1, 2).reshape({B * T, KV, hd}));
     const auto K = paged->key_valid.size(1);
+    if (inPlacePagedDecode(paged, T)) {  // mask: run()'s [B,K] form for this case
+      const auto attended = pagedDecodeAttention(q.select(2, 0), paged->keys[l], paged->values[l],
+                                                 paged->read_slots.view({B, K}), mask, scale);  // [B,H,hd]
+      return mlp(L, x + torch::linear(attended.reshape({B, 1, H * hd}), L.o, L.o_bias));
+    }
     k = paged->keys[l].index_select(0, paged->read_slots).view({B, K, KV, hd}).transpose(1, 2);
     v = paged->values[l].index_select(0, paged->read_slots).view({B, K, KV, hd}).transpose(1, 2);
   }
@@ -279,8 +290,24 @@ torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, c
   }
   // reshape, not view: a fused CUDA kernel may return [B,KV,group*T,hd] in another layout.
   out = out.reshape({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
-  x = x + torch::linear(out, L.o, L.o_bias);
-  h = rmsNorm(x, L.mlp_norm, config_.rms_eps);
+  return mlp(L, x + torch::linear(out, L.o, L.o_bias));
+}
+
+// Measured (docs/performance.md): reading keys in place pays when the gather would copy mostly
+// padding — rows of unequal length padded to the longest (1.08x on a long tail) — and costs
+// 7-9 % where the rows are about as long as each other (batch 64 of equal 48-token contexts),
+// where the dense copy feeds one batched attention kernel better than per-row loops. So: in
+// place when fewer than half the gathered key slots are a row's own.
+bool PolicyModelImpl::inPlacePagedDecode(const PagedKv* paged, std::int64_t positions_per_row) const {
+  if (!paged || !in_place_paged_decode_ || paged->keys.empty() ||
+      !pagedDecodeAttentionApplies(paged->keys[0], positions_per_row)) {
+    return false;
+  }
+  return force_in_place_paged_decode_ || 2 * paged->key_valid.sum().item<std::int64_t>() < paged->key_valid.numel();
+}
+
+torch::Tensor PolicyModelImpl::mlp(const Layer& L, const torch::Tensor& x) const {
+  const auto h = rmsNorm(x, L.mlp_norm, config_.rms_eps);
   const auto act = torch::silu(torch::linear(h, L.gate, L.gate_bias)) * torch::linear(h, L.up, L.up_bias);
   return x + torch::linear(act, L.down, L.down_bias);
 }

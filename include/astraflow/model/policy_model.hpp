@@ -99,6 +99,16 @@ class PolicyModelImpl : public torch::nn::Module {
   void setActivationCheckpointing(bool on) { checkpoint_blocks_ = on; }
   bool activationCheckpointing() const { return checkpoint_blocks_; }
 
+  // A one-position paged forward on the CPU attends over the KV pool in place
+  // (model/paged_attention.cpp) when most of the keys a dense gather would copy are padding
+  // (rows of unequal length); otherwise, and always when this is off, it gathers each row's keys
+  // into a dense copy for scaled_dot_product_attention, as CUDA does. `always` takes the
+  // in-place path whatever the padding (tests and the side-by-side benchmark).
+  void setInPlacePagedDecode(bool on, bool always = false) {
+    in_place_paged_decode_ = on;
+    force_in_place_paged_decode_ = on && always;
+  }
+
   // Parameter sharding (trainer.sharding: parameters): the blocks' weights live in `shards`
   // (which outlives the model's use of it); every forward gathers each block's weights before
   // running it and releases them after, and the backward recomputes the block (as activation
@@ -124,6 +134,11 @@ class PolicyModelImpl : public torch::nn::Module {
     torch::Tensor attn_norm, q, k, v, o, q_norm, k_norm, mlp_norm, gate, up, down;
     torch::Tensor q_bias, k_bias, v_bias, o_bias, gate_bias, up_bias, down_bias;
   };
+  // Whether a paged forward of this many positions per row takes model/paged_attention.cpp.
+  bool inPlacePagedDecode(const PagedKv* paged, std::int64_t positions_per_row) const;
+  // The block's second half: x + MLP(norm(x)).
+  torch::Tensor mlp(const Layer& layer, const torch::Tensor& x) const;
+
   ModelConfig config_;
   torch::Tensor embed_;
   torch::Tensor final_norm_;
@@ -134,6 +149,8 @@ class PolicyModelImpl : public torch::nn::Module {
   torch::Tensor inv_freq_;                         // float32 on the model's device
   torch::Tensor never_generate_;
   bool checkpoint_blocks_ = false;
+  bool in_place_paged_decode_ = true;
+  bool force_in_place_paged_decode_ = false;
   ParameterShards* shards_ = nullptr;
 };
 
