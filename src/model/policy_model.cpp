@@ -140,27 +140,14 @@ torch::Tensor PolicyModelImpl::forwardPaged(const torch::Tensor& tokens, const t
   return run(tokens, positions, valid, {}, nullptr, &kv);
 }
 
-torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                   const torch::Tensor& valid, const torch::Tensor& segments, KvCache* cache,
-                                   const PagedKv* paged) {
-  const auto B = tokens.size(0), T = tokens.size(1);
+// The attention mask in the form block() takes: [B,1,group*T,K] (bool, or additive for eager
+// attention), or [B,K] bool when the step attends over the KV pool in place.
+torch::Tensor PolicyModelImpl::attentionMask(const torch::Tensor& positions, const torch::Tensor& valid,
+                                             const torch::Tensor& segments, KvCache* cache,
+                                             const PagedKv* paged) const {
+  const auto B = positions.size(0), T = positions.size(1);
   const auto group = config_.heads / config_.kv_heads;
   const std::int64_t past = cache ? cache->length : 0;
-  if (cache && past + T > cache->capacity) {
-    throw Error(fmt::format("model: KV cache of {} positions cannot take {} more after {}", cache->capacity, T, past));
-  }
-  // The context limit is on positions (padding columns do not count).
-  if (positions.numel() > 0 && positions.max().item<std::int64_t>() >= config_.max_seq_len) {
-    throw Error(fmt::format("model: position {} is beyond model.max_seq_len {}", positions.max().item<std::int64_t>(),
-                            config_.max_seq_len));
-  }
-
-  // Rotary angles per token: [B,1,T,hd], computed in float32 and used in the activations' dtype.
-  const auto dtype = embed_.scalar_type();
-  const auto angles = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;  // [B,T,hd/2]
-  const auto emb = torch::cat({angles, angles}, -1).unsqueeze(1);
-  const auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
-
   // Which keys [0, past+T) a new query i sees: key j when j <= past + i and key j is valid.
   torch::Tensor key_valid;  // a paged view carries its own
   if (cache) {
@@ -169,7 +156,7 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   } else {
     key_valid = valid;
   }
-  const auto long_opts = tokens.options().dtype(torch::kLong);
+  const auto long_opts = positions.options().dtype(torch::kLong);
   torch::Tensor allowed;  // [B,1,T,K]
   std::int64_t K_all = past + T;
   // A one-position paged step on the CPU attends over the pool in place (paged_attention.cpp),
@@ -206,7 +193,30 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
                      .masked_fill(allowed_g.logical_not(), -std::numeric_limits<float>::infinity());
   }
 
-  const torch::Tensor& mask = config_.attention == AttentionKind::Eager && !direct ? additive_g : allowed_g;
+  return config_.attention == AttentionKind::Eager && !direct ? additive_g : allowed_g;
+}
+
+torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                   const torch::Tensor& valid, const torch::Tensor& segments, KvCache* cache,
+                                   const PagedKv* paged) {
+  const auto B = tokens.size(0), T = tokens.size(1);
+  const std::int64_t past = cache ? cache->length : 0;
+  if (cache && past + T > cache->capacity) {
+    throw Error(fmt::format("model: KV cache of {} positions cannot take {} more after {}", cache->capacity, T, past));
+  }
+  // The context limit is on positions (padding columns do not count).
+  if (positions.numel() > 0 && positions.max().item<std::int64_t>() >= config_.max_seq_len) {
+    throw Error(fmt::format("model: position {} is beyond model.max_seq_len {}", positions.max().item<std::int64_t>(),
+                            config_.max_seq_len));
+  }
+
+  // Rotary angles per token: [B,1,T,hd], computed in float32 and used in the activations' dtype.
+  const auto dtype = embed_.scalar_type();
+  const auto angles = positions.to(torch::kFloat32).unsqueeze(-1) * inv_freq_;  // [B,T,hd/2]
+  const auto emb = torch::cat({angles, angles}, -1).unsqueeze(1);
+  const auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
+
+  const torch::Tensor mask = attentionMask(positions, valid, segments, cache, paged);
   auto x = torch::embedding(embed_, tokens);  // [B,T,D]
   // Checkpointing only where there is a backward pass to recompute for.
   const bool backward = !cache && !paged && torch::GradMode::is_enabled();
@@ -271,7 +281,7 @@ torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, c
     paged->keys[l].index_copy_(0, paged->write_slots, k.transpose(1, 2).reshape({B * T, KV, hd}));
     paged->values[l].index_copy_(0, paged->write_slots, v.transpose(1, 2).reshape({B * T, KV, hd}));
     const auto K = paged->key_valid.size(1);
-    if (inPlacePagedDecode(paged, T)) {  // mask: run()'s [B,K] form for this case
+    if (mask.dim() == 2) {  // run() chose the in-place decode (inPlacePagedDecode) and gave the [B,K] mask
       const auto attended = pagedDecodeAttention(q.select(2, 0), paged->keys[l], paged->values[l],
                                                  paged->read_slots.view({B, K}), mask, scale);  // [B,H,hd]
       return mlp(L, x + torch::linear(attended.reshape({B, 1, H * hd}), L.o, L.o_bias));

@@ -134,6 +134,8 @@ class PolicyModelImpl : public torch::nn::Module {
     torch::Tensor attn_norm, q, k, v, o, q_norm, k_norm, mlp_norm, gate, up, down;
     torch::Tensor q_bias, k_bias, v_bias, o_bias, gate_bias, up_bias, down_bias;
   };
+  torch::Tensor attentionMask(const torch::Tensor& positions, const torch::Tensor& valid, const torch::Tensor& segments,
+                              KvCache* cache, const PagedKv* paged) const;
   // Whether a paged forward of this many positions per row takes model/paged_attention.cpp.
   bool inPlacePagedDecode(const PagedKv* paged, std::int64_t positions_per_row) const;
   // The block's second half: x + MLP(norm(x)).
