@@ -11,6 +11,7 @@
 //   --layers L  --steps S  --batch B  --seq T
 //   --limit-gib G
 //   --hidden H --heads A --kv-heads K --head-dim D --ffn F --vocab V  --checkpointing 0|1
+//   --logits-chunk-bytes B  (trainer.logits_chunk_bytes; 0: whole-vocabulary log-probs)
 #include <mpi.h>
 #include <sys/resource.h>
 
@@ -38,6 +39,7 @@ struct Options {
   int layers = 28, steps = 3, batch = 4, seq = 64, hidden = 1024, heads = 16, kv_heads = 8, head_dim = 128;
   int ffn = 3072, vocab = 151936, checkpointing = 0;
   double limit_gib = 0;
+  long long logits_chunk_bytes = 64LL << 20;
 };
 
 Options parse(int argc, char** argv) {
@@ -77,6 +79,8 @@ Options parse(int argc, char** argv) {
       o.checkpointing = std::atoi(v);
     else if (k == "--limit-gib")
       o.limit_gib = std::atof(v);
+    else if (k == "--logits-chunk-bytes")
+      o.logits_chunk_bytes = std::atoll(v);
     else {
       std::fprintf(stderr, "bench_trainer_memory: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -144,6 +148,7 @@ int main(int argc, char** argv) {
                      : o.sharding == "parameters" ? TrainerSection::Sharding::Parameters
                                                   : TrainerSection::Sharding::None;
       cfg.activation_checkpointing = o.checkpointing != 0;
+      cfg.logits_chunk_bytes = o.logits_chunk_bytes;
       PolicyTrainer trainer(model, cfg, 1.0);
       if (comm.size() > 1) trainer.setDataParallel(&comm);
       rss_setup = memoryUse(torch::kCPU).rss_bytes;
@@ -174,11 +179,12 @@ int main(int argc, char** argv) {
         "%lld, "
         "\"peak_rss_gib\": %.3f, \"rss_setup_gib\": %.3f, \"rss_trained_gib\": %.3f, \"optimizer_state_gib\": %.3f, "
         "\"weights_grads_gib\": %.3f, "
-        "\"limit_gib\": %.1f, \"step_seconds\": [%s], \"error\": \"%s\"}\n",
+        "\"limit_gib\": %.1f, \"logits_chunk_bytes\": %lld, \"step_seconds\": [%s], \"error\": \"%s\"}\n",
         comm.rank(), comm.size(), o.sharding.c_str(), o.grad_sync.c_str(), o.layers, static_cast<long long>(params),
         static_cast<double>(mem.peak_rss_bytes) / (1ULL << 30), static_cast<double>(rss_setup) / (1ULL << 30),
         static_cast<double>(rss_trained) / (1ULL << 30), static_cast<double>(state_bytes) / (1ULL << 30),
-        static_cast<double>(resident_bytes) / (1ULL << 30), o.limit_gib, steps.c_str(), error.c_str());
+        static_cast<double>(resident_bytes) / (1ULL << 30), o.limit_gib, o.logits_chunk_bytes, steps.c_str(),
+        error.c_str());
     std::fflush(stdout);
     if (!error.empty()) {
       code = 3;

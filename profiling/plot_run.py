@@ -15,7 +15,9 @@ Debian's python3-h5py and python3-matplotlib (profiling/plot_run.sh installs the
   staleness.png    histogram of the staleness of consumed trajectories
   weights.png      bytes per weight pull and per publish, when the trace has them
 
-A missing or unreadable trace.h5 or trajectories.h5 stops with one line naming the file.
+A run that was killed has no trace.h5: its per-rank files (RUN_DIR/trace/rank_*.h5) are read
+as the last flush left them (run.flush_seconds). A missing or unreadable file stops with one
+line naming it.
 """
 import json
 import os
@@ -47,29 +49,44 @@ def open_h5(path, fmt):
     return f
 
 
+def trace_files(run):
+    """trace.h5 when the run ended; else the per-rank files of a killed run, as they are."""
+    merged = os.path.join(run, "trace.h5")
+    folder = os.path.join(run, "trace")
+    if os.path.exists(merged) or not os.path.isdir(folder):
+        return [merged]
+    names = sorted(n for n in os.listdir(folder) if n.endswith(".h5") and n.startswith(("rank_", "spawn")))
+    if not names:
+        fail(f"{merged}: no such file, and no per-rank file in {folder}")
+    print(f"plot_run: no trace.h5 (a killed run?): reading {len(names)} per-rank files in {folder}", file=sys.stderr)
+    return [os.path.join(folder, n) for n in names]
+
+
 def load_events(run):
-    f = open_h5(os.path.join(run, "trace.h5"), "astraflow-trace")
-    try:
-        ev = f["events"][:]
-    except Exception as e:  # truncated datasets raise here
-        fail(f"{os.path.join(run, 'trace.h5')}: events unreadable ({e})")
     out = []
-    for r in ev:
-        out.append(
-            {
-                "rank": int(r["rank"]),
-                "role": r["role"].decode(),
-                "kind": r["kind"].decode(),
-                "t0": float(r["t_start"]),
-                "t1": float(r["t_end"]),
-                "version": int(r["version"]),
-                "bytes": int(r["bytes"]),
-                "count": int(r["count"]),
-                "policy": int(r["policy"]),
-                "total": int(r["total"]),
-                "staleness": int(r["staleness"]),
-            }
-        )
+    for path in trace_files(run):
+        f = open_h5(path, "astraflow-trace")
+        try:
+            ev = f["events"][:]
+        except Exception as e:  # truncated datasets raise here
+            fail(f"{path}: events unreadable ({e})")
+        for r in ev:
+            out.append(
+                {
+                    "rank": int(r["rank"]),
+                    "role": r["role"].decode(),
+                    "kind": r["kind"].decode(),
+                    "t0": float(r["t_start"]),
+                    "t1": float(r["t_end"]),
+                    "version": int(r["version"]),
+                    "bytes": int(r["bytes"]),
+                    "count": int(r["count"]),
+                    "policy": int(r["policy"]),
+                    "total": int(r["total"]),
+                    "staleness": int(r["staleness"]),
+                }
+            )
+    out.sort(key=lambda e: e["t0"])
     return out
 
 

@@ -19,7 +19,9 @@
 #include "astraflow/core/log.hpp"
 #include "astraflow/model/model_setup.hpp"
 #include "astraflow/run/local_loop.hpp"
+#include "astraflow/run/memory_plan.hpp"
 #include "astraflow/run/role_entry.hpp"
+#include "astraflow/tasks/environment.hpp"
 
 namespace {
 
@@ -49,6 +51,27 @@ int layoutSizeCommand(const std::string& path) {
   try {
     std::printf("%d\n", astraflow::loadConfig(path).layoutRanks());
     return 0;
+  } catch (const astraflow::Error& e) {
+    std::fprintf(stderr, "astraflow: %s\n", e.what());
+    return 2;
+  }
+}
+
+// The memory plan of every rank of the layout, as if all ran on this machine; exit 3 when it
+// does not fit (the run would refuse it: run.memory_check).
+int planCommand(const std::string& path, const std::vector<std::string>& overrides) {
+  try {
+    const astraflow::Config cfg = astraflow::loadConfig(path, overrides);
+    const astraflow::RoleMap map(cfg, cfg.layoutRanks());
+    const auto vocab = astraflow::tokenSpecOf(*astraflow::makeEnvironmentTokenizer(cfg.environment)).vocab_size;
+    const auto plans = astraflow::planMemory(cfg, map, vocab, astraflow::hostMemoryBytes());
+    const auto node = astraflow::nodeMemory();
+    std::printf("memory plan of %s, every rank on this node (docs/memory.md):\n%s", path.c_str(),
+                astraflow::formatMemoryPlan(plans, node.available, node.source).c_str());
+    const auto refusal = astraflow::memoryRefusal(plans, "(this one)", node.available, node.source);
+    if (refusal.empty()) return 0;
+    std::fprintf(stderr, "astraflow: %s\n", refusal.c_str());
+    return 3;
   } catch (const astraflow::Error& e) {
     std::fprintf(stderr, "astraflow: %s\n", e.what());
     return 2;
@@ -98,6 +121,10 @@ int main(int argc, char** argv) {
   auto* validate = app.add_subcommand("validate", "check a config without starting MPI");
   validate->add_option("config", config_path, "YAML config")->required();
 
+  auto* plan = app.add_subcommand("plan", "print a config's memory plan (every rank on this node) without running");
+  plan->add_option("config", config_path, "YAML config")->required();
+  plan->add_option("--set", overrides, "override a config key: key.path=value (repeatable)");
+
   auto* layout_size = app.add_subcommand("layout-size", "print the number of ranks a config's layout needs");
   layout_size->add_option("config", config_path, "YAML config")->required();
   auto* warm_start = app.add_subcommand(
@@ -142,6 +169,7 @@ int main(int argc, char** argv) {
 
   if (*validate) return validateCommand(config_path);
   if (*layout_size) return layoutSizeCommand(config_path);
+  if (*plan) return planCommand(config_path, overrides);
   if (*warm_start) {
     try {
       const auto cfg = astraflow::loadConfig(config_path);

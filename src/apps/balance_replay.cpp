@@ -115,12 +115,14 @@ std::vector<BalanceReport> replayBalance(const std::vector<io::TraceEvent>& even
 }
 
 int balanceCommand(const std::string& run_or_trace, int every, const std::string& format) {
-  const std::string path = io::traceFileOf(run_or_trace);
+  std::string path = io::traceFileOf(run_or_trace);
   BalanceParams params;
   params.every = every;
   std::vector<BalanceReport> reports;
   try {
-    reports = replayBalance(io::readTraceEvents(path), params);
+    auto run = io::readRunEvents(run_or_trace);  // a killed run: its per-rank files as they are
+    path = run.source;
+    reports = replayBalance(run.events, params);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "astraflow: %s: %s\n", path.c_str(), e.what());
     return 2;

@@ -69,9 +69,13 @@ void installDeathReport(const Comm& world, const RoleMap& map) {
   }
   g_peers_on_node = peers;
   g_dead = new std::vector<char>(peers->size(), 0);
+  // What survives a loss today (docs/elastic.md): only rollout ranks that elastic pools spawned,
+  // under `mpirun --enable-recovery`. A rank the layout started takes the job down with it.
   g_tail = new std::string(
-      "astraflow: a lost rank is not survivable in this version (elastic rollout pools will make rollout "
-      "loss survivable); restart with `astraflow run --resume <run>` from the newest checkpoint\n");
+      "astraflow: the job cannot go on without a rank its layout started (trainer, dataflow, gateway or "
+      "rollout). Survivable today: rollout ranks that elastic pools spawned (elastic.mode auto|external, "
+      "mpirun --enable-recovery), whose tasks go to the other pools. Continue this run with "
+      "`astraflow run --resume <run>` from its newest checkpoint (run.checkpoint_every sets how often)\n");
   struct sigaction action {};
   action.sa_handler = onTerminate;
   sigemptyset(&action.sa_mask);

@@ -139,21 +139,41 @@ void printSummary(const std::string& path, const std::vector<std::pair<std::stri
   table.print(stdout);
 }
 
+// A run that was never merged: which ranks ended cleanly, up to which flush the others got.
+void printRankFiles(const std::vector<io::RankTraceFile>& files) {
+  std::size_t clean = 0;
+  for (const auto& f : files) clean += f.clean_end ? 1 : 0;
+  std::printf("\nno trace.h5 (the run was killed, or is still going): read rank by rank; %zu of %zu ended cleanly\n",
+              clean, files.size());
+  TextTable table({"file", "events", "ended"});
+  for (const auto& f : files) {
+    const auto name = std::filesystem::path(f.path).filename().string();
+    table.addRow({name, f.error.empty() ? std::to_string(f.events) : "-",
+                  !f.error.empty() ? "unreadable: " + f.error
+                  : f.clean_end    ? "cleanly"
+                                   : "no (events to its last flush)"});
+  }
+  table.print(stdout);
+}
+
 }  // namespace
 
 int traceCommand(const std::string& run_or_trace, const std::string& format) {
-  const std::string trace_path = io::traceFileOf(run_or_trace);
-  io::TraceReport report;
+  io::RunTrace run;
   try {
-    report = io::loadTraceReport(trace_path);
+    run = io::loadRunTrace(run_or_trace);
   } catch (const std::exception& e) {  // astraflow::Error by contract; anything else alike
     std::fprintf(stderr, "astraflow: %s\n", e.what());
     return 2;
   }
+  const io::TraceReport& report = run.report;
+  const std::string& trace_path = run.source;
+  const bool per_rank = !run.rank_files.empty();
 
   // A missing summary is normal (a run still going, or one that crashed); a broken one is
   // reported but does not hide the trace's tables.
-  const std::string summary_path = (std::filesystem::path(trace_path).parent_path() / "summary.json").string();
+  const auto run_dir = std::filesystem::path(trace_path).parent_path();
+  const std::string summary_path = (run_dir / "summary.json").string();
   std::optional<std::vector<std::pair<std::string, std::string>>> summary;
   std::error_code ec;
   if (std::filesystem::exists(summary_path, ec)) {
@@ -165,11 +185,13 @@ int traceCommand(const std::string& run_or_trace, const std::string& format) {
   }
 
   if (format == "json") {
-    std::printf("%s\n", traceReportJson(report, trace_path, summary ? summary_path : std::string()).c_str());
+    std::printf("%s\n",
+                traceReportJson(report, trace_path, summary ? summary_path : std::string(), run.rank_files).c_str());
     return 0;
   }
   std::printf("trace %s: %zu events, wall %.3f s (%.3f .. %.3f)\n", trace_path.c_str(), report.events, report.wall_s,
               report.t_first, report.t_last);
+  if (per_rank) printRankFiles(run.rank_files);
   printTrainers(report);
   printRollouts(report);
   printStaleness(report);

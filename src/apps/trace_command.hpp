@@ -1,5 +1,6 @@
 #pragma once
 #include <string>
+#include <vector>
 
 #include "astraflow/io/trace_report.hpp"
 
@@ -13,9 +14,10 @@ namespace astraflow {
 int traceCommand(const std::string& run_or_trace, const std::string& format = "text");
 
 // The report as JSON: trace, events, t_first, t_last, wall_s, trainers[], rollouts[],
-// staleness{}, dataflow{} (the fields of io::TraceReport, by the same names) and summary (the
-// run's summary.json, or null when `summary_path` is empty or unreadable).
+// staleness{}, dataflow{} (the fields of io::TraceReport, by the same names), summary (the
+// run's summary.json, or null when `summary_path` is empty or unreadable) and rank_files[]
+// (path, events, clean_end, error: a killed run read rank by rank; empty for a merged trace).
 std::string traceReportJson(const io::TraceReport& report, const std::string& trace_path,
-                            const std::string& summary_path);
+                            const std::string& summary_path, const std::vector<io::RankTraceFile>& rank_files = {});
 
 }  // namespace astraflow

@@ -19,7 +19,7 @@ nlohmann::json optionalVersion(const std::optional<std::int64_t>& v) {
 }  // namespace
 
 std::string traceReportJson(const io::TraceReport& report, const std::string& trace_path,
-                            const std::string& summary_path) {
+                            const std::string& summary_path, const std::vector<io::RankTraceFile>& rank_files) {
   nlohmann::json j;
   j["trace"] = trace_path;
   j["events"] = report.events;
@@ -76,6 +76,13 @@ std::string traceReportJson(const io::TraceReport& report, const std::string& tr
                    {"bytes_served", d.bytes_served},
                    {"stale_dropped", d.stale_dropped},
                    {"checkpoints", d.checkpoints}};
+  j["rank_files"] = nlohmann::json::array();
+  for (const auto& f : rank_files) {
+    j["rank_files"].push_back({{"path", f.path},
+                               {"events", f.events},
+                               {"clean_end", f.clean_end},
+                               {"error", f.error.empty() ? nlohmann::json() : nlohmann::json(f.error)}});
+  }
   j["summary"] = nullptr;
   if (!summary_path.empty()) {
     std::ifstream in(summary_path);

@@ -86,6 +86,13 @@ void parseRun(YamlReader r, RunSection& run) {
   run.versions = static_cast<int>(r.getInt("versions", run.versions, 1, kMaxInt, "versions"));
   run.max_wall_seconds = r.getDouble("max_wall_seconds", run.max_wall_seconds, 0.0, 1e9);
   run.checkpoint_every = static_cast<int>(r.getInt("checkpoint_every", run.checkpoint_every, 0, kMaxInt, "versions"));
+  run.flush_seconds = r.getDouble("flush_seconds", run.flush_seconds, 0.0, 1e6);
+  {
+    const auto check = r.getChoice("memory_check", "refuse", {"refuse", "warn", "off"});
+    run.memory_check = check == "refuse" ? RunSection::MemoryCheck::Refuse
+                       : check == "warn" ? RunSection::MemoryCheck::Warn
+                                         : RunSection::MemoryCheck::Off;
+  }
   run.export_hf_every = static_cast<int>(r.getInt("export_hf_every", run.export_hf_every, 0, kMaxInt, "versions"));
   run.progress_every = static_cast<int>(r.getInt("progress_every", run.progress_every, 1, kMaxInt, "versions"));
   run.init_checkpoint = r.getString("init_checkpoint", run.init_checkpoint);
@@ -179,6 +186,7 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   t.micro_batch_tokens = r.getInt("micro_batch_tokens", t.micro_batch_tokens, 0, std::int64_t{1} << 40, "tokens");
   t.packing = r.getBool("packing", t.packing);
   t.activation_checkpointing = r.getBool("activation_checkpointing", t.activation_checkpointing);
+  t.logits_chunk_bytes = r.getInt("logits_chunk_bytes", t.logits_chunk_bytes, 0, std::int64_t{1} << 40, "bytes");
   const std::string schedule = r.getChoice("lr_schedule", "constant", {"constant", "linear", "cosine"});
   t.lr_schedule = schedule == "linear"   ? TrainerSection::LrSchedule::Linear
                   : schedule == "cosine" ? TrainerSection::LrSchedule::Cosine

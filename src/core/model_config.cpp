@@ -29,4 +29,18 @@ bool parseDeviceRequest(const std::string& text, DeviceRequest& out) {
   return true;
 }
 
+std::int64_t parameterCount(const ModelConfig& m, std::int64_t vocab) {
+  const std::int64_t V = m.vocab_size > 0 ? m.vocab_size : vocab, D = m.d_model, F = m.ffn_hidden;
+  const std::int64_t q = static_cast<std::int64_t>(m.heads) * m.headDim(),
+                     kv = static_cast<std::int64_t>(m.kv_heads) * m.headDim();
+  std::int64_t layer = 2 * D;           // attention and MLP norms
+  layer += D * q + 2 * D * kv + q * D;  // q, k, v, o
+  if (m.qkvBias()) layer += q + 2 * kv;
+  if (m.oBias()) layer += D;
+  if (m.qkNorm()) layer += 2 * m.headDim();  // Qwen3's per-head q/k norms
+  layer += 3 * D * F;                        // gate, up, down
+  if (m.mlp_bias) layer += 2 * F + D;
+  return V * D + m.layers * layer + D + (m.tied_embeddings ? 0 : V * D);
+}
+
 }  // namespace astraflow

@@ -89,6 +89,7 @@ DataflowRank::DataflowRank(RunWiring& w)
   const auto path = (w.run_dir / "trajectories.h5").string();
   trajectories_ = w.resume ? std::make_unique<io::TrajectoryWriter>(io::TrajectoryWriter::openForAppend(path))
                            : std::make_unique<io::TrajectoryWriter>(path);
+  trajectories_->setFlushSeconds(cfg_.run.flush_seconds);
   if (!w.resume && !w.run_id.empty()) trajectories_->tagRun(w.run_id);
   if (w.resume) restore();
   if (const std::int64_t every = cfg_.run.checkpoint_every; every > 0)

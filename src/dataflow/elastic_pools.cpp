@@ -366,10 +366,12 @@ int runSpawnedPool(int argc, char** argv, const RolloutLoop& rollout) {
     RankReport report{w.labelRank(), fmt::format("rollout:spawn{}", k), RolloutReport{}};
     {
       io::TraceWriter trace((w.run_dir / "trace" / fmt::format("spawn{}_rank_{}.h5", k, w.rank())).string());
+      trace.setFlushSeconds(base.run.flush_seconds);
       w.trace = &trace;
       w.event("startup", w.now(), -1);  // the spawn's time on the run clock, not the run's start
       report.figures = rollout(w);
       w.trace = nullptr;
+      trace.markCleanEnd();
     }
     merged.gatherBytes(0, encodeRankReport(report));
     for (auto& s : w.weight_stores) s.reset();

@@ -222,6 +222,63 @@ TraceReport loadTraceReport(const std::string& trace_path) {
   return computeTraceReport(events);
 }
 
+RunEvents readRunEvents(const std::string& run_or_trace) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path run(run_or_trace);
+  const fs::path folder = run / "trace";
+  if (!fs::is_directory(run, ec) || fs::exists(run / "trace.h5", ec) || !fs::is_directory(folder, ec)) {
+    const auto path = traceFileOf(run_or_trace);
+    requireReadableFile(path, "trace file");
+    RunEvents out{path, {}, {}};
+    try {
+      checkTraceHeader(path);
+      out.events = readTraceEvents(path);
+    } catch (const H5Error& e) {
+      throw Error(fmt::format("cannot read trace '{}': {}", path, firstLine(e.what())));
+    }
+    return out;
+  }
+  // Not merged: the run was killed (or is still going). Each rank's file is as its last flush left it.
+  std::vector<fs::path> paths;
+  for (const auto& entry : fs::directory_iterator(folder, ec)) {
+    const auto name = entry.path().filename().string();
+    const bool per_rank = name.rfind("rank_", 0) == 0 || name.rfind("spawn", 0) == 0;
+    if (per_rank && entry.path().extension() == ".h5") paths.push_back(entry.path());
+  }
+  std::sort(paths.begin(), paths.end());
+  RunEvents out{folder.string(), {}, {}};
+  std::size_t readable = 0;
+  for (const auto& path : paths) {
+    RankTraceFile f{path.string(), 0, false, {}};
+    try {
+      checkTraceHeader(f.path);
+      auto mine = readTraceEvents(f.path);
+      const auto file = H5File::openReadOnly(f.path);
+      f.clean_end = file.hasAttribute("clean_end") && file.readInt64Attribute("clean_end") == 1;
+      f.events = mine.size();
+      out.events.insert(out.events.end(), mine.begin(), mine.end());
+      ++readable;
+    } catch (const std::exception& e) {  // H5Error or Error: this file is left out, the others are read
+      f.error = std::string(firstLine(e.what()));
+    }
+    out.rank_files.push_back(std::move(f));
+  }
+  // In time order, as mergeTraceFiles would have written them.
+  std::stable_sort(out.events.begin(), out.events.end(),
+                   [](const TraceEvent& a, const TraceEvent& b) { return a.t_start < b.t_start; });
+  if (readable == 0) {
+    throw Error(fmt::format("no trace file '{}' and no readable per-rank file in '{}'", (run / "trace.h5").string(),
+                            folder.string()));
+  }
+  return out;
+}
+
+RunTrace loadRunTrace(const std::string& run_or_trace) {
+  auto run = readRunEvents(run_or_trace);
+  return RunTrace{std::move(run.source), std::move(run.rank_files), computeTraceReport(run.events)};
+}
+
 std::vector<std::pair<std::string, std::string>> readRunSummary(const std::string& path) {
   requireReadableFile(path, "summary file");
   std::ifstream in(path);

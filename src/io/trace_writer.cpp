@@ -149,6 +149,7 @@ TraceWriter& TraceWriter::operator=(TraceWriter&& other) noexcept {
     events_ = std::move(other.events_);
     buffer_ = std::move(other.buffer_);
     flush_every_ = other.flush_every_;
+    clock_ = other.clock_;
     written_ = other.written_;
     other.buffer_.clear();
   }
@@ -169,7 +170,7 @@ void TraceWriter::closeQuietly() noexcept {
 
 void TraceWriter::record(const TraceEvent& event) {
   buffer_.push_back(event);
-  if (buffer_.size() >= flush_every_) flush();
+  if (buffer_.size() >= flush_every_ || clock_.due()) flush();
 }
 
 void TraceWriter::recordAll(const std::vector<TraceEvent>& events) {
@@ -185,6 +186,13 @@ void TraceWriter::flush() {
     written_ += buffer_.size();
     buffer_.clear();
   }
+  file_.flush();
+  clock_.flushed();
+}
+
+void TraceWriter::markCleanEnd() {
+  flush();
+  file_.writeAttribute("clean_end", std::int64_t{1});
   file_.flush();
 }
 

@@ -191,6 +191,7 @@ TrajectoryWriter& TrajectoryWriter::operator=(TrajectoryWriter&& other) noexcept
     names_written_ = other.names_written_;
     flat_size_ = other.flat_size_;
     flush_every_ = other.flush_every_;
+    clock_ = other.clock_;
     rows_ = other.rows_;
     failed_ = other.failed_;
     other.buffer_.clear();
@@ -226,7 +227,7 @@ void TrajectoryWriter::append(const Trajectory& trajectory) {
                             trajectory.task_id));
   }
   buffer_.push_back(trajectory);
-  if (buffer_.size() >= flush_every_) flush();
+  if (buffer_.size() >= flush_every_ || clock_.due()) flush();
 }
 
 void TrajectoryWriter::flush() {
@@ -243,6 +244,7 @@ void TrajectoryWriter::flush() {
     buffer_.clear();
   }
   file_.flush();
+  clock_.flushed();
 }
 
 std::int32_t TrajectoryWriter::policyIndex(const std::string& name) {

@@ -199,7 +199,35 @@ torch::Tensor PolicyModelImpl::attentionMask(const torch::Tensor& positions, con
 torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Tensor& positions,
                                    const torch::Tensor& valid, const torch::Tensor& segments, KvCache* cache,
                                    const PagedKv* paged) {
-  const auto B = tokens.size(0), T = tokens.size(1);
+  auto x = trunk(tokens, positions, valid, segments, cache, paged);
+  // The logits a paged caller samples from, not a [B,T,V] block for every prompt position.
+  if (paged && paged->logits_at.defined()) {
+    x = x.gather(1, paged->logits_at.view({x.size(0), 1, 1}).expand({x.size(0), 1, x.size(2)}));
+  }
+  x = rmsNorm(x, final_norm_, config_.rms_eps);
+  auto logits = torch::linear(x, outputWeight()).to(torch::kFloat32);
+  // Tokens the policy may never emit (<pad>, <bos>) get probability 0 here and in
+  // chunkedTokenLogProbs (outputHead), the places both the engine and the trainer go through, so
+  // their distributions stay identical.
+  if (never_generate_.defined()) {
+    logits = logits.index_fill(-1, never_generate_, -std::numeric_limits<float>::infinity());
+  }
+  return logits;
+}
+
+torch::Tensor PolicyModelImpl::hiddenStates(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                            const torch::Tensor& valid, const torch::Tensor& segments) {
+  return rmsNorm(trunk(tokens, positions, valid, segments, nullptr, nullptr), final_norm_, config_.rms_eps);
+}
+
+OutputHead PolicyModelImpl::outputHead(double temperature) const {
+  return OutputHead{outputWeight(), never_generate_, temperature};
+}
+
+torch::Tensor PolicyModelImpl::trunk(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                     const torch::Tensor& valid, const torch::Tensor& segments, KvCache* cache,
+                                     const PagedKv* paged) {
+  const auto T = tokens.size(1);
   const std::int64_t past = cache ? cache->length : 0;
   if (cache && past + T > cache->capacity) {
     throw Error(fmt::format("model: KV cache of {} positions cannot take {} more after {}", cache->capacity, T, past));
@@ -236,18 +264,7 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
   }
   no_cache.reset();
   if (cache) cache->length = past + T;
-  // The logits a paged caller samples from, not a [B,T,V] block for every prompt position.
-  if (paged && paged->logits_at.defined()) {
-    x = x.gather(1, paged->logits_at.view({B, 1, 1}).expand({B, 1, x.size(2)}));
-  }
-  x = rmsNorm(x, final_norm_, config_.rms_eps);
-  auto logits = torch::linear(x, config_.tied_embeddings ? embed_ : lm_head_).to(torch::kFloat32);
-  // Tokens the policy may never emit (<pad>, <bos>) get probability 0 here, in the one
-  // place both the engine and the trainer go through, so their distributions stay identical.
-  if (never_generate_.defined()) {
-    logits = logits.index_fill(-1, never_generate_, -std::numeric_limits<float>::infinity());
-  }
-  return logits;
+  return x;
 }
 
 torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, const torch::Tensor& cos,
@@ -427,14 +444,16 @@ torch::Tensor sequenceLogProbs(PolicyModelImpl& model, const torch::Tensor& toke
   const auto idx = torch::arange(T, tokens.options().dtype(torch::kLong)).unsqueeze(0);
   const auto valid = idx < lengths.unsqueeze(1);
   const auto positions = idx.expand({B, T}).contiguous();
-  const auto logits = model.forward(tokens, positions, valid) / temperature;  // [B,T,V]
-  const auto logp = torch::log_softmax(logits.narrow(1, 0, T - 1).to(torch::kFloat32), -1)
-                        .gather(-1, tokens.narrow(1, 1, T - 1).unsqueeze(-1))
-                        .squeeze(-1);
-  // Padding targets (a never-generated <pad>: −inf) must not leak NaN through mask products.
-  const auto target_valid = valid.narrow(1, 1, T - 1);
-  return torch::cat({torch::zeros({B, 1}, logp.options()), torch::where(target_valid, logp, torch::zeros_like(logp))},
-                    1);
+  const auto hidden = model.hiddenStates(tokens, positions, valid).reshape({B * T, -1});  // [B*T,D]
+  // Only the cells with a token to score: cell c (a valid token, not a row's first) from the
+  // hidden state at c − 1. Padding and entry 0 stay 0 (no NaN leaks through mask products).
+  const auto cells = torch::arange(B * T, positions.options())
+                         .view({B, T})
+                         .narrow(1, 1, T - 1)
+                         .masked_select(valid.narrow(1, 1, T - 1));
+  const auto logp = chunkedTokenLogProbs(hidden.index_select(0, cells - 1), tokens.reshape({-1}).index_select(0, cells),
+                                         model.outputHead(temperature), model.logitsChunkRows(cells.size(0)));
+  return torch::zeros({B * T}, logp.options()).index_copy(0, cells, logp).view({B, T});
 }
 
 }  // namespace astraflow

@@ -18,6 +18,7 @@
 #include "astraflow/model/model_setup.hpp"
 #include "astraflow/run/role_entry.hpp"
 #include "astraflow/tasks/environment.hpp"
+#include "run/memory_check.hpp"
 #include "run/run_folder.hpp"
 #include "run/summary.hpp"
 
@@ -119,6 +120,9 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   const std::string& run_id = start.run_id;
   const std::int64_t resume_version = start.resume_version;
 
+  // Before any window, model or engine is allocated.
+  const auto memory_plans = checkMemoryPlan(cfg, map, world);
+
   RunWiring w{cfg, map, comms};
   w.run_dir = run_dir;
   w.run_id = run_id;
@@ -145,12 +149,16 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   RankReport mine{me, w.role().label(), {}};
   {
     io::TraceWriter trace(rank_trace.string());
+    trace.setFlushSeconds(cfg.run.flush_seconds);
     if (!run_id.empty()) trace.tagRun(run_id);
     w.trace = &trace;
     w.event("startup", 0.0, resume_version);
     mine.figures = runRole(w);
     w.trace = nullptr;
+    trace.markCleanEnd();
   }
+  if (!memory_plans.empty()) mine.memory_plan_bytes = memory_plans[static_cast<std::size_t>(me)].total();
+  mine.peak_rss_bytes = peakResidentBytes();
 
   std::vector<RankReport> reports;
   for (const auto& bytes : world.gatherBytes(df_rank, encodeRankReport(mine))) {

@@ -169,6 +169,9 @@ nlohmann::json rankReportJson(const RankReport& report) {
   out["rank"] = report.rank;
   out["role"] = report.roleName();
   out["label"] = report.label;
+  // The plan beside what the rank reached (docs/memory.md).
+  out["memory_plan_bytes"] = report.memory_plan_bytes;
+  out["memory_peak_rss_bytes"] = report.peak_rss_bytes;
   return out;
 }
 

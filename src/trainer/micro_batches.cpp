@@ -113,12 +113,13 @@ torch::Tensor microBatchLogProbs(PolicyModelImpl& model, const MicroBatch& micro
   auto positions = torch::zeros({L, W}, torch::kLong);
   auto valid = torch::zeros({L, W}, torch::kBool);
   auto segments = torch::full({L, W}, -1, torch::kLong);
-  auto gather = torch::full({n, width}, L * W, torch::kLong);  // packed cell of each sequence token (L*W: zero)
+  // Each scored token: its packed cell (scored from the hidden state of the cell before it) and
+  // its place in the [n, width] result.
+  std::vector<std::int64_t> scored_cells, result_cells;
   auto fi = flat_index.accessor<std::int64_t, 1>();
   auto pos = positions.accessor<std::int64_t, 2>();
   auto val = valid.accessor<bool, 2>();
   auto seg = segments.accessor<std::int64_t, 2>();
-  auto ga = gather.accessor<std::int64_t, 2>();
   for (std::int64_t i = 0; i < n; ++i) {
     const auto line = micro.line[static_cast<std::size_t>(i)], off = micro.offset[static_cast<std::size_t>(i)];
     for (std::int64_t t = 0; t < len[i]; ++t) {
@@ -126,21 +127,24 @@ torch::Tensor microBatchLogProbs(PolicyModelImpl& model, const MicroBatch& micro
       pos[line][off + t] = t;
       val[line][off + t] = true;
       seg[line][off + t] = i;
-      if (t > 0) ga[i][t] = line * W + off + t;
+      if (t > 0) {
+        scored_cells.push_back(line * W + off + t);
+        result_cells.push_back(i * width + t);
+      }
     }
   }
   // Pad cells take token 0 (never attended to, never scored).
   const auto source = torch::cat({seq_tokens.reshape({-1}), torch::zeros({1}, seq_tokens.options())});
-  const auto line_tokens = source.index_select(0, flat_index.to(device)).view({L, W});
-  const auto logits =
-      model.forward(line_tokens, positions.to(device), valid.to(device), segments.to(device)) / temperature;  // [L,W,V]
-  // Cell p scores the token at p from the logits at p − 1 (used only where both are one sequence's).
-  const auto scored = torch::log_softmax(logits.narrow(1, 0, W - 1).to(torch::kFloat32), -1)
-                          .gather(-1, line_tokens.narrow(1, 1, W - 1).unsqueeze(-1))
-                          .squeeze(-1);  // [L,W-1]
-  const auto cells = torch::cat({torch::zeros({L, 1}, scored.options()), scored}, 1).reshape({-1});
-  const auto with_zero = torch::cat({cells, torch::zeros({1}, cells.options())});
-  return with_zero.index_select(0, gather.to(device).reshape({-1})).view({n, width});
+  const auto line_tokens = source.index_select(0, flat_index.to(device));  // [L*W]
+  const auto hidden =
+      model.hiddenStates(line_tokens.view({L, W}), positions.to(device), valid.to(device), segments.to(device));
+  const auto cells = torch::tensor(scored_cells, torch::kLong).to(device);
+  const auto logp =
+      chunkedTokenLogProbs(hidden.reshape({L * W, -1}).index_select(0, cells - 1), line_tokens.index_select(0, cells),
+                           model.outputHead(temperature), model.logitsChunkRows(cells.size(0)));
+  return torch::zeros({n * width}, logp.options())
+      .index_copy(0, torch::tensor(result_cells, torch::kLong).to(device), logp)
+      .view({n, width});
 }
 
 }  // namespace astraflow

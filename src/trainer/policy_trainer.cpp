@@ -66,6 +66,7 @@ PolicyTrainer::PolicyTrainer(PolicyModel model, const TrainerSection& config, do
   opts.weight_decay(config_.weight_decay);
   optimizer_ = std::make_unique<torch::optim::AdamW>(model_->parameters(), opts);
   model_->setActivationCheckpointing(config_.activation_checkpointing);
+  model_->setLogitsChunkBytes(config_.logits_chunk_bytes);
   if (config_.loss.kl_coef > 0) freezeReference();
 }
 
@@ -99,6 +100,7 @@ void PolicyTrainer::freezeReference() {
   if (paced()) throw Error("trainer.sharding: parameters has no frozen KL reference (config refuses kl_coef > 0)");
   reference_ = PolicyModel(model_->config());
   reference_->setNeverGenerate(model_->neverGenerate());
+  reference_->setLogitsChunkBytes(config_.logits_chunk_bytes);
   reference_->place(model_->device(), torch::kFloat32);
   reference_->importTensors(model_->orderedParameters());
   reference_->eval();

@@ -41,6 +41,19 @@ expect_text validate_ok out "valid (4 ranks"
 expect_rc 0 layout_size -- "$bin" layout-size "$quick"
 [ "$(cat "$work/layout_size.out")" = 4 ] || fail "layout-size printed '$(cat "$work/layout_size.out")', wanted 4"
 
+# The memory plan (docs/memory.md): printed without running; a config past this machine's memory
+# (a 70B-parameter policy) is refused by `plan` and by a run before anything is allocated, naming
+# the largest items and the keys that shrink them.
+expect_rc 0 plan_ok -- "$bin" plan "$quick"
+expect_text plan_ok out "fits"
+expect_text plan_ok out "trainer:solver"
+expect_text plan_ok out "KV block pool"
+big=(--set "policies.0.model={d_model: 8192, layers: 80, heads: 64, kv_heads: 8, ffn_hidden: 28672, max_seq_len: 4096}")
+expect_rc nonzero plan_big -- "$bin" plan "$quick" "${big[@]}"
+expect_text plan_big out "does NOT fit"
+expect_text plan_big err "AdamW state (fp32 m and v)"
+expect_text plan_big err "shrink with trainer.sharding"
+
 # Every shipped config is valid; a workflow naming an undefined policy is refused by key. Paths
 # are relative to the working directory: text_math.yaml's model folder is made there first, as
 # scripts/text_math.sh makes it (a smaller one).
@@ -86,6 +99,11 @@ expect_text run_bad_config err "dataflw: unknown key" 1
 sed "s|batch_ring: .*|batch_ring: {slots: 16777216, slot_bytes: 1073741824}|" "$work/quick.yaml" >"$work/huge.yaml"
 expect_rc nonzero run_huge_window -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/huge.yaml"
 expect_text run_huge_window err "ring windows need" 1
+# A policy past the node's memory: the memory plan stops the run on every rank, one message.
+expect_rc nonzero run_big_model -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/quick.yaml" "${big[@]}" \
+  --set run.output_dir="$work/run_big"
+expect_text run_big_model err "memory plan: node" 1
+expect_text run_big_model err "trainer.micro_batch_tokens"
 
 # A small job end to end under both one-sided components: summary line, the three HDF5 files,
 # `astraflow trace`, resume with an override, and a truncated checkpoint refused on resume.

@@ -78,6 +78,11 @@ TEST(RankReport, EveryRoleRoundTripsFieldForField) {
       EXPECT_EQ(df->plugins.at(1).counter, "kept");
     }
   }
+  // The memory plan's total and the measured peak travel with every role's report.
+  RankReport planned{2, "rollout:pool1", RolloutReport{}, 0x0123456789ULL, 0xABCDEF012345ULL};
+  const auto planned_back = decodeRankReport(encodeRankReport(planned));
+  EXPECT_EQ(planned_back.memory_plan_bytes, 0x0123456789ULL);
+  EXPECT_EQ(planned_back.peak_rss_bytes, 0xABCDEF012345ULL);
   // An absent optional stays absent.
   RankReport plain{0, "dataflow", DataflowReport{}};
   const auto back = decodeRankReport(encodeRankReport(plain));
@@ -103,8 +108,9 @@ TEST(RankReport, EveryTruncationIsRefusedWithTheField) {
 }
 
 TEST(RankReport, BadTagsAreNamed) {
-  auto bytes = encodeRankReport(filledReports()[3]);  // gateway: the role index is byte 2+4+4+7
-  const std::size_t role_at = 2 + 4 + 4 + std::string("gateway").size();
+  // gateway: the role index follows the format, rank, label and the two memory figures
+  auto bytes = encodeRankReport(filledReports()[3]);
+  const std::size_t role_at = 2 + 4 + 4 + std::string("gateway").size() + 8 + 8;
   ASSERT_EQ(bytes[role_at], std::byte{3});
   bytes[role_at] = std::byte{4};
   try {

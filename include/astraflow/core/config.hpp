@@ -26,6 +26,12 @@ struct RunSection {
   int versions = 100;           // stop once every policy's trainer has published this version
   double max_wall_seconds = 0;  // also stop after this long (0 = no limit); the run still ends cleanly
   int checkpoint_every = 0;     // versions between checkpoints (0 = only the final one)
+  // Trace events and trajectories reach their files at least this often (and every 256 records),
+  // so a run that is killed leaves what it did up to then (0: by count only).
+  double flush_seconds = 10;
+  // The memory plan at the start (docs/memory.md): refuse a run whose plan exceeds a node's
+  // memory, only warn, or skip the check.
+  enum class MemoryCheck { Refuse, Warn, Off } memory_check = MemoryCheck::Refuse;
   int export_hf_every = 0;      // versions between Hugging Face folders of the trained policies (0 = none)
   int progress_every = 5;       // versions between progress lines
   std::string init_checkpoint;  // warm start for every policy; empty = <output_dir>/sft.h5 if it exists
@@ -90,6 +96,9 @@ struct TrainerSection {
   std::int64_t micro_batch_tokens = 0;
   bool packing = false;                   // several sequences per line, attention kept within each
   bool activation_checkpointing = false;  // recompute each block's activations in the backward
+  // Log-probs are computed from the hidden states with float32 logits about this many bytes at a
+  // time (model/chunked_logprobs.hpp; 0: every token's logits at once).
+  std::int64_t logits_chunk_bytes = std::int64_t{64} << 20;
   // The learning rate by optimiser step (trainer/lr_schedule.hpp): a linear warm-up over
   // warmup_steps, then constant, or linear/cosine decay to lr_floor × lr at decay_steps
   // (0: the run's length, run.versions × ppo_epochs × mini_batches; train-local: local.steps

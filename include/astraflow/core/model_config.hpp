@@ -72,6 +72,10 @@ struct ModelConfig {
   bool oBias() const { return family != ModelFamily::Qwen2 && attention_bias; }
 };
 
+// Parameters of a model of these sizes (PolicyModelImpl::parameterCount without building it; the
+// memory plan's unit). `vocab` stands in for vocab_size when that is 0 (taken from the tokenizer).
+std::int64_t parameterCount(const ModelConfig& m, std::int64_t vocab = 0);
+
 // Where a role's model runs (trainer.device, rollout.device): `cpu`, `cuda` (the GPU of this
 // rank's node-local slot) or `cuda:N`.
 enum class DeviceKind { Cpu, Cuda };

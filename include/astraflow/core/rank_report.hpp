@@ -345,6 +345,8 @@ struct RankReport {
   std::int32_t rank = 0;  // the rank in traces and trajectories (a spawned pool's: 10000·(k+1)+r)
   std::string label;      // "trainer:solver", "rollout:spawn0", …
   RoleReport figures;
+  // The memory plan's total for this rank (0: not checked) and its measured peak resident set.
+  std::uint64_t memory_plan_bytes = 0, peak_rss_bytes = 0;
 
   const char* roleName() const;  // "dataflow", "rollout", "trainer" or "gateway"
 };

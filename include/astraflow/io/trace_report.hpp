@@ -115,6 +115,38 @@ std::string traceFileOf(const std::string& run_or_trace);
 // another format_version, or unreadable.
 TraceReport loadTraceReport(const std::string& trace_path);
 
+// One per-rank file (`<run>/trace/rank_<r>.h5`, `spawn<k>_rank_<r>.h5`) of a run whose trace.h5
+// was never merged: a run that was killed, or one still going.
+struct RankTraceFile {
+  std::string path;
+  std::size_t events = 0;
+  bool clean_end = false;  // its rank finished its role (TraceWriter::markCleanEnd)
+  std::string error;       // why it could not be read (its events are left out); empty if read
+
+  bool operator==(const RankTraceFile&) const = default;
+};
+
+// A run's events as `astraflow trace` and `astraflow balance` read them: the merged trace.h5 when
+// the run ended, else every per-rank file in <run>/trace as it is (rank_files says which ranks
+// ended cleanly and which files could not be read).
+struct RunEvents {
+  std::string source;                     // the trace file, or the trace/ folder read rank by rank
+  std::vector<RankTraceFile> rank_files;  // empty when source is a merged trace
+  std::vector<TraceEvent> events;
+};
+
+// `run_or_trace`: a run folder or a trace file. Throws astraflow::Error as loadTraceReport does,
+// or when a run folder has neither trace.h5 nor a readable per-rank file.
+RunEvents readRunEvents(const std::string& run_or_trace);
+
+struct RunTrace {
+  std::string source;
+  std::vector<RankTraceFile> rank_files;
+  TraceReport report;
+};
+// readRunEvents, reported.
+RunTrace loadRunTrace(const std::string& run_or_trace);
+
 // The key/value pairs of a flat JSON object (a run's summary.json), in file order. Strings
 // are given without quotes; numbers, booleans and null as JSON writes them; a nested value as
 // compact JSON. Throws astraflow::Error naming the file when it is missing, not JSON, or not

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "astraflow/core/trace_event.hpp"
+#include "astraflow/io/flush_clock.hpp"
 #include "astraflow/io/h5.hpp"
 
 namespace astraflow::io {
@@ -30,9 +31,11 @@ inline constexpr std::int64_t kTraceFormatVersion = 3;
 // Records the events of one rank (or of the rank that gathers them) into one file. Not
 // thread-safe; one writer per file (HDF5 allows no more outside collective I/O).
 //
-// Events are buffered and appended every `flush_every` events, on flush() and on
-// destruction; each append is followed by H5Fflush, so a crash loses at most the buffered
-// events and leaves the file readable.
+// Events are buffered and appended every `flush_every` events, at the first event after
+// `flush_seconds` (setFlushSeconds; run.flush_seconds), on flush() and on destruction; each
+// append is followed by H5Fflush, so a crash loses at most the buffered events and leaves the
+// file readable. markCleanEnd() stamps a file whose rank finished its role: a killed run's
+// per-rank files say which ranks ended and which did not (`astraflow trace`).
 class TraceWriter final : public TraceSink {
  public:
   // Creates (truncates) `path`.
@@ -47,8 +50,11 @@ class TraceWriter final : public TraceSink {
   // Appends many events at once, bypassing the buffer's size trigger (used by merging).
   void recordAll(const std::vector<TraceEvent>& events);
   void flush();
+  void setFlushSeconds(double seconds) { clock_ = FlushClock(seconds); }
   // Stamps the file with its run's id (core/run_files.hpp).
   void tagRun(const std::string& run_id) { file_.writeAttribute("run_id", run_id); }
+  // Flushes and stamps the file: its rank ended its role (attribute clean_end = 1).
+  void markCleanEnd();
 
   std::size_t eventsWritten() const noexcept { return written_; }  // on disk
   std::size_t eventsBuffered() const noexcept { return buffer_.size(); }
@@ -61,6 +67,7 @@ class TraceWriter final : public TraceSink {
   H5Dataset events_;
   std::vector<TraceEvent> buffer_;
   std::size_t flush_every_ = 256;
+  FlushClock clock_;
   std::size_t written_ = 0;
 };
 

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "astraflow/core/records.hpp"
+#include "astraflow/io/flush_clock.hpp"
 #include "astraflow/io/h5.hpp"
 
 namespace astraflow::io {
@@ -48,10 +49,10 @@ inline constexpr std::int64_t kTrajectoryFormatVersion = 2;
 // Appends trajectories to one file. Not thread-safe; one writer per file (HDF5 allows no more
 // outside collective I/O), normally on the dataflow rank.
 //
-// Trajectories are buffered and appended every `flush_every` trajectories, on flush() and on
-// destruction; each append is followed by H5Fflush, so a crash loses at most the buffered
-// trajectories. After a failed append (an H5Error from append or flush) the writer refuses
-// further appends, since the datasets may no longer line up.
+// Trajectories are buffered and appended every `flush_every` trajectories, at the first one
+// after `flush_seconds` (setFlushSeconds; run.flush_seconds), on flush() and on destruction; each append is followed by
+// H5Fflush, so a crash loses at most the buffered trajectories. After a failed append (an H5Error from append or flush)
+// the writer refuses further appends, since the datasets may no longer line up.
 class TrajectoryWriter {
  public:
   // Creates (truncates) `path`.
@@ -71,6 +72,7 @@ class TrajectoryWriter {
   // behav_logprobs or policy_mask not one per token, or a policy name containing a NUL.
   void append(const Trajectory& trajectory);
   void flush();
+  void setFlushSeconds(double seconds) { clock_ = FlushClock(seconds); }
   // Stamps the file with its run's id (core/run_files.hpp).
   void tagRun(const std::string& run_id) { file_.writeAttribute("run_id", run_id); }
 
@@ -93,6 +95,7 @@ class TrajectoryWriter {
   std::size_t names_written_ = 0;
   std::uint64_t flat_size_ = 0;  // rows of the *_flat datasets: where the next row's values start
   std::size_t flush_every_ = 256;
+  FlushClock clock_;
   std::size_t rows_ = 0;
   bool failed_ = false;
 };

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "astraflow/core/model_config.hpp"
+#include "astraflow/model/chunked_logprobs.hpp"
 #include "astraflow/model/parameter_shards.hpp"
 
 namespace astraflow {
@@ -62,6 +63,17 @@ class PolicyModelImpl : public torch::nn::Module {
   torch::Tensor forwardCached(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
                               KvCache& cache);
   KvCache newCache(std::int64_t batch, std::int64_t capacity) const;
+  // The full causal forward up to the final norm: hidden states [B,T,D] in the activations'
+  // dtype, for chunkedTokenLogProbs with outputHead() (scoring without a [B,T,V] logits tensor).
+  torch::Tensor hiddenStates(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
+                             const torch::Tensor& segments = {});
+  OutputHead outputHead(double temperature = 1.0) const;
+  // Scoring computes float32 logits about this many bytes at a time (trainer.logits_chunk_bytes;
+  // 0: all rows at once). logitsChunkRows: the rows per chunk for `rows` rows to score.
+  void setLogitsChunkBytes(std::int64_t bytes) { logits_chunk_bytes_ = bytes; }
+  std::int64_t logitsChunkRows(std::int64_t rows) const {
+    return astraflow::logitsChunkRows(rows, config_.vocab_size, logits_chunk_bytes_);
+  }
   // The same over a paged pool: writes the new tokens' K/V into `kv`'s slots and returns their
   // logits [B,T,V]. A padding query (valid false) must have position 0, where its row's first key is.
   torch::Tensor forwardPaged(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
@@ -128,6 +140,10 @@ class PolicyModelImpl : public torch::nn::Module {
  private:
   torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
                     const torch::Tensor& segments, KvCache* cache, const PagedKv* paged = nullptr);
+  // Embedding and every block: x [B,T,D] before the final norm.
+  torch::Tensor trunk(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
+                      const torch::Tensor& segments, KvCache* cache, const PagedKv* paged);
+  const torch::Tensor& outputWeight() const { return config_.tied_embeddings ? embed_ : lm_head_; }
 
   // Biases and q/k norms the family lacks stay undefined.
   struct Layer {
@@ -153,6 +169,7 @@ class PolicyModelImpl : public torch::nn::Module {
   bool checkpoint_blocks_ = false;
   bool in_place_paged_decode_ = true;
   bool force_in_place_paged_decode_ = false;
+  std::int64_t logits_chunk_bytes_ = std::int64_t{64} << 20;
   ParameterShards* shards_ = nullptr;
 };
 

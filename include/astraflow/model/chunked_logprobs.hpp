@@ -1,0 +1,30 @@
+#pragma once
+// Log-probs of chosen tokens straight from hidden states, a bounded chunk of rows at a time: the
+// output projection, log-softmax and gather of each chunk run back to back, so the whole
+// [N, vocab] float32 logits tensor (2.5 GB for 4,096 tokens at Qwen3's 151,936) never exists, and
+// the backward recomputes each chunk's logits instead of keeping them (the fused linear +
+// cross-entropy pattern). Values and gradients equal the unchunked computation.
+#include <torch/types.h>
+
+namespace astraflow {
+
+struct OutputHead {
+  torch::Tensor weight;          // [V, D]: the output projection (the embeddings when tied)
+  torch::Tensor never_generate;  // [k] int64, optional: vocabulary ids whose logits are −inf
+  double temperature = 1.0;      // logits are divided by it before the softmax
+};
+
+// Rows per chunk so that one chunk's float32 logits take about `chunk_bytes` (but at least
+// kMinChunkRows, or all `rows` if fewer); chunk_bytes 0 means one chunk (the unchunked
+// computation, for comparison). The rows are then split into chunks of nearly equal size.
+inline constexpr std::int64_t kMinChunkRows = 16;
+std::int64_t logitsChunkRows(std::int64_t rows, std::int64_t vocab, std::int64_t chunk_bytes);
+
+// hidden [N, D] (the final norm's output), targets [N] int64 → [N] float32:
+// log softmax(hidden · weightᵀ / temperature)[target], computed `chunk_rows` rows at a time in
+// float32 (the projection in the weight's dtype, or autocast's). Differentiable in hidden and in
+// head.weight; the backward recomputes one chunk's logits at a time under the forward's autocast.
+torch::Tensor chunkedTokenLogProbs(const torch::Tensor& hidden, const torch::Tensor& targets, const OutputHead& head,
+                                   std::int64_t chunk_rows);
+
+}  // namespace astraflow

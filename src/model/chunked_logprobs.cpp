@@ -1,0 +1,127 @@
+// Token log-probs from hidden states in chunks of rows (the trainer's and the scorer's; see the
+// header). The forward keeps only its inputs; the backward recomputes each chunk's logits under
+// the forward's autocast state and takes that chunk's gradients from autograd, so a chunk's
+// float32 [rows, V] logits and their softmax are the largest transient either way.
+#include "astraflow/model/chunked_logprobs.hpp"
+
+#include <ATen/autocast_mode.h>
+#include <torch/autograd.h>
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "model/autocast_guards.hpp"
+
+namespace astraflow {
+
+namespace {
+
+// One chunk, exactly as the unchunked path computes it: projection, float32, −inf for the
+// never-generated ids, temperature, log-softmax, gather.
+torch::Tensor chunkLogProbs(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
+                            const torch::Tensor& never_generate, double temperature) {
+  auto logits = torch::linear(hidden, weight).to(torch::kFloat32);
+  if (never_generate.numel() > 0)
+    logits = logits.index_fill(-1, never_generate, -std::numeric_limits<float>::infinity());
+  if (temperature != 1.0) logits = logits / temperature;
+  return logits.log_softmax(-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1);
+}
+
+// Chunks of nearly equal size (at most chunk_rows each): no small remainder chunk, whose
+// matrix products BLAS takes by another path (matrix-vector below a few rows) with a different
+// summation order — measured 4x the rounding error of the whole product at 151,936 columns.
+std::vector<std::pair<std::int64_t, std::int64_t>> chunksOf(std::int64_t rows, std::int64_t chunk_rows) {
+  const auto chunks = std::max<std::int64_t>(1, (rows + chunk_rows - 1) / chunk_rows);
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::int64_t c = 0, start = 0; c < chunks; ++c) {
+    const auto n = rows / chunks + (c < rows % chunks ? 1 : 0);
+    out.emplace_back(start, n);
+    start += n;
+  }
+  return out;
+}
+
+class ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
+                               const torch::Tensor& weight, const torch::Tensor& targets,
+                               const torch::Tensor& never_generate, double temperature, std::int64_t chunk_rows) {
+    ctx->save_for_backward({hidden, weight, targets, never_generate});
+    ctx->saved_data["temperature"] = temperature;
+    ctx->saved_data["chunk_rows"] = chunk_rows;
+    // The backward runs outside the forward's autocast scope; its recomputation must cast as this did.
+    const auto type = hidden.device().type();
+    ctx->saved_data["autocast"] = at::autocast::is_autocast_enabled(type);
+    ctx->saved_data["autocast_dtype"] = static_cast<std::int64_t>(at::autocast::get_autocast_dtype(type));
+    const auto N = hidden.size(0);
+    auto out = torch::empty({N}, hidden.options().dtype(torch::kFloat32));
+    for (const auto& [s, n] : chunksOf(N, chunk_rows)) {
+      out.narrow(0, s, n).copy_(
+          chunkLogProbs(hidden.narrow(0, s, n), weight, targets.narrow(0, s, n), never_generate, temperature));
+    }
+    return out;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    const auto saved = ctx->get_saved_variables();
+    const auto& hidden = saved[0];
+    const auto& weight = saved[1];  // the live parameter: autocast's cached cast of it is reused
+    const auto temperature = ctx->saved_data["temperature"].toDouble();
+    const auto chunk_rows = ctx->saved_data["chunk_rows"].toInt();
+    const bool want_hidden = ctx->needs_input_grad(0), want_weight = ctx->needs_input_grad(1);
+    const AutocastAs autocast(hidden.device().type(), ctx->saved_data["autocast"].toBool(),
+                              static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
+    const torch::AutoGradMode grad_on(true);
+    const auto N = hidden.size(0);
+    torch::Tensor grad_hidden = want_hidden ? torch::empty_like(hidden) : torch::Tensor();
+    torch::Tensor grad_weight;
+    for (const auto& [s, n] : chunksOf(N, chunk_rows)) {
+      const auto h = hidden.narrow(0, s, n).detach().requires_grad_(want_hidden);
+      const auto w = want_weight ? weight : weight.detach();
+      const auto lp = chunkLogProbs(h, w, saved[2].narrow(0, s, n), saved[3], temperature);
+      std::vector<torch::Tensor> inputs;
+      if (want_hidden) inputs.push_back(h);
+      if (want_weight) inputs.push_back(w);
+      const auto g = torch::autograd::grad({lp}, inputs, {grad_out[0].narrow(0, s, n)}, /*retain_graph=*/false,
+                                           /*create_graph=*/false, /*allow_unused=*/true);
+      std::size_t i = 0;
+      if (want_hidden) grad_hidden.narrow(0, s, n).copy_(g[i++]);
+      if (want_weight && g[i].defined()) grad_weight = grad_weight.defined() ? grad_weight.add_(g[i]) : g[i];
+    }
+    // One gradient per forward input: hidden, weight, then none for the targets, the ids and the
+    // two non-tensor arguments.
+    return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+std::int64_t logitsChunkRows(std::int64_t rows, std::int64_t vocab, std::int64_t chunk_bytes) {
+  const auto all = std::max<std::int64_t>(1, rows);
+  if (chunk_bytes <= 0 || vocab <= 0) return all;
+  const auto per_row = vocab * static_cast<std::int64_t>(sizeof(float));
+  // At least kMinChunkRows: below a few rows BLAS multiplies matrix by vector, summing the
+  // vocabulary in another order than the whole product does (see chunksOf).
+  return std::min(all, std::max(kMinChunkRows, chunk_bytes / per_row));
+}
+
+torch::Tensor chunkedTokenLogProbs(const torch::Tensor& hidden, const torch::Tensor& targets, const OutputHead& head,
+                                   std::int64_t chunk_rows) {
+  if (!hidden.defined() || hidden.dim() != 2) throw std::invalid_argument("chunkedTokenLogProbs: hidden must be [N,D]");
+  if (!head.weight.defined() || head.weight.dim() != 2 || head.weight.size(1) != hidden.size(1))
+    throw std::invalid_argument("chunkedTokenLogProbs: the head's weight must be [V,D] with hidden's D");
+  if (!targets.defined() || targets.dim() != 1 || targets.size(0) != hidden.size(0) ||
+      targets.scalar_type() != torch::kLong)
+    throw std::invalid_argument("chunkedTokenLogProbs: targets must be [N] int64 for hidden's N rows");
+  if (!(head.temperature > 0)) throw std::invalid_argument("chunkedTokenLogProbs: temperature must be > 0");
+  const auto rows = std::max<std::int64_t>(1, chunk_rows);
+  // An undefined tensor is no Function input (autograd asks every input for its device).
+  const auto never = head.never_generate.defined() ? head.never_generate : torch::empty({0}, targets.options());
+  return ChunkedLogProbs::apply(hidden, head.weight, targets, never, head.temperature, rows);
+}
+
+}  // namespace astraflow
