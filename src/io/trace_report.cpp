@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -240,6 +241,10 @@ RunEvents readRunEvents(const std::string& run_or_trace) {
     return out;
   }
   // Not merged: the run was killed (or is still going). Each rank's file is as its last flush left it.
+  // A rank still writing its file holds HDF5's lock on it; this process only reads, and each
+  // writer flushes after every append, so the lock is not needed to read the appended events (a
+  // read that races an append fails and names that file). A user's own setting wins.
+  setenv("HDF5_USE_FILE_LOCKING", "FALSE", 0);
   std::vector<fs::path> paths;
   for (const auto& entry : fs::directory_iterator(folder, ec)) {
     const auto name = entry.path().filename().string();
@@ -268,8 +273,8 @@ RunEvents readRunEvents(const std::string& run_or_trace) {
   std::stable_sort(out.events.begin(), out.events.end(),
                    [](const TraceEvent& a, const TraceEvent& b) { return a.t_start < b.t_start; });
   if (readable == 0) {
-    throw Error(fmt::format("no trace file '{}' and no readable per-rank file in '{}'", (run / "trace.h5").string(),
-                            folder.string()));
+    throw Error(fmt::format("no trace file '{}' and no readable per-rank file in '{}'{}", (run / "trace.h5").string(),
+                            folder.string(), out.rank_files.empty() ? "" : " (" + out.rank_files.front().error + ")"));
   }
   return out;
 }

@@ -73,8 +73,13 @@ void trainerItems(const Config& cfg, const Shape& s, int group_size, std::vector
   const auto whole_logits = micro * u(s.vocab) * 4;
   const auto logits = t.logits_chunk_bytes > 0 ? std::min(u(t.logits_chunk_bytes), whole_logits) : whole_logits;
   out.push_back({"logits (float32, x3 in the backward)", 3 * logits, "trainer.logits_chunk_bytes"});
-  // Publishing: the packed bf16 version it stages, and the bf16 export it is packed from.
-  out.push_back({"weight publishing (bf16 version + its export)", P * 4, ""});
+  // The backward's gradients of the output projection and of the embedding, [V, D] float32
+  // each, alive together before autograd sums them into the (tied) parameter's .grad —
+  // measured as the chunked step's whole transient in docs/performance.md.
+  out.push_back({"output/embedding gradient transients", u(s.vocab) * u(s.d) * 4 * 2, ""});
+  // Publishing: the packed bf16 version it stages (packWeights converts into it a parameter at a
+  // time). The staging area it writes is the dataflow rank's window, counted there.
+  out.push_back({"weight publishing (packed bf16 version)", P * 2, ""});
 }
 
 void rolloutItems(const Config& cfg, const Shape& s, const RolloutBackendSpec& backend, std::uint64_t host_bytes,
