@@ -243,6 +243,25 @@ const StTensorView* SafetensorsFile::find(const std::string& name) const {
 void writeSafetensors(const std::filesystem::path& path, const std::vector<StTensorView>& tensors,
                       const StMetadata& metadata) {
   const std::string label = path.string();
+  std::vector<StTensorSource> sources;
+  for (const auto& t : tensors) {
+    if (!t.name.empty() && t.name != "__metadata__") {
+      const std::uint64_t want = byteCount(t.shape, dtypeBytes(t.dtype), label, t.name);
+      if (t.bytes.size() != want) {
+        refuse(label,
+               fmt::format("tensor '{}': {} bytes given, its shape and dtype need {}", t.name, t.bytes.size(), want));
+      }
+    }
+    sources.push_back({t.name, t.dtype, t.shape, [bytes = t.bytes](std::span<std::byte> out) {
+                         std::memcpy(out.data(), bytes.data(), bytes.size());
+                       }});
+  }
+  writeSafetensors(path, sources, metadata);
+}
+
+void writeSafetensors(const std::filesystem::path& path, const std::vector<StTensorSource>& tensors,
+                      const StMetadata& metadata) {
+  const std::string label = path.string();
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::set<std::string> names;
@@ -252,10 +271,7 @@ void writeSafetensors(const std::filesystem::path& path, const std::vector<StTen
       refuse(label, fmt::format("cannot write a tensor named '{}'", t.name));
     if (!names.insert(t.name).second) refuse(label, fmt::format("tensor '{}' is given twice", t.name));
     const std::uint64_t want = byteCount(t.shape, dtypeBytes(t.dtype), label, t.name);
-    if (t.bytes.size() != want) {
-      refuse(label,
-             fmt::format("tensor '{}': {} bytes given, its shape and dtype need {}", t.name, t.bytes.size(), want));
-    }
+    if (!t.fill) refuse(label, fmt::format("tensor '{}' has nothing to fill its bytes", t.name));
     header[t.name] = {{"dtype", dtypeName(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + want}}};
     offset += want;
   }
@@ -270,8 +286,13 @@ void writeSafetensors(const std::filesystem::path& path, const std::vector<StTen
     if (!out) refuse(label, fmt::format("cannot create {}", tmp.string()));
     out.write(reinterpret_cast<const char*>(&len), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& t : tensors)
-      out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+    // One tensor's bytes at a time, in a buffer reused from tensor to tensor.
+    std::vector<std::byte> buffer;
+    for (const auto& t : tensors) {
+      buffer.resize(byteCount(t.shape, dtypeBytes(t.dtype), label, t.name));
+      t.fill(buffer);
+      out.write(reinterpret_cast<const char*>(buffer.data()), static_cast<std::streamsize>(buffer.size()));
+    }
     out.flush();
     if (!out) refuse(label, fmt::format("writing {} failed (disk full?)", tmp.string()));
   }

@@ -2,6 +2,8 @@
 // model.safetensors.index.json (the layout transformers' save_pretrained writes).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -108,22 +110,32 @@ const StTensorView* SafetensorsCheckpoint::find(const std::string& name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
-std::vector<std::filesystem::path> writeSafetensorsCheckpoint(const std::filesystem::path& folder,
-                                                              const std::vector<StTensorView>& tensors,
-                                                              std::uint64_t max_shard_bytes,
-                                                              const StMetadata& metadata) {
+namespace {
+
+std::uint64_t bytesOf(const StTensorView& t) { return t.bytes.size(); }
+std::uint64_t bytesOf(const StTensorSource& t) {
+  std::uint64_t n = dtypeBytes(t.dtype);
+  for (const auto d : t.shape) n *= static_cast<std::uint64_t>(std::max<std::int64_t>(d, 0));
+  return n;
+}
+
+// Views and sources alike: the shards are planned from the byte counts, then each is written.
+template <class Tensor>
+std::vector<std::filesystem::path> writeCheckpointOf(const std::filesystem::path& folder,
+                                                     const std::vector<Tensor>& tensors, std::uint64_t max_shard_bytes,
+                                                     const StMetadata& metadata) {
   std::filesystem::create_directories(folder);
   // Consecutive tensors fill a shard up to max_shard_bytes (a larger tensor gets one alone).
-  std::vector<std::vector<StTensorView>> shards(1);
+  std::vector<std::vector<Tensor>> shards(1);
   std::uint64_t in_shard = 0, total = 0;
   for (const auto& t : tensors) {
-    if (!shards.back().empty() && in_shard + t.bytes.size() > max_shard_bytes) {
+    if (!shards.back().empty() && in_shard + bytesOf(t) > max_shard_bytes) {
       shards.emplace_back();
       in_shard = 0;
     }
     shards.back().push_back(t);
-    in_shard += t.bytes.size();
-    total += t.bytes.size();
+    in_shard += bytesOf(t);
+    total += bytesOf(t);
   }
   std::vector<std::filesystem::path> written;
   if (shards.size() == 1) {
@@ -150,6 +162,22 @@ std::vector<std::filesystem::path> writeSafetensorsCheckpoint(const std::filesys
   std::filesystem::remove(folder / kSingle);
   written.push_back(folder / kIndex);
   return written;
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> writeSafetensorsCheckpoint(const std::filesystem::path& folder,
+                                                              const std::vector<StTensorView>& tensors,
+                                                              std::uint64_t max_shard_bytes,
+                                                              const StMetadata& metadata) {
+  return writeCheckpointOf(folder, tensors, max_shard_bytes, metadata);
+}
+
+std::vector<std::filesystem::path> writeSafetensorsCheckpoint(const std::filesystem::path& folder,
+                                                              const std::vector<StTensorSource>& tensors,
+                                                              std::uint64_t max_shard_bytes,
+                                                              const StMetadata& metadata) {
+  return writeCheckpointOf(folder, tensors, max_shard_bytes, metadata);
 }
 
 }  // namespace astraflow::io

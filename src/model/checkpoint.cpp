@@ -115,9 +115,9 @@ void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model
                             policy_group.fileName(), policy_group.readDoubleAttribute("rope_theta"), m.rope_theta));
   }
   auto weights = policy_group.openGroup("weights");
-  std::vector<NamedTensor> tensors;
   const auto params = model.orderedParameters();
-  for (std::size_t i = 0; i < params.size(); ++i) {
+  // One parameter's values at a time (the float vector read from the file, viewed in place).
+  auto read = [&](std::size_t i, std::vector<float>& values) {
     const std::string& name = params[i].name;
     const auto shape = model.parameterShape(i);  // the full one, sharded or not
     if (!weights.exists(name)) {
@@ -130,17 +130,21 @@ void loadModelWeights(const io::H5Location& policy_group, PolicyModelImpl& model
       throw Error(fmt::format("checkpoint {}: tensor '{}' has shape [{}] but the config's model expects [{}]",
                               weights.fileName(), name, ds.readStringAttribute("shape"), shapeText(shape)));
     }
-    auto values = ds.readVector<float>();
-    auto t = torch::from_blob(values.data(), {static_cast<std::int64_t>(values.size())}, torch::kFloat32).clone();
+    values = ds.readVector<float>();
     std::int64_t count = 1;
     for (auto d : dims) count *= d;
-    if (count != t.numel() || !shape.equals(dims)) {
+    if (count != static_cast<std::int64_t>(values.size())) {
       throw Error(fmt::format("checkpoint {}: tensor '{}' has shape [{}] but the config's model expects [{}]",
                               weights.fileName(), name, fmt::join(dims, ","), shapeText(shape)));
     }
-    tensors.push_back({name, t.view(dims)});
-  }
-  model.importTensors(tensors);
+    return torch::from_blob(values.data(), dims, torch::kFloat32);
+  };
+  // Two passes: every tensor is checked (name, shape, finite values) before any is copied, so a
+  // refused checkpoint leaves the model untouched — without holding a second whole model (the
+  // file is read twice instead; a 0.6B model's fp32 weights are 2.4 GB).
+  std::vector<float> values;
+  for (std::size_t i = 0; i < params.size(); ++i) PolicyModelImpl::checkFinite({params[i].name, read(i, values)});
+  for (std::size_t i = 0; i < params.size(); ++i) model.copyInto(i, read(i, values));
 }
 
 ModelConfig modelConfigOf(const io::H5Location& g) {

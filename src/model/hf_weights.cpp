@@ -104,21 +104,22 @@ void loadHfWeights(PolicyModelImpl& model, const std::filesystem::path& folder) 
 
 std::vector<std::filesystem::path> writeHfWeights(const PolicyModelImpl& model, const std::filesystem::path& folder,
                                                   bool bf16, std::uint64_t max_shard_bytes) {
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> host;  // keeps the converted copies alive while the views are written
-  std::vector<io::StTensorView> views;
+  // Each parameter is converted straight into the writer's buffer when the writer reaches it:
+  // one parameter's bytes at a time, not a converted copy of the whole model.
   const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
+  std::vector<io::StTensorSource> sources;
   for (const auto& p : model.orderedParameters()) {
-    host.push_back(p.tensor.detach().to(torch::kCPU, dtype).contiguous());
-    const auto& t = host.back();
-    io::StTensorView v;
-    v.name = p.name;
-    v.dtype = bf16 ? io::StDtype::BF16 : io::StDtype::F32;
-    v.shape.assign(t.sizes().begin(), t.sizes().end());
-    v.bytes = {static_cast<const std::byte*>(t.const_data_ptr()), t.nbytes()};
-    views.push_back(std::move(v));
+    io::StTensorSource s;
+    s.name = p.name;
+    s.dtype = bf16 ? io::StDtype::BF16 : io::StDtype::F32;
+    s.shape.assign(p.tensor.sizes().begin(), p.tensor.sizes().end());
+    s.fill = [tensor = p.tensor, dtype](std::span<std::byte> out) {
+      torch::NoGradGuard no_grad;
+      torch::from_blob(out.data(), tensor.sizes(), torch::TensorOptions().dtype(dtype)).copy_(tensor.detach());
+    };
+    sources.push_back(std::move(s));
   }
-  return io::writeSafetensorsCheckpoint(folder, views, max_shard_bytes, {{"format", "pt"}});
+  return io::writeSafetensorsCheckpoint(folder, sources, max_shard_bytes, {{"format", "pt"}});
 }
 
 }  // namespace astraflow

@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/io/h5.hpp"
@@ -144,6 +145,26 @@ TEST(Checkpoint, RoundTripIsBitExactAndMismatchIsRefused) {
   } catch (const Error& e) {
     const std::string want = "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [64,32]";
     EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+  // A non-finite value in the last tensor is refused before any tensor is copied (the loader
+  // reads a tensor at a time; a refused file leaves the model as it was).
+  {
+    torch::manual_seed(8);
+    PolicyModel poisoned(smallConfig());
+    {
+      torch::NoGradGuard no_grad;
+      poisoned->orderedParameters().back().tensor.view(-1)[3] = std::numeric_limits<float>::quiet_NaN();
+    }
+    const std::string bad = dir + "/nan.h5";
+    saveCheckpointFile(bad, "solver", *poisoned, 8);
+    torch::manual_seed(9);
+    PolicyModel e(smallConfig());
+    std::vector<torch::Tensor> before;
+    for (const auto& p : e->orderedParameters()) before.push_back(p.tensor.clone());
+    EXPECT_THROW(loadCheckpointFile(bad, "solver", *e), Error);
+    for (std::size_t i = 0; i < before.size(); ++i) {
+      EXPECT_TRUE(torch::equal(before[i], e->orderedParameters()[i].tensor)) << e->orderedParameters()[i].name;
+    }
   }
   EXPECT_THROW(loadCheckpointFile(path, "verifier", *b), Error);
   EXPECT_THROW(loadCheckpointFile(dir + "/missing.h5", "solver", *b), Error);

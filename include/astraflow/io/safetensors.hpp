@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -76,9 +77,22 @@ class SafetensorsFile {
   StMetadata metadata_;
 };
 
+// A tensor to write whose bytes are made when the writer reaches it: `fill` gets a buffer of
+// exactly the bytes its dtype and shape need (reused from tensor to tensor). A writer of sources
+// holds one tensor's bytes at a time, whatever the model's size: the exporters convert each
+// parameter into it (no converted copy of the whole model).
+struct StTensorSource {
+  std::string name;
+  StDtype dtype = StDtype::F32;
+  std::vector<std::int64_t> shape;
+  std::function<void(std::span<std::byte>)> fill;
+};
+
 // Writes `tensors` to `path` (through `path`.tmp and a rename: a reader never sees a partial
 // file), in the order given, the data 8-byte aligned. Names must be unique and non-empty and
 // each view's bytes must match its dtype and shape, else Error naming the tensor.
+void writeSafetensors(const std::filesystem::path& path, const std::vector<StTensorSource>& tensors,
+                      const StMetadata& metadata = {});
 void writeSafetensors(const std::filesystem::path& path, const std::vector<StTensorView>& tensors,
                       const StMetadata& metadata = {});
 
@@ -108,6 +122,10 @@ class SafetensorsCheckpoint {
 // transformers' save_pretrained does. Returns the files written.
 std::vector<std::filesystem::path> writeSafetensorsCheckpoint(const std::filesystem::path& folder,
                                                               const std::vector<StTensorView>& tensors,
+                                                              std::uint64_t max_shard_bytes,
+                                                              const StMetadata& metadata = {});
+std::vector<std::filesystem::path> writeSafetensorsCheckpoint(const std::filesystem::path& folder,
+                                                              const std::vector<StTensorSource>& tensors,
                                                               std::uint64_t max_shard_bytes,
                                                               const StMetadata& metadata = {});
 
