@@ -39,7 +39,9 @@ std::string answerLine(const RewardResult& r, json extra = json::object()) {
 
 RewardSpec specOf(const RewardArgs& a) {
   RewardSpec spec = a.spec;
-  if (a.timeout > 0) (spec.kind == "command" ? spec.command_timeout : spec.wall_seconds) = a.timeout;
+  if (a.timeout > 0 && spec.kind == "http") spec.timeout_seconds = a.timeout;
+  if (a.timeout > 0 && spec.kind != "http")
+    (spec.kind == "command" ? spec.command_timeout : spec.wall_seconds) = a.timeout;
   if (a.memory_mb > 0) spec.memory_mb = static_cast<std::uint64_t>(a.memory_mb);
   if (a.command.size() == 1) {
     std::istringstream words(a.command.front());
@@ -70,6 +72,14 @@ int rewardCommand(RewardArgs a) {
     std::fprintf(stderr, "astraflow: reward --kind command needs --command \"PROGRAM ARGS\"\n");
     return 2;
   }
+  if (spec.kind == "http" && spec.url.empty()) {
+    std::fprintf(stderr, "astraflow: reward --kind http needs --url http://HOST:PORT/PATH\n");
+    return 2;
+  }
+  if ((spec.persistent || spec.max_items > 0) && spec.kind != "command") {
+    std::fprintf(stderr, "astraflow: reward --persistent and --max-items are for --kind command\n");
+    return 2;
+  }
   std::optional<RewardFunction> compiled;
   try {
     compiled.emplace(spec);
@@ -79,7 +89,7 @@ int rewardCommand(RewardArgs a) {
       return 2;
     }
   }
-  return answerJsonLines("reward", [&](const json& input) {
+  const int rc = answerJsonLines("reward", [&](const json& input) {
     if (!compiled && !input.contains("pattern")) throw Error("a regex line needs \"pattern\" (or give --pattern)");
     if (!input.is_object() || !input.contains("response") || !input["response"].is_string())
       throw Error("a line is {\"response\": \"...\", ...}");
@@ -101,6 +111,17 @@ int rewardCommand(RewardArgs a) {
     }
     return answerLine(compiled->score({response, reference, "", prompt, metadata}));
   });
+  if (spec.persistent || spec.kind == "http") {
+    const RewardWorkerCounters c = sharedRewardWorkerCounters();
+    std::fprintf(stderr,
+                 "astraflow: reward: %llu items; %llu %s started (%llu restarts), %llu crashed, %llu timed out, "
+                 "%llu invalid\n",
+                 static_cast<unsigned long long>(c.items), static_cast<unsigned long long>(c.started),
+                 spec.kind == "http" ? "connections" : "workers", static_cast<unsigned long long>(c.restarts),
+                 static_cast<unsigned long long>(c.crashed), static_cast<unsigned long long>(c.timeouts),
+                 static_cast<unsigned long long>(c.invalid));
+  }
+  return rc;
 }
 
 }  // namespace
@@ -113,8 +134,8 @@ RewardCommand addRewardCommand(CLI::App& app) {
                                  "score responses with a verifiable reward; stdin: one {\"response\": ..., "
                                  "\"reference\": ...} (code: \"tests\") per line (docs/tasks.md)");
   a.spec.kind.clear();  // given by --kind or by --config
-  auto* kind = cmd->add_option("--kind", a.spec.kind, "math, exact, regex, choice, code or command")
-                   ->check(CLI::IsMember({"math", "exact", "regex", "choice", "code", "command"}));
+  auto* kind = cmd->add_option("--kind", a.spec.kind, "math, exact, regex, choice, code, command or http")
+                   ->check(CLI::IsMember({"math", "exact", "regex", "choice", "code", "command", "http"}));
   auto* config = cmd->add_option("--config", a.config,
                                  "a run config: score as its environment.reward says (instead of --kind and the "
                                  "options that describe a reward; --reference, --timeout, --memory-mb still apply)");
@@ -128,13 +149,19 @@ RewardCommand addRewardCommand(CLI::App& app) {
   cmd->add_flag("--all-or-nothing", a.spec.all_or_nothing,
                 "code: reward 1 only when every test passes (else the fraction)");
   cmd->add_option("--timeout", a.timeout,
-                  "code: wall seconds per test (default 10); command: seconds the program may take (default 30)")
+                  "code: wall seconds per test (default 10); command: seconds the program may take per item (default "
+                  "30); http: seconds a request may take (default 60)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--memory-mb", a.memory_mb, "code: address-space limit of a test's run in MiB (default 512)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--command", a.command,
                   "command: the verifier, as one \"PROGRAM ARGS\" (split at spaces) or word by word, repeated");
-  for (const char* name : {"--pattern", "--tolerance", "--interpreter", "--all-or-nothing", "--command"})
+  cmd->add_flag("--persistent", a.spec.persistent,
+                "command: start the program once; it reads one object per line and answers one line each");
+  cmd->add_option("--max-items", a.spec.max_items, "command --persistent: start it again after this many items");
+  cmd->add_option("--url", a.spec.url, "http: the verifier's URL (http://HOST:PORT/PATH); the object is POSTed");
+  for (const char* name : {"--pattern", "--tolerance", "--interpreter", "--all-or-nothing", "--command", "--persistent",
+                           "--max-items", "--url"})
     config->excludes(cmd->get_option(name));
   config->excludes(kind);
   c.command = cmd;

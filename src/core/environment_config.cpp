@@ -30,7 +30,7 @@ std::vector<std::string> absolutePaths(YamlReader& r, const std::string& key) {
 }
 
 void parseReward(YamlReader r, RewardSpec& s) {
-  s.kind = r.getChoice("kind", s.kind, {"math", "exact", "regex", "choice", "code", "command"});
+  s.kind = r.getChoice("kind", s.kind, {"math", "exact", "regex", "choice", "code", "command", "http"});
   s.pattern = r.getString("pattern", s.pattern);
   if (s.kind == "regex" && s.pattern.empty()) r.fail("pattern", "is required with kind: regex");
   if (!s.pattern.empty()) {
@@ -55,6 +55,14 @@ void parseReward(YamlReader r, RewardSpec& s) {
   if (s.kind == "command" && s.command.empty())
     r.fail("command", "is required with kind: command (the verifier program and its arguments, a list)");
   s.command_timeout = r.getDouble("command_timeout", s.command_timeout, 0.01, 3600.0);
+  s.persistent = r.getBool("persistent", s.persistent);
+  if (s.persistent && s.kind != "command") r.fail("persistent", "is for kind: command (a verifier that stays running)");
+  s.max_items = static_cast<std::uint64_t>(
+      r.getInt("max_items", static_cast<std::int64_t>(s.max_items), 0, std::int64_t{1} << 40, "items"));
+  if (s.max_items > 0 && !s.persistent) r.fail("max_items", "is for a persistent command (persistent: true)");
+  s.url = r.getString("url", s.url);
+  if (s.kind == "http" && s.url.rfind("http://", 0) != 0)
+    r.fail("url", "is required with kind: http, as http://host:port/path (the reward service's endpoint)");
   s.timeout_seconds = r.getDouble("timeout_seconds", s.timeout_seconds, 0.01, 86400.0);
   r.finish();
 }

@@ -11,7 +11,7 @@ namespace astraflow {
 
 namespace {
 
-constexpr std::uint16_t kRankReportFormat = 2;
+constexpr std::uint16_t kRankReportFormat = 3;
 
 // Writes a struct's fields in their listed order.
 struct Put {

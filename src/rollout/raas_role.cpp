@@ -18,6 +18,7 @@
 #include "astraflow/rollout/simulated_backend.hpp"
 #include "astraflow/rollout/workflow.hpp"
 #include "astraflow/tasks/environment.hpp"
+#include "astraflow/tasks/reward_worker.hpp"
 #include "rollout/rollout_rank.hpp"
 #include "rollout/served_weights.hpp"
 
@@ -463,6 +464,9 @@ RolloutReport RolloutRank::report() {
   r.failed_episodes = failed_episodes_;
   r.spanning_versions = spanning_versions_;
   r.tasks_returned = returned_;
+  const RewardWorkerCounters verifiers = sharedRewardWorkerCounters();
+  r.verifier_started = verifiers.started;
+  r.verifier_restarts = verifiers.restarts;
   r.server_lost = lost_ ? 1 : 0;
   r.weight_write_seconds = write_seconds_;
   for (const auto& p : served_) {

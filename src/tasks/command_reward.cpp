@@ -9,13 +9,7 @@
 #include "astraflow/tasks/process_runner.hpp"
 
 namespace astraflow {
-namespace {
-
-// A verifier answers one small object; more than this on stdout is not an answer.
-constexpr std::size_t kCommandOutputBytes = std::size_t{1} << 20;
-
-// The verifier's stdout: one JSON object {"reward": n, "reason": "…"?, "answer": "…"?}.
-RewardResult verdictOf(const std::string& out) {
+RewardResult commandVerdict(const std::string& out) {
   const RewardResult invalid{0.0, RewardReason::Invalid, ""};
   const auto j = nlohmann::json::parse(out, nullptr, false);
   if (!j.is_object() || !j.contains("reward") || !j["reward"].is_number()) return invalid;
@@ -34,8 +28,6 @@ RewardResult verdictOf(const std::string& out) {
   return r;
 }
 
-}  // namespace
-
 RewardResult commandReward(const std::string& input_json, const CommandRewardOptions& options) {
   if (options.argv.empty()) throw Error("the command reward has no command to run");
   if (!(options.timeout_seconds > 0)) throw Error("the command reward's timeout must be positive");
@@ -44,12 +36,12 @@ RewardResult commandReward(const std::string& input_json, const CommandRewardOpt
   spec.argv = options.argv;
   spec.stdin_text = input_json;
   spec.wall_seconds = options.timeout_seconds;
-  spec.output_bytes = kCommandOutputBytes;
+  spec.output_bytes = kCommandAnswerBytes;
   const detail::ProcessResult run = detail::runProcess(spec);
   if (run.timed_out) return {0.0, RewardReason::Timeout, ""};
   if (run.output_limit) return {0.0, RewardReason::Invalid, ""};
   if (run.signal != 0 || run.exit_code != 0) return {0.0, RewardReason::Crashed, ""};
-  return verdictOf(run.out);
+  return commandVerdict(run.out);
 }
 
 }  // namespace astraflow

@@ -21,9 +21,7 @@
 #include <cstring>
 
 #include "astraflow/core/error.hpp"
-#include "tasks/process_spawn.hpp"
-
-extern char** environ;
+#include "tasks/child_process.hpp"
 
 namespace astraflow::detail {
 
@@ -36,127 +34,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kDrainAfterEnd = std::chrono::milliseconds(200);
-
-// A write to a child that has closed its stdin raises SIGPIPE, which would end the host. It is
-// blocked in this thread for the run, and one the run raised is taken off before unblocking;
-// no disposition of the process changes.
-class SigpipeSuppressed {
- public:
-  SigpipeSuppressed() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    sigset_t pending;
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-  }
-  ~SigpipeSuppressed() {
-    sigset_t pending;
-    sigpending(&pending);
-    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
-      const timespec now{};
-      sigtimedwait(&pipe_, nullptr, &now);
-    }
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  SigpipeSuppressed(const SigpipeSuppressed&) = delete;
-  SigpipeSuppressed& operator=(const SigpipeSuppressed&) = delete;
-
- private:
-  sigset_t pipe_{}, old_{};
-  bool was_pending_ = false;
-};
-
-// The started child until it is reaped: the destructor kills and reaps one that is not, so no
-// exit path leaves a process or a zombie behind.
-class ChildProcess {
- public:
-  explicit ChildProcess(pid_t pid) : pid_(pid), pidfd_(static_cast<int>(syscall(SYS_pidfd_open, pid, 0U))) {}
-  ~ChildProcess() {
-    if (pid_ <= 0) return;
-    killAll();
-    reap();
-  }
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-
-  // It and its process group (its pid: setsid). Safe while it is unreaped: its pid, and so the
-  // group id, cannot be taken by another process. In its own PID namespace, killing it (the
-  // namespace's init) kills every process of the namespace.
-  void killAll() const {
-    if (pidfd_.valid()) syscall(SYS_pidfd_send_signal, pidfd_.get(), SIGKILL, nullptr, 0U);
-    if (lost_) return;  // its pid may be another process's by now
-    ::kill(pid_, SIGKILL);
-    ::kill(-pid_, SIGKILL);
-  }
-  void killGroup() const {
-    if (!lost_) ::kill(-pid_, SIGKILL);
-  }
-  // Whether it has ended, without reaping it. After its execve it is an ordinary SIGCHLD
-  // child: a host thread waiting for any child (waitpid(-1)) can reap it first, and then its
-  // status is lost (reap says so) rather than waited for until the deadline.
-  bool ended() {
-    siginfo_t info{};
-    if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT | __WALL) != 0) {
-      lost_ = errno == ECHILD;
-      return lost_;
-    }
-    return info.si_pid == pid_;
-  }
-  int pollFd() const { return pidfd_.get(); }
-
-  struct Reaped {
-    int status = 0;
-    rusage usage{};
-    bool lost = false;  // reaped elsewhere in the host: status and usage unknown
-  };
-  Reaped reap() {
-    Reaped r;
-    while (!lost_ && wait4(pid_, &r.status, __WALL, &r.usage) < 0) {
-      if (errno != EINTR) lost_ = true;
-    }
-    r.lost = lost_;
-    pid_ = -1;
-    return r;
-  }
-
- private:
-  pid_t pid_;
-  UniqueFd pidfd_;     // readable when it ends (kernels ≥ 5.3); else the loop polls every 10 ms
-  bool lost_ = false;  // someone else reaped it
-};
-
-struct Pipe {
-  UniqueFd read, write;
-};
-
-// Both ends above 2 (a host that closed its stdin would otherwise get fd 0 back, and the
-// child's dup2 onto it would be a no-op that keeps close-on-exec) and close-on-exec, so a
-// concurrent spawn elsewhere in the host inherits neither.
-Pipe makePipe() {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw Error(fmt::format("cannot create a pipe: {}", std::strerror(errno)));
-  auto above2 = [](int fd) {
-    if (fd > 2) return UniqueFd(fd);
-    UniqueFd low(fd);
-    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (moved < 0) throw Error(fmt::format("cannot move a pipe above stdio: {}", std::strerror(errno)));
-    return UniqueFd(moved);
-  };
-  UniqueFd read = above2(fds[0]);
-  UniqueFd write = above2(fds[1]);
-  return {std::move(read), std::move(write)};
-}
-
-void setNonBlocking(const UniqueFd& fd) { fcntl(fd.get(), F_SETFL, fcntl(fd.get(), F_GETFL) | O_NONBLOCK); }
-
-std::vector<char*> cStrings(const std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
-  out.push_back(nullptr);
-  return out;
-}
 
 // One of the child's outputs: kept up to the limit, read (and dropped) past it.
 struct OutputStream {
@@ -186,37 +63,18 @@ struct OutputStream {
 
 ProcessResult runProcess(const ProcessSpec& spec) {
   ProcessResult result;
-  Pipe in = makePipe(), out = makePipe(), err = makePipe();
-  const std::vector<char*> argv = cStrings(spec.argv);
-  const std::vector<char*> env = spec.env ? cStrings(*spec.env) : std::vector<char*>{};
-  ChildReport report;
-  ChildPlan plan{spec.executable.c_str(),
-                 argv.data(),
-                 spec.env ? env.data() : environ,
-                 spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
-                 {in.read.get(), out.write.get(), err.write.get()},
-                 &spec.isolation,
-                 &report};
   const SigpipeSuppressed no_sigpipe;
   const auto start = Clock::now();
-  const ClonedChild cloned = cloneChild(plan);
-  ChildProcess child(cloned.pid);
-  result.namespaces = cloned.namespaces;
-  result.user_namespace = cloned.user_namespace;
-  in.read.reset();
-  out.write.reset();
-  err.write.reset();
-  if (report.step != ChildStep::None) {
-    child.reap();
-    throw ChildStartError(fmt::format("cannot start {}: {} failed: {}", spec.executable, childStepName(report.step),
-                                      std::strerror(report.error)));
-  }
+  StartedChild started = startChild(spec);
+  ChildProcess child(started.cloned.pid);
+  result.namespaces = started.cloned.namespaces;
+  result.user_namespace = started.cloned.user_namespace;
 
-  UniqueFd stdin_fd = std::move(in.write);
+  UniqueFd stdin_fd = std::move(started.in);
   if (spec.stdin_text.empty()) stdin_fd.reset();  // the child reads end of file at once
   std::size_t written = 0;
-  std::array<OutputStream, 2> streams{OutputStream{std::move(out.read), &result.out, &result.out_truncated},
-                                      OutputStream{std::move(err.read), &result.err, &result.err_truncated}};
+  std::array<OutputStream, 2> streams{OutputStream{std::move(started.out), &result.out, &result.out_truncated},
+                                      OutputStream{std::move(started.err), &result.err, &result.err_truncated}};
   for (const UniqueFd* fd : {&stdin_fd, &streams[0].fd, &streams[1].fd})
     if (fd->valid()) setNonBlocking(*fd);
   auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(

@@ -44,9 +44,32 @@ std::shared_ptr<const TextPattern> compiledPattern(const std::string& pattern) {
   return compiled;
 }
 
+// What a verifier reads, one line of JSON (control characters escaped, so no newline inside):
+// {"prompt", "response", "reference", "metadata"}, the same for every way it runs.
+std::string verifierInput(const RewardInput& in) {
+  using Json = nlohmann::ordered_json;
+  const Json metadata = in.metadata_json.empty() ? Json::object() : Json::parse(in.metadata_json, nullptr, false);
+  const Json task{{"prompt", in.prompt},
+                  {"response", in.response},
+                  {"reference", in.reference},
+                  {"metadata", metadata.is_discarded() ? Json::object() : metadata}};
+  return task.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace
 
+RewardWorkerOptions rewardWorkerOptions(const RewardSpec& spec) {
+  RewardWorkerOptions o;
+  o.argv = spec.command;
+  o.timeout_seconds = std::min(spec.command_timeout, spec.timeout_seconds);
+  o.max_items = spec.max_items;
+  return o;
+}
+
 RewardFunction::RewardFunction(RewardSpec spec) : spec_(std::move(spec)) {
+  // The process's pools: environments are made per episode, the worker and connections stay.
+  if (spec_.kind == "command" && spec_.persistent) workers_ = sharedRewardWorkerPool(rewardWorkerOptions(spec_));
+  if (spec_.kind == "http") http_ = sharedHttpRewardPool({spec_.url, 1, spec_.timeout_seconds});
   if (!spec_.pattern.empty() && (spec_.kind == "math" || spec_.kind == "regex"))
     pattern_ = compiledPattern(spec_.pattern);
   if (spec_.kind == "regex" && !pattern_) throw Error("environment.reward.pattern is required with kind: regex");
@@ -79,15 +102,9 @@ RewardResult RewardFunction::scoreKind(const RewardInput& in) const {
   if (spec.kind == "regex") return regexReward(in.response, *pattern_);
   if (spec.kind == "choice") return choiceReward(in.response, in.reference);
   if (spec.kind == "code") return scoreCode(in.response, in.tests_json, codeRewardOptions(spec)).result;
-  if (spec.kind == "command") {
-    using json = nlohmann::ordered_json;
-    const json metadata = in.metadata_json.empty() ? json::object() : json::parse(in.metadata_json, nullptr, false);
-    const json task{{"prompt", in.prompt},
-                    {"response", in.response},
-                    {"reference", in.reference},
-                    {"metadata", metadata.is_discarded() ? json::object() : metadata}};
-    return commandReward(task.dump(-1, ' ', false, json::error_handler_t::replace), commandRewardOptions(spec));
-  }
+  if (spec.kind == "command" && workers_) return workers_->score(verifierInput(in));
+  if (spec.kind == "command") return commandReward(verifierInput(in), commandRewardOptions(spec));
+  if (spec.kind == "http") return http_->score(verifierInput(in));
   return {0.0, RewardReason::Invalid, ""};
 }
 

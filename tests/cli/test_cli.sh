@@ -307,10 +307,44 @@ echo '{"response": "so \\boxed{7}", "reference": "7"}' >"$work/reward_line.jsonl
 expect_rc 0 reward_config -- bash -c '"$1" reward --config "$2" < "$3"' _ "$bin" "$work/ds.yaml" "$work/reward_line.jsonl"
 expect_text reward_config out '"reason":"correct"'
 expect_rc nonzero reward_config_kind -- "$bin" reward --config "$work/ds.yaml" --kind exact
+# Your own verifier (examples/reward_worker.py), three ways: per item, persistent (one process,
+# a line per item; restarted every 50 items here) and over http — the same answers for 300
+# generated lines, long and odd ones among them.
+"$ASTRAFLOW_PYTHON" - "$work/verifier_in.jsonl" <<'PY'
+import json, random, sys
+rng = random.Random(3)
+words = ["the", "answer", "is", '"q"', "back\\slash", "λ", "日本", "\n", "{", "🙂"]
+with open(sys.argv[1], "w") as f:
+    for i in range(300):
+        n = 20000 if i % 97 == 5 else rng.randrange(30)
+        r = " ".join(rng.choice(words) for _ in range(n)) + (" %d" % rng.randrange(9) if rng.random() < 0.8 else "")
+        f.write(json.dumps({"response": r, "reference": str(rng.randrange(9))}) + "\n")
+PY
+head -n 40 "$work/verifier_in.jsonl" >"$work/verifier_in40.jsonl"
+expect_rc 0 verifier_item -- bash -c '"$1" reward --kind command --command "python3 $2" < "$3"' _ "$bin" \
+  "$src/examples/reward_worker.py" "$work/verifier_in40.jsonl"
+expect_rc 0 verifier_persistent -- bash -c '"$1" reward --kind command --persistent --max-items 50 \
+  --command "python3 $2" < "$3"' _ "$bin" "$src/examples/reward_worker.py" "$work/verifier_in.jsonl"
+expect_text verifier_persistent err "300 items; 6 workers started (5 restarts), 0 crashed"
+head -n 40 "$work/verifier_persistent.out" | cmp -s - "$work/verifier_item.out" ||
+  fail "persistent verifier: answers differ from the per-item command's"
+port=$("$ASTRAFLOW_PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+python3 "$src/examples/reward_worker.py" --http "$port" &
+verifier_pid=$!
+for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+expect_rc 0 verifier_http -- bash -c '"$1" reward --kind http --url "http://127.0.0.1:$2/reward" < "$3"' _ "$bin" \
+  "$port" "$work/verifier_in.jsonl"
+kill "$verifier_pid"
+cmp -s "$work/verifier_http.out" "$work/verifier_persistent.out" || fail "http verifier: answers differ"
+grep -q '"reason":"correct"' "$work/verifier_http.out" && grep -q '"reason":"wrong"' "$work/verifier_http.out" ||
+  fail "verifier: no correct and wrong answers among 300"
 expect_rc 0 ds_sft -- "$bin" sft "$work/ds.yaml"
 expect_text ds_sft err "2 of 32 lines skipped"
 expect_text ds_sft err "train.jsonl:31: not valid JSON"
-expect_rc 0 ds_run -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/ds.yaml"
+# The run scores with the persistent verifier, a worker per rollout rank.
+sed "s#reward: {kind: math}#reward: {kind: command, persistent: true, command: [python3, $src/examples/reward_worker.py]}#" \
+  "$work/ds.yaml" >"$work/ds_worker.yaml"
+expect_rc 0 ds_run -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/ds_worker.yaml"
 "$ASTRAFLOW_PYTHON" - "$work/ds_run/summary.json" >"$work/ds_check.out" 2>&1 <<'PY' ||
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -318,6 +352,10 @@ reasons = s["reward_reasons"]
 assert sum(reasons.values()) == s["produced"] > 0, (reasons, s["produced"])
 assert reasons["unstated"] == 0 and reasons["correct"] + reasons["wrong"] + reasons["no_answer"] > 0, reasons
 assert s["eval_accuracy_end"] is not None, s
+rollout = [r for r in s["ranks"] if r["role"] == "rollout"]
+# one worker per rollout rank that scored (a rank may have taken no task), never restarted
+assert sum(r["verifier_started"] for r in rollout) >= 1, rollout
+assert all(r["verifier_started"] <= 1 and r["verifier_restarts"] == 0 for r in rollout), rollout
 PY
   fail "dataset run: $(tail -n 5 "$work/ds_check.out")"
 # Its export carries the tokenizer it was trained with: the folder's own, chat template included.

@@ -217,6 +217,24 @@ TEST(DatasetEnvironment, ConfigKeys) {
   EXPECT_NE(error(head + "environment: {name: dataset, train: [a], eval: [b], reward: {kind: regex}}\n")
                 .find("environment.reward.pattern"),
             std::string::npos);
+  // The verifiers that stay running (tasks/reward_worker.hpp).
+  const std::string env = "environment: {name: dataset, train: [a], eval: [b], reward: ";
+  const RewardSpec p =
+      parseConfig(head + env + "{kind: command, command: [python3, w.py], persistent: true, max_items: 500}}\n",
+                  "p.yaml")
+          .environment.reward;
+  EXPECT_TRUE(p.persistent);
+  EXPECT_EQ(p.max_items, 500U);
+  EXPECT_EQ(parseConfig(head + env + "{kind: http, url: \"http://127.0.0.1:9/r\"}}\n", "h.yaml").environment.reward.url,
+            "http://127.0.0.1:9/r");
+  EXPECT_NE(error(head + env + "{kind: math, persistent: true}}\n").find("environment.reward.persistent"),
+            std::string::npos);
+  EXPECT_NE(error(head + env + "{kind: command, command: [a], max_items: 5}}\n").find("environment.reward.max_items"),
+            std::string::npos);
+  EXPECT_NE(error(head + env + "{kind: http}}\n").find("environment.reward.url"), std::string::npos);
+  EXPECT_NE(error(head + env + "{kind: http, url: \"https://x\"}}\n").find("environment.reward.url"),
+            std::string::npos);
+  EXPECT_NE(error(head + env + "{kind: rpc}}\n").find("http"), std::string::npos);  // the allowed values name it
   EXPECT_NE(error(head + "environment: {name: arithmetic, train: [a]}\n").find("environment.train"), std::string::npos);
   const std::string own = std::string(head).replace(head.find(fmt::format("{{hf: {}}}", folder)),
                                                     fmt::format("{{hf: {}}}", folder).size(), "{d_model: 16}");

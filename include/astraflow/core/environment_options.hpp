@@ -9,7 +9,7 @@ namespace astraflow {
 
 // The reward a text environment scores each response with (environment.reward, docs/tasks.md).
 struct RewardSpec {
-  std::string kind = "math";  // math, exact, regex, choice, code, command
+  std::string kind = "math";  // math, exact, regex, choice, code, command, http
   std::string pattern;  // math: the answer pattern used without \boxed{} (empty: the default); regex: the pattern (RE2)
   double tolerance = 1e-6;  // math: relative tolerance of numbers
   // code: the row's tests run in the sandbox
@@ -20,6 +20,12 @@ struct RewardSpec {
   // command: the user's verifier program and its arguments
   std::vector<std::string> command;
   double command_timeout = 30;
+  // command: one process per rollout rank that reads a JSON object per line and answers a line
+  // each (tasks/reward_worker.hpp), started again after max_items items (0: never) or a failure
+  bool persistent = false;
+  std::uint64_t max_items = 0;
+  // http: the URL the object is POSTed to (http://host:port/path); the answer is the body
+  std::string url;
   // The whole reward call: past it the response gets reward 0 with reason `timeout`. Bounds the
   // code reward's test runs together and the command's run; the in-process kinds are linear in
   // the response and are held to it once they return.

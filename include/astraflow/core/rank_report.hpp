@@ -85,6 +85,9 @@ struct RolloutReport {
   std::uint64_t engine_moved_sequences = 0;  // running sequences moved to a new version (on_new_version: continue)
   std::uint64_t engine_reused_context_tokens = 0;  // positions a next turn took from its previous turn's K/V
   std::uint64_t spanning_versions = 0;  // trajectories (evaluation included) whose tokens came from several versions
+  // Verifiers that stay running (environment.reward persistent or http, tasks/reward_worker.hpp):
+  // processes (connections) started, and started again after a crash, timeout or max_items.
+  std::uint64_t verifier_started = 0, verifier_restarts = 0;
 
   void countRewardReason(std::string_view reason);
 
@@ -116,6 +119,7 @@ struct RolloutReport {
     v("engine_moved_sequences", s.engine_moved_sequences);
     v("engine_reused_context_tokens", s.engine_reused_context_tokens);
     v("spanning_versions", s.spanning_versions);
+    v("verifier_started", s.verifier_started), v("verifier_restarts", s.verifier_restarts);
   }
 };
 

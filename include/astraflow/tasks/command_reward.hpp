@@ -4,12 +4,16 @@
 // killed at its timeout, always reaped. It reads one JSON object on stdin and answers one on
 // stdout: {"reward": <finite number>, "reason": "<reason name>" (optional), "answer": "…"
 // (optional)}.
+#include <cstddef>
 #include <string>
 #include <vector>
 
 #include "astraflow/tasks/reward.hpp"
 
 namespace astraflow {
+
+// A verifier answers one small object; more than this is not an answer (reason `invalid`).
+inline constexpr std::size_t kCommandAnswerBytes = std::size_t{1} << 20;
 
 struct CommandRewardOptions {
   std::vector<std::string> argv;  // the program (looked up on PATH) and its arguments
@@ -22,5 +26,10 @@ struct CommandRewardOptions {
 // "reward", an unknown "reason") when the program fails; never throws for that. Throws
 // astraflow::Error when the program cannot be started at all (a configuration error).
 RewardResult commandReward(const std::string& input_json, const CommandRewardOptions& options);
+
+// A verifier's answer read as a reward: one JSON object {"reward": <finite number>, "reason":
+// "<reason name>"?, "answer": "…"?}; anything else is reward 0 with reason `invalid`. The
+// persistent worker's lines and the http reward's bodies are read by it too.
+RewardResult commandVerdict(const std::string& answer);
 
 }  // namespace astraflow

@@ -8,6 +8,7 @@
 #include "astraflow/tasks/code_reward.hpp"
 #include "astraflow/tasks/command_reward.hpp"
 #include "astraflow/tasks/reward.hpp"
+#include "astraflow/tasks/reward_worker.hpp"
 
 namespace astraflow {
 
@@ -22,6 +23,7 @@ struct RewardInput {
 
 CodeRewardOptions codeRewardOptions(const RewardSpec& spec);
 CommandRewardOptions commandRewardOptions(const RewardSpec& spec);
+RewardWorkerOptions rewardWorkerOptions(const RewardSpec& spec);  // persistent: one worker
 
 // The reward of one RewardSpec, its pattern compiled once (per process: equal patterns share one
 // compiled copy). Throws Error at construction naming environment.reward.pattern when the
@@ -40,6 +42,8 @@ class RewardFunction {
 
   RewardSpec spec_;
   std::shared_ptr<const TextPattern> pattern_;  // math's fallback or regex's pattern; null when none
+  std::shared_ptr<RewardWorkerPool> workers_;   // a persistent command's
+  std::shared_ptr<HttpRewardPool> http_;        // kind http's
 };
 
 }  // namespace astraflow

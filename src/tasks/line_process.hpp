@@ -1,0 +1,54 @@
+#pragma once
+// A child that stays running and answers one line for each line written to it: the persistent
+// reward worker (reward_worker.cpp) talks to the user's verifier through it. Started like the
+// process runner's children (process_spawn.hpp: its own session and process group, fds above 2
+// closed), owned until reaped: the destructor kills its group and reaps it.
+#include <sys/types.h>
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "astraflow/tasks/process_runner.hpp"
+
+namespace astraflow::detail {
+
+class LineProcess {
+ public:
+  // Starts spec.executable with spec.argv, spec.env, spec.cwd and spec.isolation (stdin_text,
+  // wall_seconds and output_bytes are not used: each exchange has its own). Throws
+  // ChildStartError when a set-up step or the execve fails, Error when it cannot be cloned.
+  explicit LineProcess(const ProcessSpec& spec);
+  ~LineProcess();
+  LineProcess(const LineProcess&) = delete;
+  LineProcess& operator=(const LineProcess&) = delete;
+
+  enum class Outcome {
+    Answered,  // `line` holds its answer (without the newline)
+    TimedOut,  // no whole line within the time: the process must not be used again
+    Ended,     // it exited or was killed before answering
+    TooLong,   // its answer passed max_line bytes without a newline: must not be used again
+  };
+  struct Exchange {
+    Outcome outcome = Outcome::Ended;
+    std::string line;
+  };
+
+  // Writes `request` and a newline, then reads its stdout up to the next newline, within
+  // `seconds`. What it printed before the request (a stray line) is dropped. Its stderr is read
+  // meanwhile (so a chatty program never blocks on a full pipe) and its tail kept.
+  Exchange exchange(std::string_view request, double seconds, std::size_t max_line);
+
+  // Whether it has ended (without reaping it).
+  bool ended();
+  // The last few KiB it wrote to stderr, for the log when it fails.
+  std::string stderrTail() const;
+  pid_t pid() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace astraflow::detail
