@@ -118,6 +118,36 @@ void parseTool(YamlReader r, EnvironmentOptions& e) {
   r.finish();
 }
 
+// environment.tools: {mcp: [{name, command: [...], env: {K: V}, timeout_seconds}, ...]}.
+void parseTools(YamlReader r, EnvironmentOptions& e) {
+  const auto nodes = r.requireSequence("mcp");
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    YamlReader s(nodes[i], fmt::format("{}[{}]", r.keyPath("mcp"), i), r.source());
+    if (!nodes[i].IsMap())
+      s.failAt(nodes[i].Mark().line + 1, s.path(),
+               "given " + describe(nodes[i]) + "; allowed: {name, command: [...], env, timeout_seconds}");
+    McpServerOptions m;
+    m.name = s.requireString("name");
+    for (const auto& other : e.mcp_servers)
+      if (other.name == m.name) s.fail("name", fmt::format("MCP server '{}' is named twice", m.name));
+    if (s.has("url"))
+      s.fail("url", "is not supported yet (streamable HTTP); give `command`: the server started over stdio");
+    m.command = s.requireStringList("command");
+    if (m.command.empty()) s.fail("command", "is an empty list; give the server program and its arguments");
+    if (const auto env = s.raw("env")) {
+      if (!env->IsMap()) s.fail("env", "given " + describe(*env) + "; allowed: a mapping of NAME: value");
+      for (const auto& kv : *env) {
+        if (!kv.second.IsScalar()) s.fail("env", "values must be strings");
+        m.env.emplace_back(kv.first.Scalar(), kv.second.Scalar());
+      }
+    }
+    m.timeout_seconds = s.getDouble("timeout_seconds", m.timeout_seconds, 0.1, 3600.0);
+    s.finish();
+    e.mcp_servers.push_back(std::move(m));
+  }
+  r.finish();
+}
+
 }  // namespace
 
 void parseEnvironment(YamlReader r, Config& cfg) {
@@ -139,9 +169,10 @@ void parseEnvironment(YamlReader r, Config& cfg) {
     } else if (r.has("tool")) {
       r.fail("tool", "belongs to the tool environments (code_interpreter, doc_search); environment.name is 'dataset'");
     }
+    if (r.has("tools")) parseTools(r.child("tools"), e);
   } else {
     for (const char* key : {"train", "eval", "eval_fraction", "max_prompt_bytes", "system_prompt", "solution_field",
-                            "enable_thinking", "reward", "tool"}) {
+                            "enable_thinking", "reward", "tool", "tools"}) {
       if (r.has(key))
         r.fail(key, fmt::format("belongs to the dataset environments (dataset, code_interpreter, doc_search); "
                                 "environment.name is '{}'",

@@ -18,6 +18,7 @@
 #include "astraflow/rollout/simulated_backend.hpp"
 #include "astraflow/rollout/workflow.hpp"
 #include "astraflow/tasks/environment.hpp"
+#include "astraflow/tasks/mcp_client.hpp"
 #include "astraflow/tasks/reward_worker.hpp"
 #include "rollout/rollout_rank.hpp"
 #include "rollout/served_weights.hpp"
@@ -467,6 +468,9 @@ RolloutReport RolloutRank::report() {
   const RewardWorkerCounters verifiers = sharedRewardWorkerCounters();
   r.verifier_started = verifiers.started;
   r.verifier_restarts = verifiers.restarts;
+  const McpCounters tools = sharedMcpCounters();
+  r.mcp_calls = tools.calls, r.mcp_errors = tools.errors, r.mcp_timeouts = tools.timeouts;
+  r.mcp_restarts = tools.restarts, r.mcp_malformed = tools.malformed;
   r.server_lost = lost_ ? 1 : 0;
   r.weight_write_seconds = write_seconds_;
   for (const auto& p : served_) {

@@ -195,6 +195,7 @@ std::map<std::string, std::string> DatasetEnvironmentBase::metadata() const {
 }
 
 std::unique_ptr<Environment> makeDatasetEnvironment(const EnvironmentOptions& options) {
+  if (!options.mcp_servers.empty()) return makeDatasetToolEnvironment(options);  // multi-turn, the servers' tools
   return std::make_unique<DatasetEnvironment>(options);
 }
 

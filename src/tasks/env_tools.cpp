@@ -14,6 +14,7 @@
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/tasks/bm25.hpp"
+#include "astraflow/tasks/mcp_client.hpp"
 #include "astraflow/tasks/sandbox.hpp"
 #include "astraflow/tasks/tool_call.hpp"
 #include "tasks/builtin_environments.hpp"
@@ -165,10 +166,48 @@ class SearchTool final : public Tool {
   std::shared_ptr<const Bm25Index> index_;
 };
 
+// A tool of an MCP server (mcp_client.hpp): its own schema, called through the rank's client.
+class McpServerTool final : public Tool {
+ public:
+  McpServerTool(std::shared_ptr<McpClient> client, McpTool tool) : client_(std::move(client)), tool_(std::move(tool)) {}
+  std::string name() const override { return tool_.name; }
+  json schema() const override { return tool_.functionSchema(); }
+  std::string call(const json& arguments) const override { return client_->call(tool_.name, arguments); }
+
+ private:
+  std::shared_ptr<McpClient> client_;
+  McpTool tool_;
+};
+
+// The built-in tool (when there is one) and every tool of the configured MCP servers; two tools
+// of one name are refused, naming both owners.
+std::vector<std::unique_ptr<Tool>> toolsOf(const EnvironmentOptions& options, std::unique_ptr<Tool> builtin) {
+  std::vector<std::unique_ptr<Tool>> tools;
+  std::map<std::string, std::string> owner;
+  if (builtin) {
+    owner[builtin->name()] = "the " + options.name + " environment";
+    tools.push_back(std::move(builtin));
+  }
+  for (const McpServerOptions& server : options.mcp_servers) {
+    const auto client = sharedMcpClient(server);
+    for (const McpTool& t : client->tools()) {
+      const auto [it, fresh] = owner.emplace(t.name, "MCP server '" + server.name + "'");
+      if (!fresh)
+        throw std::invalid_argument(
+            fmt::format("environment.tools.mcp: the tool \"{}\" of MCP server '{}' has the "
+                        "name of a tool of {}",
+                        t.name, server.name, it->second));
+      tools.push_back(std::make_unique<McpServerTool>(client, t));
+    }
+  }
+  return tools;
+}
+
 class ToolEnvironment final : public detail::DatasetEnvironmentBase {
  public:
-  ToolEnvironment(const EnvironmentOptions& options, std::unique_ptr<Tool> tool, std::string name)
-      : DatasetEnvironmentBase(options), tool_(std::move(tool)), name_(std::move(name)) {
+  ToolEnvironment(const EnvironmentOptions& options, std::vector<std::unique_ptr<Tool>> tools, std::string name)
+      : DatasetEnvironmentBase(options), tools_(std::move(tools)), name_(std::move(name)) {
+    for (const auto& t : tools_) schemas_.push_back(t->schema());
     replyTurn("");  // a template that cannot continue a conversation with a tool reply fails here, at the start
   }
 
@@ -192,26 +231,36 @@ class ToolEnvironment final : public detail::DatasetEnvironmentBase {
       return {"", r.reward, rewardReasonName(r.reason), true};
     }
     std::string reply;
+    const Tool* tool = nullptr;
+    for (const auto& t : tools_)
+      if (parsed.call && t->name() == parsed.call->name) tool = t.get();
     if (!parsed.call)
       reply = "error: " + parsed.error;
-    else if (parsed.call->name != tool_->name())
-      reply = fmt::format("error: there is no tool \"{}\"; the tool is \"{}\"", parsed.call->name, tool_->name());
+    else if (tool == nullptr)
+      reply = fmt::format("error: there is no tool \"{}\"; {}", parsed.call->name, toolNames());
     else
-      reply = tool_->call(parsed.call->arguments);
+      reply = tool->call(parsed.call->arguments);
     return {replyTurn(capped(std::move(reply), options_.tool.output_bytes)), 0.0, "", false};
   }
 
  private:
   ChatOptions withTools(ChatOptions o) const {
-    o.tools = json::array({tool_->schema()});
+    o.tools = schemas_;
     return o;
+  }
+
+  std::string toolNames() const {
+    std::vector<std::string> names;
+    for (const auto& t : tools_) names.push_back(fmt::format("\"{}\"", t->name()));
+    return names.size() == 1 ? "the tool is " + names[0] : fmt::format("the tools are {}", fmt::join(names, ", "));
   }
 
   std::string replyTurn(std::string reply) const {
     return task_->chat.continuation({{"role", "tool"}, {"content", std::move(reply)}}, withTools(chatOptions(true)));
   }
 
-  std::unique_ptr<Tool> tool_;
+  std::vector<std::unique_ptr<Tool>> tools_;
+  json schemas_ = json::array();
   std::string name_;
   int turns_ = 0;
 };
@@ -221,12 +270,18 @@ class ToolEnvironment final : public detail::DatasetEnvironmentBase {
 namespace detail {
 
 std::unique_ptr<Environment> makeCodeInterpreterEnvironment(const EnvironmentOptions& options) {
-  return std::make_unique<ToolEnvironment>(options, std::make_unique<PythonTool>(options.tool), "code_interpreter");
+  return std::make_unique<ToolEnvironment>(options, toolsOf(options, std::make_unique<PythonTool>(options.tool)),
+                                           "code_interpreter");
 }
 
 std::unique_ptr<Environment> makeDocSearchEnvironment(const EnvironmentOptions& options) {
   if (options.tool.corpus.empty()) throw std::invalid_argument("environment.tool.corpus: doc_search needs a corpus");
-  return std::make_unique<ToolEnvironment>(options, std::make_unique<SearchTool>(options.tool), "doc_search");
+  return std::make_unique<ToolEnvironment>(options, toolsOf(options, std::make_unique<SearchTool>(options.tool)),
+                                           "doc_search");
+}
+
+std::unique_ptr<Environment> makeDatasetToolEnvironment(const EnvironmentOptions& options) {
+  return std::make_unique<ToolEnvironment>(options, toolsOf(options, nullptr), "dataset");
 }
 
 }  // namespace detail

@@ -67,34 +67,51 @@ std::string LineProcess::stderrTail() const {
 pid_t LineProcess::pid() const { return impl_->child->pid(); }
 
 LineProcess::Exchange LineProcess::exchange(std::string_view request, double seconds, std::size_t max_line) {
+  // A line it printed unasked is not this request's answer.
+  if (impl_->out.valid()) readAvailable(impl_->out, impl_->pending);
+  impl_->pending.clear();
+  return pump(request, true, seconds, max_line);
+}
+
+LineProcess::Exchange LineProcess::send(std::string_view line, double seconds) { return pump(line, false, seconds, 0); }
+
+LineProcess::Exchange LineProcess::readLine(double seconds, std::size_t max_line) {
+  return pump({}, true, seconds, max_line);
+}
+
+// Writes `line` and a newline when `line` is not empty, reading stdout and stderr meanwhile;
+// with `want_line`, goes on to the next whole line of stdout. Answered once done.
+LineProcess::Exchange LineProcess::pump(std::string_view line, bool want_line, double seconds, std::size_t max_line) {
   Impl& p = *impl_;
   Exchange result;
-  // A line it printed unasked is not this request's answer.
-  if (p.out.valid()) readAvailable(p.out, p.pending);
-  p.pending.clear();
-  if (!p.in.valid() || !p.out.valid() || p.child->ended()) return result;  // Ended
+  const bool has_line = want_line && p.pending.find('\n') != std::string::npos;
+  if (!has_line && (!p.in.valid() || !p.out.valid() || p.child->ended())) return result;  // Ended
 
   const SigpipeSuppressed no_sigpipe;
-  std::string message(request);
-  message.push_back('\n');
+  std::string message(line);
+  if (!message.empty()) message.push_back('\n');
   std::size_t written = 0;
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(seconds, 0.0)));
   for (;;) {
-    if (const auto nl = p.pending.find('\n'); nl != std::string::npos) {
+    if (!want_line && written == message.size()) {
+      result.outcome = Outcome::Answered;
+      return result;
+    }
+    if (const auto nl = p.pending.find('\n'); want_line && written == message.size() && nl != std::string::npos) {
       result.outcome = Outcome::Answered;
       result.line = p.pending.substr(0, nl);
       p.pending.erase(0, nl + 1);
       return result;
     }
-    if (p.pending.size() > max_line) {
+    if (want_line && p.pending.find('\n') == std::string::npos && p.pending.size() > max_line) {
       result.outcome = Outcome::TooLong;
       return result;
     }
-    if (!p.out.valid() || p.child->ended()) {
+    if (!p.out.valid() || !p.in.valid() || p.child->ended()) {
       // Whatever it wrote before it ended is in the pipe: take it before calling it ended.
       if (p.out.valid()) readAvailable(p.out, p.pending);
-      if (p.pending.find('\n') != std::string::npos) continue;
+      if (want_line && written == message.size() && p.pending.find('\n') != std::string::npos) continue;
       result.outcome = Outcome::Ended;
       return result;
     }
@@ -105,7 +122,7 @@ LineProcess::Exchange LineProcess::exchange(std::string_view request, double sec
     }
     std::array<pollfd, 4> fds{};
     nfds_t count = 0;
-    const bool writing = written < message.size() && p.in.valid();
+    const bool writing = written < message.size();
     if (writing) fds[count++] = pollfd{p.in.get(), POLLOUT, 0};
     fds[count++] = pollfd{p.out.get(), POLLIN, 0};
     if (p.err.valid()) fds[count++] = pollfd{p.err.get(), POLLIN, 0};

@@ -39,6 +39,11 @@ class LineProcess {
   // `seconds`. What it printed before the request (a stray line) is dropped. Its stderr is read
   // meanwhile (so a chatty program never blocks on a full pipe) and its tail kept.
   Exchange exchange(std::string_view request, double seconds, std::size_t max_line);
+  // For protocols with messages that need no answer, or several answers (JSON-RPC): `send`
+  // writes a line (Answered once written), `readLine` reads the next whole line of stdout
+  // (lines read past are kept for the next readLine; exchange drops them).
+  Exchange send(std::string_view line, double seconds);
+  Exchange readLine(double seconds, std::size_t max_line);
 
   // Whether it has ended (without reaping it).
   bool ended();
@@ -47,6 +52,7 @@ class LineProcess {
   pid_t pid() const;
 
  private:
+  Exchange pump(std::string_view line, bool want_line, double seconds, std::size_t max_line);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

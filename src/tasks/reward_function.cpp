@@ -47,13 +47,14 @@ std::shared_ptr<const TextPattern> compiledPattern(const std::string& pattern) {
 // What a verifier reads, one line of JSON (control characters escaped, so no newline inside):
 // {"prompt", "response", "reference", "metadata"}, the same for every way it runs.
 std::string verifierInput(const RewardInput& in) {
-  using Json = nlohmann::ordered_json;
-  const Json metadata = in.metadata_json.empty() ? Json::object() : Json::parse(in.metadata_json, nullptr, false);
-  const Json task{{"prompt", in.prompt},
-                  {"response", in.response},
-                  {"reference", in.reference},
-                  {"metadata", metadata.is_discarded() ? Json::object() : metadata}};
-  return task.dump(-1, ' ', false, Json::error_handler_t::replace);
+  using nlohmann::ordered_json;
+  const ordered_json metadata =
+      in.metadata_json.empty() ? ordered_json::object() : ordered_json::parse(in.metadata_json, nullptr, false);
+  const ordered_json task{{"prompt", in.prompt},
+                          {"response", in.response},
+                          {"reference", in.reference},
+                          {"metadata", metadata.is_discarded() ? ordered_json::object() : metadata}};
+  return task.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
 }
 
 }  // namespace

@@ -342,9 +342,13 @@ expect_rc 0 ds_sft -- "$bin" sft "$work/ds.yaml"
 expect_text ds_sft err "2 of 32 lines skipped"
 expect_text ds_sft err "train.jsonl:31: not valid JSON"
 # The run scores with the persistent verifier, a worker per rollout rank.
-sed "s#reward: {kind: math}#reward: {kind: command, persistent: true, command: [python3, $src/examples/reward_worker.py]}#" \
+# and its episodes may call the tools of the calculator MCP server (examples/mcp_calculator, the
+# `mcp` SDK's): multi-turn, the schemas in the prompt, a server per rollout rank.
+sed "s#reward: {kind: math}#reward: {kind: command, persistent: true, command: [python3, $src/examples/reward_worker.py]}, tools: {mcp: [{name: calculator, command: [$ASTRAFLOW_PYTHON, $src/examples/mcp_calculator/server.py]}]}#" \
   "$work/ds.yaml" >"$work/ds_worker.yaml"
 expect_rc 0 ds_run -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/ds_worker.yaml"
+cat "$work/ds_run.out" "$work/ds_run.err" | grep -q "MCP server 'calculator': 3 tools (add, multiply, divide)" ||
+  fail "ds run: no rollout rank listed the calculator's tools"
 "$ASTRAFLOW_PYTHON" - "$work/ds_run/summary.json" >"$work/ds_check.out" 2>&1 <<'PY' ||
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -356,6 +360,7 @@ rollout = [r for r in s["ranks"] if r["role"] == "rollout"]
 # one worker per rollout rank that scored (a rank may have taken no task), never restarted
 assert sum(r["verifier_started"] for r in rollout) >= 1, rollout
 assert all(r["verifier_started"] <= 1 and r["verifier_restarts"] == 0 for r in rollout), rollout
+assert all(r["mcp_restarts"] == 0 and r["mcp_timeouts"] == 0 for r in rollout), rollout
 PY
   fail "dataset run: $(tail -n 5 "$work/ds_check.out")"
 # Its export carries the tokenizer it was trained with: the folder's own, chat template included.

@@ -16,6 +16,7 @@
 #include "astraflow/core/error.hpp"
 #include "astraflow/tasks/bm25.hpp"
 #include "astraflow/tasks/environment.hpp"
+#include "astraflow/tasks/mcp_client.hpp"
 #include "astraflow/tasks/tool_call.hpp"
 #include "astraflow/text/chat_template.hpp"
 #include "astraflow/text/hf_tokenizer_files.hpp"
@@ -232,6 +233,61 @@ TEST(CodeInterpreter, ContinuesQwen3sTemplate) {
   EXPECT_EQ(env->step("\\boxed{42}").reason, "correct");
 }
 
+// environment.tools.mcp: the calculator written with the `mcp` SDK (examples/mcp_calculator).
+McpServerOptions calculatorServer(const std::string& name = "calculator") {
+  McpServerOptions o;
+  o.name = name;
+  o.command = {std::getenv("ASTRAFLOW_PYTHON"), std::getenv("ASTRAFLOW_MCP_EXAMPLE")};
+  o.timeout_seconds = 60;
+  return o;
+}
+
+TEST(McpTools, ADatasetEpisodeCallsTheServersToolsAndItsPromptShowsTheirSchemas) {
+  const char* config = std::getenv("ASTRAFLOW_QWEN3_CONFIG");
+  ASSERT_NE(config, nullptr) << "run under ctest (ASTRAFLOW_QWEN3_CONFIG)";
+  ASSERT_NE(std::getenv("ASTRAFLOW_MCP_EXAMPLE"), nullptr) << "run under ctest";
+  ToolFixture f("dataset");
+  std::filesystem::copy_file(config, f.dir.file("model") + "/tokenizer_config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  f.options.dataset.enable_thinking = "false";
+  f.options.mcp_servers = {calculatorServer()};
+  auto env = makeEnvironment(f.options);
+  EXPECT_EQ(env->maxTurns(), 3);
+  const std::string prompt = env->reset(0);
+  // Qwen3's template lists the tools in the system turn, as the server described them.
+  for (const char* shown : {"\"name\": \"add\"", "\"name\": \"multiply\"", "\"name\": \"divide\"", "Adds two numbers.",
+                            "\"required\": [\"a\", \"b\"]"})
+    EXPECT_NE(prompt.find(shown), std::string::npos) << shown << " not in " << prompt;
+  StepResult s = env->step(call("multiply", {{"a", 6}, {"b", 7}}));
+  ASSERT_FALSE(s.done);
+  EXPECT_NE(s.observation.find("<tool_response>\n42.0\n</tool_response>"), std::string::npos) << s.observation;
+  s = env->step(call("python", {{"code", "print(1)"}}));
+  EXPECT_NE(s.observation.find("there is no tool \"python\"; the tools are \"add\", \"multiply\", \"divide\""),
+            std::string::npos)
+      << s.observation;
+  s = env->step("So \\boxed{42}.");
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(s.reason, "correct");
+
+  // Beside a built-in tool: both are offered; two tools of one name are refused.
+  ToolFixture code("code_interpreter");
+  code.options.mcp_servers = {calculatorServer()};
+  auto both = makeEnvironment(code.options);
+  both->reset(0);
+  EXPECT_EQ(both->step(call("add", {{"a", 1}, {"b", 2}})).observation.find("3.0") != std::string::npos, true);
+  EXPECT_NE(both->step(call("python", {{"code", "print(5)"}})).observation.find("5"), std::string::npos);
+  code.options.mcp_servers.push_back(calculatorServer("again"));
+  try {
+    makeEnvironment(code.options);
+    FAIL() << "two tools named add were taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("the tool \"add\" of MCP server 'again' has the name of a tool of MCP "
+                                         "server 'calculator'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ToolEnvironments, ConfigKeys) {
   const char* cli = std::getenv("ASTRAFLOW_CLI");
   ASSERT_NE(cli, nullptr) << "ASTRAFLOW_CLI is not set";
@@ -268,4 +324,22 @@ TEST(ToolEnvironments, ConfigKeys) {
   refused(fmt::format("environment: {{name: dataset, train: [{}], tool: {{}}}}", dir.file("t.jsonl")),
           "environment.tool");
   refused("environment: {name: arithmetic, tool: {}}", "environment.tool");
+
+  // environment.tools.mcp
+  const std::string ds = fmt::format("environment: {{name: dataset, train: [{}], ", dir.file("t.jsonl"));
+  c = parseConfig(head + ds +
+                      "tools: {mcp: [{name: calc, command: [python3, s.py], env: {A: '1'}, timeout_seconds: 5}, "
+                      "{name: other, command: [srv]}]}}",
+                  "t.yaml");
+  ASSERT_EQ(c.environment.mcp_servers.size(), 2U);
+  EXPECT_EQ(c.environment.mcp_servers[0].command, (std::vector<std::string>{"python3", "s.py"}));
+  EXPECT_EQ(c.environment.mcp_servers[0].env, (std::vector<std::pair<std::string, std::string>>{{"A", "1"}}));
+  EXPECT_EQ(c.environment.mcp_servers[0].timeout_seconds, 5.0);
+  EXPECT_EQ(c.environment.mcp_servers[1].timeout_seconds, 30.0);
+  refused(ds + "tools: {mcp: [{name: a, command: [x]}, {name: a, command: [y]}]}}", "environment.tools.mcp[1].name");
+  refused(ds + "tools: {mcp: [{name: a, url: 'http://x'}]}}", "environment.tools.mcp[0].url");
+  refused(ds + "tools: {mcp: [{name: a}]}}", "environment.tools.mcp[0].command");
+  refused(ds + "tools: {mcp: [{name: a, command: [x], port: 3}]}}", "environment.tools.mcp[0].port");
+  refused(ds + "tools: {mcp: []}}", "environment.tools.mcp");
+  refused("environment: {name: arithmetic, tools: {mcp: [{name: a, command: [x]}]}}", "environment.tools");
 }

@@ -3,6 +3,7 @@
 // config parser needs nothing of the tasks module that implements the environments.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace astraflow {
@@ -48,6 +49,15 @@ struct DatasetTaskOptions {
   std::vector<std::string> tokenizer_folders;
 };
 
+// A Model Context Protocol server whose tools the policy may call (environment.tools.mcp,
+// docs/tasks.md "Tools from MCP servers"): started per rollout rank over stdio.
+struct McpServerOptions {
+  std::string name;                                      // in the log and in errors
+  std::vector<std::string> command;                      // the program and its arguments
+  std::vector<std::pair<std::string, std::string>> env;  // added to the host's environment
+  double timeout_seconds = 30;                           // start-up (initialize, tools/list) and each call
+};
+
 // The multi-turn tool environments (`code_interpreter`, `doc_search`; config section
 // `environment.tool`, docs/tasks.md).
 struct ToolOptions {
@@ -76,8 +86,10 @@ struct EnvironmentOptions {
   int digits = 2;                // operands have 1..digits digits
   std::string operators = "+-";  // any of + - *
   // search
-  int corpus_size = 64;           // key–value facts generated from the seed
-  int max_turns = 4;              // agent turns per episode (search, code_interpreter, doc_search)
+  int corpus_size = 64;  // key–value facts generated from the seed
+  int max_turns = 4;     // agent turns per episode (search, code_interpreter, doc_search)
+  // environment.tools.mcp: MCP servers whose tools join the episode's (the dataset environments)
+  std::vector<McpServerOptions> mcp_servers;
   std::uint64_t corpus_seed = 7;  // the corpus is a function of this seed
   // dataset
   DatasetTaskOptions dataset;

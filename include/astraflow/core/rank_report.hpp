@@ -88,6 +88,9 @@ struct RolloutReport {
   // Verifiers that stay running (environment.reward persistent or http, tasks/reward_worker.hpp):
   // processes (connections) started, and started again after a crash, timeout or max_items.
   std::uint64_t verifier_started = 0, verifier_restarts = 0;
+  // Tools of MCP servers (environment.tools.mcp, tasks/mcp_client.hpp): calls, those answered
+  // "error: …", those past the timeout, servers started again, lines that were not JSON-RPC.
+  std::uint64_t mcp_calls = 0, mcp_errors = 0, mcp_timeouts = 0, mcp_restarts = 0, mcp_malformed = 0;
 
   void countRewardReason(std::string_view reason);
 
@@ -120,6 +123,8 @@ struct RolloutReport {
     v("engine_reused_context_tokens", s.engine_reused_context_tokens);
     v("spanning_versions", s.spanning_versions);
     v("verifier_started", s.verifier_started), v("verifier_restarts", s.verifier_restarts);
+    v("mcp_calls", s.mcp_calls), v("mcp_errors", s.mcp_errors), v("mcp_timeouts", s.mcp_timeouts);
+    v("mcp_restarts", s.mcp_restarts), v("mcp_malformed", s.mcp_malformed);
   }
 };
 

@@ -1,0 +1,246 @@
+// McpClient (include/astraflow/tasks/mcp_client.hpp): JSON-RPC 2.0 over a LineProcess.
+#include "astraflow/tasks/mcp_client.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "astraflow/core/error.hpp"
+#include "astraflow/tasks/process_runner.hpp"
+#include "tasks/line_process.hpp"
+
+extern char** environ;
+
+namespace astraflow {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// A server's message is small; a tool's reply is cut for the policy later (tool.output_bytes).
+constexpr std::size_t kMessageBytes = std::size_t{16} << 20;
+// The MCP revision this client speaks; a server answering another one is taken at its word (the
+// messages used here are the same in every revision since 2024-11-05).
+constexpr const char* kProtocolVersion = "2025-06-18";
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// The result's content as the policy sees it: text items joined, others named and skipped.
+std::string contentText(const Json& result) {
+  std::string text;
+  const Json content = result.value("content", Json::array());
+  for (const auto& item : content.is_array() ? content : Json::array()) {
+    const std::string type = item.is_object() ? item.value("type", "") : "";
+    std::string piece = type == "text" && item["text"].is_string()
+                            ? item["text"].get<std::string>()
+                            : fmt::format("[{} content skipped]", type.empty() ? "unknown" : type);
+    text += (text.empty() ? "" : "\n") + piece;
+  }
+  if (text.empty() && result.contains("structuredContent")) text = dump(result["structuredContent"]);
+  return text;
+}
+
+}  // namespace
+
+Json McpTool::functionSchema() const {
+  return {{"type", "function"},
+          {"function", {{"name", name}, {"description", description}, {"parameters", input_schema}}}};
+}
+
+struct McpClient::Session {
+  std::unique_ptr<detail::LineProcess> process;
+};
+
+McpClient::McpClient(McpServerOptions options) : options_(std::move(options)) {
+  if (options_.command.empty()) throw Error(fmt::format("MCP server '{}' has no command", options_.name));
+  start();
+  // tools/list, every page
+  std::string error;
+  Json cursor;
+  for (int page = 0; page < 1000; ++page) {
+    Json params = Json::object();
+    if (!cursor.is_null()) params["cursor"] = cursor;
+    const Json result = request("tools/list", params, error);
+    if (!error.empty()) throw Error(fmt::format("MCP server '{}': tools/list failed: {}", options_.name, error));
+    for (const auto& t : result.value("tools", Json::array())) {
+      if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
+      McpTool tool{t["name"].get<std::string>(), t.value("description", ""), t.value("inputSchema", Json::object())};
+      if (!tool.input_schema.is_object()) tool.input_schema = Json::object();
+      tools_.push_back(std::move(tool));
+    }
+    if (!result.contains("nextCursor") || result["nextCursor"].is_null()) break;
+    cursor = result["nextCursor"];
+  }
+  if (tools_.empty()) throw Error(fmt::format("MCP server '{}' lists no tools", options_.name));
+  std::vector<std::string> names;
+  for (const auto& t : tools_) names.push_back(t.name);
+  spdlog::info("MCP server '{}': {} tools ({})", options_.name, tools_.size(), fmt::join(names, ", "));
+}
+
+McpClient::~McpClient() = default;
+
+McpCounters McpClient::counters() const {
+  std::lock_guard lock(mutex_);
+  return counters_;
+}
+
+void McpClient::start() {
+  detail::ProcessSpec spec;
+  spec.executable = detail::findExecutable(options_.command.front());
+  spec.argv = options_.command;
+  std::vector<std::string> env;
+  std::set<std::string> given;
+  for (const auto& [k, v] : options_.env) given.insert(k);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (!given.contains(entry.substr(0, entry.find('=')))) env.push_back(entry);
+  }
+  for (const auto& [k, v] : options_.env) env.push_back(k + "=" + v);
+  env.emplace_back("PYTHONUNBUFFERED=1");
+  spec.env = std::move(env);
+  session_ = std::make_unique<Session>();
+  session_->process = std::make_unique<detail::LineProcess>(spec);
+  std::string error;
+  const Json init = request("initialize",
+                            {{"protocolVersion", kProtocolVersion},
+                             {"capabilities", Json::object()},
+                             {"clientInfo", {{"name", "astraflow"}, {"version", "1"}}}},
+                            error);
+  if (!error.empty()) {
+    const std::string tail = session_ ? session_->process->stderrTail() : "";
+    session_.reset();
+    throw Error(fmt::format(
+        "MCP server '{}' ({}) did not initialise: {}{}", options_.name, fmt::join(options_.command, " "), error,
+        tail.empty() ? "" : "; its stderr ends: " + tail.substr(tail.size() > 600 ? tail.size() - 600 : 0)));
+  }
+  session_->process->send(dump({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}),
+                          options_.timeout_seconds);
+}
+
+// Sends one request and reads lines until its response: notifications are skipped, a request
+// from the server (it may ask for roots or sampling) is answered "method not found", a line that
+// is not JSON is counted and skipped. On a timeout or an ended server the session is dropped.
+Json McpClient::request(const std::string& method, Json params, std::string& error) {
+  using Outcome = detail::LineProcess::Outcome;
+  error.clear();
+  if (!session_) {
+    error = "the server is not running";
+    return {};
+  }
+  auto& process = *session_->process;
+  const std::int64_t id = next_id_++;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.timeout_seconds);
+  auto left = [&] { return std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count(); };
+  auto fail = [&](Outcome o) {
+    error = o == Outcome::TimedOut  ? fmt::format("no answer within {} s", options_.timeout_seconds)
+            : o == Outcome::TooLong ? "its answer passed 16 MiB"
+                                    : "the server ended";
+    if (o == Outcome::TimedOut) ++counters_.timeouts;
+    session_.reset();  // killed with its process group; started again at the next call
+    return Json();
+  };
+  Json message = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
+  if (!params.is_null()) message["params"] = std::move(params);
+  if (const auto sent = process.send(dump(message), left()); sent.outcome != Outcome::Answered)
+    return fail(sent.outcome);
+  for (;;) {
+    const auto line = process.readLine(left(), kMessageBytes);
+    if (line.outcome != Outcome::Answered) return fail(line.outcome);
+    const Json reply = Json::parse(line.line, nullptr, false);
+    if (reply.is_discarded() || !reply.is_object()) {
+      ++counters_.malformed;
+      continue;
+    }
+    if (reply.contains("method")) {
+      if (reply.contains("id"))
+        process.send(dump({{"jsonrpc", "2.0"},
+                           {"id", reply["id"]},
+                           {"error", {{"code", -32601}, {"message", "not supported by this client"}}}}),
+                     left());
+      continue;
+    }
+    if (!reply.contains("id") || reply["id"] != id) continue;  // a late answer to an earlier request
+    if (reply.contains("error")) {
+      const Json& e = reply["error"];
+      error = e.is_object() && e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>()
+                                                                                 : dump(e);
+      return {};
+    }
+    return reply.value("result", Json::object());
+  }
+}
+
+std::string McpClient::call(const std::string& tool, const Json& arguments) {
+  std::lock_guard lock(mutex_);
+  ++counters_.calls;
+  auto failed = [&](std::string text) {
+    ++counters_.errors;
+    return "error: " + std::move(text);
+  };
+  const McpTool* found = nullptr;
+  for (const auto& t : tools_)
+    if (t.name == tool) found = &t;
+  if (found == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& t : tools_) names.push_back(t.name);
+    return failed(fmt::format("there is no tool \"{}\"; the tools are {}", tool, fmt::join(names, ", ")));
+  }
+  if (!arguments.is_object()) return failed("the arguments are not a JSON object");
+  for (const auto& r : found->input_schema.value("required", Json::array()))
+    if (r.is_string() && !arguments.contains(r.get<std::string>()))
+      return failed(fmt::format("{} needs the argument \"{}\"", tool, r.get<std::string>()));
+  if (session_ && session_->process->ended()) session_.reset();  // it died between calls
+  if (!session_) {
+    try {
+      start();
+      ++counters_.restarts;
+      spdlog::warn("MCP server '{}' started again", options_.name);
+    } catch (const Error& e) {
+      session_.reset();
+      return failed(fmt::format("the tool server could not be started again: {}", e.what()));
+    }
+  }
+  std::string error;
+  const Json result = request("tools/call", {{"name", tool}, {"arguments", arguments}}, error);
+  if (!error.empty()) return failed(error);
+  const std::string text = contentText(result);
+  if (result.value("isError", false)) return failed(text.empty() ? "the tool failed" : text);
+  return text.empty() ? "[no output]" : text;
+}
+
+namespace {
+
+std::mutex clients_mutex;
+std::map<std::tuple<std::string, std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>,
+         std::shared_ptr<McpClient>>&
+sharedClients() {
+  static std::map<std::tuple<std::string, std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>,
+                  std::shared_ptr<McpClient>>
+      clients;
+  return clients;
+}
+
+}  // namespace
+
+std::shared_ptr<McpClient> sharedMcpClient(const McpServerOptions& o) {
+  std::lock_guard lock(clients_mutex);
+  auto& client = sharedClients()[{o.name, o.command, o.env}];
+  if (!client) client = std::make_shared<McpClient>(o);
+  return client;
+}
+
+McpCounters sharedMcpCounters() {
+  std::lock_guard lock(clients_mutex);
+  McpCounters sum;
+  for (const auto& [key, client] : sharedClients()) {
+    const McpCounters c = client->counters();
+    sum.calls += c.calls, sum.errors += c.errors, sum.timeouts += c.timeouts;
+    sum.restarts += c.restarts, sum.malformed += c.malformed;
+  }
+  return sum;
+}
+
+}  // namespace astraflow
