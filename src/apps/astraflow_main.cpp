@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "apps/balance_replay.hpp"
+#include "apps/env_command.hpp"
 #include "apps/model_commands.hpp"
 #include "apps/reward_command.hpp"
 #include "apps/run_job.hpp"
@@ -156,6 +157,7 @@ int main(int argc, char** argv) {
   const auto text_commands = astraflow::addTextCommands(app);
   const auto reward_command = astraflow::addRewardCommand(app);
   const auto serve_command = astraflow::addServeCommand(app);
+  const auto env_command = astraflow::addEnvCommand(app);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -163,6 +165,7 @@ int main(int argc, char** argv) {
   if (const int rc = text_commands.run(); rc >= 0) return rc;
   if (const int rc = reward_command.run(); rc >= 0) return rc;
   if (const int rc = serve_command.run(); rc >= 0) return rc;
+  if (const int rc = env_command.run(); rc >= 0) return rc;
 
   if (*sft) return localCommand(config_path, log_level, true);
   if (*train_local) return localCommand(config_path, log_level, false);

@@ -11,16 +11,19 @@
 
 #include "tasks/child_process.hpp"
 
+extern char** environ;
+
 namespace astraflow::detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kStderrTail = 8192;
 
-// Reads what `fd` has now into `into`; false at end of file or a read error (the fd is closed).
-bool readAvailable(UniqueFd& fd, std::string& into) {
+// Reads what `fd` has now into `into`, up to a little past `limit` bytes held (a program printing
+// without end must not grow it without end); false at end of file or a read error (fd closed).
+bool readAvailable(UniqueFd& fd, std::string& into, std::size_t limit = std::string::npos) {
   char chunk[16384];
-  for (;;) {
+  while (into.size() <= limit) {
     const ssize_t n = ::read(fd.get(), chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) return true;
@@ -30,9 +33,25 @@ bool readAvailable(UniqueFd& fd, std::string& into) {
     }
     into.append(chunk, static_cast<std::size_t>(n));
   }
+  return true;
 }
 
 }  // namespace
+
+std::vector<std::string> lineProcessEnvironment(const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::vector<std::pair<std::string, std::string>> set = extra;
+  set.emplace_back("PYTHONUNBUFFERED", "1");
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& [k, v] : set) replaced = replaced || name == k;
+    if (!replaced) env.emplace_back(entry);
+  }
+  for (const auto& [k, v] : set) env.push_back(k + "=" + v);
+  return env;
+}
 
 struct LineProcess::Impl {
   std::optional<ChildProcess> child;
@@ -42,7 +61,7 @@ struct LineProcess::Impl {
 
   void drainErr() {
     if (!err.valid()) return;
-    readAvailable(err, err_tail);
+    readAvailable(err, err_tail, 4 * kStderrTail);
     if (err_tail.size() > kStderrTail) err_tail.erase(0, err_tail.size() - kStderrTail);
   }
 };
@@ -56,7 +75,8 @@ LineProcess::LineProcess(const ProcessSpec& spec) : impl_(std::make_unique<Impl>
   for (const UniqueFd* fd : {&impl_->in, &impl_->out, &impl_->err}) setNonBlocking(*fd);
 }
 
-// The child's destructor kills its group and reaps it; the pipes close after.
+// Members go in reverse order: the pipes close first (it reads end of file), then the child's
+// destructor kills its group and reaps it.
 LineProcess::~LineProcess() = default;
 
 bool LineProcess::ended() { return impl_->child->ended(); }
@@ -96,6 +116,10 @@ LineProcess::Exchange LineProcess::pump(std::string_view line, bool want_line, d
   for (;;) {
     if (!want_line && written == message.size()) {
       result.outcome = Outcome::Answered;
+      return result;
+    }
+    if (const auto nl = p.pending.find('\n'); want_line && nl != std::string::npos && nl > max_line) {
+      result.outcome = Outcome::TooLong;  // a whole line, but past the limit: not an answer
       return result;
     }
     if (const auto nl = p.pending.find('\n'); want_line && written == message.size() && nl != std::string::npos) {
@@ -138,7 +162,7 @@ LineProcess::Exchange LineProcess::pump(std::string_view line, bool want_line, d
       if (n > 0) written += static_cast<std::size_t>(n);
       if (n < 0 && errno != EAGAIN && errno != EINTR) p.in.reset();  // it closed its stdin: EPIPE
     }
-    readAvailable(p.out, p.pending);
+    readAvailable(p.out, p.pending, want_line ? max_line + 1 : std::string::npos);
     p.drainErr();
   }
 }

@@ -9,11 +9,20 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "astraflow/tasks/process_runner.hpp"
 
 namespace astraflow::detail {
 
+// The host's environment with `extra` set (replacing the host's values of those names) and
+// PYTHONUNBUFFERED=1: a Python program's print() to a pipe is block-buffered otherwise, and its
+// answer would sit in its buffer until the caller's timeout.
+std::vector<std::string> lineProcessEnvironment(const std::vector<std::pair<std::string, std::string>>& extra = {});
+
+// Note: a child started here dies with the *thread* that started it (the spawn sets
+// PR_SET_PDEATHSIG, which follows the creating thread): start it from a thread that outlives its use.
 class LineProcess {
  public:
   // Starts spec.executable with spec.argv, spec.env, spec.cwd and spec.isolation (stdin_text,

@@ -6,14 +6,11 @@
 
 #include <chrono>
 #include <map>
-#include <set>
 #include <tuple>
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/tasks/process_runner.hpp"
 #include "tasks/line_process.hpp"
-
-extern char** environ;
 
 namespace astraflow {
 namespace {
@@ -28,15 +25,20 @@ constexpr const char* kProtocolVersion = "2025-06-18";
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+// A string field of an object, or "" when absent or of another type (a server's JSON is not trusted).
+std::string stringField(const Json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+}
+
 // The result's content as the policy sees it: text items joined, others named and skipped.
 std::string contentText(const Json& result) {
+  if (!result.is_object()) return dump(result);
   std::string text;
-  const Json content = result.value("content", Json::array());
+  const Json content = result.contains("content") ? result["content"] : Json::array();
   for (const auto& item : content.is_array() ? content : Json::array()) {
-    const std::string type = item.is_object() ? item.value("type", "") : "";
-    std::string piece = type == "text" && item["text"].is_string()
-                            ? item["text"].get<std::string>()
-                            : fmt::format("[{} content skipped]", type.empty() ? "unknown" : type);
+    const std::string type = stringField(item, "type");
+    std::string piece = type == "text" ? stringField(item, "text")
+                                       : fmt::format("[{} content skipped]", type.empty() ? "unknown" : type);
     text += (text.empty() ? "" : "\n") + piece;
   }
   if (text.empty() && result.contains("structuredContent")) text = dump(result["structuredContent"]);
@@ -64,23 +66,32 @@ McpClient::McpClient(McpServerOptions options) : options_(std::move(options)) {
     Json params = Json::object();
     if (!cursor.is_null()) params["cursor"] = cursor;
     const Json result = request("tools/list", params, error);
-    if (!error.empty()) throw Error(fmt::format("MCP server '{}': tools/list failed: {}", options_.name, error));
-    for (const auto& t : result.value("tools", Json::array())) {
+    if (!error.empty())
+      throw Error(fmt::format("MCP server '{}' ({}): tools/list failed: {}{}", options_.name,
+                              fmt::join(options_.command, " "), error, stderrNote()));
+    const Json listed = result.is_object() && result.contains("tools") ? result["tools"] : Json::array();
+    for (const auto& t : listed.is_array() ? listed : Json::array()) {
       if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
-      McpTool tool{t["name"].get<std::string>(), t.value("description", ""), t.value("inputSchema", Json::object())};
-      if (!tool.input_schema.is_object()) tool.input_schema = Json::object();
+      McpTool tool{t["name"].get<std::string>(), stringField(t, "description"),
+                   t.contains("inputSchema") && t["inputSchema"].is_object() ? t["inputSchema"] : Json::object()};
       tools_.push_back(std::move(tool));
     }
-    if (!result.contains("nextCursor") || result["nextCursor"].is_null()) break;
+    if (!result.is_object() || !result.contains("nextCursor") || result["nextCursor"].is_null()) break;
     cursor = result["nextCursor"];
   }
-  if (tools_.empty()) throw Error(fmt::format("MCP server '{}' lists no tools", options_.name));
+  if (tools_.empty())
+    throw Error(fmt::format("MCP server '{}' ({}) lists no tools", options_.name, fmt::join(options_.command, " ")));
   std::vector<std::string> names;
   for (const auto& t : tools_) names.push_back(t.name);
   spdlog::info("MCP server '{}': {} tools ({})", options_.name, tools_.size(), fmt::join(names, ", "));
 }
 
 McpClient::~McpClient() = default;
+
+std::string McpClient::stderrNote() const {
+  if (last_stderr_.empty()) return "";
+  return "; its stderr ends: " + last_stderr_.substr(last_stderr_.size() > 600 ? last_stderr_.size() - 600 : 0);
+}
 
 McpCounters McpClient::counters() const {
   std::lock_guard lock(mutex_);
@@ -89,20 +100,16 @@ McpCounters McpClient::counters() const {
 
 void McpClient::start() {
   detail::ProcessSpec spec;
-  spec.executable = detail::findExecutable(options_.command.front());
   spec.argv = options_.command;
-  std::vector<std::string> env;
-  std::set<std::string> given;
-  for (const auto& [k, v] : options_.env) given.insert(k);
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry(*e);
-    if (!given.contains(entry.substr(0, entry.find('=')))) env.push_back(entry);
-  }
-  for (const auto& [k, v] : options_.env) env.push_back(k + "=" + v);
-  env.emplace_back("PYTHONUNBUFFERED=1");
-  spec.env = std::move(env);
+  spec.env = detail::lineProcessEnvironment(options_.env);
   session_ = std::make_unique<Session>();
-  session_->process = std::make_unique<detail::LineProcess>(spec);
+  try {
+    spec.executable = detail::findExecutable(options_.command.front());
+    session_->process = std::make_unique<detail::LineProcess>(spec);
+  } catch (const Error& e) {
+    session_.reset();
+    throw Error(fmt::format("MCP server '{}': {}", options_.name, e.what()));
+  }
   std::string error;
   const Json init = request("initialize",
                             {{"protocolVersion", kProtocolVersion},
@@ -110,11 +117,10 @@ void McpClient::start() {
                              {"clientInfo", {{"name", "astraflow"}, {"version", "1"}}}},
                             error);
   if (!error.empty()) {
-    const std::string tail = session_ ? session_->process->stderrTail() : "";
+    if (session_) last_stderr_ = session_->process->stderrTail();
     session_.reset();
-    throw Error(fmt::format(
-        "MCP server '{}' ({}) did not initialise: {}{}", options_.name, fmt::join(options_.command, " "), error,
-        tail.empty() ? "" : "; its stderr ends: " + tail.substr(tail.size() > 600 ? tail.size() - 600 : 0)));
+    throw Error(fmt::format("MCP server '{}' ({}) did not initialise: {}{}", options_.name,
+                            fmt::join(options_.command, " "), error, stderrNote()));
   }
   session_->process->send(dump({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}),
                           options_.timeout_seconds);
@@ -139,6 +145,7 @@ Json McpClient::request(const std::string& method, Json params, std::string& err
             : o == Outcome::TooLong ? "its answer passed 16 MiB"
                                     : "the server ended";
     if (o == Outcome::TimedOut) ++counters_.timeouts;
+    last_stderr_ = process.stderrTail();
     session_.reset();  // killed with its process group; started again at the next call
     return Json();
   };
@@ -189,7 +196,8 @@ std::string McpClient::call(const std::string& tool, const Json& arguments) {
     return failed(fmt::format("there is no tool \"{}\"; the tools are {}", tool, fmt::join(names, ", ")));
   }
   if (!arguments.is_object()) return failed("the arguments are not a JSON object");
-  for (const auto& r : found->input_schema.value("required", Json::array()))
+  const Json required = found->input_schema.contains("required") ? found->input_schema["required"] : Json::array();
+  for (const auto& r : required.is_array() ? required : Json::array())
     if (r.is_string() && !arguments.contains(r.get<std::string>()))
       return failed(fmt::format("{} needs the argument \"{}\"", tool, r.get<std::string>()));
   if (session_ && session_->process->ended()) session_.reset();  // it died between calls
@@ -207,7 +215,9 @@ std::string McpClient::call(const std::string& tool, const Json& arguments) {
   const Json result = request("tools/call", {{"name", tool}, {"arguments", arguments}}, error);
   if (!error.empty()) return failed(error);
   const std::string text = contentText(result);
-  if (result.value("isError", false)) return failed(text.empty() ? "the tool failed" : text);
+  const bool is_error = result.is_object() && result.contains("isError") && result["isError"].is_boolean() &&
+                        result["isError"].get<bool>();
+  if (is_error) return failed(text.empty() ? "the tool failed" : text);
   return text.empty() ? "[no output]" : text;
 }
 
@@ -227,8 +237,10 @@ sharedClients() {
 
 std::shared_ptr<McpClient> sharedMcpClient(const McpServerOptions& o) {
   std::lock_guard lock(clients_mutex);
-  auto& client = sharedClients()[{o.name, o.command, o.env}];
-  if (!client) client = std::make_shared<McpClient>(o);
+  const auto key = std::make_tuple(o.name, o.command, o.env);
+  if (const auto it = sharedClients().find(key); it != sharedClients().end()) return it->second;
+  auto client = std::make_shared<McpClient>(o);  // may throw: nothing is registered then
+  sharedClients().emplace(key, client);
   return client;
 }
 

@@ -17,8 +17,6 @@
 #include "astraflow/tasks/process_runner.hpp"
 #include "tasks/line_process.hpp"
 
-extern char** environ;
-
 namespace astraflow {
 
 RewardWorkerCounters& RewardWorkerCounters::operator+=(const RewardWorkerCounters& o) {
@@ -27,19 +25,7 @@ RewardWorkerCounters& RewardWorkerCounters::operator+=(const RewardWorkerCounter
   return *this;
 }
 
-namespace {
-
-// The host's environment with PYTHONUNBUFFERED=1: a Python worker's print() to a pipe is
-// block-buffered otherwise, and its answer would sit in its buffer until the item timed out.
-std::vector<std::string> workerEnvironment() {
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e)
-    if (std::string_view(*e).rfind("PYTHONUNBUFFERED=", 0) != 0) env.emplace_back(*e);
-  env.emplace_back("PYTHONUNBUFFERED=1");
-  return env;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 namespace detail {
 
@@ -131,8 +117,17 @@ RewardResult RewardWorkerPool::scoreOn(Slot& slot, const std::string& input_json
       detail::ProcessSpec spec;
       spec.executable = executable_;
       spec.argv = options_.argv;
-      spec.env = workerEnvironment();
-      slot.process = std::make_unique<detail::LineProcess>(spec);  // ChildStartError: cannot run at all
+      spec.env = detail::lineProcessEnvironment();
+      try {
+        slot.process = std::make_unique<detail::LineProcess>(spec);
+      } catch (const Error& e) {
+        // The first start failing is a configuration error; a restart failing (no pipe, no
+        // process left) costs this item, not the rank.
+        if (!slot.ever_started) throw;
+        count(&RewardWorkerCounters::crashed);
+        spdlog::warn("reward worker {} could not be started again: {}", options_.argv.front(), e.what());
+        return {0.0, RewardReason::Crashed, ""};
+      }
       slot.items = 0;
       count(&RewardWorkerCounters::started);
       if (slot.ever_started) count(&RewardWorkerCounters::restarts);
@@ -183,8 +178,10 @@ std::map<std::tuple<std::string, int, double>, std::shared_ptr<HttpRewardPool>>&
 
 std::shared_ptr<RewardWorkerPool> sharedRewardWorkerPool(const RewardWorkerOptions& o) {
   std::lock_guard lock(registry_mutex);
-  auto& pool = workerPools()[{o.argv, o.workers, o.timeout_seconds, o.max_items}];
-  if (!pool) pool = std::make_shared<RewardWorkerPool>(o);
+  const auto key = std::make_tuple(o.argv, o.workers, o.timeout_seconds, o.max_items);
+  if (const auto it = workerPools().find(key); it != workerPools().end()) return it->second;
+  auto pool = std::make_shared<RewardWorkerPool>(o);  // may throw: nothing is registered then
+  workerPools().emplace(key, pool);
   return pool;
 }
 
@@ -259,8 +256,10 @@ RewardResult HttpRewardPool::score(const std::string& input_json) {
 
 std::shared_ptr<HttpRewardPool> sharedHttpRewardPool(const HttpRewardOptions& o) {
   std::lock_guard lock(registry_mutex);
-  auto& pool = httpPools()[{o.url, o.workers, o.timeout_seconds}];
-  if (!pool) pool = std::make_shared<HttpRewardPool>(o);
+  const auto key = std::make_tuple(o.url, o.workers, o.timeout_seconds);
+  if (const auto it = httpPools().find(key); it != httpPools().end()) return it->second;
+  auto pool = std::make_shared<HttpRewardPool>(o);
+  httpPools().emplace(key, pool);
   return pool;
 }
 

@@ -349,6 +349,17 @@ sed "s#reward: {kind: math}#reward: {kind: command, persistent: true, command: [
 expect_rc 0 ds_run -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/ds_worker.yaml"
 cat "$work/ds_run.out" "$work/ds_run.err" | grep -q "MCP server 'calculator': 3 tools (add, multiply, divide)" ||
   fail "ds run: no rollout rank listed the calculator's tools"
+# astraflow env check: the same config's environment, tools and verifier, played by a script.
+expect_rc 0 env_check -- "$bin" env check "$work/ds_worker.yaml" --episodes 2
+expect_text env_check out "MCP server 'calculator': 3 tools"
+expect_text env_check out '"name":"add","description":"Adds two numbers."'
+expect_text env_check out '{"name":"multiply","arguments":{"a":1,"b":1}}'
+expect_text env_check out "--- policy (scripted) ---" 8
+expect_text env_check out "--- environment ---" 6
+expect_text env_check out "2 episodes: 2 no_answer; tool calls 6 (0 errors, 0 timed out, 0 servers restarted); verifier processes started 1"
+sed "s#command: \[$ASTRAFLOW_PYTHON, #command: [/no/such/python, #" "$work/ds_worker.yaml" >"$work/ds_noserver.yaml"
+expect_rc nonzero env_check_noserver -- "$bin" env check "$work/ds_noserver.yaml"
+expect_text env_check_noserver err "MCP server 'calculator': cannot run /no/such/python"
 "$ASTRAFLOW_PYTHON" - "$work/ds_run/summary.json" >"$work/ds_check.out" 2>&1 <<'PY' ||
 import json, sys
 s = json.load(open(sys.argv[1]))

@@ -55,7 +55,10 @@ class McpClient {
   void start();  // a fresh process, initialised; throws Error
   nlohmann::ordered_json request(const std::string& method, nlohmann::ordered_json params, std::string& error);
 
+  std::string stderrNote() const;  // "; its stderr ends: …" of the last server that failed, or ""
+
   McpServerOptions options_;
+  std::string last_stderr_;
   std::vector<McpTool> tools_;
   std::unique_ptr<Session> session_;
   std::int64_t next_id_ = 1;
