@@ -94,6 +94,49 @@ int localCommand(const std::string& path, const std::string& log_level, bool sft
   }
 }
 
+// warm-start-path: the checkpoint a run of this config starts from (scripts read it).
+int warmStartCommand(const std::string& path) {
+  try {
+    const auto cfg = astraflow::loadConfig(path);
+    // A gateway site loads no warm start (its weights come from home): an empty line.
+    std::printf("%s\n", cfg.isGatewaySite()               ? ""
+                        : cfg.run.init_checkpoint.empty() ? cfg.sft.checkpoint.c_str()
+                                                          : cfg.run.init_checkpoint.c_str());
+    return 0;
+  } catch (const astraflow::Error& e) {
+    std::fprintf(stderr, "astraflow: %s\n", e.what());
+    return 2;
+  }
+}
+
+struct RunFlags {
+  std::string resume_dir, log_level;
+  bool overwrite = false;
+};
+
+// run: the config is checked before any MPI work, on every rank alike.
+int runCommand(int argc, char** argv, std::string config_path, const std::vector<std::string>& overrides,
+               const RunFlags& flags) {
+  astraflow::Config cfg;
+  if (config_path.empty() && flags.resume_dir.empty()) {
+    if (!firstRankByEnvironment()) return 0;  // see below
+    std::fprintf(stderr, "astraflow: run needs a config file (or --resume <run>)\n");
+    return 2;
+  }
+  if (config_path.empty()) config_path = flags.resume_dir + "/config.yaml";
+  try {
+    cfg = astraflow::loadConfig(config_path, overrides);
+  } catch (const astraflow::Error& e) {
+    // Every rank found the same error; the first reports it and fails the job. The others leave
+    // quietly with 0, so mpirun does not kill the first before its message is out.
+    if (!firstRankByEnvironment()) return 0;
+    std::fprintf(stderr, "astraflow: %s\n", e.what());
+    return 2;
+  }
+  if (!flags.log_level.empty()) cfg.run.log_level = flags.log_level;
+  return astraflow::runJob(argc, argv, cfg, astraflow::RuntimeOptions{flags.resume_dir, flags.overwrite});
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -173,42 +216,12 @@ int main(int argc, char** argv) {
   if (*validate) return validateCommand(config_path);
   if (*layout_size) return layoutSizeCommand(config_path);
   if (*plan) return planCommand(config_path, overrides);
-  if (*warm_start) {
-    try {
-      const auto cfg = astraflow::loadConfig(config_path);
-      // A gateway site loads no warm start (its weights come from home): an empty line.
-      std::printf("%s\n", cfg.isGatewaySite()               ? ""
-                          : cfg.run.init_checkpoint.empty() ? cfg.sft.checkpoint.c_str()
-                                                            : cfg.run.init_checkpoint.c_str());
-      return 0;
-    } catch (const astraflow::Error& e) {
-      std::fprintf(stderr, "astraflow: %s\n", e.what());
-      return 2;
-    }
-  }
+  if (*warm_start) return warmStartCommand(config_path);
   if (*spawned) return astraflow::runSpawnedPool(argc, argv, astraflow::runRolloutOn);
   if (*trace) {
     if (balance_every > 0) return astraflow::balanceCommand(trace_path, balance_every, trace_format);
     return astraflow::traceCommand(trace_path, trace_format);
   }
 
-  // run: the config is checked before any MPI work, on every rank alike.
-  astraflow::Config cfg;
-  if (config_path.empty() && resume_dir.empty()) {
-    if (!firstRankByEnvironment()) return 0;  // see below
-    std::fprintf(stderr, "astraflow: run needs a config file (or --resume <run>)\n");
-    return 2;
-  }
-  if (config_path.empty()) config_path = resume_dir + "/config.yaml";
-  try {
-    cfg = astraflow::loadConfig(config_path, overrides);
-  } catch (const astraflow::Error& e) {
-    // Every rank found the same error; the first reports it and fails the job. The others leave
-    // quietly with 0, so mpirun does not kill the first before its message is out.
-    if (!firstRankByEnvironment()) return 0;
-    std::fprintf(stderr, "astraflow: %s\n", e.what());
-    return 2;
-  }
-  if (!log_level.empty()) cfg.run.log_level = log_level;
-  return astraflow::runJob(argc, argv, cfg, astraflow::RuntimeOptions{resume_dir, overwrite});
+  return runCommand(argc, argv, config_path, overrides, RunFlags{resume_dir, log_level, overwrite});
 }

@@ -5,12 +5,12 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <map>
 #include <tuple>
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/tasks/process_runner.hpp"
 #include "tasks/line_process.hpp"
+#include "tasks/process_registry.hpp"
 
 namespace astraflow {
 namespace {
@@ -223,35 +223,25 @@ std::string McpClient::call(const std::string& tool, const Json& arguments) {
 
 namespace {
 
-std::mutex clients_mutex;
-std::map<std::tuple<std::string, std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>,
-         std::shared_ptr<McpClient>>&
-sharedClients() {
-  static std::map<std::tuple<std::string, std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>,
-                  std::shared_ptr<McpClient>>
-      clients;
+using ClientKey = std::tuple<std::string, std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>;
+detail::ProcessRegistry<ClientKey, McpClient>& sharedClients() {
+  static detail::ProcessRegistry<ClientKey, McpClient> clients;
   return clients;
 }
 
 }  // namespace
 
 std::shared_ptr<McpClient> sharedMcpClient(const McpServerOptions& o) {
-  std::lock_guard lock(clients_mutex);
-  const auto key = std::make_tuple(o.name, o.command, o.env);
-  if (const auto it = sharedClients().find(key); it != sharedClients().end()) return it->second;
-  auto client = std::make_shared<McpClient>(o);  // may throw: nothing is registered then
-  sharedClients().emplace(key, client);
-  return client;
+  return sharedClients().get({o.name, o.command, o.env}, [&] { return std::make_shared<McpClient>(o); });
 }
 
 McpCounters sharedMcpCounters() {
-  std::lock_guard lock(clients_mutex);
   McpCounters sum;
-  for (const auto& [key, client] : sharedClients()) {
-    const McpCounters c = client->counters();
+  sharedClients().forEach([&](const McpClient& client) {
+    const McpCounters c = client.counters();
     sum.calls += c.calls, sum.errors += c.errors, sum.timeouts += c.timeouts;
     sum.restarts += c.restarts, sum.malformed += c.malformed;
-  }
+  });
   return sum;
 }
 

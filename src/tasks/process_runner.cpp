@@ -59,6 +59,19 @@ struct OutputStream {
   }
 };
 
+// Its exit (code or signal) and CPU time, from its reaping.
+void recordReaped(const ChildProcess::Reaped& reaped, const std::string& executable, ProcessResult& result) {
+  if (reaped.lost)
+    throw Error(
+        fmt::format("{} was reaped elsewhere in this process (a SIGCHLD handler or a thread waiting for any "
+                    "child?): its exit status is lost",
+                    executable));
+  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  result.cpu_seconds = seconds(reaped.usage.ru_utime) + seconds(reaped.usage.ru_stime);
+  if (WIFEXITED(reaped.status)) result.exit_code = WEXITSTATUS(reaped.status);
+  if (WIFSIGNALED(reaped.status)) result.signal = WTERMSIG(reaped.status);
+}
+
 }  // namespace
 
 ProcessResult runProcess(const ProcessSpec& spec) {
@@ -131,17 +144,8 @@ ProcessResult runProcess(const ProcessSpec& spec) {
       result.output_limit = true;
     }
   }
-  const ChildProcess::Reaped reaped = child.reap();
-  if (reaped.lost)
-    throw Error(
-        fmt::format("{} was reaped elsewhere in this process (a SIGCHLD handler or a thread waiting for any "
-                    "child?): its exit status is lost",
-                    spec.executable));
+  recordReaped(child.reap(), spec.executable, result);
   result.wall_seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
-  result.cpu_seconds = seconds(reaped.usage.ru_utime) + seconds(reaped.usage.ru_stime);
-  if (WIFEXITED(reaped.status)) result.exit_code = WEXITSTATUS(reaped.status);
-  if (WIFSIGNALED(reaped.status)) result.signal = WTERMSIG(reaped.status);
   return result;
 }
 

@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <map>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -16,6 +15,7 @@
 #include "astraflow/tasks/command_reward.hpp"
 #include "astraflow/tasks/process_runner.hpp"
 #include "tasks/line_process.hpp"
+#include "tasks/process_registry.hpp"
 
 namespace astraflow {
 
@@ -162,34 +162,28 @@ RewardResult RewardWorkerPool::scoreOn(Slot& slot, const std::string& input_json
 
 namespace {
 
-std::mutex registry_mutex;
-std::map<std::tuple<std::vector<std::string>, int, double, std::uint64_t>, std::shared_ptr<RewardWorkerPool>>&
-workerPools() {
-  static std::map<std::tuple<std::vector<std::string>, int, double, std::uint64_t>, std::shared_ptr<RewardWorkerPool>>
-      pools;
+using WorkerKey = std::tuple<std::vector<std::string>, int, double, std::uint64_t>;
+using HttpKey = std::tuple<std::string, int, double>;
+detail::ProcessRegistry<WorkerKey, RewardWorkerPool>& workerPools() {
+  static detail::ProcessRegistry<WorkerKey, RewardWorkerPool> pools;
   return pools;
 }
-std::map<std::tuple<std::string, int, double>, std::shared_ptr<HttpRewardPool>>& httpPools() {
-  static std::map<std::tuple<std::string, int, double>, std::shared_ptr<HttpRewardPool>> pools;
+detail::ProcessRegistry<HttpKey, HttpRewardPool>& httpPools() {
+  static detail::ProcessRegistry<HttpKey, HttpRewardPool> pools;
   return pools;
 }
 
 }  // namespace
 
 std::shared_ptr<RewardWorkerPool> sharedRewardWorkerPool(const RewardWorkerOptions& o) {
-  std::lock_guard lock(registry_mutex);
-  const auto key = std::make_tuple(o.argv, o.workers, o.timeout_seconds, o.max_items);
-  if (const auto it = workerPools().find(key); it != workerPools().end()) return it->second;
-  auto pool = std::make_shared<RewardWorkerPool>(o);  // may throw: nothing is registered then
-  workerPools().emplace(key, pool);
-  return pool;
+  return workerPools().get({o.argv, o.workers, o.timeout_seconds, o.max_items},
+                           [&] { return std::make_shared<RewardWorkerPool>(o); });
 }
 
 RewardWorkerCounters sharedRewardWorkerCounters() {
-  std::lock_guard lock(registry_mutex);
   RewardWorkerCounters sum;
-  for (const auto& [key, pool] : workerPools()) sum += pool->counters();
-  for (const auto& [key, pool] : httpPools()) sum += pool->counters();
+  workerPools().forEach([&](const RewardWorkerPool& pool) { sum += pool.counters(); });
+  httpPools().forEach([&](const HttpRewardPool& pool) { sum += pool.counters(); });
   return sum;
 }
 
@@ -255,12 +249,7 @@ RewardResult HttpRewardPool::score(const std::string& input_json) {
 }
 
 std::shared_ptr<HttpRewardPool> sharedHttpRewardPool(const HttpRewardOptions& o) {
-  std::lock_guard lock(registry_mutex);
-  const auto key = std::make_tuple(o.url, o.workers, o.timeout_seconds);
-  if (const auto it = httpPools().find(key); it != httpPools().end()) return it->second;
-  auto pool = std::make_shared<HttpRewardPool>(o);
-  httpPools().emplace(key, pool);
-  return pool;
+  return httpPools().get({o.url, o.workers, o.timeout_seconds}, [&] { return std::make_shared<HttpRewardPool>(o); });
 }
 
 }  // namespace astraflow
