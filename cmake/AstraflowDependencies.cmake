@@ -13,6 +13,9 @@ pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
 # HTTP server and client (src/http): Debian's cpp-httplib, built with OpenSSL, zlib and brotli;
 # its pkg-config flags say so, and the header's class layouts depend on them.
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# Boost.Beast (libboost-dev, header-only with Asio): the WebSocket client OpenEnv sessions run over
+# (src/http/websocket.cpp). Debian's Boost 1.74 ships its CMake config.
+find_package(Boost 1.74 REQUIRED CONFIG COMPONENTS headers)
 # ICU (libicu-dev): the Unicode classes and normal forms of the tokenizer.json pipeline (src/text).
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
 # RE2 (libre2-dev): every pattern over model output, user files and config strings

@@ -19,6 +19,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libzstd-dev libxxhash-dev
   libcpp-httplib-dev  # HTTP server and client: astraflow serve, the http rollout backend (src/http)
+  libboost-dev  # Boost.Beast: the WebSocket client of OpenEnv sessions (src/http/websocket.cpp)
   libicu-dev  # Unicode classes and normal forms for tokenizer.json files (src/text)
   libre2-dev  # linear-time matching on model output, user patterns and config strings (src/core/text_pattern)
   libonig-dev  # Oniguruma, the regex engine of Hugging Face tokenizers: any Split pattern of a tokenizer.json (src/text)

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "astraflow/core/error.hpp"
 #include "astraflow/tasks/environment.hpp"
 #include "astraflow/tasks/mcp_client.hpp"
+#include "astraflow/tasks/openenv.hpp"
 #include "astraflow/tasks/reward_worker.hpp"
 
 namespace astraflow {
@@ -63,7 +65,9 @@ std::vector<std::string> scriptedTurns(const Environment& env, const std::vector
   }
   const auto reference = env.referenceActions();
   turns.insert(turns.end(), reference.begin(), reference.end());
-  if (reference.empty()) turns.push_back("I do not know.");
+  // No reference (an OpenEnv server knows the solutions, not us): the same plain turn until the
+  // episode ends, so the environment's replies to a wrong answer show.
+  if (reference.empty()) turns.resize(std::max<std::size_t>(turns.size() + 1, env.maxTurns()), "I do not know.");
   return turns;
 }
 
@@ -107,6 +111,15 @@ int envCheck(const EnvCheckArgs& a) {
       a.episodes, why.c_str(), static_cast<unsigned long long>(m.calls), static_cast<unsigned long long>(m.errors),
       static_cast<unsigned long long>(m.timeouts), static_cast<unsigned long long>(m.restarts),
       static_cast<unsigned long long>(v.started), static_cast<unsigned long long>(v.restarts));
+  if (options.name == "openenv") {
+    const OpenEnvCounters o = sharedOpenEnvCounters();
+    std::printf(
+        "OpenEnv: %llu sessions, %llu replies, %llu failed (%llu timed out, %llu malformed), %llu servers "
+        "restarted\n",
+        static_cast<unsigned long long>(o.sessions), static_cast<unsigned long long>(o.steps),
+        static_cast<unsigned long long>(o.errors), static_cast<unsigned long long>(o.timeouts),
+        static_cast<unsigned long long>(o.malformed), static_cast<unsigned long long>(o.restarts));
+  }
   return 0;
 }
 

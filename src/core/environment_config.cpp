@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "astraflow/core/config_checks.hpp"
@@ -67,6 +69,26 @@ void parseReward(YamlReader r, RewardSpec& s) {
   r.finish();
 }
 
+// The policies' folders, whose tokenizer and chat template the episodes are encoded with.
+void policyFolders(YamlReader& r, Config& cfg) {
+  DatasetTaskOptions& d = cfg.environment.dataset;
+  for (const auto& p : cfg.policies) {
+    if (p.model.hf_path.empty())
+      r.fail("name",
+             fmt::format("is {}, which encodes with the policy's own tokenizer and chat template, but policy "
+                         "'{}' has no model.hf folder (make one with `astraflow init-model`, or use a Hugging Face "
+                         "model folder)",
+                         cfg.environment.name, p.name));
+    d.tokenizer_folders.push_back(p.model.hf_path);
+  }
+}
+
+// How the policy's turns are rendered: the system prompt and the template's thinking switch.
+void chatKeys(YamlReader& r, DatasetTaskOptions& d) {
+  d.system_prompt = r.getString("system_prompt", d.system_prompt);
+  if (r.has("enable_thinking")) d.enable_thinking = r.getBool("enable_thinking", false) ? "true" : "false";
+}
+
 void parseDataset(YamlReader& r, Config& cfg) {
   DatasetTaskOptions& d = cfg.environment.dataset;
   d.train_files = absolutePaths(r, "train");
@@ -76,19 +98,10 @@ void parseDataset(YamlReader& r, Config& cfg) {
     r.fail("eval_fraction", "is set beside environment.eval; held-out rows come from one or the other");
   d.max_prompt_bytes = static_cast<std::uint64_t>(
       r.getInt("max_prompt_bytes", static_cast<std::int64_t>(d.max_prompt_bytes), 16, 1 << 30, "bytes"));
-  d.system_prompt = r.getString("system_prompt", d.system_prompt);
+  chatKeys(r, d);
   d.solution_field = r.getString("solution_field", d.solution_field);
-  if (r.has("enable_thinking")) d.enable_thinking = r.getBool("enable_thinking", false) ? "true" : "false";
   d.seed = cfg.run.seed;
-  for (const auto& p : cfg.policies) {
-    if (p.model.hf_path.empty())
-      r.fail("name",
-             fmt::format("is dataset, which encodes with the policy's own tokenizer and chat template, but policy "
-                         "'{}' has no model.hf folder (make one with `astraflow init-model`, or use a Hugging Face "
-                         "model folder)",
-                         p.name));
-    d.tokenizer_folders.push_back(p.model.hf_path);
-  }
+  policyFolders(r, cfg);
   parseReward(r.child("reward"), cfg.environment.reward);
 }
 
@@ -148,6 +161,75 @@ void parseTools(YamlReader r, EnvironmentOptions& e) {
   r.finish();
 }
 
+// A YAML value as JSON: mappings, sequences, and scalars as what they read as (a quoted scalar
+// stays a string).
+nlohmann::ordered_json toJson(const YAML::Node& n) {
+  using json = nlohmann::ordered_json;
+  if (n.IsMap()) {
+    json o = json::object();
+    for (const auto& kv : n) o[kv.first.Scalar()] = toJson(kv.second);
+    return o;
+  }
+  if (n.IsSequence()) {
+    json a = json::array();
+    for (const auto& v : n) a.push_back(toJson(v));
+    return a;
+  }
+  if (!n.IsScalar()) return nullptr;
+  const std::string& text = n.Scalar();
+  if (n.Tag() == "!") return text;
+  if (text == "true" || text == "false") return text == "true";
+  const json number = json::parse(text, nullptr, false);
+  return number.is_number() ? number : json(text);
+}
+
+// environment.openenv: the server (url or command) and how episodes talk to it.
+void parseOpenEnv(YamlReader r, EnvironmentOptions& e, const std::string& output_dir) {
+  OpenEnvOptions& o = e.openenv;
+  o.url = r.getString("url", o.url);
+  if (r.has("command")) o.command = r.requireStringList("command");
+  if (o.url.empty() == o.command.empty())
+    r.fail("url",
+           "give one of url (a running server, http://host:port) and command (a server each rollout rank "
+           "starts; {port} in an argument is the port it picks)");
+  if (!o.url.empty() && o.url.rfind("http://", 0) != 0)
+    r.fail("url", "given '" + o.url + "'; allowed: http://host:port");
+  if (!o.command.empty() &&
+      std::none_of(o.command.begin(), o.command.end(), [](const std::string& a) { return a.find("{port}") != a.npos; }))
+    r.fail("command",
+           "has no {port} argument: the rank picks a free port and the server must listen on it "
+           "(e.g. [python3, server.py, --port, \"{port}\"])");
+  if (const auto env = r.raw("env")) {
+    if (!env->IsMap()) r.fail("env", "given " + describe(*env) + "; allowed: a mapping of NAME: value");
+    for (const auto& kv : *env) {
+      if (!kv.second.IsScalar()) r.fail("env", "values must be strings");
+      o.env.emplace_back(kv.first.Scalar(), kv.second.Scalar());
+    }
+  }
+  const std::string log_dir = r.getString("log_dir", (std::filesystem::path(output_dir) / "openenv").string());
+  o.log_dir = std::filesystem::absolute(log_dir).lexically_normal().string();
+  o.action_field = r.getString("action_field", o.action_field);
+  if (o.action_field.empty()) r.fail("action_field", "is empty; name the action's text field (default: message)");
+  o.observation_field = r.getString("observation_field", o.observation_field);
+  o.observation_role = r.getChoice("observation_role", o.observation_role, {"user", "tool"});
+  if (const auto reset = r.raw("reset")) {
+    if (!reset->IsMap()) r.fail("reset", "given " + describe(*reset) + "; allowed: a mapping (extra fields of /reset)");
+    o.reset_json = toJson(*reset).dump();
+  }
+  o.seed_field = r.getString("seed_field", o.seed_field);
+  o.eval_seed_start = static_cast<std::uint64_t>(r.getInt(
+      "eval_seed_start", static_cast<std::int64_t>(o.eval_seed_start), 1, std::int64_t{1} << 53, "(a reset seed)"));
+  o.reward = r.getChoice("reward", o.reward, {"sum", "last"});
+  o.timeout_seconds = r.getDouble("timeout_seconds", o.timeout_seconds, 0.1, 3600.0);
+  o.start_seconds = r.getDouble("start_seconds", o.start_seconds, 1.0, 3600.0);
+  o.max_context_tokens =
+      static_cast<int>(r.getInt("max_context_tokens", o.max_context_tokens, 0, 1 << 24, "tokens (0: the model's)"));
+  o.observation_bytes = static_cast<std::uint64_t>(
+      r.getInt("observation_bytes", static_cast<std::int64_t>(o.observation_bytes), 16, 1 << 24, "bytes"));
+  if (r.has("stop")) o.stop = r.requireStringList("stop");
+  r.finish();
+}
+
 }  // namespace
 
 void parseEnvironment(YamlReader r, Config& cfg) {
@@ -170,7 +252,18 @@ void parseEnvironment(YamlReader r, Config& cfg) {
       r.fail("tool", "belongs to the tool environments (code_interpreter, doc_search); environment.name is 'dataset'");
     }
     if (r.has("tools")) parseTools(r.child("tools"), e);
+    if (r.has("openenv")) r.fail("openenv", fmt::format("belongs to environment.name: openenv, not '{}'", e.name));
+  } else if (e.name == "openenv") {
+    chatKeys(r, e.dataset);
+    policyFolders(r, cfg);
+    if (!r.has("openenv")) r.fail("openenv", "is required with environment.name: openenv (url or command, ...)");
+    parseOpenEnv(r.child("openenv"), e, cfg.run.output_dir);
+    for (const char* key : {"train", "eval", "eval_fraction", "max_prompt_bytes", "solution_field", "reward", "tool"})
+      if (r.has(key)) r.fail(key, "belongs to the dataset environments; an openenv episode's reward is the server's");
+    if (r.has("tools"))
+      r.fail("tools", "is not supported with openenv yet: an OpenEnv server's own tools are called through its step");
   } else {
+    if (r.has("openenv")) r.fail("openenv", fmt::format("belongs to environment.name: openenv, not '{}'", e.name));
     for (const char* key : {"train", "eval", "eval_fraction", "max_prompt_bytes", "system_prompt", "solution_field",
                             "enable_thinking", "reward", "tool", "tools"}) {
       if (r.has(key))

@@ -11,7 +11,7 @@ namespace astraflow {
 
 namespace {
 
-constexpr std::uint16_t kRankReportFormat = 3;
+constexpr std::uint16_t kRankReportFormat = 4;
 
 // Writes a struct's fields in their listed order.
 struct Put {
@@ -109,6 +109,8 @@ void RolloutReport::countRewardReason(std::string_view reason) {
     ++reward_crashed;
   else if (reason == "memory_limit")
     ++reward_memory_limit;
+  else if (reason == "env_error")
+    ++reward_env_error;
   else
     ++reward_other;
 }

@@ -70,7 +70,7 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
   const PolicySection* section = policy.empty() ? &config.policies.front() : config.findPolicy(policy);
   if (!section) throw Error(fmt::format("no policy '{}' in {}", policy, config.source));
   ModelConfig m = section->model;
-  if (usesPromptDataset(config.environment.name))
+  if (usesPolicyTokenizer(config.environment.name))
     m.tokenizer_folder = config.environment.dataset.tokenizer_folders.at(0);
   if (m.hf_path.empty()) {
     m.vocab_size = tokens.vocab_size;

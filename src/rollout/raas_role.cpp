@@ -19,6 +19,7 @@
 #include "astraflow/rollout/workflow.hpp"
 #include "astraflow/tasks/environment.hpp"
 #include "astraflow/tasks/mcp_client.hpp"
+#include "astraflow/tasks/openenv.hpp"
 #include "astraflow/tasks/reward_worker.hpp"
 #include "rollout/rollout_rank.hpp"
 #include "rollout/served_weights.hpp"
@@ -471,6 +472,9 @@ RolloutReport RolloutRank::report() {
   const McpCounters tools = sharedMcpCounters();
   r.mcp_calls = tools.calls, r.mcp_errors = tools.errors, r.mcp_timeouts = tools.timeouts;
   r.mcp_restarts = tools.restarts, r.mcp_malformed = tools.malformed;
+  const OpenEnvCounters env = sharedOpenEnvCounters();
+  r.openenv_sessions = env.sessions, r.openenv_steps = env.steps, r.openenv_errors = env.errors;
+  r.openenv_timeouts = env.timeouts, r.openenv_malformed = env.malformed, r.openenv_restarts = env.restarts;
   r.server_lost = lost_ ? 1 : 0;
   r.weight_write_seconds = write_seconds_;
   for (const auto& p : served_) {

@@ -13,6 +13,7 @@ std::unique_ptr<Environment> makeSearchEnvironment(const EnvironmentOptions& opt
 std::unique_ptr<Environment> makeDatasetEnvironment(const EnvironmentOptions& options);
 std::unique_ptr<Environment> makeCodeInterpreterEnvironment(const EnvironmentOptions& options);
 std::unique_ptr<Environment> makeDocSearchEnvironment(const EnvironmentOptions& options);
+std::unique_ptr<Environment> makeOpenEnvEnvironment(const EnvironmentOptions& options);
 // `dataset` with environment.tools.mcp: multi-turn with the MCP servers' tools only.
 std::unique_ptr<Environment> makeDatasetToolEnvironment(const EnvironmentOptions& options);
 

@@ -146,15 +146,10 @@ inline std::vector<char*> cStrings(const std::vector<std::string>& strings) {
   return out;
 }
 
-// A child started from `spec` (executable, argv, env, cwd, isolation) with its stdio on pipes: the
-// parent's ends, the child's closed here. Throws ChildStartError (the child reaped) when a set-up
-// step or the execve failed, Error when it could not be cloned.
-struct StartedChild {
-  ClonedChild cloned;
-  UniqueFd in, out, err;  // its stdin (write), stdout and stderr (read)
-};
-inline StartedChild startChild(const ProcessSpec& spec) {
-  Pipe in = makePipe(), out = makePipe(), err = makePipe();
+// A child started from `spec` (executable, argv, env, cwd, isolation) with `stdio` as its stdin,
+// stdout and stderr. Throws ChildStartError (the child reaped) when a set-up step or the execve
+// failed, Error when it could not be cloned.
+inline ClonedChild startChildWithStdio(const ProcessSpec& spec, const std::array<int, 3>& stdio) {
   const std::vector<char*> argv = cStrings(spec.argv);
   const std::vector<char*> env = spec.env ? cStrings(*spec.env) : std::vector<char*>{};
   ChildReport report;
@@ -162,16 +157,27 @@ inline StartedChild startChild(const ProcessSpec& spec) {
                  argv.data(),
                  spec.env ? env.data() : environ,
                  spec.cwd.empty() ? nullptr : spec.cwd.c_str(),
-                 {in.read.get(), out.write.get(), err.write.get()},
+                 stdio,
                  &spec.isolation,
                  &report};
-  StartedChild started{cloneChild(plan), std::move(in.write), std::move(out.read), std::move(err.read)};
+  const ClonedChild cloned = cloneChild(plan);
   if (report.step != ChildStep::None) {
-    ChildProcess(started.cloned.pid).reap();
+    ChildProcess(cloned.pid).reap();
     throw ChildStartError(fmt::format("cannot start {}: {} failed: {}", spec.executable, childStepName(report.step),
                                       std::strerror(report.error)));
   }
-  return started;  // the child's ends (in.read, out.write, err.write) close here
+  return cloned;
+}
+
+// The same with its stdio on pipes: the parent's ends, the child's closed here.
+struct StartedChild {
+  ClonedChild cloned;
+  UniqueFd in, out, err;  // its stdin (write), stdout and stderr (read)
+};
+inline StartedChild startChild(const ProcessSpec& spec) {
+  Pipe in = makePipe(), out = makePipe(), err = makePipe();
+  const ClonedChild cloned = startChildWithStdio(spec, {in.read.get(), out.write.get(), err.write.get()});
+  return {cloned, std::move(in.write), std::move(out.read), std::move(err.read)};  // the child's ends close here
 }
 
 }  // namespace astraflow::detail

@@ -202,7 +202,7 @@ std::unique_ptr<Environment> makeDatasetEnvironment(const EnvironmentOptions& op
 }  // namespace detail
 
 std::unique_ptr<Tokenizer> makeEnvironmentTokenizer(const EnvironmentOptions& options) {
-  if (!usesPromptDataset(options.name)) return makeTaskTokenizer();
+  if (!usesPolicyTokenizer(options.name)) return makeTaskTokenizer();
   const auto& folders = options.dataset.tokenizer_folders;
   if (folders.empty()) throw Error("environment dataset: no policy folder to take the tokenizer from");
   const std::filesystem::path first = std::filesystem::path(folders[0]) / "tokenizer.json";

@@ -19,6 +19,7 @@
 #include "astraflow/tasks/tool_call.hpp"
 #include "tasks/builtin_environments.hpp"
 #include "tasks/dataset_environment.hpp"
+#include "tasks/text_match.hpp"
 
 namespace astraflow {
 
@@ -62,15 +63,7 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// `text` cut to `limit` bytes (at a UTF-8 character boundary), saying how much was cut.
-std::string capped(std::string text, std::uint64_t limit) {
-  if (text.size() <= limit) return text;
-  std::size_t cut = limit;
-  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  const std::size_t dropped = text.size() - cut;
-  text.resize(cut);
-  return text + fmt::format("\n[{} more bytes cut]", dropped);
-}
+using detail::capped;
 
 // One tool: its name, the schema the chat template shows the policy, and what a call does.
 class Tool {

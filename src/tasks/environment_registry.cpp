@@ -17,12 +17,13 @@ struct EnvironmentEntry {
   std::unique_ptr<Environment> (*make)(const EnvironmentOptions&);
 };
 
-constexpr std::array<EnvironmentEntry, 5> kEnvironments = {{
+constexpr std::array<EnvironmentEntry, 6> kEnvironments = {{
     {"arithmetic", &detail::makeArithmeticEnvironment},
     {"search", &detail::makeSearchEnvironment},
     {"dataset", &detail::makeDatasetEnvironment},
     {"code_interpreter", &detail::makeCodeInterpreterEnvironment},
     {"doc_search", &detail::makeDocSearchEnvironment},
+    {"openenv", &detail::makeOpenEnvEnvironment},
 }};
 
 }  // namespace

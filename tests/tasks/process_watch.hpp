@@ -4,6 +4,7 @@
 // kernel offers (namespaces, Landlock), probed independently of the code under test.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,6 +50,20 @@ inline std::vector<int> processesWith(const std::string& marker, const std::stri
       found.push_back(std::stoi(name));
   }
   return found;
+}
+
+// Kills `pid`, a child of this process, and waits (up to 5 s) until waiting for it would report it,
+// without reaping it. Its /proc state shows Z earlier, while the other threads of a threaded
+// program are still exiting: the code under test must not be raced against that moment.
+inline bool killChildAndWait(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  for (int i = 0; i < 500; ++i) {
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return false;
+    if (info.si_pid == pid) return true;
+    usleep(10000);
+  }
+  return false;
 }
 
 inline bool landlockAvailable() { return syscall(SYS_landlock_create_ruleset, nullptr, 0, 1U) > 0; }

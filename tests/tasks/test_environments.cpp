@@ -366,11 +366,12 @@ TEST(EnvironmentRegistry, ListsAndBuildsTheBuiltins) {
   const auto names = environmentNames();
   EXPECT_NE(std::find(names.begin(), names.end(), "arithmetic"), names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "search"), names.end());
-  for (const char* dataset : {"dataset", "code_interpreter", "doc_search"})
-    EXPECT_NE(std::find(names.begin(), names.end(), dataset), names.end()) << dataset;
+  for (const char* chat : {"dataset", "code_interpreter", "doc_search", "openenv"})
+    EXPECT_NE(std::find(names.begin(), names.end(), chat), names.end()) << chat;
   for (const auto& name : names) {
-    // Dataset environments need files and a tokenizer folder: test_dataset_env.cpp, test_tool_env.cpp.
-    if (usesPromptDataset(name)) continue;
+    // Chat environments need a tokenizer folder (and files or a server): test_dataset_env.cpp,
+    // test_tool_env.cpp, test_openenv.cpp.
+    if (usesPolicyTokenizer(name)) continue;
     EnvironmentOptions options;
     options.name = name;
     EXPECT_EQ(makeEnvironment(options)->name(), name);

@@ -70,15 +70,7 @@ TEST(McpClient, TheSdkServersToolsAndCalls) {
       if (parent == ::getpid()) pids.push_back(pid);
     }
     ASSERT_EQ(pids.size(), 1U);
-    ::kill(pids[0], SIGKILL);
-    // SIGKILL is delivered on its own time: wait until it is a zombie (ended, not yet reaped).
-    for (int i = 0; i < 500; ++i) {
-      std::ifstream stat(fmt::format("/proc/{}/stat", pids[0]));
-      std::string pid, comm, state;
-      stat >> pid >> comm >> state;
-      if (state == "Z") break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+    ASSERT_TRUE(test::killChildAndWait(pids[0]));
     EXPECT_EQ(client.call("add", {{"a", 1}, {"b", 1}}), "2.0");
     const McpCounters c = client.counters();
     EXPECT_EQ(c.calls, 7U);

@@ -73,11 +73,37 @@ struct ToolOptions {
   std::uint64_t document_bytes = 512;  // of each document's text in a reply
 };
 
+// The `openenv` environment (config section `environment.openenv`, docs/tasks.md "OpenEnv
+// environments"): each episode is one session on an OpenEnv server's WebSocket endpoint /ws.
+struct OpenEnvOptions {
+  std::string url;  // a running server, http://host:port; empty: `command` is started
+  // A server each rollout rank starts itself ("{port}" in an argument: a free port the rank picks)
+  std::vector<std::string> command;
+  std::vector<std::pair<std::string, std::string>> env;  // added to the host's environment
+  std::string log_dir;                                   // where a started server's log goes
+  std::string action_field = "message";                  // the action object's field that receives the policy's text
+  std::string observation_field;          // the observation field shown to the policy; empty: the first string one
+  std::string observation_role = "user";  // user | tool: the chat role observations are rendered as
+  std::string reset_json = "{}";          // a JSON object merged into every reset's data
+  std::string seed_field = "seed";        // the reset field that carries the episode's seed
+  // Training seeds are 0 … eval_seed_start-1 (cycled); held-out ones eval_seed_start, +1, …
+  std::uint64_t eval_seed_start = 1000000;
+  std::string reward = "sum";              // sum | last: of the step rewards, the episode's reward
+  double timeout_seconds = 30;             // each connect, reset and step
+  double start_seconds = 120;              // a started server's /health must answer within it
+  int max_context_tokens = 0;              // an episode past it ends truncated; 0: the model's max_seq_len
+  std::uint64_t observation_bytes = 8192;  // of an observation shown to the policy (the rest cut, said so)
+  std::vector<std::string> stop;           // text that also ends a turn, beside the end-of-turn token
+};
+
 // The environments over JSONL prompt datasets, encoded with the policy folder's tokenizer and
 // chat template: `dataset`, `code_interpreter`, `doc_search`.
 inline bool usesPromptDataset(const std::string& name) {
   return name == "dataset" || name == "code_interpreter" || name == "doc_search";
 }
+// Those and `openenv`: episodes are chats, encoded with the policy folder's tokenizer and chat
+// template (DatasetTaskOptions::tokenizer_folders).
+inline bool usesPolicyTokenizer(const std::string& name) { return usesPromptDataset(name) || name == "openenv"; }
 
 // Options of the environments (config section `environment`, docs/configuration.md).
 struct EnvironmentOptions {
@@ -87,7 +113,7 @@ struct EnvironmentOptions {
   std::string operators = "+-";  // any of + - *
   // search
   int corpus_size = 64;  // key–value facts generated from the seed
-  int max_turns = 4;     // agent turns per episode (search, code_interpreter, doc_search)
+  int max_turns = 4;     // agent turns per episode (search, code_interpreter, doc_search, openenv)
   // environment.tools.mcp: MCP servers whose tools join the episode's (the dataset environments)
   std::vector<McpServerOptions> mcp_servers;
   std::uint64_t corpus_seed = 7;  // the corpus is a function of this seed
@@ -95,6 +121,7 @@ struct EnvironmentOptions {
   DatasetTaskOptions dataset;
   RewardSpec reward;
   ToolOptions tool;  // code_interpreter, doc_search
+  OpenEnvOptions openenv;
 };
 
 }  // namespace astraflow

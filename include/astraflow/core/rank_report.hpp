@@ -69,6 +69,7 @@ struct RolloutReport {
   std::uint64_t reward_correct = 0, reward_wrong = 0, reward_no_answer = 0, reward_invalid = 0;
   std::uint64_t reward_timeout = 0, reward_crashed = 0, reward_memory_limit = 0, reward_other = 0;
   std::uint64_t reward_unstated = 0;
+  std::uint64_t reward_env_error = 0;  // an environment server failed the episode (openenv)
   // An http generation backend's figures (docs/rollout-backends.md); 0 with the engine.
   // failed_episodes: episodes whose generation failed past the retries, sent as error records.
   std::uint64_t backend_requests = 0, backend_retries = 0, backend_failed = 0, backend_transport_errors = 0;
@@ -91,6 +92,10 @@ struct RolloutReport {
   // Tools of MCP servers (environment.tools.mcp, tasks/mcp_client.hpp): calls, those answered
   // "error: …", those past the timeout, servers started again, lines that were not JSON-RPC.
   std::uint64_t mcp_calls = 0, mcp_errors = 0, mcp_timeouts = 0, mcp_restarts = 0, mcp_malformed = 0;
+  // OpenEnv servers (environment.name openenv, tasks/openenv.hpp): sessions opened, resets and
+  // steps answered, those that failed (of them: timeouts, malformed replies), servers started again.
+  std::uint64_t openenv_sessions = 0, openenv_steps = 0, openenv_errors = 0, openenv_timeouts = 0;
+  std::uint64_t openenv_malformed = 0, openenv_restarts = 0;
 
   void countRewardReason(std::string_view reason);
 
@@ -105,6 +110,7 @@ struct RolloutReport {
     v("reward_timeout", s.reward_timeout), v("reward_crashed", s.reward_crashed);
     v("reward_memory_limit", s.reward_memory_limit);
     v("reward_other", s.reward_other), v("reward_unstated", s.reward_unstated);
+    v("reward_env_error", s.reward_env_error);
     v("backend_requests", s.backend_requests), v("backend_retries", s.backend_retries);
     v("backend_failed", s.backend_failed), v("backend_transport_errors", s.backend_transport_errors);
     v("backend_http_errors", s.backend_http_errors), v("backend_malformed", s.backend_malformed);
@@ -125,6 +131,9 @@ struct RolloutReport {
     v("verifier_started", s.verifier_started), v("verifier_restarts", s.verifier_restarts);
     v("mcp_calls", s.mcp_calls), v("mcp_errors", s.mcp_errors), v("mcp_timeouts", s.mcp_timeouts);
     v("mcp_restarts", s.mcp_restarts), v("mcp_malformed", s.mcp_malformed);
+    v("openenv_sessions", s.openenv_sessions), v("openenv_steps", s.openenv_steps);
+    v("openenv_errors", s.openenv_errors), v("openenv_timeouts", s.openenv_timeouts);
+    v("openenv_malformed", s.openenv_malformed), v("openenv_restarts", s.openenv_restarts);
   }
 };
 

@@ -64,7 +64,7 @@ class Environment {
   virtual std::map<std::string, std::string> metadata() const = 0;
 };
 
-// Registry by name: "arithmetic", "search", "dataset", "code_interpreter", "doc_search". Unknown name →
+// Registry by name: "arithmetic", "search", "dataset", "code_interpreter", "doc_search", "openenv". Unknown name →
 // std::invalid_argument listing the registered names.
 std::unique_ptr<Environment> makeEnvironment(const EnvironmentOptions& options);
 std::vector<std::string> environmentNames();

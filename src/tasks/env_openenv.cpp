@@ -1,0 +1,209 @@
+// The `openenv` environment (docs/tasks.md, "OpenEnv environments"): one episode is one session
+// on an OpenEnv server's WebSocket /ws — {"type": "reset", "data": {seed, ...}} at the start,
+// {"type": "step", "data": {<action_field>: the policy's turn}} per turn, each answered
+// {"type": "observation", "data": {"observation": {...}, "reward": r, "done": d}}. Observations
+// are rendered by the policy's chat template as user (or tool) turns with loss mask 0, as the
+// built-in multi-turn environments' replies are. Whatever goes wrong with the server ends the
+// episode with reward 0 and reason `env_error` or `timeout`, counted; it never throws.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "astraflow/http/websocket.hpp"
+#include "astraflow/text/chat_template.hpp"
+#include "tasks/builtin_environments.hpp"
+#include "tasks/openenv_server.hpp"
+#include "tasks/process_registry.hpp"
+#include "tasks/text_match.hpp"
+
+namespace astraflow {
+namespace {
+
+using json = nlohmann::ordered_json;
+using std::chrono::milliseconds;
+
+// An OpenEnv message is small; an observation past this is a broken server, not a big answer.
+constexpr std::size_t kMaxMessageBytes = std::size_t{16} << 20;
+
+std::shared_ptr<const ChatTemplate> sharedChat(const std::string& folder) {
+  static detail::ProcessRegistry<std::string, const ChatTemplate> chats;
+  return chats.get(folder, [&] { return std::make_shared<const ChatTemplate>(ChatTemplate::load(folder)); });
+}
+
+// The text of `observation` shown to the policy: the configured field, else the first string
+// field (named once in the log), else the whole object as JSON.
+std::string observationText(const json& observation, const std::string& field) {
+  if (!field.empty()) {
+    const auto it = observation.find(field);
+    if (it == observation.end()) return fmt::format("[the observation has no field \"{}\"]", field);
+    return it->is_string() ? it->get<std::string>() : it->dump();
+  }
+  for (const auto& [name, value] : observation.items()) {
+    if (!value.is_string()) continue;
+    static std::once_flag logged;
+    std::call_once(logged, [&, n = name] {
+      spdlog::info("environment.openenv: showing the observation's field \"{}\" (set observation_field to choose)", n);
+    });
+    return value.get<std::string>();
+  }
+  return observation.dump();
+}
+
+class OpenEnvEnvironment final : public Environment {
+ public:
+  explicit OpenEnvEnvironment(const EnvironmentOptions& options)
+      : options_(options),
+        o_(options_.openenv),
+        chat_(sharedChat(options.dataset.tokenizer_folders.at(0))),
+        timeout_(static_cast<std::int64_t>(o_.timeout_seconds * 1000)) {
+    reset_data_ = json::parse(o_.reset_json);
+  }
+
+  ~OpenEnvEnvironment() override { endSession(); }
+  OpenEnvEnvironment(const OpenEnvEnvironment&) = delete;
+  OpenEnvEnvironment& operator=(const OpenEnvEnvironment&) = delete;
+
+  std::string name() const override { return "openenv"; }
+  bool rendersWholeSequence() const override { return true; }
+  std::vector<std::string> stopStrings() const override { return o_.stop; }
+  std::vector<std::string> referenceActions() const override { return {}; }  // the server knows no solutions
+  int maxTurns() const override { return options_.max_turns; }
+  int maxContextTokens() const override { return o_.max_context_tokens; }
+  std::uint64_t trainingId(std::uint64_t k) const override { return k % o_.eval_seed_start; }
+  std::uint64_t heldOutId(std::uint64_t k) const override { return o_.eval_seed_start + k; }
+  std::map<std::string, std::string> metadata() const override { return {{"seed", std::to_string(seed_)}}; }
+
+  std::string reset(std::uint64_t problem_id) override {
+    // On first use, not at construction: the dataflow rank makes environments for their ids only.
+    if (!server_) server_ = detail::sharedOpenEnvServer(o_);
+    seed_ = problem_id;
+    turns_ = 0;
+    total_ = last_ = 0.0;
+    failure_.clear();
+    endSession();
+    json data = reset_data_;
+    data[o_.seed_field] = problem_id;
+    std::optional<json> reply = exchange({{"type", "reset"}, {"data", data}});
+    // A connection that failed because the server died is tried once more on the revived one.
+    if (!reply && revived_) reply = exchange({{"type", "reset"}, {"data", data}});
+    std::string first = reply ? text(*reply) : fmt::format("[the environment could not be reached: {}]", failure_);
+    json messages = json::array();
+    if (!options_.dataset.system_prompt.empty())
+      messages.push_back({{"role", "system"}, {"content", options_.dataset.system_prompt}});
+    messages.push_back({{"role", "user"}, {"content", std::move(first)}});
+    return chat_->render(messages, chatOptions());
+  }
+
+  StepResult step(std::string_view action) override {
+    ++turns_;
+    // The reset failed: the episode ends at its first turn with the failure's reason.
+    if (!failure_.empty()) return {"", 0.0, failure_, true};
+    const std::optional<json> reply = exchange({{"type", "step"}, {"data", {{o_.action_field, std::string(action)}}}});
+    if (!reply) return {"", 0.0, failure_, true};
+    const json& data = (*reply)["data"];
+    const double reward = data.contains("reward") && data["reward"].is_number() ? data["reward"].get<double>() : 0.0;
+    total_ += reward;
+    last_ = reward;
+    if (data.value("done", false)) {
+      endSession();
+      const double r = o_.reward == "last" ? last_ : total_;
+      return {"", r, r > 0 ? "correct" : "wrong", true};
+    }
+    return {chat_->continuation({{"role", o_.observation_role}, {"content", text(*reply)}}, chatOptions()), 0.0, "",
+            false};
+  }
+
+ private:
+  // Ends the episode's session as the protocol does ({"type": "close"}, then the server closes).
+  void endSession() {
+    if (session_) session_->finish(R"({"type":"close"})", std::chrono::milliseconds(1000));
+    session_.reset();
+  }
+
+  ChatOptions chatOptions() const {
+    ChatOptions c;
+    c.add_generation_prompt = true;
+    if (!options_.dataset.enable_thinking.empty())
+      c.extra["enable_thinking"] = options_.dataset.enable_thinking == "true";
+    return c;
+  }
+
+  std::string text(const json& reply) const {
+    return detail::capped(observationText(reply["data"]["observation"], o_.observation_field), o_.observation_bytes);
+  }
+
+  // Sends `message` on the episode's session (opened on first use) and reads the reply. nullopt
+  // when it failed: failure_ says why (`timeout`, `env_error`), the session is dropped, a dead
+  // server of this rank started again (revived_).
+  std::optional<json> exchange(const json& message) {
+    auto& c = server_->counters();
+    revived_ = false;
+    std::string what;
+    bool dropped = false;  // the connection failed (not a timeout): the server may have died
+    try {
+      if (!session_) {
+        const auto endpoint = server_->sessionEndpoint();
+        generation_ = endpoint.generation;
+        session_ = std::make_unique<WebSocketClient>(endpoint.url, timeout_, kMaxMessageBytes);
+        ++c.sessions;
+      }
+      session_->send(message.dump(), timeout_);
+      const json reply = json::parse(session_->receive(timeout_), nullptr, false);
+      if (reply.is_object() && reply.value("type", "") == "observation" && reply.contains("data") &&
+          reply["data"].is_object() && reply["data"].contains("observation") &&
+          reply["data"]["observation"].is_object()) {
+        ++c.steps;
+        failure_.clear();
+        return reply;
+      }
+      if (reply.is_object() && reply.value("type", "") == "error") {
+        what = "the server answered an error: " + reply.value("data", json::object()).dump();
+      } else {
+        ++c.malformed;
+        what = "the server's reply is not an OpenEnv observation message";
+      }
+      failure_ = "env_error";
+    } catch (const WebSocketError& e) {
+      what = e.what();
+      failure_ = e.timedOut() ? "timeout" : "env_error";
+      if (e.timedOut()) ++c.timeouts;
+      dropped = !e.timedOut();
+    }
+    ++c.errors;
+    session_.reset();
+    if (c.errors.load() <= 5 || c.errors.load() % 100 == 0)
+      spdlog::warn("environment.openenv: episode seed {}: {} ({} failures so far)", seed_, what, c.errors.load());
+    revived_ = server_->reviveIfDead(generation_, std::chrono::milliseconds(dropped ? 1000 : 0));
+    return std::nullopt;
+  }
+
+  EnvironmentOptions options_;
+  const OpenEnvOptions& o_;
+  std::shared_ptr<detail::OpenEnvServer> server_;
+  std::shared_ptr<const ChatTemplate> chat_;
+  milliseconds timeout_;
+  json reset_data_;
+  std::unique_ptr<WebSocketClient> session_;
+  int generation_ = 0;  // the server start session_ was opened on
+  std::uint64_t seed_ = 0;
+  int turns_ = 0;
+  double total_ = 0.0, last_ = 0.0;
+  std::string failure_;
+  bool revived_ = false;
+};
+
+}  // namespace
+
+namespace detail {
+
+std::unique_ptr<Environment> makeOpenEnvEnvironment(const EnvironmentOptions& options) {
+  if (options.dataset.tokenizer_folders.empty())
+    throw std::invalid_argument("environment.name: openenv needs the policy's model.hf folder (its chat template)");
+  return std::make_unique<OpenEnvEnvironment>(options);
+}
+
+}  // namespace detail
+}  // namespace astraflow

@@ -1,0 +1,62 @@
+#pragma once
+// The OpenEnv server behind a rank's `openenv` episodes (env_openenv.cpp): a running one at
+// environment.openenv.url, or one this rank started from environment.openenv.command on a port
+// it picked, health-checked (GET /health) before the first episode and started again when it has
+// died. One per process and options (episodes are made per task; the server stays).
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "astraflow/core/environment_options.hpp"
+#include "astraflow/tasks/openenv.hpp"
+#include "tasks/server_process.hpp"
+
+namespace astraflow::detail {
+
+class OpenEnvServer {
+ public:
+  // Starts the server (command) and waits for /health, or checks the running one's /health.
+  // Throws Error naming environment.openenv and, for a started server, its log's last lines.
+  explicit OpenEnvServer(const OpenEnvOptions& options);
+  ~OpenEnvServer();
+  OpenEnvServer(const OpenEnvServer&) = delete;
+  OpenEnvServer& operator=(const OpenEnvServer&) = delete;
+
+  // Where each episode opens its session (ws://host:port/ws), and which start of the server it
+  // reaches (0, then 1 after a restart, …).
+  struct Endpoint {
+    std::string url;
+    int generation = 0;
+  };
+  Endpoint sessionEndpoint() const;
+  // After a session on start `generation` failed: a server this rank started that has ended (or
+  // ends within `grace`: a connection the server dropped) is started again and waited for. True
+  // when it was; false when it is alive, not ours, would not start, or was started again already.
+  bool reviveIfDead(int generation, std::chrono::milliseconds grace);
+
+  // Figures the episodes add to; read by sharedOpenEnvCounters().
+  struct Counters {
+    std::atomic<std::uint64_t> sessions{0}, steps{0}, errors{0}, timeouts{0}, malformed{0}, restarts{0};
+  };
+  Counters& counters() { return counters_; }
+  const Counters& counters() const { return counters_; }
+
+ private:
+  void start();                 // a fresh process on a fresh port; throws Error
+  void waitHealthy();           // throws Error past start_seconds or when the process ends
+  std::string logNote() const;  // "; its log (<path>) ends: …" for a started server
+
+  OpenEnvOptions options_;
+  mutable std::mutex mutex_;
+  std::unique_ptr<ServerProcess> process_;
+  std::string base_url_;  // http://host:port
+  int starts_ = 0;
+  Counters counters_;
+};
+
+// The process's server for these options.
+std::shared_ptr<OpenEnvServer> sharedOpenEnvServer(const OpenEnvOptions& options);
+
+}  // namespace astraflow::detail

@@ -1,0 +1,303 @@
+// The `openenv` environment against real servers on 127.0.0.1: the example written with
+// openenv-core (examples/openenv_guess/server.py) and a server that misbehaves on purpose
+// (openenv_faulty_server.py). Each server is started by the environment itself (command).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "astraflow/core/config.hpp"
+#include "astraflow/core/error.hpp"
+#include "astraflow/tasks/environment.hpp"
+#include "astraflow/tasks/openenv.hpp"
+#include "astraflow/text/chat_template.hpp"
+#include "astraflow/text/hf_tokenizer_files.hpp"
+#include "io/temp_dir.hpp"
+#include "tasks/process_watch.hpp"
+
+using namespace astraflow;
+using json = nlohmann::ordered_json;
+
+namespace openenv_tests {
+
+struct Fixture {
+  test::TempDir dir;
+  EnvironmentOptions options;
+
+  // The server `script_variable` names, started as `python script <port arguments>`.
+  Fixture(const char* script_variable, std::vector<std::string> port_arguments) {
+    const char* python = std::getenv("ASTRAFLOW_PYTHON");
+    const char* script = std::getenv(script_variable);
+    if (python == nullptr || script == nullptr) throw std::runtime_error("run under ctest (ASTRAFLOW_PYTHON)");
+    std::filesystem::create_directories(dir.file("model"));
+    writeByteLevelTokenizer(dir.file("model"));
+    options.name = "openenv";
+    options.max_turns = 5;
+    options.dataset.tokenizer_folders = {dir.file("model")};
+    options.openenv.command = {python, script};
+    for (auto& a : port_arguments) options.openenv.command.push_back(std::move(a));
+    options.openenv.log_dir = dir.file("logs");
+    options.openenv.start_seconds = 120;
+    options.openenv.timeout_seconds = 30;
+  }
+};
+
+Fixture guessGame() { return Fixture("ASTRAFLOW_OPENENV_EXAMPLE", {"--port", "{port}"}); }
+Fixture faultyServer() { return Fixture("ASTRAFLOW_OPENENV_FAULTY", {"{port}"}); }
+
+// The direct children of this process running `script` (another test may run the same one).
+std::vector<int> childrenRunning(const std::string& script) {
+  std::vector<int> pids;
+  for (const int pid : test::processesWith(script)) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string id, comm, state;
+    int parent = 0;
+    stat >> id >> comm >> state >> parent;
+    if (parent == ::getpid() && state != "Z") pids.push_back(pid);
+  }
+  return pids;
+}
+
+// Binary search on every game at once, one turn of each in turn: a session that saw another's
+// game would answer hints for the wrong number and miss. Returns the number each episode found.
+std::vector<int> playAll(std::vector<std::unique_ptr<Environment>>& envs, const std::vector<std::uint64_t>& seeds) {
+  const std::size_t n = envs.size();
+  std::vector<int> low(n, 1), high(n, 16), found(n, 0);
+  std::vector<bool> done(n, false);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string prompt = envs[i]->reset(seeds[i]);
+    EXPECT_NE(prompt.find("from 1 to 16. You have 5 guesses"), std::string::npos) << prompt;
+  }
+  for (int turn = 0; turn < 5; ++turn) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (done[i]) continue;
+      const int guess = (low[i] + high[i]) / 2;
+      const StepResult s = envs[i]->step("My guess is " + std::to_string(guess) + ".");
+      if (s.done) {
+        done[i] = true;
+        EXPECT_EQ(s.reason, "correct") << "seed " << seeds[i] << " guess " << guess;
+        EXPECT_EQ(s.reward, 1.0);
+        found[i] = guess;
+      } else if (s.observation.find("Higher.") != std::string::npos) {
+        low[i] = guess + 1;
+      } else {
+        EXPECT_NE(s.observation.find("Lower."), std::string::npos) << s.observation;
+        high[i] = guess - 1;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) EXPECT_TRUE(done[i]) << "seed " << seeds[i];
+  return found;
+}
+
+TEST(OpenEnv, ConcurrentEpisodesPlayTheirOwnGamesOnTheOpenEnvCoreExample) {
+  Fixture f = guessGame();
+  f.options.openenv.reset_json = R"({"turns": 5})";
+  f.options.openenv.observation_field = "prompt";
+  const OpenEnvCounters before = sharedOpenEnvCounters();
+
+  // Twelve sessions at once, then the same seeds one at a time: the same numbers.
+  std::vector<std::unique_ptr<Environment>> envs;
+  std::vector<std::uint64_t> seeds;
+  for (std::uint64_t k = 0; k < 12; ++k) {
+    envs.push_back(makeEnvironment(f.options));
+    seeds.push_back(envs.back()->trainingId(k));
+  }
+  const std::vector<int> together = playAll(envs, seeds);
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    std::vector<std::unique_ptr<Environment>> one;
+    one.push_back(makeEnvironment(f.options));
+    EXPECT_EQ(playAll(one, {seeds[i]}), std::vector<int>{together[i]}) << "seed " << seeds[i];
+  }
+  std::set<int> distinct(together.begin(), together.end());
+  EXPECT_GT(distinct.size(), 4U);  // the seeds draw different games
+
+  // The prompt is the policy's chat template over the observation's `prompt` field, as a user turn.
+  auto env = makeEnvironment(f.options);
+  const std::string prompt = env->reset(envs.front()->heldOutId(0));
+  const ChatTemplate chat = ChatTemplate::load(f.dir.file("model"));
+  ChatOptions o;
+  o.add_generation_prompt = true;
+  const std::string first =
+      "I am thinking of a whole number from 1 to 16. You have 5 guesses; after each wrong one I say whether my "
+      "number is higher or lower. Answer with the number only.";
+  EXPECT_EQ(prompt, chat.render(json::array({{{"role", "user"}, {"content", first}}}), o));
+  EXPECT_EQ(envs.front()->heldOutId(0), 1000000U);  // held-out seeds start at eval_seed_start
+  const StepResult s = env->step("no idea");
+  EXPECT_FALSE(s.done);
+  EXPECT_EQ(
+      s.observation,
+      chat.continuation({{"role", "user"}, {"content", "That is not a number. Answer with the number only."}}, o));
+
+  const OpenEnvCounters c = sharedOpenEnvCounters();
+  EXPECT_EQ(c.errors - before.errors, 0U);
+  EXPECT_EQ(c.malformed - before.malformed, 0U);
+  EXPECT_GE(c.sessions - before.sessions, 25U);
+}
+
+TEST(OpenEnv, AKilledServerEndsItsEpisodesWithEnvErrorAndIsStartedAgain) {
+  Fixture f = guessGame();
+  // A copy of the example: a server of its own (the other test's stays), found by its path.
+  std::filesystem::copy_file(f.options.openenv.command[1], f.dir.file("guess_to_kill.py"));
+  f.options.openenv.command[1] = f.dir.file("guess_to_kill.py");
+  const OpenEnvCounters before = sharedOpenEnvCounters();
+  auto a = makeEnvironment(f.options);
+  auto b = makeEnvironment(f.options);
+  a->reset(1);
+  b->reset(2);
+  const auto pids = childrenRunning("guess_to_kill.py");
+  ASSERT_FALSE(pids.empty());
+  for (const int pid : pids) ASSERT_TRUE(test::killChildAndWait(pid));
+
+  // The episode in flight ends (reward 0, env_error); the server is started again for the rest.
+  const StepResult lost = a->step("8");
+  EXPECT_TRUE(lost.done);
+  EXPECT_EQ(lost.reason, "env_error");
+  EXPECT_EQ(lost.reward, 0.0);
+  const StepResult also = b->step("8");
+  EXPECT_TRUE(also.done);
+  EXPECT_EQ(also.reason, "env_error");
+  const std::string prompt = a->reset(3);
+  EXPECT_NE(prompt.find("from 1 to 16"), std::string::npos) << prompt;
+  EXPECT_FALSE(a->step("8").reason == "env_error");
+  const OpenEnvCounters c = sharedOpenEnvCounters();
+  EXPECT_EQ(c.restarts - before.restarts, 1U);
+  EXPECT_EQ(c.errors - before.errors, 2U);
+  // The server's output went to its log in log_dir, one file per start.
+  std::size_t logs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(f.dir.file("logs"))) logs += entry.is_regular_file();
+  EXPECT_EQ(logs, 2U);
+}
+
+TEST(OpenEnv, EveryKindOfBadReplyEndsTheEpisodeCountedAndNeverThrows) {
+  Fixture f = faultyServer();
+  f.options.openenv.timeout_seconds = 1.0;
+  const struct {
+    const char* mode;
+    const char* reason;
+    bool malformed, timeout;
+  } cases[] = {
+      {"ok", "correct", false, false},       {"garbage", "env_error", true, false},
+      {"error", "env_error", false, false},  {"wrong", "env_error", true, false},
+      {"slow", "timeout", false, true},      {"huge", "env_error", false, false},
+      {"hangup", "env_error", false, false}, {"exit", "env_error", false, false},
+      {"ok", "correct", false, false},
+  };
+  for (const auto& c : cases) {
+    f.options.openenv.reset_json = json{{"mode", c.mode}}.dump();
+    auto env = makeEnvironment(f.options);
+    const OpenEnvCounters before = sharedOpenEnvCounters();
+    const std::string prompt = env->reset(7);
+    EXPECT_NE(prompt.find(std::string("mode ") + c.mode + ", seed 7"), std::string::npos) << prompt;
+    const StepResult s = env->step("anything");
+    EXPECT_TRUE(s.done) << c.mode;
+    EXPECT_EQ(s.reason, c.reason) << c.mode;
+    EXPECT_EQ(s.reward, std::string(c.reason) == "correct" ? 0.5 : 0.0) << c.mode;
+    const OpenEnvCounters after = sharedOpenEnvCounters();
+    EXPECT_EQ(after.errors - before.errors, std::string(c.reason) == "correct" ? 0U : 1U) << c.mode;
+    EXPECT_EQ(after.malformed - before.malformed, c.malformed ? 1U : 0U) << c.mode;
+    EXPECT_EQ(after.timeouts - before.timeouts, c.timeout ? 1U : 0U) << c.mode;
+    // The server that exited was started again for the next case.
+    EXPECT_EQ(after.restarts - before.restarts, std::string(c.mode) == "exit" ? 1U : 0U) << c.mode;
+  }
+}
+
+// The server starts with the rank's first episode (the dataflow rank makes environments only for
+// their problem ids): one that cannot start fails that reset, naming the key and its log.
+TEST(OpenEnv, AServerThatCannotStartIsAnErrorNamingItsLog) {
+  Fixture f = faultyServer();
+  f.options.openenv.command = {"/bin/sh", "-c", "echo no such environment >&2; exit 4", "{port}"};
+  auto env = makeEnvironment(f.options);
+  EXPECT_EQ(env->heldOutId(2), 1000002U);  // no server needed for ids
+  try {
+    env->reset(0);
+    FAIL() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no such environment"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("environment.openenv.command"), std::string::npos) << e.what();
+  }
+  f.options.openenv.command.clear();
+  f.options.openenv.url = "http://127.0.0.1:1";  // nothing listens there
+  f.options.openenv.start_seconds = 1;
+  EXPECT_THROW(makeEnvironment(f.options)->reset(0), Error);
+}
+
+TEST(OpenEnv, ConfigKeys) {
+  const char* cli = std::getenv("ASTRAFLOW_CLI");
+  ASSERT_NE(cli, nullptr) << "ASTRAFLOW_CLI is not set";
+  test::TempDir dir;
+  ASSERT_EQ(std::system((std::string(cli) + " init-model " + dir.file("m") +
+                         " --hidden-size 16 --layers 1 --heads 2 --kv-heads 1 --intermediate-size 32 "
+                         "--max-positions 64 > /dev/null")
+                            .c_str()),
+            0);
+  const std::string head = "run: {output_dir: " + dir.file("run") +
+                           "}\npolicies: [{name: p, model: {hf: " + dir.file("m") +
+                           "}}]\nlayout: [{role: dataflow, ranks: 1}, {role: trainer, policy: p, ranks: 1}, "
+                           "{role: rollout, policies: [p], ranks: 1}]\n";
+  Config c = parseConfig(head + R"(environment:
+  name: openenv
+  max_turns: 6
+  system_prompt: Play well.
+  openenv:
+    command: [python3, server.py, --port, "{port}"]
+    env: {LEVEL: hard}
+    reset: {high: 32, task: "007", hard: true, ratio: 0.5, tags: [a, 1]}
+    action_field: text
+    observation_field: prompt
+    observation_role: tool
+    seed_field: task_seed
+    eval_seed_start: 5000
+    reward: last
+    timeout_seconds: 3
+    max_context_tokens: 400
+    observation_bytes: 1000
+    stop: ["</guess>"]
+)",
+                         "t.yaml");
+  const OpenEnvOptions& o = c.environment.openenv;
+  EXPECT_EQ(o.command, (std::vector<std::string>{"python3", "server.py", "--port", "{port}"}));
+  EXPECT_EQ(o.env, (std::vector<std::pair<std::string, std::string>>{{"LEVEL", "hard"}}));
+  // YAML scalars keep their types; a quoted one stays a string.
+  EXPECT_EQ(json::parse(o.reset_json), json::parse(R"({"high": 32, "task": "007", "hard": true, "ratio": 0.5,
+                                                       "tags": ["a", 1]})"));
+  EXPECT_EQ(o.action_field, "text");
+  EXPECT_EQ(o.observation_role, "tool");
+  EXPECT_EQ(o.seed_field, "task_seed");
+  EXPECT_EQ(o.eval_seed_start, 5000U);
+  EXPECT_EQ(o.reward, "last");
+  EXPECT_EQ(o.max_context_tokens, 400);
+  EXPECT_EQ(o.stop, std::vector<std::string>{"</guess>"});
+  EXPECT_EQ(o.log_dir, dir.file("run") + "/openenv");
+  EXPECT_EQ(c.environment.max_turns, 6);
+  EXPECT_EQ(c.environment.dataset.system_prompt, "Play well.");
+  EXPECT_EQ(c.environment.dataset.tokenizer_folders, std::vector<std::string>{dir.file("m")});
+
+  auto refused = [&](const std::string& text, const std::string& says) {
+    try {
+      parseConfig(head + text, "t.yaml");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused("environment: {name: openenv}", "environment.openenv");
+  refused("environment: {name: openenv, openenv: {}}", "give one of url");
+  refused("environment: {name: openenv, openenv: {url: 'http://h:1', command: [a, '{port}']}}", "give one of url");
+  refused("environment: {name: openenv, openenv: {url: 'ws://h:1'}}", "environment.openenv.url");
+  refused("environment: {name: openenv, openenv: {command: [python3, s.py]}}", "has no {port} argument");
+  refused("environment: {name: openenv, openenv: {url: 'http://h:1', reward: mean}}", "allowed: sum|last");
+  refused("environment: {name: openenv, openenv: {url: 'http://h:1', observation_role: system}}", "allowed: user|tool");
+  refused("environment: {name: openenv, openenv: {url: 'http://h:1', reset: [1]}}", "environment.openenv.reset");
+  refused("environment: {name: openenv, openenv: {url: 'http://h:1', colour: red}}", "environment.openenv.colour");
+  refused("environment: {name: openenv, train: [a.jsonl], openenv: {url: 'http://h:1'}}", "environment.train");
+  refused("environment: {name: arithmetic, openenv: {url: 'http://h:1'}}", "environment.openenv");
+}
+
+}  // namespace openenv_tests
