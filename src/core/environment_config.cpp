@@ -260,8 +260,7 @@ void parseEnvironment(YamlReader r, Config& cfg) {
     parseOpenEnv(r.child("openenv"), e, cfg.run.output_dir);
     for (const char* key : {"train", "eval", "eval_fraction", "max_prompt_bytes", "solution_field", "reward", "tool"})
       if (r.has(key)) r.fail(key, "belongs to the dataset environments; an openenv episode's reward is the server's");
-    if (r.has("tools"))
-      r.fail("tools", "is not supported with openenv yet: an OpenEnv server's own tools are called through its step");
+    if (r.has("tools")) parseTools(r.child("tools"), e);
   } else {
     if (r.has("openenv")) r.fail("openenv", fmt::format("belongs to environment.name: openenv, not '{}'", e.name));
     for (const char* key : {"train", "eval", "eval_fraction", "max_prompt_bytes", "system_prompt", "solution_field",

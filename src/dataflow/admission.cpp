@@ -143,8 +143,7 @@ std::uint64_t Admission::nextProblem() {
 }
 
 PromptInfo Admission::promptInfo(std::uint64_t problem, std::int64_t version) {
-  env_.reset(problem);  // deterministic and cheap for the built-in environments
-  return PromptInfo{problem, version, env_.metadata()};
+  return PromptInfo{problem, version, env_.metadataOf(problem)};
 }
 
 // The next prompt every curator admits. Gives up after a bounded number of skips (admission

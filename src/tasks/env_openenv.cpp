@@ -13,6 +13,8 @@
 #include <optional>
 
 #include "astraflow/http/websocket.hpp"
+#include "astraflow/tasks/mcp_client.hpp"
+#include "astraflow/tasks/tool_call.hpp"
 #include "astraflow/text/chat_template.hpp"
 #include "tasks/builtin_environments.hpp"
 #include "tasks/openenv_server.hpp"
@@ -75,10 +77,18 @@ class OpenEnvEnvironment final : public Environment {
   std::uint64_t trainingId(std::uint64_t k) const override { return k % o_.eval_seed_start; }
   std::uint64_t heldOutId(std::uint64_t k) const override { return o_.eval_seed_start + k; }
   std::map<std::string, std::string> metadata() const override { return {{"seed", std::to_string(seed_)}}; }
+  // The seed is all that is known before the server is asked: no session for a curator's look.
+  std::map<std::string, std::string> metadataOf(std::uint64_t problem_id) override {
+    return {{"seed", std::to_string(problem_id)}};
+  }
 
   std::string reset(std::uint64_t problem_id) override {
     // On first use, not at construction: the dataflow rank makes environments for their ids only.
-    if (!server_) server_ = detail::sharedOpenEnvServer(o_);
+    if (!server_) {
+      server_ = detail::sharedOpenEnvServer(o_);
+      tools_ = sharedMcpTools(options_.mcp_servers);
+      for (const auto& t : tools_) schemas_.push_back(t.tool.functionSchema());
+    }
     seed_ = problem_id;
     turns_ = 0;
     total_ = last_ = 0.0;
@@ -101,6 +111,7 @@ class OpenEnvEnvironment final : public Environment {
     ++turns_;
     // The reset failed: the episode ends at its first turn with the failure's reason.
     if (!failure_.empty()) return {"", 0.0, failure_, true};
+    if (auto reply = mcpToolReply(action)) return {*reply, 0.0, "", false};
     const std::optional<json> reply = exchange({{"type", "step"}, {"data", {{o_.action_field, std::string(action)}}}});
     if (!reply) return {"", 0.0, failure_, true};
     const json& data = (*reply)["data"];
@@ -123,9 +134,26 @@ class OpenEnvEnvironment final : public Environment {
     session_.reset();
   }
 
+  // A well-formed call of an environment.tools.mcp tool is answered by its server as a tool turn,
+  // without a step of the OpenEnv environment; any other turn (another tool's call included: it
+  // may be the environment's own) is the environment's.
+  std::optional<std::string> mcpToolReply(std::string_view action) {
+    if (tools_.empty()) return std::nullopt;
+    const ParsedToolCall parsed = parseToolCall(action);
+    if (!parsed.call) return std::nullopt;
+    for (const auto& t : tools_) {
+      if (t.tool.name != parsed.call->name) continue;
+      std::string reply =
+          detail::capped(t.client->call(t.tool.name, parsed.call->arguments), options_.tool.output_bytes);
+      return chat_->continuation({{"role", "tool"}, {"content", std::move(reply)}}, chatOptions());
+    }
+    return std::nullopt;
+  }
+
   ChatOptions chatOptions() const {
     ChatOptions c;
     c.add_generation_prompt = true;
+    if (!schemas_.empty()) c.tools = schemas_;
     if (!options_.dataset.enable_thinking.empty())
       c.extra["enable_thinking"] = options_.dataset.enable_thinking == "true";
     return c;
@@ -186,6 +214,8 @@ class OpenEnvEnvironment final : public Environment {
   std::shared_ptr<const ChatTemplate> chat_;
   milliseconds timeout_;
   json reset_data_;
+  std::vector<McpBoundTool> tools_;  // environment.tools.mcp
+  json schemas_ = json::array();
   std::unique_ptr<WebSocketClient> session_;
   int generation_ = 0;  // the server start session_ was opened on
   std::uint64_t seed_ = 0;

@@ -7,6 +7,7 @@
 // ones trained on.
 #include <fmt/format.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -181,26 +182,25 @@ std::vector<std::unique_ptr<Tool>> toolsOf(const EnvironmentOptions& options, st
     owner[builtin->name()] = "the " + options.name + " environment";
     tools.push_back(std::move(builtin));
   }
-  for (const McpServerOptions& server : options.mcp_servers) {
-    const auto client = sharedMcpClient(server);
-    for (const McpTool& t : client->tools()) {
-      const auto [it, fresh] = owner.emplace(t.name, "MCP server '" + server.name + "'");
-      if (!fresh)
-        throw std::invalid_argument(
-            fmt::format("environment.tools.mcp: the tool \"{}\" of MCP server '{}' has the "
-                        "name of a tool of {}",
-                        t.name, server.name, it->second));
-      tools.push_back(std::make_unique<McpServerTool>(client, t));
-    }
+  for (McpBoundTool& t : sharedMcpTools(options.mcp_servers)) {
+    const auto [it, fresh] = owner.emplace(t.tool.name, "MCP server '" + t.server + "'");
+    if (!fresh)
+      throw std::invalid_argument(
+          fmt::format("environment.tools.mcp: the tool \"{}\" of MCP server '{}' has the "
+                      "name of a tool of {}",
+                      t.tool.name, t.server, it->second));
+    tools.push_back(std::make_unique<McpServerTool>(std::move(t.client), std::move(t.tool)));
   }
   return tools;
 }
 
 class ToolEnvironment final : public detail::DatasetEnvironmentBase {
  public:
-  ToolEnvironment(const EnvironmentOptions& options, std::vector<std::unique_ptr<Tool>> tools, std::string name)
-      : DatasetEnvironmentBase(options), tools_(std::move(tools)), name_(std::move(name)) {
-    for (const auto& t : tools_) schemas_.push_back(t->schema());
+  // The tools are made at the first reset, not here: the dataflow rank makes environments for their
+  // problem ids only, and must not start MCP servers or load a corpus for that.
+  using MakeTools = std::function<std::vector<std::unique_ptr<Tool>>()>;
+  ToolEnvironment(const EnvironmentOptions& options, MakeTools make_tools, std::string name)
+      : DatasetEnvironmentBase(options), make_tools_(std::move(make_tools)), name_(std::move(name)) {
     replyTurn("");  // a template that cannot continue a conversation with a tool reply fails here, at the start
   }
 
@@ -209,6 +209,11 @@ class ToolEnvironment final : public detail::DatasetEnvironmentBase {
   int maxContextTokens() const override { return options_.tool.max_context_tokens; }
 
   std::string reset(std::uint64_t problem_id) override {
+    if (make_tools_) {
+      tools_ = make_tools_();
+      make_tools_ = nullptr;
+      for (const auto& t : tools_) schemas_.push_back(t->schema());
+    }
     turns_ = 0;
     prompt_ = task_->chat.render(startMessages(problem_id), withTools(chatOptions(true)));
     return prompt_;
@@ -252,6 +257,7 @@ class ToolEnvironment final : public detail::DatasetEnvironmentBase {
     return task_->chat.continuation({{"role", "tool"}, {"content", std::move(reply)}}, withTools(chatOptions(true)));
   }
 
+  MakeTools make_tools_;
   std::vector<std::unique_ptr<Tool>> tools_;
   json schemas_ = json::array();
   std::string name_;
@@ -263,18 +269,19 @@ class ToolEnvironment final : public detail::DatasetEnvironmentBase {
 namespace detail {
 
 std::unique_ptr<Environment> makeCodeInterpreterEnvironment(const EnvironmentOptions& options) {
-  return std::make_unique<ToolEnvironment>(options, toolsOf(options, std::make_unique<PythonTool>(options.tool)),
-                                           "code_interpreter");
+  return std::make_unique<ToolEnvironment>(
+      options, [options] { return toolsOf(options, std::make_unique<PythonTool>(options.tool)); }, "code_interpreter");
 }
 
 std::unique_ptr<Environment> makeDocSearchEnvironment(const EnvironmentOptions& options) {
   if (options.tool.corpus.empty()) throw std::invalid_argument("environment.tool.corpus: doc_search needs a corpus");
-  return std::make_unique<ToolEnvironment>(options, toolsOf(options, std::make_unique<SearchTool>(options.tool)),
-                                           "doc_search");
+  return std::make_unique<ToolEnvironment>(
+      options, [options] { return toolsOf(options, std::make_unique<SearchTool>(options.tool)); }, "doc_search");
 }
 
 std::unique_ptr<Environment> makeDatasetToolEnvironment(const EnvironmentOptions& options) {
-  return std::make_unique<ToolEnvironment>(options, toolsOf(options, nullptr), "dataset");
+  return std::make_unique<ToolEnvironment>(
+      options, [options] { return toolsOf(options, nullptr); }, "dataset");
 }
 
 }  // namespace detail

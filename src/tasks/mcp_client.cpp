@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <stdexcept>
 #include <tuple>
 
 #include "astraflow/core/error.hpp"
@@ -233,6 +234,22 @@ detail::ProcessRegistry<ClientKey, McpClient>& sharedClients() {
 
 std::shared_ptr<McpClient> sharedMcpClient(const McpServerOptions& o) {
   return sharedClients().get({o.name, o.command, o.env}, [&] { return std::make_shared<McpClient>(o); });
+}
+
+std::vector<McpBoundTool> sharedMcpTools(const std::vector<McpServerOptions>& servers) {
+  std::vector<McpBoundTool> tools;
+  for (const McpServerOptions& server : servers) {
+    const auto client = sharedMcpClient(server);
+    for (const McpTool& t : client->tools()) {
+      for (const McpBoundTool& other : tools)
+        if (other.tool.name == t.name)
+          throw std::invalid_argument(fmt::format(
+              "environment.tools.mcp: the tool \"{}\" of MCP server '{}' has the name of a tool of MCP server '{}'",
+              t.name, server.name, other.server));
+      tools.push_back({client, t, server.name});
+    }
+  }
+  return tools;
 }
 
 McpCounters sharedMcpCounters() {

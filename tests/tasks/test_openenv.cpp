@@ -15,6 +15,7 @@
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/error.hpp"
 #include "astraflow/tasks/environment.hpp"
+#include "astraflow/tasks/mcp_client.hpp"
 #include "astraflow/tasks/openenv.hpp"
 #include "astraflow/text/chat_template.hpp"
 #include "astraflow/text/hf_tokenizer_files.hpp"
@@ -214,7 +215,8 @@ TEST(OpenEnv, AServerThatCannotStartIsAnErrorNamingItsLog) {
   Fixture f = faultyServer();
   f.options.openenv.command = {"/bin/sh", "-c", "echo no such environment >&2; exit 4", "{port}"};
   auto env = makeEnvironment(f.options);
-  EXPECT_EQ(env->heldOutId(2), 1000002U);  // no server needed for ids
+  EXPECT_EQ(env->heldOutId(2), 1000002U);  // no server needed for ids, nor for a curator's metadata
+  EXPECT_EQ(env->metadataOf(5), (std::map<std::string, std::string>{{"seed", "5"}}));
   try {
     env->reset(0);
     FAIL() << "expected an Error";
@@ -226,6 +228,38 @@ TEST(OpenEnv, AServerThatCannotStartIsAnErrorNamingItsLog) {
   f.options.openenv.url = "http://127.0.0.1:1";  // nothing listens there
   f.options.openenv.start_seconds = 1;
   EXPECT_THROW(makeEnvironment(f.options)->reset(0), Error);
+}
+
+// environment.tools.mcp beside openenv: the calculator's tools (examples/mcp_calculator, the `mcp`
+// SDK's) are shown in the prompt and answer their calls; every other turn is the game's.
+TEST(OpenEnv, McpToolsAnswerTheirCallsAndTheOtherTurnsGoToTheServer) {
+  const char* qwen3 = std::getenv("ASTRAFLOW_QWEN3_CONFIG");
+  const char* calculator = std::getenv("ASTRAFLOW_MCP_EXAMPLE");
+  ASSERT_TRUE(qwen3 != nullptr && calculator != nullptr) << "run under ctest";
+  Fixture f = guessGame();
+  std::filesystem::copy_file(qwen3, f.dir.file("model") + "/tokenizer_config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  f.options.dataset.enable_thinking = "false";
+  f.options.openenv.reset_json = R"({"turns": 5})";
+  McpServerOptions server;
+  server.name = "calculator";
+  server.command = {std::getenv("ASTRAFLOW_PYTHON"), calculator};
+  server.timeout_seconds = 60;
+  f.options.mcp_servers = {server};
+  auto env = makeEnvironment(f.options);
+  const OpenEnvCounters before = sharedOpenEnvCounters();
+  const std::string prompt = env->reset(0);
+  EXPECT_NE(prompt.find("from 1 to 16"), std::string::npos) << prompt;
+  EXPECT_NE(prompt.find("\"name\": \"add\""), std::string::npos) << prompt;  // Qwen3's template lists the tools
+  StepResult s = env->step("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 3, \"b\": 5}}\n</tool_call>");
+  EXPECT_FALSE(s.done);
+  EXPECT_NE(s.observation.find("<tool_response>\n8.0\n</tool_response>"), std::string::npos) << s.observation;
+  EXPECT_EQ(sharedOpenEnvCounters().steps - before.steps, 1U);  // the reset only: the call never reached the game
+  s = env->step("8");
+  EXPECT_TRUE(s.done || s.observation.find("Higher.") != std::string::npos ||
+              s.observation.find("Lower.") != std::string::npos)
+      << s.observation;
+  EXPECT_EQ(sharedOpenEnvCounters().steps - before.steps, 2U);
 }
 
 TEST(OpenEnv, ConfigKeys) {
@@ -298,6 +332,12 @@ TEST(OpenEnv, ConfigKeys) {
   refused("environment: {name: openenv, openenv: {url: 'http://h:1', colour: red}}", "environment.openenv.colour");
   refused("environment: {name: openenv, train: [a.jsonl], openenv: {url: 'http://h:1'}}", "environment.train");
   refused("environment: {name: arithmetic, openenv: {url: 'http://h:1'}}", "environment.openenv");
+  c = parseConfig(head +
+                      "environment: {name: openenv, openenv: {url: 'http://h:1'}, tools: {mcp: [{name: calc, "
+                      "command: [python3, calc.py]}]}}",
+                  "t.yaml");
+  ASSERT_EQ(c.environment.mcp_servers.size(), 1U);
+  EXPECT_EQ(c.environment.mcp_servers[0].name, "calc");
 }
 
 }  // namespace openenv_tests

@@ -278,7 +278,7 @@ TEST(McpTools, ADatasetEpisodeCallsTheServersToolsAndItsPromptShowsTheirSchemas)
   EXPECT_NE(both->step(call("python", {{"code", "print(5)"}})).observation.find("5"), std::string::npos);
   code.options.mcp_servers.push_back(calculatorServer("again"));
   try {
-    makeEnvironment(code.options);
+    makeEnvironment(code.options)->reset(0);  // the tools are made at the first episode
     FAIL() << "two tools named add were taken";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("the tool \"add\" of MCP server 'again' has the name of a tool of MCP "

@@ -62,6 +62,13 @@ class Environment {
 
   // Metadata of the current problem (e.g. {"difficulty": "2"}) for curricula and traces.
   virtual std::map<std::string, std::string> metadata() const = 0;
+  // Metadata of problem `problem_id` without playing it, for the dataflow rank's curators: by
+  // default a reset (deterministic and cheap for the in-process environments); an environment
+  // whose reset opens a session on a server says what it knows without one.
+  virtual std::map<std::string, std::string> metadataOf(std::uint64_t problem_id) {
+    reset(problem_id);
+    return metadata();
+  }
 };
 
 // Registry by name: "arithmetic", "search", "dataset", "code_interpreter", "doc_search", "openenv". Unknown name →

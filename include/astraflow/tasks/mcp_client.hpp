@@ -71,4 +71,14 @@ std::shared_ptr<McpClient> sharedMcpClient(const McpServerOptions& options);
 // Every shared client's counters summed (a rollout rank's report).
 McpCounters sharedMcpCounters();
 
+// A tool of a configured server and the process's client that calls it.
+struct McpBoundTool {
+  std::shared_ptr<McpClient> client;
+  McpTool tool;
+  std::string server;  // its server's name, for errors
+};
+// Every tool of `servers`, each server's client shared (sharedMcpClient). Two tools of one name
+// are refused (std::invalid_argument naming environment.tools.mcp and both servers).
+std::vector<McpBoundTool> sharedMcpTools(const std::vector<McpServerOptions>& servers);
+
 }  // namespace astraflow
