@@ -18,9 +18,6 @@
 #include "astraflow/rollout/simulated_backend.hpp"
 #include "astraflow/rollout/workflow.hpp"
 #include "astraflow/tasks/environment.hpp"
-#include "astraflow/tasks/mcp_client.hpp"
-#include "astraflow/tasks/openenv.hpp"
-#include "astraflow/tasks/reward_worker.hpp"
 #include "rollout/rollout_rank.hpp"
 #include "rollout/served_weights.hpp"
 
@@ -451,80 +448,6 @@ void RolloutRank::runBatches() {
     runTasks(eval, true);
     runTasks(train, false);
   }
-}
-
-RolloutReport RolloutRank::report() {
-  RolloutReport r = reasons_;  // its reward_* counts; the rest is set here
-  r.pushed = pushed_;
-  r.eval_pushed = eval_pushed_;
-  r.oversize = oversize_;
-  r.malformed_tasks = malformed_;
-  r.generated_tokens = tokens_;
-  r.generate_seconds = generate_seconds_;
-  r.task_wait_seconds = wait_seconds_;
-  r.weight_pull_seconds = pull_seconds_;
-  r.failed_episodes = failed_episodes_;
-  r.spanning_versions = spanning_versions_;
-  r.tasks_returned = returned_;
-  const RewardWorkerCounters verifiers = sharedRewardWorkerCounters();
-  r.verifier_started = verifiers.started;
-  r.verifier_restarts = verifiers.restarts;
-  const McpCounters tools = sharedMcpCounters();
-  r.mcp_calls = tools.calls, r.mcp_errors = tools.errors, r.mcp_timeouts = tools.timeouts;
-  r.mcp_restarts = tools.restarts, r.mcp_malformed = tools.malformed;
-  const OpenEnvCounters env = sharedOpenEnvCounters();
-  r.openenv_sessions = env.sessions, r.openenv_steps = env.steps, r.openenv_errors = env.errors;
-  r.openenv_timeouts = env.timeouts, r.openenv_malformed = env.malformed, r.openenv_restarts = env.restarts;
-  r.server_lost = lost_ ? 1 : 0;
-  r.weight_write_seconds = write_seconds_;
-  for (const auto& p : served_) {
-    if (!p.http) continue;
-    const auto& st = p.http->stats();
-    r.backend_requests += st.requests;
-    r.backend_retries += st.retries;
-    r.backend_failed += st.failed;
-    r.backend_transport_errors += st.transport_errors;
-    r.backend_http_errors += st.http_errors;
-    r.backend_malformed += st.malformed;
-    r.backend_weight_updates += st.weight_updates;
-    r.backend_resumed += st.resumed;
-    r.backend_resumed_tokens += st.resumed_tokens;
-    r.backend_weight_update_failures += st.weight_update_failures;
-    r.backend_request_seconds += st.request_seconds;
-    r.weight_load_seconds += st.weight_load_seconds;
-    r.served_folders_written += p.folders->written();
-  }
-  for (const auto& p : served_) {
-    if (!p.engine) continue;
-    const SchedulerCounters c = p.engine->schedulerCounters();
-    r.engine_steps += c.steps;
-    r.engine_prefill_tokens += c.prefill_tokens;
-    r.engine_shared_prompt_tokens += c.shared_prompt_tokens;
-    r.engine_decode_tokens += c.decode_tokens;
-    r.engine_admission_waits += c.admission_waits;
-    r.engine_preemptions += c.preemptions;
-    r.engine_recomputed_tokens += c.recomputed_tokens;
-    r.engine_moved_sequences += c.moved_sequences;
-    r.engine_reused_context_tokens += c.reused_context_tokens;
-    r.engine_peak_kv_bytes = std::max<std::uint64_t>(r.engine_peak_kv_bytes, c.peak_kv_bytes);
-    r.engine_kv_pool_bytes = std::max<std::uint64_t>(r.engine_kv_pool_bytes, c.kv_pool_bytes);
-  }
-  for (const auto& p : served_) {
-    const auto& st = p.store->stats();
-    PolicyPullFigures f;
-    f.name = p.name;
-    f.final_version = p.version;
-    f.weight_pulls = p.pulls;
-    f.weight_full_pulls = st.full_pulls;
-    f.weight_deltas_applied = st.deltas_applied;
-    f.weight_deltas_rejected = st.deltas_rejected;
-    f.weight_bytes_pulled = st.bytes_pulled;
-    f.weight_version_bytes = p.replica.blob.size();
-    f.torn_retries = st.torn_retries;
-    f.weights_hash = p.replica.hash;
-    r.policies.push_back(std::move(f));
-  }
-  return r;
 }
 
 }  // namespace rollout_detail
