@@ -5,7 +5,11 @@ astraflow starts it once per rollout rank (environment.tools.mcp), lists its too
 schemas to the policy through the chat template, and sends each tool call the policy makes as
 `tools/call` (docs/tasks.md, "Tools from MCP servers"). Run it alone to see it answer:
     python3 examples/mcp_calculator/server.py   (then type JSON-RPC lines)
+or serve it over streamable HTTP, for `environment.tools.mcp: [{name: calculator, url: http://127.0.0.1:8000/mcp}]`:
+    python3 examples/mcp_calculator/server.py --http 8000
 """
+import sys
+
 from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("calculator")
@@ -32,4 +36,7 @@ def divide(a: float, b: float) -> float:
 
 
 if __name__ == "__main__":
-    server.run()  # stdio: one JSON-RPC message per line
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[2]))  # POST /mcp
+    else:
+        server.run()  # stdio: one JSON-RPC message per line

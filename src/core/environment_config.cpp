@@ -131,29 +131,45 @@ void parseTool(YamlReader r, EnvironmentOptions& e) {
   r.finish();
 }
 
-// environment.tools: {mcp: [{name, command: [...], env: {K: V}, timeout_seconds}, ...]}.
+// A server's address: `url` (a running one) or `command` (one the rank starts), exactly one.
+void urlOrCommand(YamlReader& r, std::string& url, std::vector<std::string>& command, const char* url_is,
+                  const char* command_is) {
+  url = r.getString("url", url);
+  if (r.has("command")) command = r.requireStringList("command");
+  if (url.empty() == command.empty())
+    r.fail("url", fmt::format("give one of url ({}) and command ({})", url_is, command_is));
+  if (!url.empty() && url.rfind("http://", 0) != 0)
+    r.fail("url", fmt::format("given '{}'; allowed: {} (https is not supported)", url, url_is));
+}
+
+// `env`: variables added to the host's environment for a server the rank starts.
+std::vector<std::pair<std::string, std::string>> environmentVariables(YamlReader& r) {
+  std::vector<std::pair<std::string, std::string>> vars;
+  if (const auto env = r.raw("env")) {
+    if (!env->IsMap()) r.fail("env", "given " + describe(*env) + "; allowed: a mapping of NAME: value");
+    for (const auto& kv : *env) {
+      if (!kv.second.IsScalar()) r.fail("env", "values must be strings");
+      vars.emplace_back(kv.first.Scalar(), kv.second.Scalar());
+    }
+  }
+  return vars;
+}
+
+// environment.tools: {mcp: [{name, command: [...] | url, env: {K: V}, timeout_seconds}, ...]}.
 void parseTools(YamlReader r, EnvironmentOptions& e) {
   const auto nodes = r.requireSequence("mcp");
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     YamlReader s(nodes[i], fmt::format("{}[{}]", r.keyPath("mcp"), i), r.source());
     if (!nodes[i].IsMap())
       s.failAt(nodes[i].Mark().line + 1, s.path(),
-               "given " + describe(nodes[i]) + "; allowed: {name, command: [...], env, timeout_seconds}");
+               "given " + describe(nodes[i]) + "; allowed: {name, command: [...] | url, env, timeout_seconds}");
     McpServerOptions m;
     m.name = s.requireString("name");
     for (const auto& other : e.mcp_servers)
       if (other.name == m.name) s.fail("name", fmt::format("MCP server '{}' is named twice", m.name));
-    if (s.has("url"))
-      s.fail("url", "is not supported yet (streamable HTTP); give `command`: the server started over stdio");
-    m.command = s.requireStringList("command");
-    if (m.command.empty()) s.fail("command", "is an empty list; give the server program and its arguments");
-    if (const auto env = s.raw("env")) {
-      if (!env->IsMap()) s.fail("env", "given " + describe(*env) + "; allowed: a mapping of NAME: value");
-      for (const auto& kv : *env) {
-        if (!kv.second.IsScalar()) s.fail("env", "values must be strings");
-        m.env.emplace_back(kv.first.Scalar(), kv.second.Scalar());
-      }
-    }
+    urlOrCommand(s, m.url, m.command, "http://host:port/path, a running server's streamable HTTP endpoint",
+                 "the server program and its arguments, started over stdio");
+    m.env = environmentVariables(s);
     m.timeout_seconds = s.getDouble("timeout_seconds", m.timeout_seconds, 0.1, 3600.0);
     s.finish();
     e.mcp_servers.push_back(std::move(m));
@@ -186,26 +202,14 @@ nlohmann::ordered_json toJson(const YAML::Node& n) {
 // environment.openenv: the server (url or command) and how episodes talk to it.
 void parseOpenEnv(YamlReader r, EnvironmentOptions& e, const std::string& output_dir) {
   OpenEnvOptions& o = e.openenv;
-  o.url = r.getString("url", o.url);
-  if (r.has("command")) o.command = r.requireStringList("command");
-  if (o.url.empty() == o.command.empty())
-    r.fail("url",
-           "give one of url (a running server, http://host:port) and command (a server each rollout rank "
-           "starts; {port} in an argument is the port it picks)");
-  if (!o.url.empty() && o.url.rfind("http://", 0) != 0)
-    r.fail("url", "given '" + o.url + "'; allowed: http://host:port");
+  urlOrCommand(r, o.url, o.command, "http://host:port, a running server",
+               "a server each rollout rank starts; {port} in an argument is the port it picks");
   if (!o.command.empty() &&
       std::none_of(o.command.begin(), o.command.end(), [](const std::string& a) { return a.find("{port}") != a.npos; }))
     r.fail("command",
            "has no {port} argument: the rank picks a free port and the server must listen on it "
            "(e.g. [python3, server.py, --port, \"{port}\"])");
-  if (const auto env = r.raw("env")) {
-    if (!env->IsMap()) r.fail("env", "given " + describe(*env) + "; allowed: a mapping of NAME: value");
-    for (const auto& kv : *env) {
-      if (!kv.second.IsScalar()) r.fail("env", "values must be strings");
-      o.env.emplace_back(kv.first.Scalar(), kv.second.Scalar());
-    }
-  }
+  o.env = environmentVariables(r);
   const std::string log_dir = r.getString("log_dir", (std::filesystem::path(output_dir) / "openenv").string());
   o.log_dir = std::filesystem::absolute(log_dir).lexically_normal().string();
   o.action_field = r.getString("action_field", o.action_field);

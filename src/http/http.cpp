@@ -1,8 +1,10 @@
 #include "astraflow/http/http.hpp"
 
 #include <fmt/format.h>
+
 #include <httplib.h>
 #include <sys/socket.h>
+#include <cctype>
 
 #include <atomic>
 #include <mutex>
@@ -211,6 +213,24 @@ HttpResult HttpClient::get(const std::string& path) {
   auto r = resultOf(impl_->client.Get(path));
   last_used_ = std::chrono::steady_clock::now();
   return r;
+}
+
+HttpResult HttpClient::post(const std::string& path, const std::string& body, const std::string& content_type,
+                            const std::map<std::string, std::string>& headers) {
+  reconnectIfIdle();
+  httplib::Headers sent;
+  for (const auto& [name, value] : headers) sent.emplace(name, value);
+  const httplib::Result r = impl_->client.Post(path, sent, body, content_type);
+  HttpResult out = resultOf(r);
+  if (r) {
+    for (const auto& [name, value] : r->headers) {
+      std::string lower = name;
+      for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      out.headers[lower] = value;
+    }
+  }
+  last_used_ = std::chrono::steady_clock::now();
+  return out;
 }
 
 HttpResult HttpClient::postJson(const std::string& path, const std::string& body) {

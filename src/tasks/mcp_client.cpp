@@ -10,7 +10,7 @@
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/tasks/process_runner.hpp"
-#include "tasks/line_process.hpp"
+#include "tasks/mcp_transport.hpp"
 #include "tasks/process_registry.hpp"
 
 namespace astraflow {
@@ -54,11 +54,12 @@ Json McpTool::functionSchema() const {
 }
 
 struct McpClient::Session {
-  std::unique_ptr<detail::LineProcess> process;
+  std::unique_ptr<detail::McpTransport> transport;
 };
 
 McpClient::McpClient(McpServerOptions options) : options_(std::move(options)) {
-  if (options_.command.empty()) throw Error(fmt::format("MCP server '{}' has no command", options_.name));
+  if (options_.command.empty() == options_.url.empty())
+    throw Error(fmt::format("MCP server '{}' needs a command or a url", options_.name));
   start();
   // tools/list, every page
   std::string error;
@@ -68,8 +69,8 @@ McpClient::McpClient(McpServerOptions options) : options_(std::move(options)) {
     if (!cursor.is_null()) params["cursor"] = cursor;
     const Json result = request("tools/list", params, error);
     if (!error.empty())
-      throw Error(fmt::format("MCP server '{}' ({}): tools/list failed: {}{}", options_.name,
-                              fmt::join(options_.command, " "), error, stderrNote()));
+      throw Error(
+          fmt::format("MCP server '{}' ({}): tools/list failed: {}{}", options_.name, where(), error, stderrNote()));
     const Json listed = result.is_object() && result.contains("tools") ? result["tools"] : Json::array();
     for (const auto& t : listed.is_array() ? listed : Json::array()) {
       if (!t.is_object() || !t.contains("name") || !t["name"].is_string()) continue;
@@ -80,8 +81,7 @@ McpClient::McpClient(McpServerOptions options) : options_(std::move(options)) {
     if (!result.is_object() || !result.contains("nextCursor") || result["nextCursor"].is_null()) break;
     cursor = result["nextCursor"];
   }
-  if (tools_.empty())
-    throw Error(fmt::format("MCP server '{}' ({}) lists no tools", options_.name, fmt::join(options_.command, " ")));
+  if (tools_.empty()) throw Error(fmt::format("MCP server '{}' ({}) lists no tools", options_.name, where()));
   std::vector<std::string> names;
   for (const auto& t : tools_) names.push_back(t.name);
   spdlog::info("MCP server '{}': {} tools ({})", options_.name, tools_.size(), fmt::join(names, ", "));
@@ -91,7 +91,12 @@ McpClient::~McpClient() = default;
 
 std::string McpClient::stderrNote() const {
   if (last_stderr_.empty()) return "";
-  return "; its stderr ends: " + last_stderr_.substr(last_stderr_.size() > 600 ? last_stderr_.size() - 600 : 0);
+  return (options_.url.empty() ? "; its stderr ends: " : "; last: ") +
+         last_stderr_.substr(last_stderr_.size() > 600 ? last_stderr_.size() - 600 : 0);
+}
+
+std::string McpClient::where() const {
+  return options_.url.empty() ? fmt::format("{}", fmt::join(options_.command, " ")) : options_.url;
 }
 
 McpCounters McpClient::counters() const {
@@ -100,13 +105,9 @@ McpCounters McpClient::counters() const {
 }
 
 void McpClient::start() {
-  detail::ProcessSpec spec;
-  spec.argv = options_.command;
-  spec.env = detail::lineProcessEnvironment(options_.env);
   session_ = std::make_unique<Session>();
   try {
-    spec.executable = detail::findExecutable(options_.command.front());
-    session_->process = std::make_unique<detail::LineProcess>(spec);
+    session_->transport = detail::openMcpTransport(options_, kMessageBytes);
   } catch (const Error& e) {
     session_.reset();
     throw Error(fmt::format("MCP server '{}': {}", options_.name, e.what()));
@@ -118,56 +119,55 @@ void McpClient::start() {
                              {"clientInfo", {{"name", "astraflow"}, {"version", "1"}}}},
                             error);
   if (!error.empty()) {
-    if (session_) last_stderr_ = session_->process->stderrTail();
+    if (session_) last_stderr_ = session_->transport->diagnostics();
     session_.reset();
-    throw Error(fmt::format("MCP server '{}' ({}) did not initialise: {}{}", options_.name,
-                            fmt::join(options_.command, " "), error, stderrNote()));
+    throw Error(
+        fmt::format("MCP server '{}' ({}) did not initialise: {}{}", options_.name, where(), error, stderrNote()));
   }
-  session_->process->send(dump({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}),
-                          options_.timeout_seconds);
+  session_->transport->send(dump({{"jsonrpc", "2.0"}, {"method", "notifications/initialized"}}),
+                            options_.timeout_seconds);
 }
 
 // Sends one request and reads lines until its response: notifications are skipped, a request
 // from the server (it may ask for roots or sampling) is answered "method not found", a line that
 // is not JSON is counted and skipped. On a timeout or an ended server the session is dropped.
 Json McpClient::request(const std::string& method, Json params, std::string& error) {
-  using Outcome = detail::LineProcess::Outcome;
+  using Status = detail::McpTransport::Status;
   error.clear();
   if (!session_) {
     error = "the server is not running";
     return {};
   }
-  auto& process = *session_->process;
+  auto& transport = *session_->transport;
   const std::int64_t id = next_id_++;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(options_.timeout_seconds);
   auto left = [&] { return std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count(); };
-  auto fail = [&](Outcome o) {
-    error = o == Outcome::TimedOut  ? fmt::format("no answer within {} s", options_.timeout_seconds)
-            : o == Outcome::TooLong ? "its answer passed 16 MiB"
-                                    : "the server ended";
-    if (o == Outcome::TimedOut) ++counters_.timeouts;
-    last_stderr_ = process.stderrTail();
-    session_.reset();  // killed with its process group; started again at the next call
+  auto fail = [&](Status o) {
+    error = o == Status::TimedOut  ? fmt::format("no answer within {} s", options_.timeout_seconds)
+            : o == Status::TooLong ? "its answer passed 16 MiB"
+                                   : "the server ended";
+    if (o == Status::TimedOut) ++counters_.timeouts;
+    last_stderr_ = transport.diagnostics();
+    session_.reset();  // a process killed with its group; started (or connected) again at the next call
     return Json();
   };
   Json message = {{"jsonrpc", "2.0"}, {"id", id}, {"method", method}};
   if (!params.is_null()) message["params"] = std::move(params);
-  if (const auto sent = process.send(dump(message), left()); sent.outcome != Outcome::Answered)
-    return fail(sent.outcome);
+  if (const Status sent = transport.send(dump(message), left()); sent != Status::Ok) return fail(sent);
   for (;;) {
-    const auto line = process.readLine(left(), kMessageBytes);
-    if (line.outcome != Outcome::Answered) return fail(line.outcome);
-    const Json reply = Json::parse(line.line, nullptr, false);
+    std::string line;
+    if (const Status got = transport.next(line, left()); got != Status::Ok) return fail(got);
+    const Json reply = Json::parse(line, nullptr, false);
     if (reply.is_discarded() || !reply.is_object()) {
       ++counters_.malformed;
       continue;
     }
     if (reply.contains("method")) {
       if (reply.contains("id"))
-        process.send(dump({{"jsonrpc", "2.0"},
-                           {"id", reply["id"]},
-                           {"error", {{"code", -32601}, {"message", "not supported by this client"}}}}),
-                     left());
+        transport.send(dump({{"jsonrpc", "2.0"},
+                             {"id", reply["id"]},
+                             {"error", {{"code", -32601}, {"message", "not supported by this client"}}}}),
+                       left());
       continue;
     }
     if (!reply.contains("id") || reply["id"] != id) continue;  // a late answer to an earlier request
@@ -201,7 +201,7 @@ std::string McpClient::call(const std::string& tool, const Json& arguments) {
   for (const auto& r : required.is_array() ? required : Json::array())
     if (r.is_string() && !arguments.contains(r.get<std::string>()))
       return failed(fmt::format("{} needs the argument \"{}\"", tool, r.get<std::string>()));
-  if (session_ && session_->process->ended()) session_.reset();  // it died between calls
+  if (session_ && session_->transport->ended()) session_.reset();  // it died between calls
   if (!session_) {
     try {
       start();
@@ -224,7 +224,8 @@ std::string McpClient::call(const std::string& tool, const Json& arguments) {
 
 namespace {
 
-using ClientKey = std::tuple<std::string, std::vector<std::string>, std::vector<std::pair<std::string, std::string>>>;
+using ClientKey =
+    std::tuple<std::string, std::vector<std::string>, std::string, std::vector<std::pair<std::string, std::string>>>;
 detail::ProcessRegistry<ClientKey, McpClient>& sharedClients() {
   static detail::ProcessRegistry<ClientKey, McpClient> clients;
   return clients;
@@ -233,7 +234,7 @@ detail::ProcessRegistry<ClientKey, McpClient>& sharedClients() {
 }  // namespace
 
 std::shared_ptr<McpClient> sharedMcpClient(const McpServerOptions& o) {
-  return sharedClients().get({o.name, o.command, o.env}, [&] { return std::make_shared<McpClient>(o); });
+  return sharedClients().get({o.name, o.command, o.url, o.env}, [&] { return std::make_shared<McpClient>(o); });
 }
 
 std::vector<McpBoundTool> sharedMcpTools(const std::vector<McpServerOptions>& servers) {

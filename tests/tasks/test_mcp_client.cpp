@@ -3,9 +3,12 @@
 // error, bad arguments, an unknown tool, the server killed and started again) and against a
 // hand-written stdio server that pages its tool list, prints garbage, sends other content
 // types, asks the client a question, hangs and dies.
+#include <arpa/inet.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,6 +22,7 @@
 #include "astraflow/tasks/mcp_client.hpp"
 #include "io/temp_dir.hpp"
 #include "tasks/process_watch.hpp"
+#include "tasks/server_process.hpp"
 
 using namespace astraflow;
 using json = nlohmann::ordered_json;
@@ -159,6 +163,63 @@ TEST(McpClient, PagesMessagesAndFailuresOfARawServer) {
     EXPECT_NE(std::string(e.what()).find("MCP server 'raw' (sleep 100) did not initialise"), std::string::npos)
         << e.what();
   }
+}
+
+// The streamable HTTP transport against the SDK's own server (examples/mcp_calculator --http):
+// messages POSTed to /mcp, answers as event streams, the session id the server gives sent back;
+// a server that goes away makes calls answer "error: …", and one that comes back is initialised
+// again at the next call.
+TEST(McpClient, TheSdkServerOverStreamableHttp) {
+  const int port = [] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t n = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+    ::close(fd);
+    return static_cast<int>(ntohs(a.sin_port));
+  }();
+  test::TempDir dir;
+  const McpServerOptions stdio = calculator();
+  detail::ProcessSpec spec;
+  spec.argv = {stdio.command[0], stdio.command[1], "--http", std::to_string(port)};
+  spec.executable = stdio.command[0];
+  auto serve = [&] { return std::make_unique<detail::ServerProcess>(spec, dir.file("server.log")); };
+  auto server = serve();
+  McpServerOptions o;
+  o.name = "remote";
+  o.url = fmt::format("http://127.0.0.1:{}/mcp", port);
+  o.timeout_seconds = 10;
+  std::unique_ptr<McpClient> client;
+  for (int i = 0; i < 600 && !client; ++i) {  // until the server listens (the SDK's import takes seconds)
+    try {
+      client = std::make_unique<McpClient>(o);
+    } catch (const Error&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  ASSERT_TRUE(client) << server->logTail();
+  ASSERT_EQ(client->tools().size(), 3U);
+  EXPECT_EQ(client->tools()[1].name, "multiply");
+  EXPECT_EQ(client->call("multiply", {{"a", 6}, {"b", 7}}), "42.0");
+  EXPECT_EQ(client->call("add", {{"a", 1}}), "error: add needs the argument \"b\"");
+  const std::string divided = client->call("divide", {{"a", 1}, {"b", 0}});
+  // The tool's own failure (isError): the SDK's HTTP server words it without the exception's text.
+  EXPECT_TRUE(divided.starts_with("error: ") && divided.find("divide") != std::string::npos) << divided;
+
+  server.reset();  // killed
+  const std::string gone = client->call("add", {{"a", 1}, {"b", 1}});
+  EXPECT_TRUE(gone.starts_with("error: ")) << gone;
+  server = serve();
+  std::string back;
+  for (int i = 0; i < 600 && back != "3.0"; ++i) {
+    back = client->call("add", {{"a", 1}, {"b", 2}});
+    if (back != "3.0") std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(back, "3.0");
+  EXPECT_GE(client->counters().restarts, 1U);
 }
 
 }  // namespace mcp_client_tests

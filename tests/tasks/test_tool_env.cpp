@@ -337,8 +337,12 @@ TEST(ToolEnvironments, ConfigKeys) {
   EXPECT_EQ(c.environment.mcp_servers[0].timeout_seconds, 5.0);
   EXPECT_EQ(c.environment.mcp_servers[1].timeout_seconds, 30.0);
   refused(ds + "tools: {mcp: [{name: a, command: [x]}, {name: a, command: [y]}]}}", "environment.tools.mcp[1].name");
-  refused(ds + "tools: {mcp: [{name: a, url: 'http://x'}]}}", "environment.tools.mcp[0].url");
-  refused(ds + "tools: {mcp: [{name: a}]}}", "environment.tools.mcp[0].command");
+  refused(ds + "tools: {mcp: [{name: a, url: 'https://x/mcp'}]}}", "environment.tools.mcp[0].url");
+  refused(ds + "tools: {mcp: [{name: a, url: 'http://x/mcp', command: [x]}]}}", "give one of url");
+  c = parseConfig(head + ds + "tools: {mcp: [{name: remote, url: 'http://127.0.0.1:8000/mcp'}]}}", "t.yaml");
+  EXPECT_EQ(c.environment.mcp_servers.at(0).url, "http://127.0.0.1:8000/mcp");
+  EXPECT_TRUE(c.environment.mcp_servers.at(0).command.empty());
+  refused(ds + "tools: {mcp: [{name: a}]}}", "environment.tools.mcp[0].url: give one of url");
   refused(ds + "tools: {mcp: [{name: a, command: [x], port: 3}]}}", "environment.tools.mcp[0].port");
   refused(ds + "tools: {mcp: []}}", "environment.tools.mcp");
   refused("environment: {name: arithmetic, tools: {mcp: [{name: a, command: [x]}]}}", "environment.tools");

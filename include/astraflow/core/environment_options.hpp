@@ -50,10 +50,11 @@ struct DatasetTaskOptions {
 };
 
 // A Model Context Protocol server whose tools the policy may call (environment.tools.mcp,
-// docs/tasks.md "Tools from MCP servers"): started per rollout rank over stdio.
+// docs/tasks.md "Tools from MCP servers"): started per rollout rank over stdio, or reached at a URL.
 struct McpServerOptions {
   std::string name;                                      // in the log and in errors
-  std::vector<std::string> command;                      // the program and its arguments
+  std::vector<std::string> command;                      // the program and its arguments (stdio), or
+  std::string url;                                       // a running server (streamable HTTP)
   std::vector<std::pair<std::string, std::string>> env;  // added to the host's environment
   double timeout_seconds = 30;                           // start-up (initialize, tools/list) and each call
 };

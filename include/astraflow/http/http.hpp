@@ -73,6 +73,7 @@ class HttpServer {
 struct HttpResult {
   int status = 0;
   std::string body;
+  std::map<std::string, std::string> headers;  // the answer's, names lower-cased (post() only)
   std::string error;
   bool transportOk() const { return error.empty(); }
   bool ok() const { return error.empty() && status >= 200 && status < 300; }
@@ -90,6 +91,10 @@ class HttpClient {
 
   HttpResult get(const std::string& path);
   HttpResult postJson(const std::string& path, const std::string& body);
+  // A POST with request headers of the caller's (e.g. a protocol's session id); the answer's
+  // headers come back in HttpResult::headers.
+  HttpResult post(const std::string& path, const std::string& body, const std::string& content_type,
+                  const std::map<std::string, std::string>& headers);
   const std::string& baseUrl() const { return base_url_; }
 
  private:

@@ -1,7 +1,8 @@
 #pragma once
-// A Model Context Protocol client over stdio (docs/tasks.md, "Tools from MCP servers"): the
-// server is a program the rank starts, speaking JSON-RPC 2.0 one message per line on its stdin
-// and stdout (the MCP stdio transport). At start: `initialize`, `notifications/initialized`,
+// A Model Context Protocol client (docs/tasks.md, "Tools from MCP servers"): the server is a
+// program the rank starts, speaking JSON-RPC 2.0 one message per line on its stdin and stdout
+// (the stdio transport), or a running server at a URL each message is POSTed to (the streamable
+// HTTP transport). At start: `initialize`, `notifications/initialized`,
 // `tools/list` (every page); then `tools/call` per call. The server is started again when it has
 // ended (a crash, a timeout); its tools must then be the ones it listed first.
 #include <cstdint>
@@ -56,6 +57,7 @@ class McpClient {
   nlohmann::ordered_json request(const std::string& method, nlohmann::ordered_json params, std::string& error);
 
   std::string stderrNote() const;  // "; its stderr ends: …" of the last server that failed, or ""
+  std::string where() const;       // its command line or its URL, for errors
 
   McpServerOptions options_;
   std::string last_stderr_;
