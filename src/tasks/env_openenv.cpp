@@ -118,7 +118,7 @@ class OpenEnvEnvironment final : public Environment {
     const double reward = data.contains("reward") && data["reward"].is_number() ? data["reward"].get<double>() : 0.0;
     total_ += reward;
     last_ = reward;
-    if (data.value("done", false)) {
+    if (data.contains("done") && data["done"].get<bool>()) {  // a bool: isObservation checked it
       endSession();
       const double r = o_.reward == "last" ? last_ : total_;
       return {"", r, r > 0 ? "correct" : "wrong", true};
@@ -163,6 +163,19 @@ class OpenEnvEnvironment final : public Environment {
     return detail::capped(observationText(reply["data"]["observation"], o_.observation_field), o_.observation_bytes);
   }
 
+  // A reply's "type" when it is an object with a string one, else "" (a server's JSON is not trusted:
+  // nothing here may throw on a wrong type).
+  static std::string messageType(const json& reply) {
+    if (!reply.is_object() || !reply.contains("type") || !reply["type"].is_string()) return "";
+    return reply["type"].get<std::string>();
+  }
+  // {"observation": {...}, "reward": number|null (or absent), "done": bool (or absent)}.
+  static bool isObservation(const json& data) {
+    if (!data.is_object() || !data.contains("observation") || !data["observation"].is_object()) return false;
+    if (data.contains("reward") && !data["reward"].is_number() && !data["reward"].is_null()) return false;
+    return !data.contains("done") || data["done"].is_boolean();
+  }
+
   // Sends `message` on the episode's session (opened on first use) and reads the reply. nullopt
   // when it failed: failure_ says why (`timeout`, `env_error`), the session is dropped, a dead
   // server of this rank started again (revived_).
@@ -180,14 +193,13 @@ class OpenEnvEnvironment final : public Environment {
       }
       session_->send(message.dump(), timeout_);
       const json reply = json::parse(session_->receive(timeout_), nullptr, false);
-      if (reply.is_object() && reply.value("type", "") == "observation" && reply.contains("data") &&
-          reply["data"].is_object() && reply["data"].contains("observation") &&
-          reply["data"]["observation"].is_object()) {
+      const std::string type = messageType(reply);
+      if (type == "observation" && isObservation(reply["data"])) {
         ++c.steps;
         failure_.clear();
         return reply;
       }
-      if (reply.is_object() && reply.value("type", "") == "error") {
+      if (type == "error") {
         what = "the server answered an error: " + reply.value("data", json::object()).dump();
       } else {
         ++c.malformed;

@@ -2,7 +2,8 @@
 
 It answers GET /health and speaks the /ws protocol of openenv-core, but each episode's `step`
 does what the reset's "mode" says: ok (an observation), garbage (not JSON), error (an OpenEnv
-error message), wrong (an observation that is a string), slow (answers after 5 s), huge (a
+error message), wrong (an observation that is a string), types (a reward and a `done` of the
+wrong types), typeless (a `type` that is not a string), slow (answers after 5 s), huge (a
 17 MiB message), hangup (closes the connection), exit (the whole server exits).
 """
 import asyncio
@@ -45,6 +46,11 @@ async def session(ws):
             await ws.send(json.dumps({"type": "error", "data": {"message": "boom", "code": "EXECUTION_ERROR"}}))
         elif mode == "wrong":
             await ws.send(json.dumps({"type": "observation", "data": {"observation": "a string"}}))
+        elif mode == "types":
+            await ws.send(json.dumps({"type": "observation",
+                                      "data": {"observation": {"text": "t"}, "reward": "high", "done": "yes"}}))
+        elif mode == "typeless":
+            await ws.send(json.dumps({"type": 5, "data": []}))
         elif mode == "slow":
             await asyncio.sleep(5)
             await ws.send(observation("late"))

@@ -186,6 +186,7 @@ TEST(OpenEnv, EveryKindOfBadReplyEndsTheEpisodeCountedAndNeverThrows) {
   } cases[] = {
       {"ok", "correct", false, false},       {"garbage", "env_error", true, false},
       {"error", "env_error", false, false},  {"wrong", "env_error", true, false},
+      {"types", "env_error", true, false},   {"typeless", "env_error", true, false},
       {"slow", "timeout", false, true},      {"huge", "env_error", false, false},
       {"hangup", "env_error", false, false}, {"exit", "env_error", false, false},
       {"ok", "correct", false, false},
