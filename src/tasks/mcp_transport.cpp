@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <deque>
 #include <nlohmann/json.hpp>
 
@@ -84,19 +85,19 @@ class HttpTransport final : public McpTransport {
     const std::size_t slash = url.find('/', std::string_view("http://").size());
     base_ = std::string(url.substr(0, slash));
     path_ = slash == std::string_view::npos ? "/" : std::string(url.substr(slash));
-    const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_seconds * 1000));
-    client_ = std::make_unique<HttpClient>(base_, timeout, timeout);
+    timeout_ = std::chrono::milliseconds(static_cast<std::int64_t>(o.timeout_seconds * 1000));
+    client_ = std::make_unique<HttpClient>(base_, timeout_, timeout_);
   }
 
   Status send(const std::string& message, double) override {
     std::map<std::string, std::string> headers = {{"Accept", "application/json, text/event-stream"}};
     if (!session_.empty()) headers["Mcp-Session-Id"] = session_;
+    const auto start = std::chrono::steady_clock::now();
     const HttpResult r = client_->post(path_, message, "application/json", headers);
     if (!r.transportOk()) {
       last_ = r.error;
-      return r.error.find("Timeout") != std::string::npos || r.error.find("timeout") != std::string::npos
-                 ? Status::TimedOut
-                 : Status::Ended;
+      // cpp-httplib words a read past its timeout as any failed read: the time spent tells them apart.
+      return std::chrono::steady_clock::now() - start >= timeout_ * 9 / 10 ? Status::TimedOut : Status::Ended;
     }
     if (r.body.size() > max_bytes_) return Status::TooLong;
     if (const auto it = r.headers.find("mcp-session-id"); it != r.headers.end()) session_ = it->second;
@@ -135,6 +136,7 @@ class HttpTransport final : public McpTransport {
 
  private:
   std::size_t max_bytes_;
+  std::chrono::milliseconds timeout_;
   std::string base_, path_, session_, last_;
   std::unique_ptr<HttpClient> client_;
   std::deque<std::string> inbox_;

@@ -220,6 +220,25 @@ TEST(McpClient, TheSdkServerOverStreamableHttp) {
   }
   EXPECT_EQ(back, "3.0");
   EXPECT_GE(client->counters().restarts, 1U);
+
+  // A server that takes the connection and never answers: a timeout, said as one.
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t n = sizeof a;
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(silent, 4), 0);
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&a), &n);
+  o.url = fmt::format("http://127.0.0.1:{}/mcp", ntohs(a.sin_port));
+  o.timeout_seconds = 1;
+  try {
+    McpClient never(o);
+    ADD_FAILURE() << "a server that never answers was initialised";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not initialise: no answer within 1 s"), std::string::npos) << e.what();
+  }
+  ::close(silent);
 }
 
 }  // namespace mcp_client_tests
