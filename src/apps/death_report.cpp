@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,11 +54,12 @@ void onTerminate(int) {
 void installDeathReport(const Comm& world, const RoleMap& map) {
   char host[64] = {0};
   gethostname(host, sizeof host - 1);
-  std::vector<char> hosts(64 * world.size());
-  ASTRA_MPI_CHECK(MPI_Allgather(host, 64, MPI_CHAR, hosts.data(), 64, MPI_CHAR, world.raw()));
+  const std::vector<std::byte> host_bytes = world.allgatherBytes(std::as_bytes(std::span(host)));
+  const char* hosts = reinterpret_cast<const char*>(host_bytes.data());
   const long mine = static_cast<long>(getpid());
-  std::vector<long> pids(world.size());
-  ASTRA_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_LONG, pids.data(), 1, MPI_LONG, world.raw()));
+  const std::vector<std::byte> pid_bytes = world.allgatherBytes(std::as_bytes(std::span(&mine, 1)));
+  std::vector<long> pids(static_cast<std::size_t>(world.size()));
+  std::memcpy(pids.data(), pid_bytes.data(), pid_bytes.size());
 
   auto* peers = new std::vector<Peer>();  // lives until exit: the handler may run any time
   for (int r = 0; r < world.size(); ++r) {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,12 +36,12 @@ RingGeometry geometryOf(const RingSection& s) { return RingGeometry{s.slots, s.s
 void printRoleMap(const Comm& world, const RoleMap& map) {
   char host[64] = {0};
   gethostname(host, sizeof host - 1);
-  std::vector<char> hosts(world.rank() == 0 ? 64 * world.size() : 0);
-  ASTRA_MPI_CHECK(MPI_Gather(host, 64, MPI_CHAR, hosts.data(), 64, MPI_CHAR, 0, world.raw()));
+  const auto hosts = world.gatherBytes(0, std::as_bytes(std::span(host)));
   if (world.rank() != 0) return;
   std::string table = map.describe();
   for (int r = 0; r < world.size(); ++r) {
-    table += fmt::format("  rank {:>4}  {:<24} on {}\n", r, map.of(r).label(), &hosts[64 * r]);
+    table += fmt::format("  rank {:>4}  {:<24} on {}\n", r, map.of(r).label(),
+                         reinterpret_cast<const char*>(hosts[static_cast<std::size_t>(r)].data()));
   }
   spdlog::info("{}", table);
 }
@@ -63,9 +64,9 @@ bool windowsFit(const Config& cfg, const RoleMap& map, const Comm& world) {
                     humanBytes(need).c_str(), humanBytes(avail).c_str());
     }
   }
-  ASTRA_MPI_CHECK(MPI_Bcast(verdict, sizeof verdict, MPI_CHAR, map.dataflowRank(), world.raw()));
-  if (verdict[0] && world.rank() == map.dataflowRank()) spdlog::error("{}", verdict);
-  return verdict[0] == 0;
+  const std::string said = world.broadcastString(map.dataflowRank(), verdict);
+  if (!said.empty() && world.rank() == map.dataflowRank()) spdlog::error("{}", said);
+  return said.empty();
 }
 
 }  // namespace

@@ -123,6 +123,13 @@ std::vector<std::vector<std::byte>> Comm::gatherBytes(int root, std::span<const 
   return out;
 }
 
+std::vector<std::byte> Comm::allgatherBytes(std::span<const std::byte> mine) const {
+  std::vector<std::byte> all(mine.size() * static_cast<std::size_t>(size()));
+  const int n = static_cast<int>(mine.size());
+  ASTRA_MPI_CHECK(MPI_Allgather(mine.data(), n, MPI_BYTE, all.data(), n, MPI_BYTE, comm_));
+  return all;
+}
+
 std::string Comm::broadcastString(int root, std::string value) const {
   // The size first, so receivers size their buffer: one collective pair, any length.
   std::uint64_t n = value.size();

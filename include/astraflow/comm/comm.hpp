@@ -58,6 +58,9 @@ class Comm {
   void barrier() const;
   // Collective over this comm: every rank's bytes, in rank order, on `root` (empty elsewhere).
   std::vector<std::vector<std::byte>> gatherBytes(int root, std::span<const std::byte> mine) const;
+  // Collective over this comm: every rank's `mine` (the same size on every rank) on every rank,
+  // concatenated in rank order.
+  std::vector<std::byte> allgatherBytes(std::span<const std::byte> mine) const;
   // Collective over this comm: `root`'s value on every rank (the others' `value` is ignored).
   std::string broadcastString(int root, std::string value) const;
   MPI_Comm raw() const { return comm_; }
