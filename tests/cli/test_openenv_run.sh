@@ -26,14 +26,15 @@ grep -q "$work/guess_server.py" "$work/config.yaml" || fail "the example config'
   --set rollout.batch_tasks=8 --set rollout.group_size=4 --set trainer.groups_per_step=4 \
   >"$work/out" 2>"$work/err" &
 job=$!
-# Kill every server once each rank has played a while.
-servers=""
+# Kill every server once each rank's server has answered its health check (a server killed while
+# it starts is a failed start, retried at once, not a revival) and the ranks have played a while.
+servers=0
 for _ in $(seq 1 600); do
-  servers=$(pgrep -f "$work/guess_server.py" | wc -l)
+  servers=$(grep -c "environment.openenv: server .* answers at" "$work/err")
   if [ "$servers" -ge "$rollouts" ] && grep -q "player v2 " "$work/err"; then break; fi
   sleep 0.2
 done
-[ "$servers" -ge "$rollouts" ] || fail "expected $rollouts servers running, found $servers"
+[ "$servers" -ge "$rollouts" ] || fail "expected $rollouts servers answering, found $servers"
 pkill -9 -f "$work/guess_server.py" || fail "no server to kill"
 timeout 180 bash -c "while kill -0 $job 2>/dev/null; do sleep 0.5; done" || fail "the run did not end"
 wait $job || fail "mpirun exited $?: $(tail -n 5 "$work/err")"
