@@ -1,7 +1,7 @@
 // Token log-probs from hidden states in chunks of rows (the trainer's and the scorer's; see the
 // header). The forward keeps only its inputs; the backward recomputes each chunk's logits under
-// the forward's autocast state and takes that chunk's gradients from autograd, so a chunk's
-// float32 [rows, V] logits and their softmax are the largest transient either way.
+// the forward's autocast state and forms their gradient in place, so a chunk's float32 [rows, V]
+// logits are the largest transient either way, beside the weight's one gradient.
 #include "astraflow/model/chunked_logprobs.hpp"
 
 #include <ATen/autocast_mode.h>
@@ -48,8 +48,10 @@ class ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& hidden,
                                const torch::Tensor& weight, const torch::Tensor& targets,
-                               const torch::Tensor& never_generate, double temperature, std::int64_t chunk_rows) {
+                               const torch::Tensor& never_generate, double temperature, std::int64_t chunk_rows,
+                               const c10::intrusive_ptr<TiedGradient>& tied) {
     ctx->save_for_backward({hidden, weight, targets, never_generate});
+    if (tied) ctx->saved_data["tied"] = c10::IValue::make_capsule(tied);
     ctx->saved_data["temperature"] = temperature;
     ctx->saved_data["chunk_rows"] = chunk_rows;
     // The backward runs outside the forward's autocast scope; its recomputation must cast as this did.
@@ -65,40 +67,102 @@ class ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
     return out;
   }
 
+  // By hand, one chunk at a time: recompute the chunk's float32 logits, turn them into the
+  // softmax in place, and from it the logits' gradient g·(onehot(target) − softmax)/temperature,
+  // again in place; then the two products that take it back through the projection. The weight's
+  // gradient is summed into one buffer with addmm (no [V, D] gradient per chunk beside it), and no
+  // autograd graph is built for the recomputation.
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_out) {
     const auto saved = ctx->get_saved_variables();
     const auto& hidden = saved[0];
     const auto& weight = saved[1];  // the live parameter: autocast's cached cast of it is reused
+    const auto& targets = saved[2];
+    const auto& never = saved[3];
     const auto temperature = ctx->saved_data["temperature"].toDouble();
     const auto chunk_rows = ctx->saved_data["chunk_rows"].toInt();
     const bool want_hidden = ctx->needs_input_grad(0), want_weight = ctx->needs_input_grad(1);
-    const AutocastAs autocast(hidden.device().type(), ctx->saved_data["autocast"].toBool(),
-                              static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
-    const torch::AutoGradMode grad_on(true);
+    const auto type = hidden.device().type();
+    const bool autocast_on = ctx->saved_data["autocast"].toBool();
+    const auto autocast_dtype = static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt());
+    const AutocastAs autocast(type, autocast_on, autocast_dtype);
+    const torch::NoGradGuard no_grad;
+    // The dtype the forward's projection ran in, and the weight as it used it (autocast's cache).
+    const auto w = autocast_on ? at::autocast::cached_cast(autocast_dtype, weight, type) : weight;
+    const auto compute = w.scalar_type();
     const auto N = hidden.size(0);
+    const auto g = grad_out[0].to(torch::kFloat32);
     torch::Tensor grad_hidden = want_hidden ? torch::empty_like(hidden) : torch::Tensor();
-    torch::Tensor grad_weight;
+    torch::Tensor grad_weight = want_weight ? torch::zeros_like(weight) : torch::Tensor();
     for (const auto& [s, n] : chunksOf(N, chunk_rows)) {
-      const auto h = hidden.narrow(0, s, n).detach().requires_grad_(want_hidden);
-      const auto w = want_weight ? weight : weight.detach();
-      const auto lp = chunkLogProbs(h, w, saved[2].narrow(0, s, n), saved[3], temperature);
-      std::vector<torch::Tensor> inputs;
-      if (want_hidden) inputs.push_back(h);
-      if (want_weight) inputs.push_back(w);
-      const auto g = torch::autograd::grad({lp}, inputs, {grad_out[0].narrow(0, s, n)}, /*retain_graph=*/false,
-                                           /*create_graph=*/false, /*allow_unused=*/true);
-      std::size_t i = 0;
-      if (want_hidden) grad_hidden.narrow(0, s, n).copy_(g[i++]);
-      if (want_weight && g[i].defined()) grad_weight = grad_weight.defined() ? grad_weight.add_(g[i]) : g[i];
+      const auto h = hidden.narrow(0, s, n).to(compute);
+      auto grad_logits = torch::linear(h, w).to(torch::kFloat32);
+      if (never.numel() > 0) grad_logits.index_fill_(-1, never, -std::numeric_limits<float>::infinity());
+      if (temperature != 1.0) grad_logits.div_(temperature);
+      const auto lse = grad_logits.logsumexp(-1, /*keepdim=*/true);
+      const auto gn = g.narrow(0, s, n).unsqueeze(-1);
+      grad_logits.sub_(lse).exp_().mul_(gn.neg());  // −g·softmax
+      grad_logits.scatter_add_(-1, targets.narrow(0, s, n).unsqueeze(-1), gn);
+      // Never-generated ids are constants (−inf) in the forward: no gradient reaches them.
+      if (never.numel() > 0) grad_logits.index_fill_(-1, never, 0.0);
+      if (temperature != 1.0) grad_logits.div_(temperature);
+      const auto grad_z = grad_logits.to(compute);
+      if (want_hidden) grad_hidden.narrow(0, s, n).copy_(torch::mm(grad_z, w));
+      if (want_weight) {
+        if (grad_weight.scalar_type() == compute) {
+          grad_weight.addmm_(grad_z.t(), h);
+        } else {
+          grad_weight.add_(torch::mm(grad_z.t(), h));  // autocast: the product in its dtype, summed in the weight's
+        }
+      }
+    }
+    // A tied matrix: the embedding's backward, which runs after this one, hands the sum on.
+    if (want_weight && ctx->saved_data.count("tied") != 0) {
+      c10::static_intrusive_pointer_cast<TiedGradient>(ctx->saved_data["tied"].toCapsule())->sum =
+          std::move(grad_weight);
     }
     // One gradient per forward input: hidden, weight, then none for the targets, the ids and the
-    // two non-tensor arguments.
-    return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    // three non-tensor arguments.
+    return {grad_hidden,     grad_weight,     torch::Tensor(), torch::Tensor(),
+            torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+class TiedEmbeddingLookup : public torch::autograd::Function<TiedEmbeddingLookup> {
+ public:
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& weight,
+                               const torch::Tensor& tokens, const c10::intrusive_ptr<TiedGradient>& tied) {
+    ctx->save_for_backward({tokens});
+    ctx->saved_data["tied"] = c10::IValue::make_capsule(tied);
+    ctx->saved_data["rows"] = weight.size(0);
+    ctx->saved_data["dtype"] = static_cast<std::int64_t>(weight.scalar_type());
+    return torch::embedding(weight, tokens);
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad_out) {
+    const auto tied = c10::static_intrusive_pointer_cast<TiedGradient>(ctx->saved_data["tied"].toCapsule());
+    torch::Tensor sum = std::move(tied->sum);
+    tied->sum = torch::Tensor();
+    const auto& grad = grad_out[0];
+    const auto D = grad.size(-1);
+    if (!sum.defined()) {
+      sum = torch::zeros({ctx->saved_data["rows"].toInt(), D},
+                         grad.options().dtype(static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt())));
+    }
+    const torch::NoGradGuard no_grad;
+    sum.index_add_(0, ctx->get_saved_variables()[0].reshape({-1}), grad.reshape({-1, D}).to(sum.scalar_type()));
+    return {sum, torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
+
+torch::Tensor tiedEmbedding(const torch::Tensor& weight, const torch::Tensor& tokens,
+                            const c10::intrusive_ptr<TiedGradient>& tied) {
+  if (!tied) return torch::embedding(weight, tokens);
+  return TiedEmbeddingLookup::apply(weight, tokens, tied);
+}
 
 std::int64_t logitsChunkRows(std::int64_t rows, std::int64_t vocab, std::int64_t chunk_bytes) {
   const auto all = std::max<std::int64_t>(1, rows);
@@ -121,7 +185,7 @@ torch::Tensor chunkedTokenLogProbs(const torch::Tensor& hidden, const torch::Ten
   const auto rows = std::max<std::int64_t>(1, chunk_rows);
   // An undefined tensor is no Function input (autograd asks every input for its device).
   const auto never = head.never_generate.defined() ? head.never_generate : torch::empty({0}, targets.options());
-  return ChunkedLogProbs::apply(hidden, head.weight, targets, never, head.temperature, rows);
+  return ChunkedLogProbs::apply(hidden, head.weight, targets, never, head.temperature, rows, head.tied);
 }
 
 }  // namespace astraflow

@@ -221,12 +221,25 @@ torch::Tensor PolicyModelImpl::hiddenStates(const torch::Tensor& tokens, const t
 }
 
 OutputHead PolicyModelImpl::outputHead(double temperature) const {
-  return OutputHead{outputWeight(), never_generate_, temperature};
+  return OutputHead{outputWeight(), never_generate_, temperature, {}};
+}
+
+std::pair<torch::Tensor, OutputHead> PolicyModelImpl::hiddenStatesAndHead(const torch::Tensor& tokens,
+                                                                          const torch::Tensor& positions,
+                                                                          const torch::Tensor& valid,
+                                                                          const torch::Tensor& segments,
+                                                                          double temperature) {
+  OutputHead head = outputHead(temperature);
+  if (config_.tied_embeddings && torch::GradMode::is_enabled() && embed_.requires_grad())
+    head.tied = c10::make_intrusive<TiedGradient>();
+  auto hidden =
+      rmsNorm(trunk(tokens, positions, valid, segments, nullptr, nullptr, head.tied), final_norm_, config_.rms_eps);
+  return {std::move(hidden), std::move(head)};
 }
 
 torch::Tensor PolicyModelImpl::trunk(const torch::Tensor& tokens, const torch::Tensor& positions,
                                      const torch::Tensor& valid, const torch::Tensor& segments, KvCache* cache,
-                                     const PagedKv* paged) {
+                                     const PagedKv* paged, const c10::intrusive_ptr<TiedGradient>& tied) {
   const auto T = tokens.size(1);
   const std::int64_t past = cache ? cache->length : 0;
   if (cache && past + T > cache->capacity) {
@@ -245,7 +258,7 @@ torch::Tensor PolicyModelImpl::trunk(const torch::Tensor& tokens, const torch::T
   const auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
 
   const torch::Tensor mask = attentionMask(positions, valid, segments, cache, paged);
-  auto x = torch::embedding(embed_, tokens);  // [B,T,D]
+  auto x = tiedEmbedding(embed_, tokens, tied);  // [B,T,D]; torch::embedding without a tied slot
   // Checkpointing only where there is a backward pass to recompute for.
   const bool backward = !cache && !paged && torch::GradMode::is_enabled();
   const bool checkpoint = checkpoint_blocks_ && backward;
@@ -444,7 +457,8 @@ torch::Tensor sequenceLogProbs(PolicyModelImpl& model, const torch::Tensor& toke
   const auto idx = torch::arange(T, tokens.options().dtype(torch::kLong)).unsqueeze(0);
   const auto valid = idx < lengths.unsqueeze(1);
   const auto positions = idx.expand({B, T}).contiguous();
-  const auto hidden = model.hiddenStates(tokens, positions, valid).reshape({B * T, -1});  // [B*T,D]
+  auto [states, head] = model.hiddenStatesAndHead(tokens, positions, valid, {}, temperature);
+  const auto hidden = states.reshape({B * T, -1});  // [B*T,D]
   // Only the cells with a token to score: cell c (a valid token, not a row's first) from the
   // hidden state at c − 1. Padding and entry 0 stay 0 (no NaN leaks through mask products).
   const auto cells = torch::arange(B * T, positions.options())
@@ -452,7 +466,7 @@ torch::Tensor sequenceLogProbs(PolicyModelImpl& model, const torch::Tensor& toke
                          .narrow(1, 1, T - 1)
                          .masked_select(valid.narrow(1, 1, T - 1));
   const auto logp = chunkedTokenLogProbs(hidden.index_select(0, cells - 1), tokens.reshape({-1}).index_select(0, cells),
-                                         model.outputHead(temperature), model.logitsChunkRows(cells.size(0)));
+                                         head, model.logitsChunkRows(cells.size(0)));
   return torch::zeros({B * T}, logp.options()).index_copy(0, cells, logp).view({B, T});
 }
 

@@ -73,10 +73,9 @@ void trainerItems(const Config& cfg, const Shape& s, int group_size, std::vector
   const auto whole_logits = micro * u(s.vocab) * 4;
   const auto logits = t.logits_chunk_bytes > 0 ? std::min(u(t.logits_chunk_bytes), whole_logits) : whole_logits;
   out.push_back({"logits (float32, x3 in the backward)", 3 * logits, "trainer.logits_chunk_bytes"});
-  // The backward's gradients of the output projection and of the embedding, [V, D] float32
-  // each, alive together before autograd sums them into the (tied) parameter's .grad —
-  // measured as the chunked step's whole transient in docs/performance.md.
-  out.push_back({"output/embedding gradient transients", u(s.vocab) * u(s.d) * 4 * 2, ""});
+  // The output projection's [V, D] float32 gradient, formed by the head's backward before it is
+  // added into .grad (a tied embedding's rows are added into the same buffer: TiedGradient).
+  out.push_back({"output head gradient transient", u(s.vocab) * u(s.d) * 4, ""});
   // Publishing: the packed bf16 version it stages (packWeights converts into it a parameter at a
   // time). The staging area it writes is the dataflow rank's window, counted there.
   out.push_back({"weight publishing (packed bf16 version)", P * 2, ""});

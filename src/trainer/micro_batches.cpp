@@ -136,12 +136,12 @@ torch::Tensor microBatchLogProbs(PolicyModelImpl& model, const MicroBatch& micro
   // Pad cells take token 0 (never attended to, never scored).
   const auto source = torch::cat({seq_tokens.reshape({-1}), torch::zeros({1}, seq_tokens.options())});
   const auto line_tokens = source.index_select(0, flat_index.to(device));  // [L*W]
-  const auto hidden =
-      model.hiddenStates(line_tokens.view({L, W}), positions.to(device), valid.to(device), segments.to(device));
+  const auto [hidden, head] = model.hiddenStatesAndHead(line_tokens.view({L, W}), positions.to(device),
+                                                        valid.to(device), segments.to(device), temperature);
   const auto cells = torch::tensor(scored_cells, torch::kLong).to(device);
   const auto logp =
       chunkedTokenLogProbs(hidden.reshape({L * W, -1}).index_select(0, cells - 1), line_tokens.index_select(0, cells),
-                           model.outputHead(temperature), model.logitsChunkRows(cells.size(0)));
+                           head, model.logitsChunkRows(cells.size(0)));
   return torch::zeros({n * width}, logp.options())
       .index_copy(0, torch::tensor(result_cells, torch::kLong).to(device), logp)
       .view({n, width});

@@ -13,6 +13,7 @@
 #include "astraflow/model/weight_blob.hpp"
 #include "astraflow/trainer/loss.hpp"
 #include "trainer/autocast_scope.hpp"
+#include "trainer/sliced_adamw.hpp"
 
 namespace astraflow {
 
@@ -142,7 +143,7 @@ bool PolicyTrainer::applyStep(const torch::Tensor& loss, double& grad_norm, doub
     if (!stepped) skipped_steps_++;
   } else if (finiteStep(loss, grad_norm)) {
     for (auto& g : optimizer_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-    optimizer_->step();
+    slicedAdamWStep(*optimizer_);  // AdamW's step without its two whole-parameter temporaries
     stepped = true;
   }
   // Autocast caches the bf16 casts of the weights for its scope's life: after a step they are
@@ -167,7 +168,7 @@ bool PolicyTrainer::finiteStep(const torch::Tensor& loss, double& grad_norm) {
   } else {
     torch::NoGradGuard ng;
     for (const auto& p : model_->parameters()) {
-      if (p.grad().defined()) norm += p.grad().pow(2).sum().item<double>();
+      if (p.grad().defined()) norm += slicedSumOfSquares(p.grad());
     }
     norm = std::sqrt(norm);
   }

@@ -179,22 +179,38 @@ TEST_P(ModelChunkedLogProbs, Bf16AutocastMatchesTheFullLogitsPath) {
   model->setLogitsChunkBytes(1);
   const auto tokens = torch::randint(0, kQwenVocab, {2, 30}, torch::kLong);
   const auto lengths = torch::tensor({30, 17}, torch::kLong);
+  auto gradsOf = [](PolicyModelImpl& m, const torch::Tensor& lp) {
+    m.zero_grad();
+    lp.sum().backward();
+    std::vector<torch::Tensor> g;
+    for (const auto& p : m.parameters()) g.push_back(p.grad().to(torch::kFloat64));
+    return g;
+  };
   at::autocast::set_autocast_enabled(at::kCPU, true);
   at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
-  auto lossOf = [&](const torch::Tensor& lp) {
-    model->zero_grad();
-    lp.sum().backward();
-    return model->parameters()[0].grad().clone();
-  };
   const auto chunked = sequenceLogProbs(*model, tokens, lengths);
-  const auto g_chunked = lossOf(chunked);
+  const auto g_chunked = gradsOf(*model, chunked);
   const auto whole = fromFullLogits(*model, tokens, lengths, 1.0);
-  const auto g_whole = lossOf(whole);
+  const auto g_whole = gradsOf(*model, whole);
   at::autocast::set_autocast_enabled(at::kCPU, false);
   at::autocast::clear_cache();
+  PolicyModel exact_model(cfg);  // the same weights in float64, no autocast
+  exact_model->place(torch::kCPU, torch::kFloat64);
+  exact_model->importTensors(model->orderedParameters());
+  const auto g_exact = gradsOf(*exact_model, fromFullLogits(*exact_model, tokens, lengths, 1.0));
   // The same bf16 products either way: only the float32 summation order may differ.
   EXPECT_LE(maxAbsDiff(chunked, whole), 1e-5);
-  EXPECT_LE(maxAbsDiff(g_chunked, g_whole), 1e-4 * std::max(1.0, g_whole.abs().max().item<double>()));
+  // Gradients: the logits' gradient is rounded to bf16 before the products, so a float32
+  // difference in it (the softmax formed in place, not by autograd) moves single elements by a
+  // bf16 step. Held to the float64 gradient as a whole (its norm): the chunked path at least as
+  // close as the whole one, with a margin of a quarter.
+  ASSERT_EQ(g_chunked.size(), g_exact.size());
+  for (std::size_t i = 0; i < g_exact.size(); ++i) {
+    const double scale = g_exact[i].norm().item<double>();
+    const double err = (g_chunked[i] - g_exact[i]).norm().item<double>();
+    const double whole_err = (g_whole[i] - g_exact[i]).norm().item<double>();
+    EXPECT_LE(err, 1.25 * whole_err + 1e-6 * scale) << "parameter " << i << ": whole " << whole_err;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(TiedAndUntied, ModelChunkedLogProbs, ::testing::Bool());

@@ -4,15 +4,33 @@
 // [N, vocab] float32 logits tensor (2.5 GB for 4,096 tokens at Qwen3's 151,936) never exists, and
 // the backward recomputes each chunk's logits instead of keeping them (the fused linear +
 // cross-entropy pattern). Values and gradients equal the unchunked computation.
+#include <ATen/core/ivalue.h>
 #include <torch/types.h>
 
 namespace astraflow {
+
+// A tied model's embedding and output head are one [V, D] matrix used at both ends of the
+// forward; autograd would hold its two [V, D] gradients at once to sum them. Instead the head's
+// backward (which runs first) leaves its gradient here, and the embedding's backward adds its rows
+// into it and hands the sum on as the matrix's gradient: one [V, D] buffer. One per forward.
+struct TiedGradient : torch::CustomClassHolder {
+  torch::Tensor sum;
+};
 
 struct OutputHead {
   torch::Tensor weight;          // [V, D]: the output projection (the embeddings when tied)
   torch::Tensor never_generate;  // [k] int64, optional: vocabulary ids whose logits are −inf
   double temperature = 1.0;      // logits are divided by it before the softmax
+  // Set when `weight` is also this forward's embedding, looked up by tiedEmbedding with the same
+  // slot: the head's weight gradient then reaches autograd through the embedding's backward.
+  c10::intrusive_ptr<TiedGradient> tied = {};
 };
+
+// weight[tokens] ([..., D]), the embedding lookup; its backward adds the rows' gradients into
+// `tied->sum` (the head's weight gradient, when the head's backward left one) and returns that
+// as the weight's gradient.
+torch::Tensor tiedEmbedding(const torch::Tensor& weight, const torch::Tensor& tokens,
+                            const c10::intrusive_ptr<TiedGradient>& tied);
 
 // Rows per chunk so that one chunk's float32 logits take about `chunk_bytes` (but at least
 // kMinChunkRows, or all `rows` if fewer); chunk_bytes 0 means one chunk (the unchunked

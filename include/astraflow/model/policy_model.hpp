@@ -68,6 +68,11 @@ class PolicyModelImpl : public torch::nn::Module {
   torch::Tensor hiddenStates(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
                              const torch::Tensor& segments = {});
   OutputHead outputHead(double temperature = 1.0) const;
+  // Both from one forward, for a backward through them: a tied model's head then shares this
+  // forward's embedding gradient (TiedGradient), one [V, D] gradient buffer instead of two.
+  std::pair<torch::Tensor, OutputHead> hiddenStatesAndHead(const torch::Tensor& tokens, const torch::Tensor& positions,
+                                                           const torch::Tensor& valid, const torch::Tensor& segments,
+                                                           double temperature);
   // Scoring computes float32 logits about this many bytes at a time (trainer.logits_chunk_bytes;
   // 0: all rows at once). logitsChunkRows: the rows per chunk for `rows` rows to score.
   void setLogitsChunkBytes(std::int64_t bytes) { logits_chunk_bytes_ = bytes; }
@@ -142,7 +147,8 @@ class PolicyModelImpl : public torch::nn::Module {
                     const torch::Tensor& segments, KvCache* cache, const PagedKv* paged = nullptr);
   // Embedding and every block: x [B,T,D] before the final norm.
   torch::Tensor trunk(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
-                      const torch::Tensor& segments, KvCache* cache, const PagedKv* paged);
+                      const torch::Tensor& segments, KvCache* cache, const PagedKv* paged,
+                      const c10::intrusive_ptr<TiedGradient>& tied = {});
   const torch::Tensor& outputWeight() const { return config_.tied_embeddings ? embed_ : lm_head_; }
 
   // Biases and q/k norms the family lacks stay undefined.
