@@ -14,8 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "apps/report_figures.hpp"
 #include "astraflow/core/error.hpp"
 #include "astraflow/io/trace_report.hpp"
+#include "astraflow/run/rank_report_files.hpp"
 
 namespace astraflow {
 namespace {
@@ -156,6 +158,36 @@ void printRankFiles(const std::vector<io::RankTraceFile>& files) {
   table.print(stdout);
 }
 
+// Each rank's report as its last write left it (every run.flush_seconds, and at its end): the
+// figures a killed run's summary.json would have held. Zero figures are left out.
+void printRankReports(const std::vector<StoredRankReport>& reports) {
+  if (reports.empty()) return;
+  std::printf("\neach rank's last report (trace/rank_<r>.report; zero figures left out)\n");
+  for (const auto& r : reports) {
+    if (!r.report) {
+      std::printf("  %s: unreadable: %s\n", std::filesystem::path(r.path).filename().string().c_str(), r.error.c_str());
+      continue;
+    }
+    std::printf("  rank %d %s, written %.0f s ago:\n", r.report->rank, r.report->label.c_str(), r.age_seconds);
+    std::vector<std::string> items{
+        fmt::format("peak_rss_mib={:.0f}", static_cast<double>(r.report->peak_rss_bytes) / (1 << 20))};
+    for (const auto& [name, value] : scalarFigures(r.report->figures)) {
+      if (value == 0 || value == false) continue;
+      items.push_back(name + "=" +
+                      (value.is_number_float() ? fmt::format("{:.4g}", value.get<double>()) : value.dump()));
+    }
+    std::string line = "   ";
+    for (const auto& item : items) {  // wrapped at ~100 columns
+      if (line.size() + item.size() + 1 > 100 && line.size() > 3) {
+        std::printf("%s\n", line.c_str());
+        line = "   ";
+      }
+      line += " " + item;
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
 }  // namespace
 
 int traceCommand(const std::string& run_or_trace, const std::string& format) {
@@ -184,14 +216,19 @@ int traceCommand(const std::string& run_or_trace, const std::string& format) {
     }
   }
 
+  // A killed run's figures: each rank's last report (a finished run's are in summary.json).
+  const std::vector<StoredRankReport> rank_reports =
+      per_rank ? readRankReports(run_dir) : std::vector<StoredRankReport>{};
   if (format == "json") {
-    std::printf("%s\n",
-                traceReportJson(report, trace_path, summary ? summary_path : std::string(), run.rank_files).c_str());
+    std::printf("%s\n", traceReportJson(report, trace_path, summary ? summary_path : std::string(), run.rank_files,
+                                        rank_reports)
+                            .c_str());
     return 0;
   }
   std::printf("trace %s: %zu events, wall %.3f s (%.3f .. %.3f)\n", trace_path.c_str(), report.events, report.wall_s,
               report.t_first, report.t_last);
   if (per_rank) printRankFiles(run.rank_files);
+  printRankReports(rank_reports);
   printTrainers(report);
   printRollouts(report);
   printStaleness(report);

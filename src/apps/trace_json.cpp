@@ -6,6 +6,7 @@
 
 #include <fstream>
 
+#include "apps/report_figures.hpp"
 #include "astraflow/io/trace_report.hpp"
 
 namespace astraflow {
@@ -19,7 +20,8 @@ nlohmann::json optionalVersion(const std::optional<std::int64_t>& v) {
 }  // namespace
 
 std::string traceReportJson(const io::TraceReport& report, const std::string& trace_path,
-                            const std::string& summary_path, const std::vector<io::RankTraceFile>& rank_files) {
+                            const std::string& summary_path, const std::vector<io::RankTraceFile>& rank_files,
+                            const std::vector<StoredRankReport>& rank_reports) {
   nlohmann::json j;
   j["trace"] = trace_path;
   j["events"] = report.events;
@@ -82,6 +84,23 @@ std::string traceReportJson(const io::TraceReport& report, const std::string& tr
                                {"events", f.events},
                                {"clean_end", f.clean_end},
                                {"error", f.error.empty() ? nlohmann::json() : nlohmann::json(f.error)}});
+  }
+  j["rank_reports"] = nlohmann::json::array();
+  for (const auto& r : rank_reports) {
+    if (!r.report) {
+      j["rank_reports"].push_back({{"path", r.path}, {"error", r.error}});
+      continue;
+    }
+    nlohmann::json figures = nlohmann::json::object();
+    for (const auto& [name, value] : scalarFigures(r.report->figures)) figures[name] = value;
+    j["rank_reports"].push_back({{"path", r.path},
+                                 {"rank", r.report->rank},
+                                 {"label", r.report->label},
+                                 {"role", r.report->roleName()},
+                                 {"age_seconds", r.age_seconds},
+                                 {"peak_rss_bytes", r.report->peak_rss_bytes},
+                                 {"memory_plan_bytes", r.report->memory_plan_bytes},
+                                 {"figures", std::move(figures)}});
   }
   j["summary"] = nullptr;
   if (!summary_path.empty()) {

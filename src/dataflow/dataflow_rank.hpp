@@ -52,7 +52,9 @@ class DataflowRank {
   bool serve();
   bool flushOutbox();
   void startEval(std::int64_t min_version);
-  DataflowReport finalReport(std::int64_t final_version, std::uint64_t unsent);  // dataflow_report.cpp
+  // The books at `version` (the run's last at its end; also left every run.flush_seconds while it
+  // runs). dataflow_report.cpp
+  DataflowReport report(std::int64_t version, std::uint64_t unsent);
   bool finished(PolicyState& p) const;
   void endStreams();
   void checkpoint(std::int64_t version);

@@ -6,9 +6,9 @@
 
 namespace astraflow::dataflow_detail {
 
-DataflowReport DataflowRank::finalReport(std::int64_t final_version, std::uint64_t unsent) {
+DataflowReport DataflowRank::report(std::int64_t version, std::uint64_t unsent) {
   DataflowReport r;
-  r.versions = final_version;
+  r.versions = version;
   for (const auto& p : policies_) {
     const auto& c = p.assembler->counters();
     r.produced += c.produced;

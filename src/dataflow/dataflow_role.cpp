@@ -415,6 +415,8 @@ DataflowReport DataflowRank::run() {
       spdlog::info("run.max_wall_seconds ({:.0f} s) reached: finishing the batches already served",
                    cfg_.run.max_wall_seconds);
     }
+    if (w_.reports && w_.reports->due())
+      w_.reports->write(report(policies_.empty() ? 0 : policies_[lead_].published, 0));
     if (did) {
       backoff.reset();
     } else {
@@ -456,7 +458,7 @@ DataflowReport DataflowRank::run() {
   trajectories_->flush();
   if (last_checkpoint_ != final_version) checkpoint(final_version);
 
-  return finalReport(final_version, unsent);
+  return report(final_version, unsent);
 }
 
 }  // namespace dataflow_detail

@@ -32,6 +32,7 @@ RoleContext RunWiring::context() const {
   c.t0 = t0;
   c.clock_offset = clock_offset;
   c.trace = trace;
+  c.reports = reports;
   c.run_dir = run_dir;
   c.run_id = run_id;
   c.resume_version = resume ? resume_version : -1;

@@ -447,6 +447,7 @@ void RolloutRank::runBatches() {
     idle.reset();
     runTasks(eval, true);
     runTasks(train, false);
+    ctx_.snapshot([this] { return report(); });
   }
 }
 

@@ -116,6 +116,7 @@ void StreamingLoop::run() {
     rank_.noteTaskWait(idle_since_);
     idle_.reset();
     stepStreams();
+    ctx_.snapshot([this] { return rank_.report(); });
   }
 }
 

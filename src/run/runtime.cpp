@@ -16,6 +16,7 @@
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/model/model_setup.hpp"
+#include "astraflow/run/rank_report_files.hpp"
 #include "astraflow/run/role_entry.hpp"
 #include "astraflow/tasks/environment.hpp"
 #include "run/memory_check.hpp"
@@ -147,18 +148,22 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   w.t0 = MPI_Wtime() - w.clock_offset;
   const fs::path rank_trace = run_dir / "trace" / fmt::format("rank_{}.h5", me);
   RankReport mine{me, w.role().label(), {}};
+  if (!memory_plans.empty()) mine.memory_plan_bytes = memory_plans[static_cast<std::size_t>(me)].total();
+  RankReportFile report_file(rankReportPath(run_dir, me), mine, cfg.run.flush_seconds);
   {
     io::TraceWriter trace(rank_trace.string());
     trace.setFlushSeconds(cfg.run.flush_seconds);
     if (!run_id.empty()) trace.tagRun(run_id);
     w.trace = &trace;
+    w.reports = &report_file;
     w.event("startup", 0.0, resume_version);
     mine.figures = runRole(w);
     w.trace = nullptr;
+    w.reports = nullptr;
     trace.markCleanEnd();
   }
-  if (!memory_plans.empty()) mine.memory_plan_bytes = memory_plans[static_cast<std::size_t>(me)].total();
   mine.peak_rss_bytes = peakResidentBytes();
+  report_file.writeFinal(mine);
 
   std::vector<RankReport> reports;
   for (const auto& bytes : world.gatherBytes(df_rank, encodeRankReport(mine))) {

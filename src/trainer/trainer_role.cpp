@@ -51,6 +51,8 @@ class TrainerRank {
   }
 
   TrainerReport run();
+  // The figures so far (the end adds the final weights' checksum).
+  TrainerReport report();
 
  private:
   void warmStart();
@@ -289,11 +291,25 @@ TrainerReport TrainerRank::run() {
     const bool due = (cfg.run.checkpoint_every > 0 && version_ % cfg.run.checkpoint_every == 0) ||
                      (cfg.run.export_hf_every > 0 && version_ % cfg.run.export_hf_every == 0);
     if (due) checkpoint();
+    ctx_.snapshot([this] { return report(); });
   }
   if (last_checkpoint_ != version_) checkpoint(true);
 
   // Parameter sharding: rank 0 alone holds the blob. Simulated: the last synthetic version.
   if (!cfg.trainer.simulate.enabled) trainer_.packWeights(blob_);
+  TrainerReport r = report();
+  spdlog::info("trainer {} rank {}: peak RSS {:.1f} MiB{}", policy_, comm_.rank(),
+               static_cast<double>(memory_.peak_rss_bytes) / (1 << 20),
+               trainer_.model()->device().is_cuda()
+                   ? fmt::format(", peak CUDA allocated {:.1f} MiB",
+                                 static_cast<double>(memory_.device_peak_allocated) / (1 << 20))
+                   : std::string());
+  // The checksum the rollout ranks' replicas keep (0 on a parameter-sharded rank other than 0).
+  r.weights_hash = blob_.empty() ? 0 : weightsHash(blob_);
+  return r;
+}
+
+TrainerReport TrainerRank::report() {
   TrainerReport r;
   r.steps = steps_;
   r.final_version = version_;
@@ -316,14 +332,6 @@ TrainerReport TrainerRank::run() {
   r.peak_rss_bytes = memory_.peak_rss_bytes;
   r.device_peak_bytes = memory_.device_peak_allocated;
   r.optimizer_state_bytes = trainer_.optimizerStateBytes();
-  spdlog::info("trainer {} rank {}: peak RSS {:.1f} MiB{}", policy_, comm_.rank(),
-               static_cast<double>(memory_.peak_rss_bytes) / (1 << 20),
-               trainer_.model()->device().is_cuda()
-                   ? fmt::format(", peak CUDA allocated {:.1f} MiB",
-                                 static_cast<double>(memory_.device_peak_allocated) / (1 << 20))
-                   : std::string());
-  // The checksum the rollout ranks' replicas keep (0 on a parameter-sharded rank other than 0).
-  r.weights_hash = blob_.empty() ? 0 : weightsHash(blob_);
   return r;
 }
 

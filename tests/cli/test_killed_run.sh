@@ -3,7 +3,8 @@
 # be read: trace events and trajectories reach disk by time (run.flush_seconds) as well as by
 # count, `astraflow trace RUN` and `--balance` read the per-rank trace files of a run that never
 # merged its trace.h5 and say which ranks ended cleanly, and the death message says what is
-# survivable today.
+# survivable today. Each rank's report reaches <run>/trace/rank_<r>.report by time too, and
+# `astraflow trace` shows them.
 #   test_killed_run.sh <astraflow binary> <source dir> <mpiexec> <python with h5py> <ranks: 3|4>
 set -uo pipefail
 bin=$1 src=$2 mpiexec=$3 python=$4 ranks=$5
@@ -46,6 +47,7 @@ grep -q "Survivable today: rollout ranks that elastic pools spawned" "$work/err"
 "$bin" trace "$work/run" >"$work/trace.txt" 2>&1 || fail "astraflow trace on the killed run: $(cat "$work/trace.txt")"
 grep -q "no trace.h5 (the run was killed, or is still going): read rank by rank; 0 of $ranks ended cleanly" \
   "$work/trace.txt" || fail "trace does not say how the ranks ended: $(head -20 "$work/trace.txt")"
+grep -q "each rank's last report" "$work/trace.txt" || fail "trace does not print the ranks' last reports"
 "$bin" trace "$work/run" --format json >"$work/trace.json" 2>&1 || fail "astraflow trace --format json"
 "$bin" trace "$work/run" --balance 2 >"$work/balance.txt" 2>&1 || fail "balance replay: $(cat "$work/balance.txt")"
 
@@ -65,6 +67,20 @@ check(all(f["events"] > 0 for f in files), f"every rank's events reached its fil
 # A handful of steps' events (3 a step) never reach 256 by count: these reached the file by time.
 check(t["trainers"] and t["trainers"][0]["steps"] >= 4, f"the trainer's steps up to the kill: {t['trainers']}")
 check(len(t["rollouts"]) == ranks - 2 and all(r["trajectories"] > 0 for r in t["rollouts"]), f"rollouts: {t['rollouts']}")
+# Each rank's report as its last write (every run.flush_seconds) left it: the figures a summary.json
+# would have held.
+reports = t["rank_reports"]
+check(len(reports) == ranks and all("error" not in r for r in reports), f"one readable report per rank: {reports}")
+by_role = {}
+for r in reports:
+    by_role.setdefault(r.get("role"), []).append(r)
+trainer = by_role.get("trainer", [{}])[0].get("figures", {})
+check(trainer.get("steps", 0) >= 4, f"the trainer's report holds its steps up to a flush before the kill: {trainer}")
+check(all(r["figures"]["pushed"] > 0 for r in by_role.get("rollout", [])) and len(by_role.get("rollout", [])) == ranks - 2,
+      f"the rollout ranks' reports: {by_role.get('rollout')}")
+df = by_role.get("dataflow", [{}])[0].get("figures", {})
+check(df.get("produced", 0) > 0 and df.get("versions", 0) >= 4, f"the dataflow rank's report: {df}")
+check(all(r["peak_rss_bytes"] > 0 for r in reports), "each report has its rank's peak resident set")
 with h5py.File(f"{run}/trajectories.h5", "r") as f:
     rows = f["reward"].shape[0]
 check(rows > 0, f"trajectories.h5 holds the trajectories written before the kill: {rows} rows")

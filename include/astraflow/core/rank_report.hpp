@@ -369,6 +369,16 @@ struct RankReport {
   const char* roleName() const;  // "dataflow", "rollout", "trainer" or "gateway"
 };
 
+// Where a role leaves its figures while it runs (src/run/report_file.cpp: every
+// run.flush_seconds, into <run>/trace/rank_<r>.report): a rank that is killed keeps the last
+// ones it left, which `astraflow trace` reads. due() is cheap; the figures are made only when due.
+class ReportSink {
+ public:
+  virtual ~ReportSink() = default;
+  virtual bool due() const = 0;
+  virtual void write(const RoleReport& figures) = 0;
+};
+
 // Wire form: a u16 format version, the rank, the label, the role's index, then the fields in
 // their listed order (strings and vectors length-prefixed, an optional as a u8 flag).
 std::vector<std::byte> encodeRankReport(const RankReport& report);
