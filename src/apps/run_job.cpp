@@ -79,9 +79,7 @@ int runJob(int argc, char** argv, const Config& cfg, const RuntimeOptions& optio
     std::fprintf(stderr, "astraflow: %s\n", e.what());
     return 1;
   }
-  int rank = 0, size = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const int rank = MpiEnvironment::worldRank(), size = MpiEnvironment::worldSize();
 
   std::unique_ptr<RoleMap> map;
   try {
@@ -132,8 +130,7 @@ int runJob(int argc, char** argv, const Config& cfg, const RuntimeOptions& optio
     // Met by this rank alone: the others may be waiting on it, so end the whole job.
     spdlog::error("{}", e.what());
     spdlog::shutdown();
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    return 1;
+    MpiEnvironment::abortJob(1);
   }
 }
 

@@ -2,9 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <string>
 
 #include "astraflow/comm/mpi.hpp"
+#include "astraflow/core/error.hpp"
 
 namespace astraflow {
 
@@ -137,6 +141,81 @@ std::string Comm::broadcastString(int root, std::string value) const {
   value.resize(n);
   if (n > 0) ASTRA_MPI_CHECK(MPI_Bcast(value.data(), static_cast<int>(n), MPI_CHAR, root, comm_));
   return value;
+}
+
+std::vector<std::byte> Comm::broadcastBytes(int root, std::vector<std::byte> bytes) const {
+  std::uint64_t n = bytes.size();
+  ASTRA_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm_));
+  bytes.resize(n);
+  if (n > 0) broadcastRaw(root, bytes.data(), n);
+  return bytes;
+}
+
+void Comm::broadcastRaw(int root, void* data, std::size_t bytes) const {
+  // MPI counts are int: a large buffer goes in pieces of at most 1 GiB.
+  constexpr std::size_t kPiece = std::size_t{1} << 30;
+  auto* at = static_cast<std::byte*>(data);
+  for (std::size_t done = 0; done < bytes; done += kPiece) {
+    const int n = static_cast<int>(std::min(kPiece, bytes - done));
+    ASTRA_MPI_CHECK(MPI_Bcast(at + done, n, MPI_BYTE, root, comm_));
+  }
+}
+
+std::int64_t Comm::allreduceMax(std::int64_t value) const {
+  ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT64_T, MPI_MAX, comm_));
+  return value;
+}
+
+std::uint64_t Comm::allreduceMax(std::uint64_t value) const {
+  ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_UINT64_T, MPI_MAX, comm_));
+  return value;
+}
+
+void Comm::allreduceMax(std::span<std::int64_t> values) const {
+  ASTRA_MPI_CHECK(
+      MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_INT64_T, MPI_MAX, comm_));
+}
+
+int Comm::exclusiveSum(int value) const {
+  int before = 0;  // MPI_Exscan leaves rank 0's result undefined
+  ASTRA_MPI_CHECK(MPI_Exscan(&value, &before, 1, MPI_INT, MPI_SUM, comm_));
+  return rank() == 0 ? 0 : before;
+}
+
+void Comm::transfer(Op op, void* data, void* out, std::size_t count, Element element, int peer, int tag) const {
+  if (count > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw Error("a buffer of " + std::to_string(count) + " values for one MPI call: past 2^31 - 1");
+  const int n = static_cast<int>(count);
+  const MPI_Datatype type = element == Element::Float ? MPI_FLOAT : MPI_DOUBLE;
+  switch (op) {
+    case Op::AllreduceSum: ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, type, MPI_SUM, comm_)); break;
+    case Op::ReduceSum:
+      ASTRA_MPI_CHECK(rank() == peer ? MPI_Reduce(MPI_IN_PLACE, data, n, type, MPI_SUM, peer, comm_)
+                                     : MPI_Reduce(data, nullptr, n, type, MPI_SUM, peer, comm_));
+      break;
+    case Op::Broadcast: ASTRA_MPI_CHECK(MPI_Bcast(data, n, type, peer, comm_)); break;
+    case Op::AllgatherInPlace:
+      ASTRA_MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, n / size(), type, comm_));
+      break;
+    case Op::ReduceScatterBlock:
+      ASTRA_MPI_CHECK(MPI_Reduce_scatter_block(data, out, n / size(), type, MPI_SUM, comm_));
+      break;
+    case Op::Send: ASTRA_MPI_CHECK(MPI_Send(data, n, type, peer, tag, comm_)); break;
+    case Op::Receive: ASTRA_MPI_CHECK(MPI_Recv(data, n, type, peer, tag, comm_, MPI_STATUS_IGNORE)); break;
+  }
+}
+
+double mpiSeconds() { return MPI_Wtime(); }
+
+void Comm::driveProgress() const {
+  int flag = 0;
+  ASTRA_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE));
+}
+
+Comm Comm::splitByNode() const {
+  MPI_Comm node = MPI_COMM_NULL;
+  ASTRA_MPI_CHECK(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank(), MPI_INFO_NULL, &node));
+  return adopt(node);
 }
 
 Info::Info() { ASTRA_MPI_CHECK(MPI_Info_create(&info_)); }

@@ -53,6 +53,23 @@ bool MpiEnvironment::initialized() {
   return flag != 0;
 }
 
+int MpiEnvironment::worldRank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int MpiEnvironment::worldSize() {
+  int size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+void MpiEnvironment::abortJob(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; should it, the process still ends
+}
+
 bool MpiEnvironment::finalized() {
   int flag = 0;
   MPI_Finalized(&flag);

@@ -13,9 +13,11 @@ bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.
 
 }  // namespace
 
-RoleComms RoleComms::split(const RoleMap& map) { return split(map, MPI_COMM_WORLD); }
+RoleComms RoleComms::split(const RoleMap& map) { return splitFrom(map, MPI_COMM_WORLD); }
 
-RoleComms RoleComms::split(const RoleMap& map, MPI_Comm base) {
+RoleComms RoleComms::split(const RoleMap& map, const Comm& base) { return splitFrom(map, base.raw()); }
+
+RoleComms RoleComms::splitFrom(const RoleMap& map, MPI_Comm base) {
   RoleComms c;
   c.world = Comm::duplicate(base);
   const int me = c.world.rank();

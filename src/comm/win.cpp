@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -98,6 +99,28 @@ void Win::unlockAll() {
 void Win::flush(int target) const { ASTRA_MPI_CHECK(MPI_Win_flush(target, win_)); }
 
 void Win::sync() const { ASTRA_MPI_CHECK(MPI_Win_sync(win_)); }
+
+namespace {
+constexpr std::uint64_t kRmaPiece = std::uint64_t{1} << 30;  // MPI counts are ints
+}  // namespace
+
+void Win::get(int target, std::uint64_t offset, void* out, std::uint64_t n) const {
+  auto* at = static_cast<std::byte*>(out);
+  for (std::uint64_t done = 0; done < n; done += kRmaPiece) {
+    const int count = static_cast<int>(std::min(kRmaPiece, n - done));
+    ASTRA_MPI_CHECK(
+        MPI_Get(at + done, count, MPI_BYTE, target, static_cast<MPI_Aint>(offset + done), count, MPI_BYTE, win_));
+  }
+}
+
+void Win::put(int target, std::uint64_t offset, const void* in, std::uint64_t n) const {
+  const auto* at = static_cast<const std::byte*>(in);
+  for (std::uint64_t done = 0; done < n; done += kRmaPiece) {
+    const int count = static_cast<int>(std::min(kRmaPiece, n - done));
+    ASTRA_MPI_CHECK(
+        MPI_Put(at + done, count, MPI_BYTE, target, static_cast<MPI_Aint>(offset + done), count, MPI_BYTE, win_));
+  }
+}
 
 std::uint64_t Win::atomicLoad(int target, std::uint64_t offset) const {
   std::uint64_t value = 0;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstring>
+#include <span>
 
 #include <fmt/ranges.h>
 
@@ -20,14 +22,6 @@ namespace astraflow::dataflow_detail {
 
 namespace {
 
-// Collective over comm: rank 0's string on every rank.
-void bcastString(const Comm& comm, std::string& s) {
-  std::uint64_t n = s.size();
-  ASTRA_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, 0, comm.raw()));
-  s.resize(n);
-  ASTRA_MPI_CHECK(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm.raw()));
-}
-
 // Collective over comm: each rank's pid and host name, gathered at rank 0 (the dataflow rank).
 void gatherIdentity(const Comm& comm, std::vector<int>& pids, std::vector<std::string>& hosts) {
   const int size = comm.size(), rank = comm.rank();
@@ -36,11 +30,13 @@ void gatherIdentity(const Comm& comm, std::vector<int>& pids, std::vector<std::s
     char host[64];
   } mine{static_cast<int>(getpid()), {}};
   gethostname(mine.host, sizeof mine.host - 1);
-  std::vector<decltype(mine)> all(rank == 0 ? size : 0);
-  ASTRA_MPI_CHECK(MPI_Gather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, 0, comm.raw()));
-  for (int r = 1; r < static_cast<int>(all.size()); ++r) {
-    pids.push_back(all[r].pid);
-    hosts.emplace_back(all[r].host);
+  const auto all = comm.gatherBytes(0, std::as_bytes(std::span(&mine, 1)));
+  for (int r = 1; r < static_cast<int>(all.size()) && rank == 0 && r < size; ++r) {
+    decltype(mine) theirs{};
+    std::memcpy(&theirs, all[r].data(), std::min(all[r].size(), sizeof theirs));
+    theirs.host[sizeof theirs.host - 1] = '\0';
+    pids.push_back(theirs.pid);
+    hosts.emplace_back(theirs.host);
   }
 }
 
@@ -84,16 +80,13 @@ bool ElasticPools::spawn(int ranks) {
   p->merged = inter.merge(false);
   p->inter = std::move(inter);
   // What the new ranks need: the config, the run folder, their pool number and the run clock.
-  std::string text = home_.cfg.text, dir = home_.run_dir.string();
-  bcastString(p->merged, text);
-  bcastString(p->merged, dir);
-  int index = k;
-  double clock = home_.now();
-  ASTRA_MPI_CHECK(MPI_Bcast(&index, 1, MPI_INT, 0, p->merged.raw()));
-  ASTRA_MPI_CHECK(MPI_Bcast(&clock, 1, MPI_DOUBLE, 0, p->merged.raw()));
+  p->merged.broadcastString(0, home_.cfg.text);
+  p->merged.broadcastString(0, home_.run_dir.string());
+  p->merged.broadcastValue(0, k);  // an int, then the clock, a double: what the spawned side reads
+  p->merged.broadcastValue(0, home_.now());
   p->cfg = std::make_unique<Config>(poolView(home_.cfg, ranks, p->name));
   p->map = std::make_unique<RoleMap>(*p->cfg, ranks + 1);
-  p->comms = std::make_unique<RoleComms>(RoleComms::split(*p->map, p->merged.raw()));
+  p->comms = std::make_unique<RoleComms>(RoleComms::split(*p->map, p->merged));
   p->wiring = std::make_unique<RunWiring>(*p->cfg, *p->map, *p->comms);
   p->wiring->run_dir = home_.run_dir;
   p->wiring->t0 = home_.t0;
@@ -341,22 +334,18 @@ int runSpawnedPool(int argc, char** argv, const RolloutLoop& rollout) {
     return 2;
   }
   Comm merged = parent.merge(true);
-  std::string text, dir;
-  bcastString(merged, text);
-  bcastString(merged, dir);
-  int k = 0;
-  double clock = 0;
-  ASTRA_MPI_CHECK(MPI_Bcast(&k, 1, MPI_INT, 0, merged.raw()));
-  ASTRA_MPI_CHECK(MPI_Bcast(&clock, 1, MPI_DOUBLE, 0, merged.raw()));
+  const std::string text = merged.broadcastString(0, {}), dir = merged.broadcastString(0, {});
+  const int k = merged.broadcastValue(0, 0);
+  const double clock = merged.broadcastValue(0, 0.0);
   const int size = merged.size();
   try {
     const Config base = parseConfig(text, "spawned pool");
     const Config view = poolView(base, size - 1, fmt::format("spawn{}", k));
     const RoleMap map(view, size);
-    RoleComms comms = RoleComms::split(map, merged.raw());
+    RoleComms comms = RoleComms::split(map, merged);
     RunWiring w(view, map, comms);
     w.run_dir = dir;
-    w.t0 = MPI_Wtime() - clock;
+    w.t0 = mpiSeconds() - clock;
     w.rank_label_offset = kSpawnRankLabel * (k + 1);
     initLogging(w.labelRank(), fmt::format("rollout:spawn{}", k), base.run.log_level);
     wireWindows(w);

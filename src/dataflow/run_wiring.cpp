@@ -13,7 +13,7 @@ RingGeometry geometryOf(const RingSection& s) { return RingGeometry{s.slots, s.s
 
 }  // namespace
 
-double RunWiring::now() const { return MPI_Wtime() - t0; }
+double RunWiring::now() const { return mpiSeconds() - t0; }
 
 void RunWiring::event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes, std::uint64_t count,
                       const TraceAbout& about) const {
@@ -78,8 +78,8 @@ void wireWindows(RunWiring& w) {
       // The first trainer rank (at a gateway site: the gateway) measures a version; everyone
       // learns the store's size.
       const int measurer = group.world_ranks.empty() ? df_rank : group.world_ranks.front();
-      std::uint64_t bytes = me == measurer ? w.weight_version_bytes(group.policy) : 0;
-      ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_UINT64_T, MPI_MAX, comms.weight_links[g].raw()));
+      const std::uint64_t bytes =
+          comms.weight_links[g].allreduceMax(me == measurer ? w.weight_version_bytes(group.policy) : std::uint64_t{0});
       w.weight_stores.push_back(std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy,
                                                               weightStoreOptions(cfg.weights)));
     } else {

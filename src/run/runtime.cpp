@@ -36,14 +36,10 @@ struct NodePlace {
 
 // Collective over the world: how many ranks share this node, and this rank's GPU slot.
 NodePlace nodePlace(const Comm& world, bool wants_node_gpu) {
-  MPI_Comm node = MPI_COMM_NULL;
-  ASTRA_MPI_CHECK(MPI_Comm_split_type(world.raw(), MPI_COMM_TYPE_SHARED, world.rank(), MPI_INFO_NULL, &node));
-  Comm owned = Comm::adopt(node);
+  const Comm node = world.splitByNode();
   NodePlace place;
-  place.ranks_on_node = owned.size();
-  int mine = wants_node_gpu ? 1 : 0, before = 0;
-  ASTRA_MPI_CHECK(MPI_Exscan(&mine, &before, 1, MPI_INT, MPI_SUM, owned.raw()));
-  place.device_slot = owned.rank() == 0 ? 0 : before;  // MPI_Exscan leaves rank 0's undefined
+  place.ranks_on_node = node.size();
+  place.device_slot = node.exclusiveSum(wants_node_gpu ? 1 : 0);
   return place;
 }
 
@@ -83,7 +79,7 @@ RunStart settleRunFolder(const Config& cfg, const RoleMap& map, const Comm& worl
     run_detail::ResumePoint point;
     if (is_df) point = run_detail::checkpointToResume(run_dir, policies);
     start.resume_version = point.version;
-    ASTRA_MPI_CHECK(MPI_Bcast(&start.resume_version, 1, MPI_INT64_T, df_rank, world.raw()));
+    start.resume_version = world.broadcastValue(df_rank, start.resume_version);
     start.run_id = world.broadcastString(df_rank, point.run_id);
     const std::string said = world.broadcastString(df_rank, point.message);
     if (start.resume_version < 0) throw ConfigError(fmt::format("--resume {}: {}", run_dir.string(), said));
@@ -141,11 +137,11 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   if (resume) {
     double offset = 0;
     if (is_df) offset = readDataflowCheckpoint(run_dir, resume_version).wall_seconds;
-    ASTRA_MPI_CHECK(MPI_Bcast(&offset, 1, MPI_DOUBLE, df_rank, world.raw()));
+    offset = world.broadcastValue(df_rank, offset);
     w.clock_offset = offset;
   }
   world.barrier();
-  w.t0 = MPI_Wtime() - w.clock_offset;
+  w.t0 = mpiSeconds() - w.clock_offset;
   const fs::path rank_trace = run_dir / "trace" / fmt::format("rank_{}.h5", me);
   RankReport mine{me, w.role().label(), {}};
   if (!memory_plans.empty()) mine.memory_plan_bytes = memory_plans[static_cast<std::size_t>(me)].total();
@@ -170,9 +166,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
     reports.push_back(decodeRankReport(bytes));
   }
   RunOutcome outcome;
-  int lost = w.peer_lost ? 1 : 0;
-  ASTRA_MPI_CHECK(MPI_Bcast(&lost, 1, MPI_INT, df_rank, world.raw()));
-  outcome.peer_lost = lost != 0;
+  outcome.peer_lost = world.broadcastValue(df_rank, w.peer_lost);
   if (is_df) {
     reports.insert(reports.end(), w.spawned_reports.begin(), w.spawned_reports.end());
     const auto summary = cfg.isGatewaySite() ? run_detail::summarizeSite(cfg, reports)

@@ -40,8 +40,8 @@ c10::intrusive_ptr<c10d::TCPStore> rendezvous(const Comm& group) {
     store = c10::make_intrusive<c10d::TCPStore>(host.data(), options);
     port = store->getPort();
   }
-  ASTRA_MPI_CHECK(MPI_Bcast(host.data(), static_cast<int>(host.size()), MPI_CHAR, 0, group.raw()));
-  ASTRA_MPI_CHECK(MPI_Bcast(&port, 1, MPI_UINT16_T, 0, group.raw()));
+  host = group.broadcastValue(0, host);
+  port = group.broadcastValue(0, port);
   if (group.rank() != 0) {
     options.port = port;
     store = c10::make_intrusive<c10d::TCPStore>(host.data(), options);

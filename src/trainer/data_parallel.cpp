@@ -1,6 +1,7 @@
 #include "astraflow/trainer/data_parallel.hpp"
 
 #include <cmath>
+#include <span>
 
 #include "astraflow/comm/mpi.hpp"
 
@@ -18,15 +19,10 @@ bool averageGradients(const std::vector<torch::Tensor>& parameters, bool local_l
     offset += p.numel();
   }
   flat[total - 1] = local_loss_finite ? 0.0f : 1.0f;
-  float* data = flat.data_ptr<float>();
   if (total > std::numeric_limits<int>::max()) throw Error("averageGradients: more than 2^31 gradient values");
-  const int count = static_cast<int>(total);
-  if (comm.rank() == 0) {
-    ASTRA_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, data, count, MPI_FLOAT, MPI_SUM, 0, comm.raw()));
-  } else {
-    ASTRA_MPI_CHECK(MPI_Reduce(data, nullptr, count, MPI_FLOAT, MPI_SUM, 0, comm.raw()));
-  }
-  ASTRA_MPI_CHECK(MPI_Bcast(data, count, MPI_FLOAT, 0, comm.raw()));
+  const std::span<float> data(flat.data_ptr<float>(), static_cast<std::size_t>(total));
+  comm.reduceSum(data, 0);
+  comm.broadcast(data, 0);
   const bool all_finite = flat[total - 1].item<float>() == 0.0f && torch::isfinite(flat).all().item<bool>();
   flat.narrow(0, 0, total - 1).div_(static_cast<float>(comm.size()));
   offset = 0;

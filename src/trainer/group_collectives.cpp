@@ -4,8 +4,9 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <span>
 
-#include "astraflow/comm/mpi.hpp"
+#include "astraflow/comm/comm.hpp"
 #include "astraflow/core/error.hpp"
 #include "astraflow/trainer/c10d_group.hpp"
 
@@ -20,35 +21,23 @@ class MpiCollectives final : public GroupCollectives {
   explicit MpiCollectives(const Comm& group) : group_(group) {}
 
   void allreduce(torch::Tensor& t) override {
-    run(t, [&](void* data, int count, MPI_Datatype type) {
-      ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, count, type, MPI_SUM, group_.raw()));
-    });
+    run(t, [&](auto data) { group_.allreduceSum(data); });
   }
   void reduce(torch::Tensor& t, int root) override {
-    run(t, [&](void* data, int count, MPI_Datatype type) {
-      if (group_.rank() == root) {
-        ASTRA_MPI_CHECK(MPI_Reduce(MPI_IN_PLACE, data, count, type, MPI_SUM, root, group_.raw()));
-      } else {
-        ASTRA_MPI_CHECK(MPI_Reduce(data, nullptr, count, type, MPI_SUM, root, group_.raw()));
-      }
-    });
+    run(t, [&](auto data) { group_.reduceSum(data, root); });
   }
   void broadcast(torch::Tensor& t, int root) override {
-    run(t, [&](void* data, int count, MPI_Datatype type) {
-      ASTRA_MPI_CHECK(MPI_Bcast(data, count, type, root, group_.raw()));
-    });
+    run(t, [&](auto data) { group_.broadcast(data, root); });
   }
   void allgather(torch::Tensor& full) override {
-    run(full, [&](void* data, int count, MPI_Datatype type) {
-      ASTRA_MPI_CHECK(
-          MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, count / group_.size(), type, group_.raw()));
-    });
+    run(full, [&](auto data) { group_.allgatherInPlace(data); });
   }
   void reduceScatter(torch::Tensor& full, torch::Tensor& out) override {
     torch::Tensor host_out = out.is_cpu() && out.is_contiguous() ? out : torch::empty_like(out, torch::kCPU);
-    run(full, [&](void* data, int count, MPI_Datatype type) {
-      ASTRA_MPI_CHECK(
-          MPI_Reduce_scatter_block(data, host_out.data_ptr(), count / group_.size(), type, MPI_SUM, group_.raw()));
+    run(full, [&](auto data) {
+      using T = typename decltype(data)::element_type;
+      if (host_out.scalar_type() != full.scalar_type()) throw Error("ZeRO over MPI: reduce-scatter across dtypes");
+      group_.reduceScatterBlock<T>(data, std::span<T>(static_cast<T*>(host_out.data_ptr()), host_out.numel()));
     });
     if (!host_out.is_same(out)) out.copy_(host_out);
   }
@@ -57,18 +46,20 @@ class MpiCollectives final : public GroupCollectives {
   int size() const override { return group_.size(); }
 
  private:
+  // `op` gets the tensor's values as a span of float or double, on the host.
   template <class Op>
   void run(torch::Tensor& t, Op&& op) {
     if (t.numel() > INT_MAX) throw Error(fmt::format("ZeRO over MPI: a buffer of {} values, past 2^31", t.numel()));
     const bool staged = !t.is_cpu() || !t.is_contiguous();
     torch::Tensor host = staged ? t.to(torch::kCPU).contiguous() : t;
-    MPI_Datatype type = MPI_FLOAT;
-    if (host.scalar_type() == torch::kFloat64) {
-      type = MPI_DOUBLE;
-    } else if (host.scalar_type() != torch::kFloat32) {
+    const auto n = static_cast<std::size_t>(host.numel());
+    if (host.scalar_type() == torch::kFloat32) {
+      op(std::span<float>(host.data_ptr<float>(), n));
+    } else if (host.scalar_type() == torch::kFloat64) {
+      op(std::span<double>(host.data_ptr<double>(), n));
+    } else {
       throw Error("ZeRO over MPI: only float32 and float64 buffers");
     }
-    op(host.data_ptr(), static_cast<int>(host.numel()), type);
     if (staged) t.copy_(host);
   }
 

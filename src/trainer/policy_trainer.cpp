@@ -182,8 +182,7 @@ bool PolicyTrainer::finiteStep(const torch::Tensor& loss, double& grad_norm) {
 
 std::vector<std::int64_t> PolicyTrainer::agreeMax(std::vector<std::int64_t> counts) const {
   if (!paced()) return counts;
-  ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, counts.data(), static_cast<int>(counts.size()), MPI_INT64_T, MPI_MAX,
-                                dp_comm_->raw()));
+  dp_comm_->allreduceMax(counts);
   return counts;
 }
 

@@ -120,7 +120,7 @@ RlStepStats TrainerRank::simulateStep(const std::vector<TrainingSample>& episode
   // (several mini-batches, or decoupled/M2PO losses over several micro-batches) and the
   // reference pass of kl_coef (docs/simulation.md).
   std::int64_t paced = stats.forward_tokens;
-  if (comm_.size() > 1) ASTRA_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &paced, 1, MPI_INT64_T, MPI_MAX, comm_.raw()));
+  if (comm_.size() > 1) paced = comm_.allreduceMax(paced);
   std::this_thread::sleep_for(
       std::chrono::duration<double>(sim.fixed_seconds + sim.seconds_per_token * static_cast<double>(paced)));
   return stats;
@@ -184,16 +184,12 @@ void TrainerRank::warmStart() {
 // Rank 0 pulls; the group receives the same bytes. False at the end of the stream.
 bool TrainerRank::nextBatch(Batch& batch) {
   const double t = ctx_.now();
-  std::uint64_t size = 0;
   if (comm_.rank() == 0) {
     auto& ring = *ports_.batches;
     Backoff backoff(2000us);
     while (!ring.tryPop(record_)) backoff.wait();
-    size = record_.size();
   }
-  ASTRA_MPI_CHECK(MPI_Bcast(&size, 1, MPI_UINT64_T, 0, comm_.raw()));
-  record_.resize(size);
-  ASTRA_MPI_CHECK(MPI_Bcast(record_.data(), static_cast<int>(size), MPI_BYTE, 0, comm_.raw()));
+  record_ = comm_.broadcastBytes(0, std::move(record_));
   auto decoded = decodeBatch(record_);
   if (!decoded) throw Error("malformed batch record from the dataflow rank: " + decoded.error());
   batch = std::move(decoded).value();

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <span>
 #include <unordered_map>
 
 #include "astraflow/comm/mpi.hpp"
@@ -326,11 +327,11 @@ torch::Tensor ZeroOptimizer::gatherToRoot(std::size_t index, const std::function
       if (me == 0) {
         out.narrow(0, begin - offset, n).copy_(piece);
       } else {
-        ASTRA_MPI_CHECK(MPI_Send(piece.data_ptr<float>(), static_cast<int>(n), MPI_FLOAT, 0, 0, comm_.raw()));
+        comm_.send(std::span<const float>(piece.data_ptr<float>(), static_cast<std::size_t>(n)), 0, 0);
       }
     } else {  // rank 0 receives r's piece
-      ASTRA_MPI_CHECK(MPI_Recv(out.narrow(0, begin - offset, n).data_ptr<float>(), static_cast<int>(n), MPI_FLOAT, r, 0,
-                               comm_.raw(), MPI_STATUS_IGNORE));
+      comm_.receive(std::span<float>(out.narrow(0, begin - offset, n).data_ptr<float>(), static_cast<std::size_t>(n)),
+                    r, 0);
     }
   }
   return me == 0 ? out.view(shape) : out;

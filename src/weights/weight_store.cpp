@@ -22,7 +22,6 @@ constexpr std::uint64_t kStagedWait = 56, kStagedStep = 64;  // the trainer's cu
 constexpr std::uint64_t kLogTable = 128, kLogEntryBytes = 24;
 constexpr std::uint64_t kHeaderBytes = 2048;
 static_assert(kLogTable + kLogEntryBytes * WeightStore::kMaxDeltaLog <= kHeaderBytes);
-constexpr std::uint64_t kChunk = 1ull << 30;  // MPI counts are ints: move data in ≤ 1 GiB calls
 
 // One delta onto a replica, which moves to its target version; when it fails, the replica is
 // marked as needing a full version (its blob may be half-way) and the error goes on.
@@ -61,7 +60,7 @@ std::uint64_t WeightStore::windowBytes(std::uint64_t capacity, const WeightStore
 
 WeightStore::WeightStore(const Comm& comm, int host, std::uint64_t capacity, std::string policy,
                          WeightStoreOptions options)
-    : comm_(comm.raw()),
+    : comm_(comm),
       host_(host),
       is_host_(comm.rank() == host),
       capacity_(capacity),
@@ -87,10 +86,7 @@ WeightStore::WeightStore(const Comm& comm, int host, std::uint64_t capacity, std
 
 WeightStore::~WeightStore() = default;
 
-void WeightStore::progress() const {
-  int flag = 0;
-  ASTRA_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE));
-}
+void WeightStore::progress() const { comm_.driveProgress(); }
 
 // Flag and seq words go through MPI atomics on every rank, the host included: osc sm
 // serialises atomics with a lock that plain loads/stores bypass (see RmaRing::readSeq).
@@ -109,20 +105,12 @@ void WeightStore::getBytes(std::uint64_t offset, std::byte* out, std::uint64_t n
     std::memcpy(out, win_.base() + offset, n);
     return;
   }
-  for (std::uint64_t done = 0; done < n; done += kChunk) {
-    const int count = static_cast<int>(std::min(kChunk, n - done));
-    ASTRA_MPI_CHECK(
-        MPI_Get(out + done, count, MPI_BYTE, host_, static_cast<MPI_Aint>(offset + done), count, MPI_BYTE, win_.raw()));
-  }
+  win_.get(host_, offset, out, n);
   win_.flush(host_);
 }
 
 void WeightStore::putBytes(std::uint64_t offset, const std::byte* in, std::uint64_t n) {
-  for (std::uint64_t done = 0; done < n; done += kChunk) {
-    const int count = static_cast<int>(std::min(kChunk, n - done));
-    ASTRA_MPI_CHECK(
-        MPI_Put(in + done, count, MPI_BYTE, host_, static_cast<MPI_Aint>(offset + done), count, MPI_BYTE, win_.raw()));
-  }
+  win_.put(host_, offset, in, n);
   win_.flush(host_);
 }
 
@@ -138,8 +126,7 @@ void WeightStore::stage(std::int64_t version, std::span<const std::byte> weights
   std::uint64_t meta[4] = {static_cast<std::uint64_t>(version), weights.size(), 0, 0};
   std::memcpy(&meta[2], &clock.wait_seconds, 8);
   std::memcpy(&meta[3], &clock.step_seconds, 8);
-  ASTRA_MPI_CHECK(
-      MPI_Put(meta, 4, MPI_UINT64_T, host_, static_cast<MPI_Aint>(kStagedVersion), 4, MPI_UINT64_T, win_.raw()));
+  win_.put(host_, kStagedVersion, meta, sizeof meta);
   win_.flush(host_);
   // Only now, with data and metadata complete at the host, does the flag say "full".
   atomicWrite(kStagedState, 1);
@@ -299,7 +286,7 @@ std::int64_t WeightStore::publishedVersion() {
     return static_cast<std::int64_t>(win_.localWord(kPubVersion).load(std::memory_order_acquire));
   }
   std::int64_t v = -1;
-  ASTRA_MPI_CHECK(MPI_Get(&v, 1, MPI_INT64_T, host_, static_cast<MPI_Aint>(kPubVersion), 1, MPI_INT64_T, win_.raw()));
+  win_.get(host_, kPubVersion, &v, sizeof v);
   win_.flush(host_);
   return v;
 }

@@ -5,12 +5,17 @@
 #include <mpi.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace astraflow {
+
+// MPI_Wtime: seconds on this process's MPI clock, the run clock's base on every rank.
+double mpiSeconds();
 
 class Comm {
  public:
@@ -63,9 +68,75 @@ class Comm {
   std::vector<std::byte> allgatherBytes(std::span<const std::byte> mine) const;
   // Collective over this comm: `root`'s value on every rank (the others' `value` is ignored).
   std::string broadcastString(int root, std::string value) const;
+  // The same for bytes of any length (the size first), and for one plain value (the ranks of a
+  // job share one architecture: its bytes as they are).
+  std::vector<std::byte> broadcastBytes(int root, std::vector<std::byte> bytes) const;
+  template <class T>
+  requires std::is_trivially_copyable_v<T> T broadcastValue(int root, T value)
+  const {
+    broadcastRaw(root, &value, sizeof(T));
+    return value;
+  }
+  // Collective over this comm: the largest of every rank's value (element-wise for a span, in
+  // place).
+  std::int64_t allreduceMax(std::int64_t value) const;
+  std::uint64_t allreduceMax(std::uint64_t value) const;
+  void allreduceMax(std::span<std::int64_t> values) const;
+  // Collective over this comm: the sum of the values of the ranks before this one (0 on rank 0).
+  int exclusiveSum(int value) const;
+  // Collective over this comm: the ranks that share this rank's node (its shared memory).
+  Comm splitByNode() const;
+  // Lets MPI progress one-sided traffic aimed at this rank (an MPI_Iprobe that receives
+  // nothing): transports without a progress thread serve remote gets and puts only inside MPI
+  // calls, and a rank polling its own window would otherwise starve its readers.
+  void driveProgress() const;
+
+  // Collectives and point-to-point transfers over float or double buffers (the trainer's
+  // gradients and optimizer state), each buffer at most 2^31 − 1 values (an Error past that).
+  // Sums: allreduceSum everywhere; reduceSum on `root` (the others' buffers are left as they
+  // were); allgatherInPlace: rank r's block is data's r-th of size() equal parts;
+  // reduceScatterBlock: `out` (in's size / size()) gets this rank's part of the sum.
+  template <class T>
+  void allreduceSum(std::span<T> data) const {
+    transfer(Op::AllreduceSum, data.data(), nullptr, data.size(), elementOf<T>(), 0);
+  }
+  template <class T>
+  void reduceSum(std::span<T> data, int root) const {
+    transfer(Op::ReduceSum, data.data(), nullptr, data.size(), elementOf<T>(), root);
+  }
+  template <class T>
+  void broadcast(std::span<T> data, int root) const {
+    transfer(Op::Broadcast, data.data(), nullptr, data.size(), elementOf<T>(), root);
+  }
+  template <class T>
+  void allgatherInPlace(std::span<T> data) const {
+    transfer(Op::AllgatherInPlace, data.data(), nullptr, data.size(), elementOf<T>(), 0);
+  }
+  template <class T>
+  void reduceScatterBlock(std::span<const T> in, std::span<T> out) const {
+    transfer(Op::ReduceScatterBlock, const_cast<T*>(in.data()), out.data(), in.size(), elementOf<T>(), 0);
+  }
+  template <class T>
+  void send(std::span<const T> data, int dest, int tag) const {
+    transfer(Op::Send, const_cast<T*>(data.data()), nullptr, data.size(), elementOf<T>(), dest, tag);
+  }
+  template <class T>
+  void receive(std::span<T> data, int source, int tag) const {
+    transfer(Op::Receive, data.data(), nullptr, data.size(), elementOf<T>(), source, tag);
+  }
   MPI_Comm raw() const { return comm_; }
 
  private:
+  enum class Element { Float, Double };
+  enum class Op { AllreduceSum, ReduceSum, Broadcast, AllgatherInPlace, ReduceScatterBlock, Send, Receive };
+  template <class T>
+  static constexpr Element elementOf() {
+    static_assert(std::is_same_v<std::remove_const_t<T>, float> || std::is_same_v<std::remove_const_t<T>, double>,
+                  "typed collectives take float or double buffers");
+    return std::is_same_v<std::remove_const_t<T>, float> ? Element::Float : Element::Double;
+  }
+  void transfer(Op op, void* data, void* out, std::size_t count, Element element, int peer, int tag = 0) const;
+  void broadcastRaw(int root, void* data, std::size_t bytes) const;
   explicit Comm(MPI_Comm c, Release release = Release::Free) : comm_(c), release_(release) {}
   MPI_Comm comm_ = MPI_COMM_NULL;
   Release release_ = Release::Free;

@@ -44,6 +44,12 @@ class MpiEnvironment {
 
   static bool initialized();
   static bool finalized();
+  // This process's rank in the job and the job's size (MPI_COMM_WORLD).
+  static int worldRank();
+  static int worldSize();
+  // Ends every process of the job (MPI_Abort on MPI_COMM_WORLD): for an error met by one rank
+  // alone while the others may wait on it.
+  [[noreturn]] static void abortJob(int code);
 
  private:
   int provided_ = MPI_THREAD_SINGLE;

@@ -28,10 +28,13 @@ struct RoleComms {
   // Collective over MPI_COMM_WORLD; same order on all ranks.
   static RoleComms split(const RoleMap& map);
   // The same over `base` (a spawned pool's merged comm, whose rank 0 is the dataflow rank).
-  static RoleComms split(const RoleMap& map, MPI_Comm base);
+  static RoleComms split(const RoleMap& map, const Comm& base);
 
   // Gives up every communicator without freeing it (a member was lost; see Comm::abandon).
   void abandon() noexcept;
+
+ private:
+  static RoleComms splitFrom(const RoleMap& map, MPI_Comm base);
 };
 
 }  // namespace astraflow

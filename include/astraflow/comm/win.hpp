@@ -60,6 +60,10 @@ class Win {
   void atomicStore(int target, std::uint64_t offset, std::uint64_t value) const;
   std::uint64_t fetchAdd(int target, std::uint64_t offset, std::uint64_t add) const;  // returns the old value
   bool compareSwap(int target, std::uint64_t offset, std::uint64_t expected, std::uint64_t desired) const;
+  // `n` bytes of the window on `target` from `offset` into `out` (get) or from `in` (put), in
+  // calls of at most 1 GiB (MPI counts are ints). Not flushed: flush(target) completes them.
+  void get(int target, std::uint64_t offset, void* out, std::uint64_t n) const;
+  void put(int target, std::uint64_t offset, const void* in, std::uint64_t n) const;
   // A word of this rank's own window, for the host's local-only words (never touched by RMA).
   std::atomic_ref<std::uint64_t> localWord(std::uint64_t offset) const {
     return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base_ + offset));

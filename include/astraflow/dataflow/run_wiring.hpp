@@ -42,7 +42,7 @@ struct RunWiring {
   std::vector<std::unique_ptr<WeightStore>> weight_stores;  // per trainer group (policy)
   io::TraceWriter* trace = nullptr;
   ReportSink* reports = nullptr;  // where the roles leave their figures while they run
-  double t0 = 0;                  // the run clock's zero in MPI_Wtime() (same on every rank up to skew)
+  double t0 = 0;                  // the run clock's zero in mpiSeconds() (same on every rank up to skew)
   double clock_offset = 0;        // run time of earlier segments: a resumed run's clock continues
   std::filesystem::path run_dir;
   std::string run_id;                // the folder's run (core/run_files.hpp): stamped on every checkpoint and trace

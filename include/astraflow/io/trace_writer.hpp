@@ -9,7 +9,7 @@
 //               count uint64, policy int32, staleness int32, total uint64}
 //               (what each kind puts in them: docs/runtime-notes.md, "Trace events")
 //
-// Times are seconds as doubles; the caller picks the clock. Runs record MPI_Wtime() minus the
+// Times are seconds as doubles; the caller picks the clock. Runs record mpiSeconds() (MPI_Wtime) minus the
 // run's start time, so events of different ranks share one axis up to clock skew.
 #include <cstddef>
 #include <cstdint>

@@ -165,7 +165,7 @@ class WeightStore {
   bool pullFull(WeightReplica& replica, std::uint64_t bytes, std::uint64_t hash, std::int64_t version,
                 std::uint64_t seq, PullResult& result);
 
-  MPI_Comm comm_;
+  const Comm& comm_;  // the store's link: it must outlive the store (RoleComms holds it for the run)
   int host_;
   bool is_host_;
   std::uint64_t capacity_;
