@@ -85,6 +85,7 @@ class ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
     const auto type = hidden.device().type();
     const bool autocast_on = ctx->saved_data["autocast"].toBool();
     const auto autocast_dtype = static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt());
+    const bool create_graph = torch::GradMode::is_enabled();
     const AutocastAs autocast(type, autocast_on, autocast_dtype);
     const torch::NoGradGuard no_grad;
     // The dtype the forward's projection ran in, and the weight as it used it (autocast's cache).
@@ -93,7 +94,13 @@ class ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
     const auto N = hidden.size(0);
     const auto g = grad_out[0].to(torch::kFloat32);
     torch::Tensor grad_hidden = want_hidden ? torch::empty_like(hidden) : torch::Tensor();
-    torch::Tensor grad_weight = want_weight ? torch::zeros_like(weight) : torch::Tensor();
+    const bool tied = ctx->saved_data.count("tied") != 0;
+    // A tied matrix with its .grad in place: the products go straight into it (TiedGradient).
+    const auto& existing = weight.grad();
+    const bool into_grad = want_weight && tied && !create_graph && existing.defined() &&
+                           existing.sizes() == weight.sizes() && existing.scalar_type() == weight.scalar_type() &&
+                           existing.device() == weight.device() && existing.is_contiguous();
+    torch::Tensor grad_weight = into_grad ? existing : want_weight ? torch::zeros_like(weight) : torch::Tensor();
     for (const auto& [s, n] : chunksOf(N, chunk_rows)) {
       const auto h = hidden.narrow(0, s, n).to(compute);
       auto grad_logits = torch::linear(h, w).to(torch::kFloat32);
@@ -116,10 +123,13 @@ class ChunkedLogProbs : public torch::autograd::Function<ChunkedLogProbs> {
         }
       }
     }
-    // A tied matrix: the embedding's backward, which runs after this one, hands the sum on.
-    if (want_weight && ctx->saved_data.count("tied") != 0) {
-      c10::static_intrusive_pointer_cast<TiedGradient>(ctx->saved_data["tied"].toCapsule())->sum =
-          std::move(grad_weight);
+    // A tied matrix: the embedding's backward, which runs after this one, hands the sum on (or
+    // adds into the same .grad).
+    if (want_weight && tied) {
+      auto slot = c10::static_intrusive_pointer_cast<TiedGradient>(ctx->saved_data["tied"].toCapsule());
+      slot->in_grad = into_grad;
+      slot->sum = into_grad ? torch::Tensor() : std::move(grad_weight);
+      grad_weight = torch::Tensor();
     }
     // One gradient per forward input: hidden, weight, then none for the targets, the ids and the
     // three non-tensor arguments.
@@ -132,7 +142,7 @@ class TiedEmbeddingLookup : public torch::autograd::Function<TiedEmbeddingLookup
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& weight,
                                const torch::Tensor& tokens, const c10::intrusive_ptr<TiedGradient>& tied) {
-    ctx->save_for_backward({tokens});
+    ctx->save_for_backward({tokens, weight});
     ctx->saved_data["tied"] = c10::IValue::make_capsule(tied);
     ctx->saved_data["rows"] = weight.size(0);
     ctx->saved_data["dtype"] = static_cast<std::int64_t>(weight.scalar_type());
@@ -146,12 +156,19 @@ class TiedEmbeddingLookup : public torch::autograd::Function<TiedEmbeddingLookup
     tied->sum = torch::Tensor();
     const auto& grad = grad_out[0];
     const auto D = grad.size(-1);
+    const auto saved = ctx->get_saved_variables();
+    const torch::NoGradGuard no_grad;
+    if (tied->in_grad) {  // the head added into .grad: so do these rows, and autograd gets nothing
+      tied->in_grad = false;
+      auto target = saved[1].grad();
+      target.index_add_(0, saved[0].reshape({-1}), grad.reshape({-1, D}).to(target.scalar_type()));
+      return {torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
     if (!sum.defined()) {
       sum = torch::zeros({ctx->saved_data["rows"].toInt(), D},
                          grad.options().dtype(static_cast<at::ScalarType>(ctx->saved_data["dtype"].toInt())));
     }
-    const torch::NoGradGuard no_grad;
-    sum.index_add_(0, ctx->get_saved_variables()[0].reshape({-1}), grad.reshape({-1, D}).to(sum.scalar_type()));
+    sum.index_add_(0, saved[0].reshape({-1}), grad.reshape({-1, D}).to(sum.scalar_type()));
     return {sum, torch::Tensor(), torch::Tensor()};
   }
 };

@@ -171,6 +171,44 @@ TEST_P(ModelChunkedLogProbs, SequenceLogProbsEqualTheFullLogitsPathWithGradients
   }
 }
 
+// A second backward while .grad holds the first's sum (micro-batches; ZeRO binds .grad to its
+// buffer before any): a tied head and embedding add into that .grad in place (TiedGradient) and
+// hand autograd nothing. The sums equal the full-logits path's, every parameter.
+TEST_P(ModelChunkedLogProbs, GradientsAccumulateOverBackwardPasses) {
+  auto cfg = test_support::tinyModel(kQwenVocab, 32, 2, 4, 2, 64, 64);
+  cfg.tied_embeddings = GetParam();
+  torch::manual_seed(13);
+  PolicyModel model(cfg);
+  model->setNeverGenerate({0, 1});
+  model->setLogitsChunkBytes(1);
+  const auto tokens = torch::randint(2, kQwenVocab, {3, 30}, torch::kLong);
+  const auto lengths = torch::tensor({30, 17, 9}, torch::kLong);
+  auto twoPasses = [&](PolicyModelImpl& m, auto&& logprobs) {
+    m.zero_grad();
+    for (int pass = 0; pass < 2; ++pass) {
+      const auto lp = logprobs(m);
+      torch::manual_seed(30 + pass);
+      (lp * torch::randn(lp.sizes(), lp.options())).sum().backward();
+      if (pass == 0) EXPECT_TRUE(m.parameters()[0].grad().defined());
+    }
+    std::vector<torch::Tensor> g;
+    for (const auto& p : m.parameters()) g.push_back(p.grad().clone());
+    return g;
+  };
+  const auto chunked = twoPasses(*model, [&](PolicyModelImpl& m) { return sequenceLogProbs(m, tokens, lengths, 0.9); });
+  const auto whole = twoPasses(*model, [&](PolicyModelImpl& m) { return fromFullLogits(m, tokens, lengths, 0.9); });
+  PolicyModel exact_model(cfg);
+  exact_model->setNeverGenerate({0, 1});
+  exact_model->place(torch::kCPU, torch::kFloat64);
+  exact_model->importTensors(model->orderedParameters());
+  const auto exact =
+      twoPasses(*exact_model, [&](PolicyModelImpl& m) { return fromFullLogits(m, tokens, lengths, 0.9); });
+  ASSERT_EQ(chunked.size(), whole.size());
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    expectAsClose(("parameter " + std::to_string(i)).c_str(), chunked[i], whole[i], exact[i]);
+  }
+}
+
 TEST_P(ModelChunkedLogProbs, Bf16AutocastMatchesTheFullLogitsPath) {
   auto cfg = test_support::tinyModel(kQwenVocab, 32, 2, 4, 2, 64, 64);
   cfg.tied_embeddings = GetParam();

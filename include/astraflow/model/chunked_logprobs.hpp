@@ -13,8 +13,12 @@ namespace astraflow {
 // forward; autograd would hold its two [V, D] gradients at once to sum them. Instead the head's
 // backward (which runs first) leaves its gradient here, and the embedding's backward adds its rows
 // into it and hands the sum on as the matrix's gradient: one [V, D] buffer. One per forward.
+// Where the matrix's .grad is there already (ZeRO's gradient buffer, or the sum of an earlier
+// micro-batch) and the backward builds no graph, both add into that .grad in place instead and
+// hand autograd nothing: no [V, D] buffer at all.
 struct TiedGradient : torch::CustomClassHolder {
   torch::Tensor sum;
+  bool in_grad = false;  // the head added its gradient into the matrix's .grad itself
 };
 
 struct OutputHead {
