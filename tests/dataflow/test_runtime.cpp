@@ -194,8 +194,9 @@ TEST(Runtime, RunningSequencesMoveToEachNewVersionAndTheirTokensSayWhich) {
     const auto dir = sharedRunDir("on_new_version_" + mode);
     // Enough versions that one lands mid-sequence however the ranks are scheduled (6 once saw
     // none, on a loaded machine; the model's 32-position context caps the sequences' length).
-    const json s = runJob(tinyConfig(
-        dir, ", versions: 12", "", "{group_size: 4, max_new_tokens: 20, batch_tasks: 8, on_new_version: " + mode + "}"));
+    const json s =
+        runJob(tinyConfig(dir, ", versions: 12", "",
+                          "{group_size: 4, max_new_tokens: 20, batch_tasks: 8, on_new_version: " + mode + "}"));
     if (worldRank() != 0) continue;
     SCOPED_TRACE(mode);
     expectBooksBalance(s);
