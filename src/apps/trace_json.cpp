@@ -17,6 +17,28 @@ nlohmann::json optionalVersion(const std::optional<std::int64_t>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json();
 }
 
+// Each rank's last report of a killed run (run/rank_report_files.hpp), its scalar figures.
+nlohmann::json rankReportsJson(const std::vector<StoredRankReport>& rank_reports) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rank_reports) {
+    if (!r.report) {
+      out.push_back({{"path", r.path}, {"error", r.error}});
+      continue;
+    }
+    nlohmann::json figures = nlohmann::json::object();
+    for (const auto& [name, value] : scalarFigures(r.report->figures)) figures[name] = value;
+    out.push_back({{"path", r.path},
+                   {"rank", r.report->rank},
+                   {"label", r.report->label},
+                   {"role", r.report->roleName()},
+                   {"age_seconds", r.age_seconds},
+                   {"peak_rss_bytes", r.report->peak_rss_bytes},
+                   {"memory_plan_bytes", r.report->memory_plan_bytes},
+                   {"figures", std::move(figures)}});
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string traceReportJson(const io::TraceReport& report, const std::string& trace_path,
@@ -85,23 +107,7 @@ std::string traceReportJson(const io::TraceReport& report, const std::string& tr
                                {"clean_end", f.clean_end},
                                {"error", f.error.empty() ? nlohmann::json() : nlohmann::json(f.error)}});
   }
-  j["rank_reports"] = nlohmann::json::array();
-  for (const auto& r : rank_reports) {
-    if (!r.report) {
-      j["rank_reports"].push_back({{"path", r.path}, {"error", r.error}});
-      continue;
-    }
-    nlohmann::json figures = nlohmann::json::object();
-    for (const auto& [name, value] : scalarFigures(r.report->figures)) figures[name] = value;
-    j["rank_reports"].push_back({{"path", r.path},
-                                 {"rank", r.report->rank},
-                                 {"label", r.report->label},
-                                 {"role", r.report->roleName()},
-                                 {"age_seconds", r.age_seconds},
-                                 {"peak_rss_bytes", r.report->peak_rss_bytes},
-                                 {"memory_plan_bytes", r.report->memory_plan_bytes},
-                                 {"figures", std::move(figures)}});
-  }
+  j["rank_reports"] = rankReportsJson(rank_reports);
   j["summary"] = nullptr;
   if (!summary_path.empty()) {
     std::ifstream in(summary_path);

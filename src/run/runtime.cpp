@@ -104,6 +104,32 @@ RunStart settleRunFolder(const Config& cfg, const RoleMap& map, const Comm& worl
   return start;
 }
 
+// This rank's role loop, recording into its own trace file and leaving its report in its report
+// file as it goes (both flushed every run.flush_seconds, so a killed run keeps them); returns the
+// report, whose final form is left there too.
+RankReport runRankRole(RunWiring& w, std::uint64_t memory_plan_bytes) {
+  const Config& cfg = w.cfg;
+  const int me = w.rank();
+  RankReport mine{me, w.role().label(), {}};
+  mine.memory_plan_bytes = memory_plan_bytes;
+  RankReportFile report_file(rankReportPath(w.run_dir, me), mine, cfg.run.flush_seconds);
+  {
+    io::TraceWriter trace((w.run_dir / "trace" / fmt::format("rank_{}.h5", me)).string());
+    trace.setFlushSeconds(cfg.run.flush_seconds);
+    if (!w.run_id.empty()) trace.tagRun(w.run_id);
+    w.trace = &trace;
+    w.reports = &report_file;
+    w.event("startup", 0.0, w.resume_version);
+    mine.figures = runRole(w);
+    w.trace = nullptr;
+    w.reports = nullptr;
+    trace.markCleanEnd();
+  }
+  mine.peak_rss_bytes = peakResidentBytes();
+  report_file.writeFinal(mine);
+  return mine;
+}
+
 }  // namespace
 
 RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& comms, const RuntimeOptions& options) {
@@ -142,24 +168,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   }
   world.barrier();
   w.t0 = mpiSeconds() - w.clock_offset;
-  const fs::path rank_trace = run_dir / "trace" / fmt::format("rank_{}.h5", me);
-  RankReport mine{me, w.role().label(), {}};
-  if (!memory_plans.empty()) mine.memory_plan_bytes = memory_plans[static_cast<std::size_t>(me)].total();
-  RankReportFile report_file(rankReportPath(run_dir, me), mine, cfg.run.flush_seconds);
-  {
-    io::TraceWriter trace(rank_trace.string());
-    trace.setFlushSeconds(cfg.run.flush_seconds);
-    if (!run_id.empty()) trace.tagRun(run_id);
-    w.trace = &trace;
-    w.reports = &report_file;
-    w.event("startup", 0.0, resume_version);
-    mine.figures = runRole(w);
-    w.trace = nullptr;
-    w.reports = nullptr;
-    trace.markCleanEnd();
-  }
-  mine.peak_rss_bytes = peakResidentBytes();
-  report_file.writeFinal(mine);
+  const RankReport mine = runRankRole(w, memory_plans.empty() ? 0 : memory_plans[static_cast<std::size_t>(me)].total());
 
   std::vector<RankReport> reports;
   for (const auto& bytes : world.gatherBytes(df_rank, encodeRankReport(mine))) {
