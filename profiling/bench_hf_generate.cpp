@@ -1,4 +1,4 @@
-// bench_hf_generate FOLDER [new_tokens] [threads] [prompt_tokens] [batch]: greedy generation
+// bench_hf_generate FOLDER [new_tokens] [threads] [prompt_tokens] [batch] [fp32|bf16]: greedy generation
 // from a Hugging Face folder on the continuous engine, `batch` rows together (row r's prompt is
 // 100 + (7i + r) mod 150, ids the folder's tokenizer has), the way a rollout rank generates; prints one JSON line
 // {"tokens_per_s", "seconds", "in_place_seconds", "in_place_same_ids", "ids": [[row 0], ...]}: the engine as it runs by
@@ -20,18 +20,23 @@ using namespace astraflow;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: bench_hf_generate FOLDER [new_tokens] [threads] [prompt_tokens]\n");
+    std::fprintf(stderr,
+                 "usage: bench_hf_generate FOLDER [new_tokens] [threads] [prompt_tokens] [batch] [fp32|bf16]\n");
     return 2;
   }
   const int new_tokens = argc > 2 ? std::atoi(argv[2]) : 32;
   const int threads = argc > 3 ? std::atoi(argv[3]) : 2;
   const int prompt_tokens = argc > 4 ? std::atoi(argv[4]) : 16;
   const int batch = argc > 5 ? std::atoi(argv[5]) : 1;
+  // bf16: the weights (and KV cache) in bf16, as a rollout rank computing from its node's shared
+  // copy in place runs (rollout.precision: bf16); fp32 (the default): converted, as `auto` on the CPU.
+  const bool bf16 = argc > 6 && std::string(argv[6]) == "bf16";
   torch::set_num_threads(threads);
   ModelConfig m = readHfModelConfig(argv[1]).model;
   m.max_seq_len = prompt_tokens + new_tokens;
   PolicyModel model(m);
   loadHfWeights(*model, argv[1]);
+  if (bf16) model->place(torch::kCPU, torch::kBFloat16);
   model->eval();
   GenerationEngine engine(model, 0);
   std::vector<std::vector<std::int32_t>> prompts(static_cast<std::size_t>(batch));

@@ -187,6 +187,7 @@ void ElasticPools::lose(SpawnedPool& p, const std::string& why, const std::funct
   home_.task_rings[static_cast<std::size_t>(p.ring)].release();
   home_.trajectory_rings[static_cast<std::size_t>(p.ring)].release();
   for (auto& s : p.wiring->weight_stores) s.release();
+  for (auto& s : p.wiring->node_weights) s.release();
   p.comms->abandon();
   p.merged.abandon();
   p.inter.abandon();

@@ -82,8 +82,12 @@ void wireWindows(RunWiring& w) {
           comms.weight_links[g].allreduceMax(me == measurer ? w.weight_version_bytes(group.policy) : std::uint64_t{0});
       w.weight_stores.push_back(std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy,
                                                               weightStoreOptions(cfg.weights)));
+      // The rollout ranks of each node share one copy of the versions they pull.
+      w.node_weights.push_back(
+          std::make_unique<NodeWeights>(comms.weight_links[g], w.role().role == Role::Rollout, bytes, group.policy));
     } else {
       w.weight_stores.emplace_back();
+      w.node_weights.emplace_back();
     }
   }
 }

@@ -421,6 +421,24 @@ void PolicyModelImpl::importTensors(const std::vector<NamedTensor>& tensors) {
   for (std::size_t i = 0; i < tensors.size(); ++i) copyInto(index[i], tensors[i].tensor);
 }
 
+void PolicyModelImpl::adoptTensors(const std::vector<NamedTensor>& tensors) {
+  if (shards_) throw Error("weights: a parameter-sharded model cannot adopt whole tensors");
+  const auto index = matchTensors(tensors);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& p = ordered_[index[i]].tensor;
+    const auto& t = tensors[i].tensor;
+    if (t.scalar_type() != p.scalar_type() || t.device() != p.device() || !t.is_contiguous()) {
+      throw Error(fmt::format("weights: tensor '{}' is {} on {}, its parameter {} on {}", tensors[i].name,
+                              c10::toString(t.scalar_type()), t.device().str(), c10::toString(p.scalar_type()),
+                              p.device().str()));
+    }
+    checkFinite(tensors[i]);
+  }
+  torch::NoGradGuard no_grad;
+  // set_data swaps the storage under the same parameter object: the handles the layers hold follow.
+  for (std::size_t i = 0; i < tensors.size(); ++i) ordered_[index[i]].tensor.set_data(tensors[i].tensor);
+}
+
 void PolicyModelImpl::setNeverGenerate(const std::vector<std::int64_t>& token_ids) {
   never_generate_ = token_ids.empty() ? torch::Tensor() : torch::tensor(token_ids, torch::kLong).to(embed_.device());
 }

@@ -103,7 +103,11 @@ void packWeights(const PolicyModelImpl& model, std::vector<std::byte>& out,
   }
 }
 
-void unpackWeights(std::span<const std::byte> blob, PolicyModelImpl& model) {
+namespace {
+
+// The blob's tensors as bf16 views into it, checked against the model's parameter count and the
+// blob's own structure (names and shapes are matched by the model's import).
+std::vector<NamedTensor> blobTensors(std::span<const std::byte> blob, const PolicyModelImpl& model) {
   Cursor c(blob);
   if (c.get<std::uint32_t>("magic") != kMagic) throw Error("weights blob: bad magic (not an astraflow weight version)");
   const auto version = c.get<std::uint32_t>("format version");
@@ -147,13 +151,30 @@ void unpackWeights(std::span<const std::byte> blob, PolicyModelImpl& model) {
       numel *= dim;
     }
     const std::byte* data = c.need(pad8(2 * static_cast<std::size_t>(numel)), d.name.c_str());
-    // A view, not a copy: importTensors converts into the parameters (validated first).
+    // A view, not a copy: importTensors converts into the parameters, adoptTensors points them here.
     tensors.push_back({d.name, torch::from_blob(const_cast<std::byte*>(data), d.dims, torch::kBFloat16)});
   }
   if (c.at() != blob.size()) {
     throw Error(fmt::format("weights blob: {} trailing bytes after the last tensor", blob.size() - c.at()));
   }
-  model.importTensors(tensors);
+  return tensors;
+}
+
+}  // namespace
+
+void unpackWeights(std::span<const std::byte> blob, PolicyModelImpl& model) {
+  model.importTensors(blobTensors(blob, model));
+}
+
+bool canViewWeights(const PolicyModelImpl& model) {
+  for (const auto& p : model.orderedParameters()) {
+    if (!p.tensor.defined() || !p.tensor.device().is_cpu() || p.tensor.scalar_type() != torch::kBFloat16) return false;
+  }
+  return true;
+}
+
+void viewWeights(std::span<const std::byte> blob, PolicyModelImpl& model) {
+  model.adoptTensors(blobTensors(blob, model));
 }
 
 }  // namespace astraflow

@@ -38,6 +38,7 @@ RolloutRank::RolloutRank(const RolloutPorts& ports)
     p.name = s.policy;
     p.group = s.group;
     p.store = s.store;
+    p.node = s.node;
     const auto& spec = ports.backend;
     if (spec.isSimulated()) {
       // No model: pulled versions are kept as bytes; the backend draws lengths and rewards.
@@ -68,6 +69,8 @@ RolloutRank::RolloutRank(const RolloutPorts& ports)
       p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy, device_,
                                  computeDtype(ctx_.cfg.rollout.compute));
       p.model->eval();
+      // bf16 on the CPU: the node's copy is the engine's parameters, no copy of its own.
+      p.in_place = canViewWeights(*p.model);
       p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId(), schedulingFrom(ctx_.cfg));
       p.backend = std::make_unique<EngineBackend>(*p.engine, generator_);
     }
@@ -84,37 +87,46 @@ ServedPolicy& RolloutRank::served(const std::string& policy) {
 }
 
 // Each policy refreshes on its own: a newer version of one never waits for the others. A pull
-// happens here, between batches of episodes, when this rank chooses (request-based, §8).
+// happens here, between batches of episodes or steps of the engine, when this rank chooses
+// (request-based, §8): the first rank of the node to want a version pulls it into the node's
+// shared copy (NodeWeights), and every rank of the node moves to the node's newest version here.
 bool RolloutRank::refreshWeights(bool force) {
   bool pulled = false;
   update_failed_ = false;
   for (auto& p : served_) {
     const std::int64_t published = p.store->publishedVersion();
-    const std::int64_t held = p.replica.version;
-    if (published > held && (force || held < 0 || published - held >= ctx_.cfg.weights.pull_every)) {
-      const double t = ctx_.now();
-      const PullResult r = p.store->pull(p.replica);
-      if (r.moved) {
-        ++p.pulls;
-        pull_seconds_ += ctx_.now() - t;
-        ctx_.event("weight_pull", t, r.version, r.bytes, 0, {.policy = p.group});
-        if (p.simulated) {
-          p.version = r.version;
-          p.simulated->setVersion(r.version);
-          pulled = true;
-        } else if (!p.http) {
-          unpackWeights(p.replica.blob, *p.model);
-          p.version = r.version;
-          pulled = true;
-        }
+    const std::int64_t held = p.held.version;
+    const bool wanted = published > held && (force || held < 0 || published - held >= ctx_.cfg.weights.pull_every);
+    const double t = ctx_.now();
+    const std::uint64_t bytes_before = p.store->stats().bytes_pulled;
+    const NodeVersion v = p.node->refresh(*p.store, wanted ? published : -1);
+    if (v.version > held) {
+      ++p.pulls;
+      pull_seconds_ += ctx_.now() - t;
+      // Bytes: what this rank read from the store for its node (0 when another rank of it did).
+      ctx_.event("weight_pull", t, v.version, p.store->stats().bytes_pulled - bytes_before, 0, {.policy = p.group});
+      p.held = v;
+      if (p.simulated) {
+        p.version = v.version;
+        p.simulated->setVersion(v.version);
+        pulled = true;
+      } else if (!p.http) {
+        if (p.in_place)
+          viewWeights(v.bytes, *p.model);
+        else
+          unpackWeights(v.bytes, *p.model);
+        p.version = v.version;
+        pulled = true;
       }
     }
-    if (p.http && p.replica.version > p.version) {
+    if (p.http && p.held.version > p.version && v.version == p.held.version) {
       if (loadOnServer(p))
         pulled = true;
       else
         update_failed_ = true;
     }
+    // Only an engine computing from the node's bytes keeps them bound; the others hold a copy.
+    if (!p.in_place) p.node->release();
   }
   return pulled;
 }
@@ -134,17 +146,17 @@ bool RolloutRank::loadOnServer(ServedPolicy& p) {
   const double t = ctx_.now();
   std::filesystem::path folder;
   try {
-    folder = p.folders->materialise(p.replica.blob, p.replica.version, p.replica.hash);
+    folder = p.folders->materialise(p.held.bytes, p.held.version, p.held.hash);
   } catch (const std::exception& e) {
-    spdlog::error("rollout rank {}: version {} of {} cannot be written for the server: {}", ctx_.rank,
-                  p.replica.version, p.name, e.what());
+    spdlog::error("rollout rank {}: version {} of {} cannot be written for the server: {}", ctx_.rank, p.held.version,
+                  p.name, e.what());
     return false;
   }
   write_seconds_ += ctx_.now() - t;
-  if (!p.http->loadWeights(folder.string(), p.replica.version)) return false;
-  p.version = p.replica.version;
+  if (!p.http->loadWeights(folder.string(), p.held.version)) return false;
+  p.version = p.held.version;
   p.folders->collect(p.version);
-  ctx_.event("weight_load", t, p.version, p.replica.blob.size(), 0, {.policy = p.group});
+  ctx_.event("weight_load", t, p.version, p.held.bytes.size(), 0, {.policy = p.group});
   return true;
 }
 

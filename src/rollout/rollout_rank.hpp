@@ -10,6 +10,7 @@
 #include "astraflow/rollout/generation_backend.hpp"
 #include "astraflow/rollout/raas_role.hpp"
 #include "astraflow/rollout/simulated_backend.hpp"
+#include "astraflow/weights/node_weights.hpp"
 #include "astraflow/weights/weight_store.hpp"
 #include "rollout/served_weights.hpp"
 
@@ -26,8 +27,10 @@ struct ServedPolicy {
   SimulatedBackend* simulated = nullptr;                   // the backend, when it is simulated (no model)
   std::unique_ptr<rollout_detail::ServedWeights> folders;  // http: versions as folders for the server
   int group = 0;                                           // index of its trainer group and weight store
-  WeightReplica replica;                                   // the bf16 weights as pulled (deltas apply to it in place)
-  std::int64_t version = -1;  // the version generating now (http: the one the server confirmed loading)
+  NodeWeights* node = nullptr;  // the version as its node holds it, shared by the node's rollout ranks
+  NodeVersion held;             // the node's version this rank moved to last (its bytes: while bound)
+  bool in_place = false;        // the engine computes from the node's bytes (bf16 on the CPU), so stays bound
+  std::int64_t version = -1;    // the version generating now (http: the one the server confirmed loading)
   std::uint64_t pulls = 0;
   // Per episode: the simulated accelerator sequence by sequence (batching continuous), or the
   // server's requests one by one (declared after `backend`, which they use: destroyed first).

@@ -67,9 +67,13 @@ PolicyPullFigures pullFigures(const ServedPolicy& p) {
   f.weight_deltas_applied = st.deltas_applied;
   f.weight_deltas_rejected = st.deltas_rejected;
   f.weight_bytes_pulled = st.bytes_pulled;
-  f.weight_version_bytes = p.replica.blob.size();
+  f.weight_version_bytes = p.held.bytes.size();
   f.torn_retries = st.torn_retries;
-  f.weights_hash = p.replica.hash;
+  f.weights_hash = p.held.hash;
+  const auto& node = p.node->stats();
+  f.node_ranks = static_cast<std::uint64_t>(p.node->nodeSize());
+  f.node_versions_written = node.versions_written;
+  f.node_writes_put_off = node.spare_in_use;
   return f;
 }
 

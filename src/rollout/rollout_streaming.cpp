@@ -230,7 +230,7 @@ bool RolloutRank::streams() {
 
 bool RolloutRank::pullDue() const {
   for (const auto& p : served_) {
-    const std::int64_t published = p.store->publishedVersion(), held = p.replica.version;
+    const std::int64_t published = p.store->publishedVersion(), held = p.held.version;
     if (published > held && (held < 0 || published - held >= ctx_.cfg.weights.pull_every)) return true;
   }
   return false;

@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <map>
 #include <sstream>
 
@@ -47,18 +49,30 @@ NodeReport decode(const std::vector<std::byte>& bytes) {
 std::vector<RankMemoryPlan> checkMemoryPlan(const Config& cfg, const RoleMap& map, const Comm& world) {
   if (cfg.run.memory_check == RunSection::MemoryCheck::Off) return {};
   const auto vocab = tokenSpecOf(*makeEnvironmentTokenizer(cfg.environment)).vocab_size;
-  auto plans = planMemory(cfg, map, vocab, hostMemoryBytes());
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   const NodeMemory node = nodeMemory();
   const auto gathered =
       world.gatherBytes(map.dataflowRank(), encode({host, node.available, currentResidentBytes(), node.source}));
+  std::map<std::string, std::vector<int>> ranks_of;
+  std::vector<NodeReport> reports;
+  for (const auto& bytes : gathered) reports.push_back(decode(bytes));
+  for (std::size_t r = 0; r < reports.size(); ++r) ranks_of[reports[r].host].push_back(static_cast<int>(r));
+  // Every rank's node, for the node-shared weights (counted once per node): the same plan everywhere.
+  std::vector<int> node_of(static_cast<std::size_t>(world.size()), 0);
+  int index = 0;
+  for (const auto& [name, ranks] : ranks_of) {
+    for (const int r : ranks) node_of[static_cast<std::size_t>(r)] = index;
+    ++index;
+  }
+  {
+    const auto* p = reinterpret_cast<const std::byte*>(node_of.data());
+    const auto bytes = world.broadcastBytes(map.dataflowRank(), {p, p + node_of.size() * sizeof(int)});
+    std::memcpy(node_of.data(), bytes.data(), std::min(bytes.size(), node_of.size() * sizeof(int)));
+  }
+  auto plans = planMemory(cfg, map, vocab, hostMemoryBytes(), node_of);
   std::string refusal;
   if (world.rank() == map.dataflowRank()) {
-    std::map<std::string, std::vector<int>> ranks_of;
-    std::vector<NodeReport> reports;
-    for (const auto& bytes : gathered) reports.push_back(decode(bytes));
-    for (std::size_t r = 0; r < reports.size(); ++r) ranks_of[reports[r].host].push_back(static_cast<int>(r));
     for (const auto& [name, ranks] : ranks_of) {
       std::vector<RankMemoryPlan> mine;
       std::uint64_t available = reports[static_cast<std::size_t>(ranks.front())].available, held = 0;

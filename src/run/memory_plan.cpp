@@ -81,17 +81,25 @@ void trainerItems(const Config& cfg, const Shape& s, int group_size, std::vector
   out.push_back({"weight publishing (packed bf16 version)", P * 2, ""});
 }
 
+// `node_readers`: the rollout ranks of this rank's node that share the policy's node copy
+// (NodeWeights); 0 when this rank is not the one the copy is counted on.
 void rolloutItems(const Config& cfg, const Shape& s, const RolloutBackendSpec& backend, std::uint64_t host_bytes,
-                  std::vector<MemoryItem>& out) {
+                  int node_readers, std::vector<MemoryItem>& out) {
+  const auto P = u(s.params);
+  if (node_readers > 0) {
+    const int slots = node_readers == 1 ? 1 : 2;
+    out.push_back({fmt::format("node-shared version (bf16 x{}, for the node's {} rollout ranks)", slots, node_readers),
+                   P * 2 * static_cast<std::uint64_t>(slots), ""});
+  }
   if (backend.kind != "engine") {
-    if (backend.http()) out.push_back({"served weight folder (bf16, written per version)", u(s.params) * 2, ""});
+    if (backend.http()) out.push_back({"served weight folder (bf16, written per version)", P * 2, ""});
     return;
   }
   const auto& r = cfg.rollout;
   const std::uint64_t elem = r.compute.bf16() ? 2 : 4;
-  const auto P = u(s.params);
-  out.push_back({fmt::format("engine weights ({})", elem == 2 ? "bf16" : "fp32"), P * elem, "rollout.precision"});
-  out.push_back({"pulled version (bf16)", P * 2, ""});
+  // bf16 on the CPU computes from the node's copy in place; otherwise the engine holds its own.
+  if (elem == 4 || r.compute.device.cuda())
+    out.push_back({fmt::format("engine weights ({})", elem == 2 ? "bf16" : "fp32"), P * elem, "rollout.precision"});
   // The KV block pool, sized as the engine sizes it (sequence_scheduler.cpp poolBlocks).
   const auto block = static_cast<std::uint64_t>(std::max(1, r.kv_block_size));
   const auto block_bytes = 2 * u(s.layers) * u(s.kv_heads) * u(s.head_dim) * block * elem;
@@ -167,7 +175,19 @@ std::string gib(std::uint64_t bytes) {
 }
 
 std::vector<RankMemoryPlan> planMemory(const Config& cfg, const RoleMap& map, std::int64_t vocab,
-                                       std::uint64_t host_bytes) {
+                                       std::uint64_t host_bytes, const std::vector<int>& node_of) {
+  auto nodeOf = [&](int world_rank) {
+    return static_cast<std::size_t>(world_rank) < node_of.size() ? node_of[static_cast<std::size_t>(world_rank)] : 0;
+  };
+  // Each policy's node copy is counted once per node, on the node's first rollout rank serving it.
+  std::map<std::pair<int, std::string>, std::pair<int, int>> copies;  // (node, policy) -> (first rank, readers)
+  for (const auto& rr : map.ranks()) {
+    if (rr.role != Role::Rollout) continue;
+    for (const auto& name : rr.policies) {
+      auto [it, fresh] = copies.try_emplace({nodeOf(rr.world_rank), name}, rr.world_rank, 0);
+      it->second.second++;
+    }
+  }
   std::vector<RankMemoryPlan> out;
   for (const auto& rr : map.ranks()) {
     RankMemoryPlan plan{rr.world_rank, rr.label(), {}};
@@ -191,8 +211,10 @@ std::vector<RankMemoryPlan> planMemory(const Config& cfg, const RoleMap& map, st
         const bool model = backend.kind == "engine";
         plan.items.push_back({"process (LibTorch, MPI, HDF5)", model ? kModelRankBase : kPlainRankBase, ""});
         for (const auto& name : rr.policies) {
+          const auto& [first, readers] = copies.at({nodeOf(rr.world_rank), name});
           if (const auto* p = cfg.findPolicy(name))
-            rolloutItems(cfg, shapeOf(p->model, vocab), backend, host_bytes, plan.items);
+            rolloutItems(cfg, shapeOf(p->model, vocab), backend, host_bytes, first == rr.world_rank ? readers : 0,
+                         plan.items);
         }
         break;
       }

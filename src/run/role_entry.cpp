@@ -19,7 +19,8 @@ RolloutReport runRolloutOn(RunWiring& w) {
   ports.trajectories = w.trajectory_rings.at(static_cast<std::size_t>(pool)).get();
   for (const auto& name : w.role().policies) {
     const int group = w.policyIndex(name);
-    ports.served.push_back({name, group, w.weight_stores.at(static_cast<std::size_t>(group)).get()});
+    const auto g = static_cast<std::size_t>(group);
+    ports.served.push_back({name, group, w.weight_stores.at(g).get(), w.node_weights.at(g).get()});
   }
   for (const auto& e : w.cfg.layout) {
     if (e.role == Role::Rollout && e.pool == w.role().pool_name) ports.backend = e.backend;

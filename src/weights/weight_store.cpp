@@ -27,7 +27,7 @@ static_assert(kLogTable + kLogEntryBytes * WeightStore::kMaxDeltaLog <= kHeaderB
 // marked as needing a full version (its blob may be half-way) and the error goes on.
 void applyToReplica(WeightReplica& replica, std::span<const std::byte> delta) {
   try {
-    const DeltaSummary s = applyDelta(replica.blob, replica.version, replica.hash, delta);
+    const DeltaSummary s = applyDelta(replica.bytes(), replica.version, replica.hash, delta);
     replica.version = s.target_version;
     replica.hash = s.target_hash;
     replica.deltas_since_full++;
@@ -254,12 +254,23 @@ StoreUpdate WeightStore::updateFor(std::int64_t version, std::uint64_t hash, int
   return u;
 }
 
+std::span<std::byte> WeightReplica::reserve(std::uint64_t n) {
+  if (slot.empty()) {
+    blob.resize(n);
+    return blob;
+  }
+  if (n > slot.size())
+    throw Error(fmt::format("weights: a version of {} bytes does not fit its slot of {}", n, slot.size()));
+  slot_bytes = n;
+  return slot.first(n);
+}
+
 void applyStoreUpdate(WeightReplica& replica, bool full, std::int64_t version, std::uint64_t hash,
                       const std::vector<std::span<const std::byte>>& parts) {
   if (full) {
     if (parts.size() != 1) throw DeltaError(fmt::format("weights: a full version in {} parts", parts.size()));
     if (weightsHash(parts[0]) != hash) throw DeltaError(fmt::format("weights: full v{} fails its checksum", version));
-    replica.blob.assign(parts[0].begin(), parts[0].end());
+    std::memcpy(replica.reserve(parts[0].size()).data(), parts[0].data(), parts[0].size());
     replica.version = version;
     replica.hash = hash;
     replica.deltas_since_full = 0;
@@ -312,7 +323,7 @@ PullResult WeightStore::pull(WeightReplica& replica) {
     const std::int64_t behind = published - replica.version;
     const bool by_deltas = options_.delta && replica.version >= 0 && behind <= options_.delta_log &&
                            replica.deltas_since_full + behind <= options_.full_sync_every &&
-                           replica.blob.size() == header[kPubBytes / 8];
+                           replica.size() == header[kPubBytes / 8];
     if (by_deltas) {
       std::vector<LogEntry> log(static_cast<std::size_t>(options_.delta_log));
       for (std::size_t i = 0; i < log.size(); ++i) {
@@ -371,15 +382,29 @@ bool WeightStore::pullFull(WeightReplica& replica, std::uint64_t bytes, std::uin
     stats_.torn_retries++;
     return false;
   }
-  full_buffer_.resize(bytes);
-  getBytes(kHeaderBytes, full_buffer_.data(), bytes);
+  // An owned replica reads into a buffer first, so a torn read leaves it as it was; a slot (a
+  // node's spare copy, which nobody uses while it is written) is read into directly and marked
+  // empty until a read passes its checksum.
+  std::span<std::byte> into;
+  if (replica.slot.empty()) {
+    full_buffer_.resize(bytes);
+    into = full_buffer_;
+  } else {
+    replica.version = -1;
+    replica.hash = 0;
+    into = replica.reserve(bytes);
+  }
+  getBytes(kHeaderBytes, into.data(), bytes);
   result.bytes += bytes;
   stats_.bytes_pulled += bytes;
-  if (atomicRead(kSeq) != seq || weightsHash(full_buffer_) != hash) {
+  if (atomicRead(kSeq) != seq || weightsHash(into) != hash) {
     stats_.torn_retries++;  // republished while we read: never apply, read again
     return false;
   }
-  replica.blob.swap(full_buffer_);
+  if (replica.slot.empty()) {
+    replica.blob.swap(full_buffer_);
+    full_buffer_ = {};  // the previous version's bytes: not kept beside the new one
+  }
   replica.version = version;
   replica.hash = hash;
   replica.deltas_since_full = 0;

@@ -189,7 +189,9 @@ TEST_P(ModelChunkedLogProbs, GradientsAccumulateOverBackwardPasses) {
       const auto lp = logprobs(m);
       torch::manual_seed(30 + pass);
       (lp * torch::randn(lp.sizes(), lp.options())).sum().backward();
-      if (pass == 0) EXPECT_TRUE(m.parameters()[0].grad().defined());
+      if (pass == 0) {
+        EXPECT_TRUE(m.parameters()[0].grad().defined());
+      }
     }
     std::vector<torch::Tensor> g;
     for (const auto& p : m.parameters()) g.push_back(p.grad().clone());

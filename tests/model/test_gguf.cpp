@@ -72,8 +72,9 @@ TEST_F(Gguf, ExportsReadBackExactAndScoreAsTheirFolders) {
   std::string pairs;
   for (const Case& c : cases) {
     const std::string folder = dir_.file(c.folder);
-    if (!std::filesystem::exists(folder))
+    if (!std::filesystem::exists(folder)) {
       ASSERT_EQ(std::system(fmt::format("{} init-model {} {} > /dev/null", cli_, folder, c.init_args).c_str()), 0);
+    }
     const std::string file = dir_.file("gguf/" + c.folder + "." + c.dtype + ".gguf");
     ASSERT_EQ(
         std::system(fmt::format("{} export-gguf {} {} --dtype {} > /dev/null", cli_, folder, file, c.dtype).c_str()),

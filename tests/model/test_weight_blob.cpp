@@ -82,5 +82,36 @@ TEST(WeightBlob, RandomMutationsAreRefusedOrLoadExactly) {
   EXPECT_GT(refused, 0);
 }
 
+// An engine running bf16 on the CPU computes from the node's shared copy itself: its parameters
+// become views into the blob (no copy), and it computes bit for bit what a model that copied
+// the same version computes; when the blob's bytes change, so does what it computes.
+TEST(WeightBlob, ViewedWeightsAreTheBlobAndComputeWhatACopyComputes) {
+  auto source = model(1), copied = model(2), viewed = model(3), fp32 = model(4);
+  copied->place(torch::kCPU, torch::kBFloat16);
+  viewed->place(torch::kCPU, torch::kBFloat16);
+  auto blob = blobOf(source);
+  EXPECT_FALSE(canViewWeights(*fp32));
+  EXPECT_THROW(viewWeights(blob, *fp32), Error);
+  ASSERT_TRUE(canViewWeights(*viewed));
+  unpackWeights(blob, *copied);
+  viewWeights(blob, *viewed);
+  const auto* lo = reinterpret_cast<const char*>(blob.data());
+  for (const auto& p : viewed->orderedParameters()) {
+    const auto* at = static_cast<const char*>(p.tensor.data_ptr());
+    EXPECT_TRUE(at >= lo && at + p.tensor.nbytes() <= lo + blob.size()) << p.name << " is not inside the blob";
+  }
+  const auto tokens = torch::randint(0, 20, {2, 7}, torch::kLong);
+  const auto positions = torch::arange(7, torch::kLong).unsqueeze(0).expand({2, 7}).contiguous();
+  const auto valid = torch::ones({2, 7}, torch::kBool);
+  torch::NoGradGuard no_grad;
+  const auto want = copied->forward(tokens, positions, valid);
+  EXPECT_TRUE(torch::equal(viewed->forward(tokens, positions, valid), want));
+  // The blob is the weights: another version's bytes in the same memory change the output.
+  const auto other = blobOf(model(5));
+  ASSERT_EQ(other.size(), blob.size());
+  std::copy(other.begin(), other.end(), blob.begin());
+  EXPECT_FALSE(torch::equal(viewed->forward(tokens, positions, valid), want));
+}
+
 }  // namespace
 }  // namespace astraflow

@@ -210,7 +210,9 @@ TEST(SimulatedSequences, SubmittedTogetherTheyCostWhatOneContinuousCallCosts) {
       // Stopped rows end on the stop token with a reward; rows cut at max_new_tokens or the
       // context have neither.
       EXPECT_EQ(g.stopped, g.reward.has_value());
-      if (g.stopped) EXPECT_EQ(g.tokens.back(), 2);
+      if (g.stopped) {
+        EXPECT_EQ(g.tokens.back(), 2);
+      }
       const int room = std::min(60, 300 - prompts[i]);
       if (!g.stopped) {
         EXPECT_EQ(lengths[i], room);

@@ -14,6 +14,7 @@
 #include "astraflow/core/error.hpp"
 #include "astraflow/weights/delta_codec.hpp"
 #include "astraflow/weights/weight_store.hpp"
+#include "sparse_versions.hpp"
 
 using namespace astraflow;
 
@@ -23,26 +24,7 @@ constexpr std::int64_t kVersions = 40;
 constexpr std::uint64_t kCapacity = 1 << 20;
 constexpr std::uint64_t kWords = kCapacity / 4;  // a fixed-size model of 512 KiB
 
-std::uint32_t mix(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  return static_cast<std::uint32_t>(x);
-}
-
-// Version v of a model whose word i steps by one unit every period_i versions (period 50..249):
-// about 1 % of the words change per version, like an optimiser step on bf16 weights.
-std::vector<std::byte> sparseVersion(std::int64_t v) {
-  std::vector<std::uint16_t> w(kWords);
-  for (std::uint64_t i = 0; i < kWords; ++i) {
-    const std::uint32_t h = mix(i + 1);
-    const std::uint32_t period = 50 + h % 200, phase = (h >> 12) % period;
-    w[i] = static_cast<std::uint16_t>(h + (static_cast<std::uint32_t>(v) + phase) / period);
-  }
-  std::vector<std::byte> out(w.size() * 2);
-  std::memcpy(out.data(), w.data(), out.size());
-  return out;
-}
+std::vector<std::byte> sparseVersion(std::int64_t v) { return test_support::sparseVersion(v, kWords); }
 
 // Sizes change with the version; every byte differs between versions (no delta pays off).
 std::vector<std::byte> denseVersion(std::int64_t version) {

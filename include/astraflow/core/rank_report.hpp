@@ -41,7 +41,12 @@ struct PolicyPullFigures {
   std::uint64_t weight_bytes_pulled = 0;
   std::uint64_t weight_version_bytes = 0;
   std::uint64_t torn_retries = 0;
-  std::uint64_t weights_hash = 0;  // XXH3 of the replica's bytes: equal to its trainer's when in step
+  std::uint64_t weights_hash = 0;  // XXH3 of the version's bytes: equal to its trainer's when in step
+  // The node's shared copy (docs/weights.md): the rollout ranks sharing it, the versions this
+  // rank pulled into it for them, and writes put off because another rank still used the spare.
+  std::uint64_t node_ranks = 0;
+  std::uint64_t node_versions_written = 0;
+  std::uint64_t node_writes_put_off = 0;
 
   template <class S, class V>
   static void fields(S& s, V&& v) {
@@ -49,7 +54,8 @@ struct PolicyPullFigures {
     v("weight_full_pulls", s.weight_full_pulls), v("weight_deltas_applied", s.weight_deltas_applied);
     v("weight_deltas_rejected", s.weight_deltas_rejected), v("weight_bytes_pulled", s.weight_bytes_pulled);
     v("weight_version_bytes", s.weight_version_bytes), v("torn_retries", s.torn_retries);
-    v("weights_hash", s.weights_hash);
+    v("weights_hash", s.weights_hash), v("node_ranks", s.node_ranks);
+    v("node_versions_written", s.node_versions_written), v("node_writes_put_off", s.node_writes_put_off);
   }
 };
 

@@ -26,6 +26,7 @@
 #include "astraflow/core/records.hpp"
 #include "astraflow/core/run_files.hpp"
 #include "astraflow/io/trace_writer.hpp"
+#include "astraflow/weights/node_weights.hpp"
 #include "astraflow/weights/weight_store.hpp"
 
 namespace astraflow {
@@ -40,6 +41,7 @@ struct RunWiring {
   std::vector<std::unique_ptr<RmaRing>> trajectory_rings;   // per pool
   std::vector<std::unique_ptr<RmaRing>> batch_rings;        // per trainer group (policy)
   std::vector<std::unique_ptr<WeightStore>> weight_stores;  // per trainer group (policy)
+  std::vector<std::unique_ptr<NodeWeights>> node_weights;   // per trainer group: the rollout ranks' node copies
   io::TraceWriter* trace = nullptr;
   ReportSink* reports = nullptr;  // where the roles leave their figures while they run
   double t0 = 0;                  // the run clock's zero in mpiSeconds() (same on every rank up to skew)

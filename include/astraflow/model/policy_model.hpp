@@ -93,6 +93,9 @@ class PolicyModelImpl : public torch::nn::Module {
   // and every shape must match and every value be finite, else an Error naming the tensor;
   // nothing is copied unless all tensors pass.
   void importTensors(const std::vector<NamedTensor>& tensors);
+  // The same checks, then the parameters become `tensors` themselves (no copy): each must have
+  // its parameter's dtype and device. For read-only memory another owner keeps alive (viewWeights).
+  void adoptTensors(const std::vector<NamedTensor>& tensors);
   // importTensors in steps, for a loader that streams from a memory map: matchTensors checks
   // names and shapes without reading any data (the parameter index of each tensor, or Error),
   // checkFinite one tensor's values, copyInto copies one into its parameter.

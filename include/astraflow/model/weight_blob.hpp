@@ -34,5 +34,11 @@ void packWeights(const PolicyModelImpl& model, std::vector<std::byte>& out,
 // Loads a packed blob into the model (validated: structure, every name and shape, finite
 // values; nothing changes unless all pass). Throws Error naming the problem.
 void unpackWeights(std::span<const std::byte> blob, PolicyModelImpl& model);
+// Points the model's parameters into the blob itself, no copy (validated as unpackWeights): an
+// engine running bf16 on the CPU reads a node-shared version in place. Needs canViewWeights;
+// the blob must stay unchanged and alive while the model uses it.
+void viewWeights(std::span<const std::byte> blob, PolicyModelImpl& model);
+// The model's parameters are bf16 on the CPU (and not sharded): the blob's bytes can be them.
+bool canViewWeights(const PolicyModelImpl& model);
 
 }  // namespace astraflow

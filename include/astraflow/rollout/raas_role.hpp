@@ -9,6 +9,7 @@
 #include "astraflow/comm/rma_ring.hpp"
 #include "astraflow/comm/role_context.hpp"
 #include "astraflow/core/rank_report.hpp"
+#include "astraflow/weights/node_weights.hpp"
 #include "astraflow/weights/weight_store.hpp"
 
 namespace astraflow {
@@ -18,6 +19,7 @@ struct ServedStore {
   std::string policy;
   int group = 0;  // its trainer group's index: trace events name the policy by it
   WeightStore* store = nullptr;
+  NodeWeights* node = nullptr;  // the store's versions as this rank's node shares them
 };
 
 struct RolloutPorts {

@@ -30,9 +30,10 @@ struct RankMemoryPlan {
 
 // Every world rank of `map`'s plan. `vocab`: the tokenizer's vocabulary for policies whose
 // model.vocab_size is 0; `host_bytes`: this machine's memory (an engine's automatic KV pool is a
-// quarter of it, as the engine sizes it).
+// quarter of it, as the engine sizes it); `node_of`: each world rank's node (empty: all on one),
+// so that a policy's node-shared copy is counted once per node, on its first rollout rank there.
 std::vector<RankMemoryPlan> planMemory(const Config& cfg, const RoleMap& map, std::int64_t vocab,
-                                       std::uint64_t host_bytes);
+                                       std::uint64_t host_bytes, const std::vector<int>& node_of = {});
 
 // Memory the ranks of a node can count on: MemAvailable, or the cgroup's limit less its use when
 // that is smaller (a Slurm job's allocation). What the run's own ranks already hold is added

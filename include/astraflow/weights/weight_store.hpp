@@ -72,12 +72,24 @@ struct TrainerClock {
   double step_seconds = 0;
 };
 
-// What a reader holds: its copy of the weights, their version and checksum.
+// What a reader holds: its copy of the weights, their version and checksum. The bytes are its
+// own (`blob`), or live in memory it does not own (`slot`: a node-shared slot, NodeWeights) of
+// which the version uses the first `slot_bytes`.
 struct WeightReplica {
   std::vector<std::byte> blob;
+  std::span<std::byte> slot;
+  std::uint64_t slot_bytes = 0;
   std::int64_t version = -1;
   std::uint64_t hash = 0;
   int deltas_since_full = 0;
+
+  std::span<std::byte> bytes() { return slot.empty() ? std::span<std::byte>(blob) : slot.first(slot_bytes); }
+  std::span<const std::byte> bytes() const {
+    return slot.empty() ? std::span<const std::byte>(blob) : std::span<const std::byte>(slot.first(slot_bytes));
+  }
+  std::uint64_t size() const { return slot.empty() ? blob.size() : slot_bytes; }
+  // Room for a full version of `n` bytes: the blob grows; a slot has its capacity (an Error past it).
+  std::span<std::byte> reserve(std::uint64_t n);
 };
 
 // What a pull moved: for the trace and the caller's bookkeeping.

@@ -1,0 +1,99 @@
+#pragma once
+// NodeWeights — one policy's current weight version held once per node, in memory the node's
+// rollout ranks share (docs/weights.md, "One copy per node"). Whichever member first sees the
+// store ahead takes the node's writer lock, pulls the new version (by deltas or in full) into
+// the node's spare slot and makes it current; the others move to it at their next refresh and
+// use its bytes in place (an engine running bf16 on the CPU computes straight from them).
+//
+// Two slots (one for a node of one rank): the current version and a spare. A member binds the
+// slot it uses; the writer only writes a slot that is neither current nor bound by another
+// member, so nobody ever reads bytes while they are written. A member that still uses the
+// spare (it has not refreshed since the last version) makes the writer wait: counted, and the
+// node stays on the version it has until that member moves. Locks and bindings name their
+// holder's pid, so a member that died holds nothing.
+//
+// Shared window (on the node's first member):
+//   [0]  current slot        u64  kNone until the first version
+//   [8]  writer              u64  0: free, else the pid of the member writing
+//   [16] current version     i64  a hint for "is the node behind?" (the slot's own record decides)
+//   [64 + 32 s]   slot s: version i64 (−1: empty or being written), xxh3, bytes, deltas since full
+//   [256 + 16 m]  member m: bound slot (kNone: none), pid
+//   [data]        slot s at data + s · stride (page-aligned), `capacity` bytes each
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "astraflow/comm/comm.hpp"
+#include "astraflow/comm/shared_win.hpp"
+#include "astraflow/weights/weight_store.hpp"
+
+namespace astraflow {
+
+struct NodeWeightsStats {
+  std::uint64_t versions_written = 0;  // versions this member pulled for its node
+  std::uint64_t versions_bound = 0;    // times it moved to a newer version of its node
+  std::uint64_t writer_busy = 0;       // refreshes that found another member writing
+  std::uint64_t spare_in_use = 0;      // writes put off: another member still used the spare slot
+};
+
+// The version a member is bound to: its bytes in the shared memory (valid while bound).
+struct NodeVersion {
+  std::int64_t version = -1;
+  std::uint64_t hash = 0;
+  std::span<const std::byte> bytes;
+};
+
+class NodeWeights {
+ public:
+  // Collective over `link` (the store's comm, WeightStore's); same order on all its ranks. The
+  // `reader` ranks (rollout ranks) are grouped by node (splitIntoNodes); the others only take
+  // part in the split. `capacity` bounds one version's bytes (the store's).
+  NodeWeights(const Comm& link, bool reader, std::uint64_t capacity, std::string policy);
+  ~NodeWeights();
+  NodeWeights(const NodeWeights&) = delete;
+  NodeWeights& operator=(const NodeWeights&) = delete;
+
+  bool member() const { return win_.valid(); }
+  int nodeRank() const { return node_.rank(); }
+  int nodeSize() const { return node_.size(); }
+
+  // At a point where this member computes nothing with its bound bytes: when `target` ≥ 0 and
+  // the node holds an older version, this member (if it gets the writer lock) brings the node's
+  // spare slot to the store's published version and makes it current. Then it binds the node's
+  // current version (which may be newer or older than `target`) and returns it.
+  NodeVersion refresh(WeightStore& store, std::int64_t target);
+  // Unbinds (a member that copied the bytes into its own model keeps nothing shared in use).
+  void release();
+  // The node's newest version (a hint: it may move at once).
+  std::int64_t nodeVersion() const;
+
+  const NodeWeightsStats& stats() const { return stats_; }
+  static constexpr std::uint64_t kNone = ~std::uint64_t{0};
+
+ private:
+  struct SlotRecord {
+    std::int64_t version;
+    std::uint64_t hash, bytes, deltas_since_full;
+  };
+  void setUp(const Comm& readers);  // the node group, the shared memory and its header
+  SlotRecord slotRecord(std::uint64_t slot) const;
+  void setSlotRecord(std::uint64_t slot, const SlotRecord& r);
+  std::span<std::byte> slotMemory(std::uint64_t slot) const;
+  bool tryLock();
+  void unlock();
+  // The spare slot the writer may fill, or kNone when another member still uses it.
+  std::uint64_t writableSlot();
+  void write(WeightStore& store, std::uint64_t slot);
+  NodeVersion bind();
+
+  Comm node_;
+  SharedWin win_;
+  std::string policy_;
+  std::uint64_t capacity_ = 0, slots_ = 0, stride_ = 0, data_ = 0;
+  std::uint64_t pid_ = 0;
+  std::uint64_t bound_ = kNone;
+  std::int64_t bound_version_ = -1;  // the newest version this member has bound
+  NodeWeightsStats stats_;
+};
+
+}  // namespace astraflow

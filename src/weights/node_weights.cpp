@@ -1,0 +1,188 @@
+// One policy's version per node in shared memory: the writer lock, the two slots and the
+// members' bindings (the protocol is in node_weights.hpp).
+#include "astraflow/weights/node_weights.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "astraflow/comm/win.hpp"
+#include "astraflow/core/error.hpp"
+
+namespace astraflow {
+
+namespace {
+
+constexpr std::uint64_t kCurrent = 0, kWriter = 8, kCurrentVersion = 16;
+constexpr std::uint64_t kSlots = 64, kSlotRecordBytes = 32, kMembers = 256, kMemberBytes = 16;
+constexpr std::uint64_t kPage = 4096;
+
+std::uint64_t pageAligned(std::uint64_t n) { return (n + kPage - 1) / kPage * kPage; }
+
+bool alive(std::uint64_t pid) { return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH); }
+
+}  // namespace
+
+NodeWeights::NodeWeights(const Comm& link, bool reader, std::uint64_t capacity, std::string policy)
+    : policy_(std::move(policy)), capacity_(capacity), pid_(static_cast<std::uint64_t>(::getpid())) {
+  const Comm readers = link.split(reader ? 0 : -1, link.rank());
+  // A node that cannot hold its copy stops every rank of the link (the host and trainers too),
+  // with the reason, rather than leaving them waiting on ranks that gave up.
+  std::string error;
+  if (readers.valid()) {
+    try {
+      setUp(readers);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+  }
+  if (link.allreduceMax(std::uint64_t{error.empty() ? 0u : 1u})) {
+    win_ = SharedWin();
+    throw WindowAllocationError(
+        error.empty() ? fmt::format("node weights:{}: a rollout rank could not set up its node's copy", policy_)
+                      : error);
+  }
+}
+
+void NodeWeights::setUp(const Comm& readers) {
+  node_ = splitIntoNodes(readers);
+  const auto members = static_cast<std::uint64_t>(node_.size());
+  slots_ = members == 1 ? 1 : 2;  // a lone member refreshes only while it computes nothing: one slot
+  stride_ = pageAligned(capacity_);
+  data_ = pageAligned(kMembers + kMemberBytes * members);
+  const std::string what = "node weights:" + policy_;
+  win_ = SharedWin::allocate(node_, data_ + slots_ * stride_, what.c_str());
+  if (node_.rank() == 0) {
+    win_.word(kCurrent).store(kNone);
+    win_.word(kWriter).store(0);
+    win_.word(kCurrentVersion).store(static_cast<std::uint64_t>(std::int64_t{-1}));
+    for (std::uint64_t s = 0; s < slots_; ++s) setSlotRecord(s, {-1, 0, 0, 0});
+  }
+  node_.barrier();  // the header is set before anyone reads it
+  win_.word(kMembers + kMemberBytes * static_cast<std::uint64_t>(node_.rank())).store(kNone);
+  win_.word(kMembers + kMemberBytes * static_cast<std::uint64_t>(node_.rank()) + 8).store(pid_);
+  node_.barrier();  // every member's entry is set before anyone writes
+}
+
+NodeWeights::~NodeWeights() {
+  if (member()) release();
+}
+
+NodeWeights::SlotRecord NodeWeights::slotRecord(std::uint64_t slot) const {
+  const std::uint64_t at = kSlots + kSlotRecordBytes * slot;
+  return {static_cast<std::int64_t>(win_.word(at).load()), win_.word(at + 8).load(), win_.word(at + 16).load(),
+          win_.word(at + 24).load()};
+}
+
+void NodeWeights::setSlotRecord(std::uint64_t slot, const SlotRecord& r) {
+  const std::uint64_t at = kSlots + kSlotRecordBytes * slot;
+  win_.word(at + 8).store(r.hash);
+  win_.word(at + 16).store(r.bytes);
+  win_.word(at + 24).store(r.deltas_since_full);
+  win_.word(at).store(static_cast<std::uint64_t>(r.version));
+}
+
+std::span<std::byte> NodeWeights::slotMemory(std::uint64_t slot) const {
+  return {win_.base() + data_ + slot * stride_, capacity_};
+}
+
+bool NodeWeights::tryLock() {
+  std::uint64_t holder = 0;
+  if (win_.word(kWriter).compare_exchange_strong(holder, pid_)) return true;
+  // A writer that died holds nothing: its slot is marked empty until written again.
+  return !alive(holder) && win_.word(kWriter).compare_exchange_strong(holder, pid_);
+}
+
+void NodeWeights::unlock() { win_.word(kWriter).store(0); }
+
+std::uint64_t NodeWeights::writableSlot() {
+  const std::uint64_t current = win_.word(kCurrent).load();
+  const std::uint64_t slot = slots_ == 1 || current == kNone ? 0 : 1 - current;
+  for (int m = 0; m < node_.size(); ++m) {
+    if (m == node_.rank()) continue;
+    const std::uint64_t at = kMembers + kMemberBytes * static_cast<std::uint64_t>(m);
+    if (win_.word(at).load() != slot) continue;
+    if (alive(win_.word(at + 8).load())) return kNone;
+    win_.word(at).store(kNone);  // a member that died binds nothing
+  }
+  return slot;
+}
+
+void NodeWeights::write(WeightStore& store, std::uint64_t slot) {
+  const SlotRecord before = slotRecord(slot);
+  WeightReplica replica;
+  replica.slot = slotMemory(slot);
+  replica.slot_bytes = before.version >= 0 ? before.bytes : 0;
+  replica.version = before.version;
+  replica.hash = before.hash;
+  replica.deltas_since_full = static_cast<int>(before.deltas_since_full);
+  setSlotRecord(slot, {-1, 0, 0, 0});  // being written: an exception leaves it empty
+  store.pull(replica);
+  if (replica.version < 0) return;  // nothing published yet
+  setSlotRecord(slot,
+                {replica.version, replica.hash, replica.size(), static_cast<std::uint64_t>(replica.deltas_since_full)});
+  const std::uint64_t current = win_.word(kCurrent).load();
+  if (current != kNone && current != slot && slotRecord(current).version >= replica.version) return;
+  win_.word(kCurrent).store(slot);
+  win_.word(kCurrentVersion).store(static_cast<std::uint64_t>(replica.version));
+  stats_.versions_written++;
+}
+
+NodeVersion NodeWeights::refresh(WeightStore& store, std::int64_t target) {
+  release();  // this member computes nothing now: its own binding never holds the writer back
+  if (target >= 0 && nodeVersion() < target) {
+    if (tryLock()) {
+      struct Unlock {
+        NodeWeights& w;
+        ~Unlock() { w.unlock(); }
+      } guard{*this};
+      const std::uint64_t current = win_.word(kCurrent).load();
+      if (current == kNone || slotRecord(current).version < target) {
+        const std::uint64_t slot = writableSlot();
+        if (slot == kNone)
+          stats_.spare_in_use++;
+        else
+          write(store, slot);
+      }
+    } else {
+      stats_.writer_busy++;
+    }
+  }
+  return bind();
+}
+
+NodeVersion NodeWeights::bind() {
+  const std::uint64_t mine = kMembers + kMemberBytes * static_cast<std::uint64_t>(node_.rank());
+  std::uint64_t current = win_.word(kCurrent).load();
+  while (current != kNone) {
+    // Bound, then checked still current: a writer that looks after this store sees the binding,
+    // and one that flipped before it makes this load see the flip (all sequentially consistent).
+    win_.word(mine).store(current);
+    const std::uint64_t again = win_.word(kCurrent).load();
+    if (again == current) break;
+    current = again;
+  }
+  if (current == kNone) {
+    release();
+    return {};
+  }
+  const SlotRecord r = slotRecord(current);
+  if (r.version > bound_version_) stats_.versions_bound++;
+  bound_ = current;
+  bound_version_ = r.version;
+  return {r.version, r.hash, slotMemory(current).first(r.bytes)};
+}
+
+void NodeWeights::release() {
+  win_.word(kMembers + kMemberBytes * static_cast<std::uint64_t>(node_.rank())).store(kNone);
+  bound_ = kNone;
+}
+
+std::int64_t NodeWeights::nodeVersion() const {
+  if (win_.word(kCurrent).load() == kNone) return -1;
+  return static_cast<std::int64_t>(win_.word(kCurrentVersion).load());
+}
+
+}  // namespace astraflow

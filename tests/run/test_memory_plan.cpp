@@ -1,0 +1,70 @@
+// The memory plan's rollout items against the node-shared weights (docs/memory.md): a policy's
+// node copy is counted once per node — on the node's first rollout rank, two slots for a node of
+// several ranks, one for a rank alone — and a bf16 engine on the CPU, which computes from that
+// copy in place, holds no weights of its own, while an fp32 engine does.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "astraflow/core/config.hpp"
+#include "astraflow/core/layout.hpp"
+#include "astraflow/run/memory_plan.hpp"
+
+namespace astraflow {
+namespace {
+
+Config threeRollouts(const std::string& precision) {
+  return parseConfig(R"(
+policies:
+  - name: solver
+    model: {d_model: 64, layers: 2, heads: 2, kv_heads: 1, ffn_hidden: 128, max_seq_len: 64}
+layout:
+  - {role: dataflow, ranks: 1}
+  - {role: trainer, policy: solver, ranks: 1}
+  - {role: rollout, policies: [solver], ranks: 3}
+rollout: {precision: )" + precision +
+                         R"(}
+)",
+                     "test_memory_plan");
+}
+
+std::uint64_t item(const RankMemoryPlan& plan, const std::string& starts) {
+  std::uint64_t sum = 0;
+  for (const auto& i : plan.items) {
+    if (i.what.rfind(starts, 0) == 0) sum += i.bytes;
+  }
+  return sum;
+}
+
+TEST(MemoryPlan, TheNodeCopyIsCountedOncePerNode) {
+  const Config cfg = threeRollouts("bf16");
+  const RoleMap map(cfg, cfg.layoutRanks());
+  const auto P = static_cast<std::uint64_t>(parameterCount(cfg.policies.front().model, 1000));
+  // World ranks 2, 3, 4 are the rollout ranks. All on one node: one copy of two slots, on rank 2.
+  auto plans = planMemory(cfg, map, 1000, std::uint64_t{16} << 30);
+  EXPECT_EQ(item(plans[2], "node-shared version"), 2 * 2 * P);
+  EXPECT_EQ(item(plans[3], "node-shared version"), 0u);
+  EXPECT_EQ(item(plans[4], "node-shared version"), 0u);
+  // Ranks 2 and 3 on node 0, rank 4 alone on node 1: two slots there, one slot here.
+  plans = planMemory(cfg, map, 1000, std::uint64_t{16} << 30, {0, 0, 0, 0, 1});
+  EXPECT_EQ(item(plans[2], "node-shared version"), 2 * 2 * P);
+  EXPECT_EQ(item(plans[3], "node-shared version"), 0u);
+  EXPECT_EQ(item(plans[4], "node-shared version"), 2 * P);
+}
+
+TEST(MemoryPlan, OnlyAnEngineThatCopiesTheVersionHoldsWeightsOfItsOwn) {
+  for (const std::string precision : {"bf16", "fp32"}) {
+    const Config cfg = threeRollouts(precision);
+    const RoleMap map(cfg, cfg.layoutRanks());
+    const auto P = static_cast<std::uint64_t>(parameterCount(cfg.policies.front().model, 1000));
+    const auto plans = planMemory(cfg, map, 1000, std::uint64_t{16} << 30);
+    for (int r = 2; r <= 4; ++r) {
+      EXPECT_EQ(item(plans[static_cast<std::size_t>(r)], "engine weights"), precision == "bf16" ? 0 : 4 * P)
+          << precision << " rank " << r;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace astraflow
