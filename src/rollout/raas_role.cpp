@@ -131,6 +131,13 @@ bool RolloutRank::refreshWeights(bool force) {
   return pulled;
 }
 
+bool RolloutRank::behindPublished() const {
+  for (const auto& p : served_) {
+    if (p.version < p.store->publishedVersion()) return true;
+  }
+  return false;
+}
+
 bool RolloutRank::serverLost() const { return !lostUrl().empty(); }
 
 std::string RolloutRank::lostUrl() const {
@@ -391,8 +398,17 @@ RolloutReport RolloutRank::run() {
     runBatches();
   }
   // The run's last versions are published before the end of the stream: pull them, so that every
-  // rank ends on the trainers' final weights (and the report's checksums prove it).
-  if (!lost_) refreshWeights(true);
+  // rank ends on the trainers' final weights (and the report's checksums prove it). A node's
+  // write can be put off while another rank of it still uses the spare copy: that rank comes
+  // here too, so this waits for it.
+  if (!lost_) {
+    Backoff backoff(2000us);
+    for (;;) {
+      refreshWeights(true);
+      if (update_failed_ || !behindPublished()) break;
+      backoff.wait();
+    }
+  }
   // The last record of this rank: the dataflow rank counts one per rollout rank before it stops.
   Trajectory end = endOfStreamTrajectory(served_.front().name, ctx_.label_rank);
   if (lost_) end.status = static_cast<std::uint8_t>(TrajectoryStatus::Returned);

@@ -75,6 +75,8 @@ class RolloutRank {
   // version when `force`, i.e. a task needs it).
   bool refreshWeights(bool force = false);
   void waitForVersions(const std::vector<Task>& tasks);
+  // Some served policy is on an older version than its store publishes.
+  bool behindPublished() const;
   void runTasks(const std::vector<Task>& tasks, bool eval);
   void runSingle(const std::vector<Task>& tasks, ServedPolicy& p, const SamplingOptions& sampling, bool eval);
   void runTeam(const std::vector<Task>& tasks, const SamplingOptions& sampling, bool eval);

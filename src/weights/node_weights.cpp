@@ -8,6 +8,7 @@
 
 #include <cerrno>
 
+#include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/win.hpp"
 #include "astraflow/core/error.hpp"
 
@@ -132,7 +133,9 @@ void NodeWeights::write(WeightStore& store, std::uint64_t slot) {
 
 NodeVersion NodeWeights::refresh(WeightStore& store, std::int64_t target) {
   release();  // this member computes nothing now: its own binding never holds the writer back
-  if (target >= 0 && nodeVersion() < target) {
+  Backoff backoff;
+  bool waited = false;
+  while (target >= 0 && nodeVersion() < target) {
     if (tryLock()) {
       struct Unlock {
         NodeWeights& w;
@@ -146,9 +149,13 @@ NodeVersion NodeWeights::refresh(WeightStore& store, std::int64_t target) {
         else
           write(store, slot);
       }
-    } else {
-      stats_.writer_busy++;
+      break;
     }
+    // Another rank of the node is writing — most likely the version wanted here: wait for it
+    // (one pull's time) rather than pull the same version again or go on without it.
+    if (!waited) stats_.writer_busy++;
+    waited = true;
+    backoff.wait();
   }
   return bind();
 }

@@ -58,9 +58,10 @@ class NodeWeights {
   int nodeSize() const { return node_.size(); }
 
   // At a point where this member computes nothing with its bound bytes: when `target` ≥ 0 and
-  // the node holds an older version, this member (if it gets the writer lock) brings the node's
-  // spare slot to the store's published version and makes it current. Then it binds the node's
-  // current version (which may be newer or older than `target`) and returns it.
+  // the node holds an older version, this member brings the node's spare slot to the store's
+  // published version and makes it current — or, when another member is writing, waits for it
+  // (with backoff). Then it binds the node's current version and returns it: older than
+  // `target` only when the write was put off (another member still uses the spare).
   NodeVersion refresh(WeightStore& store, std::int64_t target);
   // Unbinds (a member that copied the bytes into its own model keeps nothing shared in use).
   void release();
