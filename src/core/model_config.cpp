@@ -1,8 +1,32 @@
 #include "astraflow/core/model_config.hpp"
 
 #include <charconv>
+#include <fstream>
+#include <sstream>
 
 namespace astraflow {
+
+bool cpuHasBf16Instructions() {
+  static const bool has = [] {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("flags", 0) != 0) continue;
+      std::istringstream flags(line);
+      for (std::string f; flags >> f;) {
+        if (f == "avx512_bf16" || f == "amx_bf16") return true;
+      }
+      return false;
+    }
+    return false;
+  }();
+  return has;
+}
+
+bool ComputeOptions::engineBf16(std::int64_t parameters) const {
+  if (precision != Precision::Auto || device.cuda()) return bf16();
+  return parameters >= kCpuBf16EngineParams && cpuHasBf16Instructions();
+}
 
 std::string DeviceRequest::text() const {
   if (kind == DeviceKind::Cpu) return "cpu";

@@ -68,6 +68,9 @@ RolloutRank::RolloutRank(const RolloutPorts& ports)
     } else {
       p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy, device_,
                                  computeDtype(ctx_.cfg.rollout.compute));
+      const auto& compute = ctx_.cfg.rollout.compute;
+      if (!compute.bf16() && compute.engineBf16(p.model->parameterCount()))
+        p.model->place(device_, torch::kBFloat16);  // `auto`, a real-size model, a CPU with bf16 instructions
       p.model->eval();
       // bf16 on the CPU: the node's copy is the engine's parameters, no copy of its own.
       p.in_place = canViewWeights(*p.model);

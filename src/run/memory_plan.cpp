@@ -96,7 +96,7 @@ void rolloutItems(const Config& cfg, const Shape& s, const RolloutBackendSpec& b
     return;
   }
   const auto& r = cfg.rollout;
-  const std::uint64_t elem = r.compute.bf16() ? 2 : 4;
+  const std::uint64_t elem = r.compute.engineBf16(s.params) ? 2 : 4;
   // bf16 on the CPU computes from the node's copy in place; otherwise the engine holds its own.
   if (elem == 4 || r.compute.device.cuda())
     out.push_back({fmt::format("engine weights ({})", elem == 2 ? "bf16" : "fp32"), P * elem, "rollout.precision"});

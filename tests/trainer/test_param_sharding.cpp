@@ -207,5 +207,7 @@ TEST(ParameterShardingBf16, MatchesUnshardedUnderAutocast) {
         fsdp_trainer.zero() ? fsdp_trainer.zero()->gatherParameter(i) : b->orderedParameters()[i].tensor.detach();
     if (rank == 0) worst = std::max(worst, maxDiff(value, named[i].tensor));
   }
-  if (rank == 0) EXPECT_LT(worst, 1e-4) << "parameter-sharded training under bf16 differs from the unsharded group";
+  if (rank == 0) {
+    EXPECT_LT(worst, 1e-4) << "parameter-sharded training under bf16 differs from the unsharded group";
+  }
 }

@@ -97,6 +97,15 @@ struct ComputeOptions {
   Precision precision = Precision::Auto;
   // bf16 when asked, or when `auto` on CUDA.
   bool bf16() const { return precision == Precision::Bf16 || (precision == Precision::Auto && device.cuda()); }
+  // A generation engine's dtype (rollout.precision): bf16() or, for `auto` on a CPU with bf16
+  // instructions (AVX-512 BF16 or AMX), a model of at least kCpuBf16EngineParams parameters —
+  // measured 2.6-2.8x fp32's tokens/s at the Qwen3-0.6B shape, 0.3x at the quickstart's size
+  // (docs/performance.md); such an engine also computes from its node's shared copy in place.
+  bool engineBf16(std::int64_t parameters) const;
+  static constexpr std::int64_t kCpuBf16EngineParams = 100'000'000;
 };
+
+// This CPU has bf16 dot-product instructions (/proc/cpuinfo: avx512_bf16 or amx_bf16).
+bool cpuHasBf16Instructions();
 
 }  // namespace astraflow
