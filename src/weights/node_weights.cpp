@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
+#include <string>
 
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/win.hpp"
@@ -22,7 +24,16 @@ constexpr std::uint64_t kPage = 4096;
 
 std::uint64_t pageAligned(std::uint64_t n) { return (n + kPage - 1) / kPage * kPage; }
 
-bool alive(std::uint64_t pid) { return pid != 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH); }
+// A member's process exists and has not ended: a killed rank can stay a zombie until its
+// launcher reaps it, and it holds nothing either.
+bool alive(std::uint64_t pid) {
+  if (pid == 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) return false;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text;
+  std::getline(stat, text);
+  const auto close = text.rfind(')');  // "pid (command) state ...": the command may hold spaces
+  return close == std::string::npos || close + 2 >= text.size() || text[close + 2] != 'Z';
+}
 
 }  // namespace
 
