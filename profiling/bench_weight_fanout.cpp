@@ -1,7 +1,11 @@
 // bench_weight_fanout — the weight store's pull fan-out (docs/simulation.md): N readers pull one
 // version from the store on the dataflow rank; how long until all of them hold it.
 //
-//   mpirun -np N+2 --oversubscribe build/bin/bench_weight_fanout [megabytes=16] [rounds=5] [changed=0.05]
+//   mpirun -np N+2 --oversubscribe build/bin/bench_weight_fanout [megabytes=16] [rounds=5] [changed=0.05] [node]
+//
+// `node`: the readers take each version through their node's shared copy (NodeWeights) as rollout
+// ranks do, one pull from the store per node (ASTRAFLOW_NODE_RANKS=k makes pretend nodes of k
+// readers on one machine); without it, every reader pulls for itself (the store alone).
 //
 // Rank 0 hosts the store (as the dataflow rank does: it publishes what the trainer staged and
 // keeps MPI progressing, napping with backoff); rank 1 stages versions (the trainer); ranks
@@ -19,11 +23,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/comm.hpp"
 #include "astraflow/comm/mpi.hpp"
+#include "astraflow/weights/node_weights.hpp"
 #include "astraflow/weights/weight_store.hpp"
 
 using namespace astraflow;
@@ -68,6 +74,9 @@ int main(int argc, char** argv) {
   WeightStoreOptions options;
   options.delta = true;
   WeightStore store(comm, kHost, bytes, "bench", options);
+  const bool by_node = argc > 4 && std::string(argv[4]) == "node";
+  // Collective on every rank in either mode (a constructor of the store's link); used only by_node.
+  NodeWeights node(comm, by_node && comm.rank() >= 2, bytes, "bench");
   const int readers = comm.size() - 2;
 
   std::vector<std::byte> blob;
@@ -81,8 +90,8 @@ int main(int argc, char** argv) {
   }
   WeightReplica replica;
   if (comm.rank() == kHost) {
-    std::printf("bench_weight_fanout: %d readers, %.1f MB versions, %d delta rounds at %.3f changed\n", readers,
-                bytes / 1e6, rounds, changed);
+    std::printf("bench_weight_fanout: %d readers, %.1f MB versions, %d delta rounds at %.3f changed, %s\n", readers,
+                bytes / 1e6, rounds, changed, by_node ? "one pull per node (NodeWeights)" : "one pull per reader");
     std::printf("%6s %6s %12s %14s %14s %12s\n", "round", "pull", "MB/reader", "all updated s", "mean reader s",
                 "agg GB/s");
   }
@@ -111,11 +120,18 @@ int main(int argc, char** argv) {
       // Readers see it as rollout ranks do: the published version number, then the pull.
       Backoff backoff(std::chrono::microseconds(50), 4);
       while (store.publishedVersion() < v) backoff.wait();
-      pulled = store.pull(replica);
+      std::int64_t holds = -1;
+      if (by_node) {
+        const std::uint64_t before = store.stats().bytes_pulled;
+        holds = node.refresh(store, v).version;
+        pulled.bytes = store.stats().bytes_pulled - before;  // 0 for a reader whose node pulled it
+      } else {
+        pulled = store.pull(replica);
+        holds = replica.version;
+      }
       t_done = now();
-      if (replica.version != v)
-        std::fprintf(stderr, "reader %d: holds %lld, not %d\n", comm.rank(), static_cast<long long>(replica.version),
-                     v);
+      if (holds != v)
+        std::fprintf(stderr, "reader %d: holds %lld, not %d\n", comm.rank(), static_cast<long long>(holds), v);
     }
     barrier(comm, store);
     std::vector<double> done(comm.rank() == kHost ? comm.size() : 0);

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The weight store's pull fan-out (docs/simulation.md): profiling/bench_weight_fanout at each
 # reader count: N readers pull one version from the store on the dataflow rank.
-#   profiling/sim_fanout.sh [megabytes=16] [reader counts...=8 32 128 256] [--plot PNG]
+#   profiling/sim_fanout.sh [megabytes=16] [reader counts...=8 32 128 256] [--plot PNG] [--node-ranks K]
 # Prints per N the time from the publish to the last reader holding the version, for the full
 # version (round 0) and for deltas (the mean of 5 rounds at 5 % of the words changed), and the
-# bytes all readers moved per second. Installs Debian's python3-matplotlib for --plot.
+# bytes all readers moved per second. With --node-ranks K each N runs twice, side by side: every
+# reader pulling for itself, then readers sharing a copy per pretend node of K
+# (ASTRAFLOW_NODE_RANKS=K, one pull per node, docs/weights.md), with the ratio of the full
+# version's times. Installs Debian's python3-matplotlib for --plot.
 set -uo pipefail
 source "$(dirname "$0")/sim_lib.sh"
 sim_parse "$@"
@@ -13,11 +16,37 @@ counts=("${args[@]:1}")
 [ ${#counts[@]} -eq 0 ] && counts=(8 32 128 256)
 [ -n "$plot" ] && sim_need_python
 sim_workdir sim_fanout
+k=${opt[node-ranks]:-}
 for n in "${counts[@]}"; do
   echo "sim_fanout: $n readers ..." >&2
   mpirun --oversubscribe -np $((n + 2)) "$here/build/bin/bench_weight_fanout" "$mb" 5 0.05 >"$out/$n.txt" 2>&1 ||
     { echo "$n readers failed:"; tail -5 "$out/$n.txt"; }
+  if [ -n "$k" ]; then
+    # Pretend nodes of k readers: the host and trainer ranks (0, 1) are not readers, so they
+    # only shift the grouping of the readers' communicator, which starts at rank 2.
+    ASTRAFLOW_NODE_RANKS=$k mpirun --oversubscribe -x ASTRAFLOW_NODE_RANKS -np $((n + 2)) \
+      "$here/build/bin/bench_weight_fanout" "$mb" 5 0.05 node >"$out/$n.node.txt" 2>&1 ||
+      { echo "$n readers by node failed:"; tail -5 "$out/$n.node.txt"; }
+  fi
 done
+if [ -n "$k" ]; then
+  /usr/bin/python3 - "$out" "$k" "${counts[@]}" <<'PY'
+import sys
+out, k, counts = sys.argv[1], sys.argv[2], [int(n) for n in sys.argv[3:]]
+def full(path):
+    for line in open(path):
+        f = line.split()
+        if len(f) == 6 and f[0] == "0" and f[1] == "full":
+            return float(f[3])
+    return None
+print(f"full version, per reader against one pull per pretend node of {k}")
+print(f"{'readers':>8} {'per reader s':>13} {'per node s':>11} {'ratio':>7}")
+for n in counts:
+    a, b = full(f"{out}/{n}.txt"), full(f"{out}/{n}.node.txt")
+    if a and b:
+        print(f"{n:>8} {a:>13.3f} {b:>11.3f} {a / b:>7.1f}")
+PY
+fi
 /usr/bin/python3 - "$out" "$plot" "$mb" "${counts[@]}" <<'PY'
 import sys
 out, png, mb, counts = sys.argv[1], sys.argv[2], sys.argv[3], [int(n) for n in sys.argv[4:]]
