@@ -9,8 +9,9 @@
 #        256 tasks of a version are spread over the pool (ceil(256 / (N + 1)) a call).
 # Sync runs fewer versions: each of its versions waits for its longest rollout, so its time per
 # version is steady from the second one. Prints steady-state seconds per version (second to
-# next-to-last publish), the trainer's wait, trajectories/s, stale drops and
-# the sync / async ratio; --plot writes the figure. Installs Debian's python3-h5py and
+# next-to-last publish), the trainer's wait, trajectories/s, stale drops, the share of this
+# machine's cores the ranks used (all, and the rollout ranks; near 1: CPU-bound, the run measures
+# this machine rather than the modelled accelerators) and the sync / async ratio; --plot writes the figure. Installs Debian's python3-h5py and
 # python3-matplotlib when missing.
 set -uo pipefail
 source "$(dirname "$0")/sim_lib.sh"

@@ -1,6 +1,7 @@
 """What the simulation experiments read from a run folder (docs/simulation.md): its trace.h5
 (Debian's python3-h5py) and summary.json. Imported by profiling/sim_*.py."""
 import json
+import os
 
 import h5py
 import numpy as np
@@ -40,6 +41,16 @@ def trainer_wait(run):
     steps, waits = inside(events(run, "train_step")), inside(events(run, "batch_wait"))
     st, wt = float(np.sum(steps["t_end"] - steps["t_start"])), float(np.sum(waits["t_end"] - waits["t_start"]))
     return wt / (st + wt)
+
+
+def cpu_share(run, role=None):
+    """The CPU seconds of the run's ranks (of one role, or all), over the dataflow rank's wall
+    time and this machine's cores: near 1, the ranks were bound by the machine's CPUs rather than
+    by the modelled accelerators, and the run measures this machine, not the workload."""
+    ranks = summary(run)["ranks"]
+    wall = max(r["wall_seconds"] for r in ranks if r["role"] == "dataflow")
+    used = sum(r["cpu_seconds"] for r in ranks if role is None or r["role"] == role)
+    return used / (wall * (os.cpu_count() or 1))
 
 
 def rollout_rank_seconds(run):

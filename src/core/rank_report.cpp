@@ -11,7 +11,7 @@ namespace astraflow {
 
 namespace {
 
-constexpr std::uint16_t kRankReportFormat = 4;
+constexpr std::uint16_t kRankReportFormat = 5;
 
 // Writes a struct's fields in their listed order.
 struct Put {
@@ -124,7 +124,7 @@ const char* RankReport::roleName() const {
 std::vector<std::byte> encodeRankReport(const RankReport& report) {
   ByteWriter w;
   w.put(kRankReportFormat).put(report.rank).putString(report.label);
-  w.put(report.memory_plan_bytes).put(report.peak_rss_bytes);
+  w.put(report.memory_plan_bytes).put(report.peak_rss_bytes).put(report.cpu_seconds);
   w.put(static_cast<std::uint8_t>(report.figures.index()));
   std::visit([&](const auto& f) { std::decay_t<decltype(f)>::fields(f, Put{w}); }, report.figures);
   return w.take();
@@ -142,6 +142,7 @@ RankReport decodeRankReport(std::span<const std::byte> bytes) {
   r.getString(out.label, "label");
   r.get(out.memory_plan_bytes, "memory_plan_bytes");
   r.get(out.peak_rss_bytes, "peak_rss_bytes");
+  r.get(out.cpu_seconds, "cpu_seconds");
   if (r.get(role, "role") && role >= std::variant_size_v<RoleReport>) {
     r.fail(fmt::format("rank report: role index {} (0..{})", role, std::variant_size_v<RoleReport> - 1));
   }

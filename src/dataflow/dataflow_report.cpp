@@ -2,8 +2,6 @@
 // weight-transfer figures, evaluation results, plug-in, site and elastic counters.
 #include "dataflow/dataflow_rank.hpp"
 
-#include <sys/resource.h>
-
 namespace astraflow::dataflow_detail {
 
 DataflowReport DataflowRank::report(std::int64_t version, std::uint64_t unsent) {
@@ -49,10 +47,6 @@ DataflowReport DataflowRank::report(std::int64_t version, std::uint64_t unsent) 
   r.eval_pass_at_k_end = eval_.endPassAtK();
   r.wall_seconds = w_.now();
   r.segment_wall_seconds = w_.segmentSeconds();
-  if (rusage usage{}; getrusage(RUSAGE_SELF, &usage) == 0) {
-    r.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-                    1e-6 * static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
-  }
   r.trajectories_written = trajectories_->rowsWritten();
   for (const auto& role : cfg_.workflow.roles) {
     r.roles.push_back(

@@ -10,6 +10,8 @@
 #include <system_error>
 #include <utility>
 
+#include <sys/resource.h>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -24,12 +26,22 @@ fs::path rankReportPath(const fs::path& run_dir, int rank) {
   return run_dir / "trace" / fmt::format("rank_{}.report", rank);
 }
 
+void measureProcess(RankReport& report) {
+  report.peak_rss_bytes = peakResidentBytes();
+  if (rusage usage{}; getrusage(RUSAGE_SELF, &usage) == 0) {
+    const auto seconds = [](const timeval& t) {
+      return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+    };
+    report.cpu_seconds = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+  }
+}
+
 RankReportFile::RankReportFile(fs::path path, RankReport base, double seconds)
     : path_(std::move(path)), base_(std::move(base)), clock_(seconds) {}
 
 void RankReportFile::write(const RoleReport& figures) {
   base_.figures = figures;
-  base_.peak_rss_bytes = peakResidentBytes();
+  measureProcess(base_);
   store(base_);
 }
 

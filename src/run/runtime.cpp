@@ -125,7 +125,7 @@ RankReport runRankRole(RunWiring& w, std::uint64_t memory_plan_bytes) {
     w.reports = nullptr;
     trace.markCleanEnd();
   }
-  mine.peak_rss_bytes = peakResidentBytes();
+  measureProcess(mine);
   report_file.writeFinal(mine);
   return mine;
 }

@@ -172,6 +172,7 @@ nlohmann::json rankReportJson(const RankReport& report) {
   // The plan beside what the rank reached (docs/memory.md).
   out["memory_plan_bytes"] = report.memory_plan_bytes;
   out["memory_peak_rss_bytes"] = report.peak_rss_bytes;
+  out["cpu_seconds"] = report.cpu_seconds;  // user + system of the process (docs/simulation.md)
   return out;
 }
 

@@ -299,9 +299,6 @@ struct DataflowReport {
   double eval_accuracy_start = -1, eval_accuracy_end = -1;  // < 0: no evaluation
   double eval_pass_at_k_end = -1;                           // the last round's pass@k (eval.samples = k); < 0: none
   double wall_seconds = 0, segment_wall_seconds = 0;
-  // User + system CPU seconds of the dataflow process (this segment only): against
-  // segment_wall_seconds, how busy the one rank that hosts every window was (docs/simulation.md).
-  double cpu_seconds = 0;
   std::uint64_t trajectories_written = 0;
   std::vector<PolicyBooks> policies;
   std::vector<RoleEvalReward> roles;  // multi-agent workflows
@@ -323,7 +320,7 @@ struct DataflowReport {
     v("eval_rounds", s.eval_rounds), v("eval_accuracy_start", s.eval_accuracy_start);
     v("eval_accuracy_end", s.eval_accuracy_end), v("eval_pass_at_k_end", s.eval_pass_at_k_end);
     v("wall_seconds", s.wall_seconds);
-    v("segment_wall_seconds", s.segment_wall_seconds), v("cpu_seconds", s.cpu_seconds);
+    v("segment_wall_seconds", s.segment_wall_seconds);
     v("trajectories_written", s.trajectories_written);
     v("policies", s.policies), v("roles", s.roles), v("plugins", s.plugins), v("cross_site", s.cross_site);
     v("elastic", s.elastic), v("tasks_returned", s.tasks_returned), v("tasks_reissued", s.tasks_reissued);
@@ -371,11 +368,14 @@ struct RankReport {
   RoleReport figures;
   // The memory plan's total for this rank (0: not checked) and its measured peak resident set.
   std::uint64_t memory_plan_bytes = 0, peak_rss_bytes = 0;
+  // User + system CPU seconds of the process so far (this segment): against the wall time, how
+  // much of a core the rank used (docs/simulation.md: many simulated ranks on few cores).
+  double cpu_seconds = 0;
 
   const char* roleName() const;  // "dataflow", "rollout", "trainer" or "gateway"
 };
 
-// Where a role leaves its figures while it runs (src/run/report_file.cpp: every
+// Where a role leaves its figures while it runs (src/run/rank_report_files.cpp: every
 // run.flush_seconds, into <run>/trace/rank_<r>.report): a rank that is killed keeps the last
 // ones it left, which `astraflow trace` reads. due() is cheap; the figures are made only when due.
 class ReportSink {
@@ -385,8 +385,9 @@ class ReportSink {
   virtual void write(const RoleReport& figures) = 0;
 };
 
-// Wire form: a u16 format version, the rank, the label, the role's index, then the fields in
-// their listed order (strings and vectors length-prefixed, an optional as a u8 flag).
+// Wire form: a u16 format version, the rank, the label, the plan and measured figures, the role's
+// index, then the fields in their listed order (strings and vectors length-prefixed, an optional
+// as a u8 flag).
 std::vector<std::byte> encodeRankReport(const RankReport& report);
 // Throws Error naming the field and byte offset on truncated, over-long or mistyped input.
 RankReport decodeRankReport(std::span<const std::byte> bytes);

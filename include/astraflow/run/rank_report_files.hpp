@@ -16,10 +16,13 @@ namespace astraflow {
 
 std::filesystem::path rankReportPath(const std::filesystem::path& run_dir, int rank);
 
+// Fills the process's measured figures into `report`: its peak resident set and its CPU seconds.
+void measureProcess(RankReport& report);
+
 class RankReportFile final : public ReportSink {
  public:
-  // `base`: the rank, its label and its memory plan; each write adds the figures and the peak
-  // resident set so far. seconds <= 0: written only at the end.
+  // `base`: the rank, its label and its memory plan; each write adds the figures and the
+  // process's figures so far (measureProcess). seconds <= 0: written only at the end.
   RankReportFile(std::filesystem::path path, RankReport base, double seconds);
   bool due() const override { return clock_.due(); }
   void write(const RoleReport& figures) override;
