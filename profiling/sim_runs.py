@@ -44,13 +44,16 @@ def trainer_wait(run):
 
 
 def cpu_share(run, role=None):
-    """The CPU seconds of the run's ranks (of one role, or all), over the dataflow rank's wall
-    time and this machine's cores: near 1, the ranks were bound by the machine's CPUs rather than
-    by the modelled accelerators, and the run measures this machine, not the workload."""
+    """The CPU seconds the run's ranks (of one role, or all) used after start-up, over the time
+    from the last rank's start-up to the dataflow rank's end and this machine's cores: near 1,
+    the ranks were bound by the machine's CPUs rather than by the modelled accelerators, and the
+    run measures this machine, not the workload. Start-up (MPI, LibTorch, windows: about a second
+    of CPU a rank) is left out: at 128 ranks it would dominate a short run."""
     ranks = summary(run)["ranks"]
     wall = max(r["wall_seconds"] for r in ranks if r["role"] == "dataflow")
-    used = sum(r["cpu_seconds"] for r in ranks if role is None or r["role"] == role)
-    return used / (wall * (os.cpu_count() or 1))
+    started = float(events(run, "startup")["t_end"].max())
+    used = sum(r["cpu_seconds"] - r["startup_cpu_seconds"] for r in ranks if role is None or r["role"] == role)
+    return used / ((wall - started) * (os.cpu_count() or 1))
 
 
 def rollout_rank_seconds(run):

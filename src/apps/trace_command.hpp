@@ -19,7 +19,8 @@ int traceCommand(const std::string& run_or_trace, const std::string& format = "t
 // run's summary.json, or null when `summary_path` is empty or unreadable) and rank_files[]
 // (path, events, clean_end, error: a killed run read rank by rank; empty for a merged trace) and
 // rank_reports[] (each rank's last report of such a run: rank, label, role, age_seconds,
-// peak_rss_bytes, cpu_seconds, memory_plan_bytes, figures{} with its scalar fields; or path and error).
+// peak_rss_bytes, cpu_seconds, startup_cpu_seconds, memory_plan_bytes, figures{} with its scalar
+// fields; or path and error).
 std::string traceReportJson(const io::TraceReport& report, const std::string& trace_path,
                             const std::string& summary_path, const std::vector<io::RankTraceFile>& rank_files = {},
                             const std::vector<StoredRankReport>& rank_reports = {});

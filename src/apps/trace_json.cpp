@@ -34,6 +34,7 @@ nlohmann::json rankReportsJson(const std::vector<StoredRankReport>& rank_reports
                    {"age_seconds", r.age_seconds},
                    {"peak_rss_bytes", r.report->peak_rss_bytes},
                    {"cpu_seconds", r.report->cpu_seconds},
+                   {"startup_cpu_seconds", r.report->startup_cpu_seconds},
                    {"memory_plan_bytes", r.report->memory_plan_bytes},
                    {"figures", std::move(figures)}});
   }

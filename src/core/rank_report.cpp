@@ -125,6 +125,7 @@ std::vector<std::byte> encodeRankReport(const RankReport& report) {
   ByteWriter w;
   w.put(kRankReportFormat).put(report.rank).putString(report.label);
   w.put(report.memory_plan_bytes).put(report.peak_rss_bytes).put(report.cpu_seconds);
+  w.put(report.startup_cpu_seconds);
   w.put(static_cast<std::uint8_t>(report.figures.index()));
   std::visit([&](const auto& f) { std::decay_t<decltype(f)>::fields(f, Put{w}); }, report.figures);
   return w.take();
@@ -143,6 +144,7 @@ RankReport decodeRankReport(std::span<const std::byte> bytes) {
   r.get(out.memory_plan_bytes, "memory_plan_bytes");
   r.get(out.peak_rss_bytes, "peak_rss_bytes");
   r.get(out.cpu_seconds, "cpu_seconds");
+  r.get(out.startup_cpu_seconds, "startup_cpu_seconds");
   if (r.get(role, "role") && role >= std::variant_size_v<RoleReport>) {
     r.fail(fmt::format("rank report: role index {} (0..{})", role, std::variant_size_v<RoleReport> - 1));
   }

@@ -422,7 +422,9 @@ RolloutReport RolloutRank::run() {
 }
 
 std::optional<Task> RolloutRank::popTask(bool& ended) {
+  if (!task_polls_.due()) return std::nullopt;
   while (ports_.tasks->tryPop(record_)) {
+    task_polls_.found();
     auto decoded = decodeTask(record_);
     if (!decoded) {
       if (malformed_++ < 5) spdlog::warn("malformed task record refused: {}", decoded.error());
@@ -435,6 +437,7 @@ std::optional<Task> RolloutRank::popTask(bool& ended) {
     }
     return task;
   }
+  task_polls_.empty();
   return std::nullopt;
 }
 
@@ -446,7 +449,6 @@ void RolloutRank::noteTaskWait(double& idle_since) {
 }
 
 void RolloutRank::runBatches() {
-  Backoff idle(2000us);
   bool ended = false;
   std::vector<Task> train, eval;
   const std::size_t batch = static_cast<std::size_t>(ctx_.cfg.rollout.batch_tasks);
@@ -471,11 +473,10 @@ void RolloutRank::runBatches() {
     if (train.empty() && eval.empty()) {
       if (ended) break;
       if (idle_since < 0) idle_since = ctx_.now();
-      idle.wait();
+      idleUntilTaskPoll();
       continue;
     }
     noteTaskWait(idle_since);
-    idle.reset();
     runTasks(eval, true);
     runTasks(train, false);
     ctx_.snapshot([this] { return report(); });

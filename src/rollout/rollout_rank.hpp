@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "astraflow/comm/backoff.hpp"
 #include "astraflow/core/records.hpp"
 #include "astraflow/rollout/episode.hpp"
 #include "astraflow/rollout/generation_backend.hpp"
@@ -66,8 +67,11 @@ class RolloutRank {
   // A newer version is due (weights.pull_every), or a task waits for one.
   bool pullDue() const;
   bool needsNewerVersion(const Task& task) const;
-  // Pops one task: nullopt when the ring is empty; an end-of-stream task sets `ended`.
+  // Pops one task: nullopt when the ring is empty or its next poll is not due yet (task_polls_);
+  // an end-of-stream task sets `ended`.
   std::optional<Task> popTask(bool& ended);
+  // With nothing to run: sleeps until the task ring's next poll is due.
+  void idleUntilTaskPoll() const { task_polls_.sleepUntilDue(); }
   void noteTaskWait(double& idle_since);
   RolloutReport report();
   ServedPolicy& served(const std::string& policy);
@@ -97,6 +101,10 @@ class RolloutRank {
   torch::Device device_;  // every served policy's engine: rollout.device
   at::Generator generator_;
   std::vector<std::byte> record_;
+  // An empty task ring is polled again after 1 ms, doubling to 20 ms (docs/rollout-backends.md,
+  // "Polling the task ring"): a rank running sequences asks it at most every step, and an
+  // idle one sleeps between asks.
+  PollPacer task_polls_{std::chrono::milliseconds(1), std::chrono::milliseconds(20)};
   // Report.
   std::uint64_t pushed_ = 0, eval_pushed_ = 0, oversize_ = 0, malformed_ = 0, tokens_ = 0, failed_episodes_ = 0;
   bool update_failed_ = false;           // the last refresh could not get a server to load its version

@@ -12,13 +12,10 @@
 #include <memory>
 #include <unordered_map>
 
-#include "astraflow/comm/backoff.hpp"
 #include "astraflow/rollout/episode_stream.hpp"
 #include "rollout/rollout_rank.hpp"
 
 namespace astraflow::rollout_detail {
-
-using namespace std::chrono_literals;
 
 namespace {
 
@@ -69,7 +66,6 @@ class StreamingLoop {
   std::unordered_map<std::uint64_t, HeldTask> held_;  // running episodes by tag
   std::deque<Task> pending_;                          // taken from the ring, not started yet
   std::uint64_t next_tag_ = 0;
-  Backoff idle_{2000us};
   bool ended_ = false;
   double idle_since_ = -1;
   double stretch_since_ = -1;
@@ -110,11 +106,10 @@ void StreamingLoop::run() {
     if (held_.empty()) {
       if (drained()) continue;
       if (idle_since_ < 0) idle_since_ = ctx_.now();
-      idle_.wait();
+      rank_.idleUntilTaskPoll();
       continue;
     }
     rank_.noteTaskWait(idle_since_);
-    idle_.reset();
     stepStreams();
     ctx_.snapshot([this] { return rank_.report(); });
   }

@@ -112,6 +112,8 @@ RankReport runRankRole(RunWiring& w, std::uint64_t memory_plan_bytes) {
   const int me = w.rank();
   RankReport mine{me, w.role().label(), {}};
   mine.memory_plan_bytes = memory_plan_bytes;
+  measureProcess(mine);  // the start-up's CPU: all of it is behind this rank by now
+  mine.startup_cpu_seconds = mine.cpu_seconds;
   RankReportFile report_file(rankReportPath(w.run_dir, me), mine, cfg.run.flush_seconds);
   {
     io::TraceWriter trace((w.run_dir / "trace" / fmt::format("rank_{}.h5", me)).string());

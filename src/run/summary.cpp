@@ -173,6 +173,7 @@ nlohmann::json rankReportJson(const RankReport& report) {
   out["memory_plan_bytes"] = report.memory_plan_bytes;
   out["memory_peak_rss_bytes"] = report.peak_rss_bytes;
   out["cpu_seconds"] = report.cpu_seconds;  // user + system of the process (docs/simulation.md)
+  out["startup_cpu_seconds"] = report.startup_cpu_seconds;
   return out;
 }
 

@@ -78,14 +78,16 @@ TEST(Simulation, SyntheticWorkloadFlowsThroughTheRealRuntime) {
   }
   EXPECT_EQ(pushed, produced);
   // Every rank's own CPU time is reported (the ceiling and async-vs-sync experiments read it
-  // against the wall time): more than nothing, less than all the cores for the whole run.
+  // against the wall time): the start-up's more than nothing, the whole at least that, and less
+  // than all the cores for the whole run.
   const auto dataflow = ranksOf(s, "dataflow");
   ASSERT_EQ(dataflow.size(), 1u);
   const double cores = std::max(1u, std::thread::hardware_concurrency());
   const double wall = dataflow[0]["wall_seconds"].get<double>();
   for (const auto& role : {"dataflow", "trainer", "rollout"}) {
     for (const auto& r : ranksOf(s, role)) {
-      EXPECT_GT(r["cpu_seconds"].get<double>(), 0.0) << role;
+      EXPECT_GT(r["startup_cpu_seconds"].get<double>(), 0.0) << role;
+      EXPECT_GE(r["cpu_seconds"].get<double>(), r["startup_cpu_seconds"].get<double>()) << role;
       EXPECT_LT(r["cpu_seconds"].get<double>(), wall * cores) << role;
     }
   }

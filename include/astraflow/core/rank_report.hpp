@@ -368,9 +368,10 @@ struct RankReport {
   RoleReport figures;
   // The memory plan's total for this rank (0: not checked) and its measured peak resident set.
   std::uint64_t memory_plan_bytes = 0, peak_rss_bytes = 0;
-  // User + system CPU seconds of the process so far (this segment): against the wall time, how
-  // much of a core the rank used (docs/simulation.md: many simulated ranks on few cores).
-  double cpu_seconds = 0;
+  // User + system CPU seconds of the process so far (this segment), and of its start-up (MPI, the
+  // model and windows, up to its role's loop): against the wall time, how much of a core the
+  // rank used (docs/simulation.md: many simulated ranks on few cores).
+  double cpu_seconds = 0, startup_cpu_seconds = 0;
 
   const char* roleName() const;  // "dataflow", "rollout", "trainer" or "gateway"
 };
