@@ -105,7 +105,9 @@ bool DataflowRank::progressAndPublish() {
     auto& store = *w_.weight_stores[p.group];
     store.progress();
     const double t = w_.now();
-    const std::int64_t v = store.publishStaged();
+    // The staged version's checksum and delta are made on the store's worker; the call that
+    // publishes it copies it under the seqlock (the "publish" event spans that call).
+    const std::int64_t v = store.advancePublish();
     if (v < 0) continue;
     did = true;
     p.published = v;

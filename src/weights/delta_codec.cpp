@@ -23,8 +23,12 @@ constexpr std::size_t kHashedHeaderBytes = 80;  // the payload checksum covers t
 using HostSpace = Kokkos::DefaultHostExecutionSpace;
 using ChunkPolicy = Kokkos::RangePolicy<HostSpace, Kokkos::IndexType<std::int64_t>>;
 
-void ensureKokkos() {
+// Kokkos, initialised on first use, and held while a kernel runs: the dataflow rank encodes on a
+// worker thread (WeightStore::advancePublish) while its loop may encode for a spawned pool's
+// store, and a Serial execution space is not safe to dispatch from two threads at once.
+std::unique_lock<std::mutex> kokkosSection() {
   static std::once_flag once;
+  static std::mutex mutex;
   std::call_once(once, [] {
     if (!Kokkos::is_initialized()) {
       Kokkos::initialize();
@@ -33,6 +37,7 @@ void ensureKokkos() {
       });
     }
   });
+  return std::unique_lock<std::mutex>(mutex);
 }
 
 struct Header {
@@ -223,7 +228,7 @@ DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::b
     throw DeltaError(fmt::format("delta: base ({} bytes) and target ({} bytes) must be the same even size", base.size(),
                                  target.size()));
   }
-  ensureKokkos();
+  const auto kokkos = kokkosSection();
   const std::uint64_t words = base.size() / 2;
   const std::uint64_t chunks = chunkCount(words, kDeltaChunkElements);
   const auto* b = reinterpret_cast<const std::uint16_t*>(base.data());
@@ -339,7 +344,7 @@ DeltaSummary applyDelta(std::span<std::byte> blob, std::int64_t blob_version, st
     throw DeltaError(fmt::format("delta: applies to v{} (checksum {:016x}), this replica holds v{} ({:016x})",
                                  h.base_version, h.base_hash, blob_version, blob_hash));
   }
-  ensureKokkos();
+  const auto kokkos = kokkosSection();
 
   std::vector<std::byte> unpacked;
   std::span<const std::byte> body = delta.subspan(kDeltaHeaderBytes);

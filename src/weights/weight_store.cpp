@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 
 #include "astraflow/comm/backoff.hpp"
@@ -135,16 +136,51 @@ void WeightStore::stage(std::int64_t version, std::span<const std::byte> weights
 
 std::int64_t WeightStore::publishStaged() {
   if (!is_host_) throw Error(fmt::format("weights:{}: only the host publishes", policy_));
-  if (atomicRead(kStagedState) != 1) return -1;
+  if (!publishing_ && !startPublish(/*on_worker=*/false)) return -1;
+  publishing_->work.wait();  // runs a deferred encode here; waits for a worker's
+  return finishPublish();
+}
+
+std::int64_t WeightStore::advancePublish() {
+  if (!is_host_) throw Error(fmt::format("weights:{}: only the host publishes", policy_));
+  if (!publishing_) {
+    startPublish(/*on_worker=*/true);
+    return -1;
+  }
+  if (publishing_->work.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return -1;
+  return finishPublish();
+}
+
+bool WeightStore::startPublish(bool on_worker) {
+  if (atomicRead(kStagedState) != 1) return false;
   win_.sync();
-  const auto version = static_cast<std::int64_t>(win_.localWord(kStagedVersion).load());
-  const std::uint64_t bytes = win_.localWord(kStagedBytes).load();
+  Publishing p;
+  p.version = static_cast<std::int64_t>(win_.localWord(kStagedVersion).load());
+  p.bytes = win_.localWord(kStagedBytes).load();
   const std::uint64_t wait_bits = win_.localWord(kStagedWait).load(), step_bits = win_.localWord(kStagedStep).load();
-  std::memcpy(&last_clock_.wait_seconds, &wait_bits, 8);
-  std::memcpy(&last_clock_.step_seconds, &step_bits, 8);
-  publishFromStaging(version, bytes);
+  std::memcpy(&p.clock.wait_seconds, &wait_bits, 8);
+  std::memcpy(&p.clock.step_seconds, &step_bits, 8);
+  // Only this rank writes the published copy and the trainer waits for the staging flag, so both
+  // copies hold still until commit(): the worker reads them while readers keep reading.
+  const auto previous = static_cast<std::int64_t>(win_.localWord(kPubVersion).load());
+  const std::uint64_t previous_bytes = win_.localWord(kPubBytes).load(),
+                      previous_hash = win_.localWord(kPubHash).load();
+  p.work = std::async(on_worker ? std::launch::async : std::launch::deferred,
+                      [this, v = p.version, n = p.bytes, previous, previous_bytes, previous_hash] {
+                        return prepare(v, n, previous, previous_bytes, previous_hash);
+                      });
+  publishing_ = std::move(p);
+  return true;
+}
+
+std::int64_t WeightStore::finishPublish() {
+  Publishing p = std::move(*publishing_);
+  publishing_.reset();
+  const Prepared prepared = p.work.get();  // an encode's error surfaces here, on the caller's thread
+  last_clock_ = p.clock;
+  commit(p.version, p.bytes, prepared);
   atomicWrite(kStagedState, 0);
-  return version;
+  return p.version;
 }
 
 void WeightStore::publish(std::int64_t version, std::span<const std::byte> weights) {
@@ -153,30 +189,41 @@ void WeightStore::publish(std::int64_t version, std::span<const std::byte> weigh
     throw Error(fmt::format("weights:{}: version {} has {} bytes, the store holds at most {}", policy_, version,
                             weights.size(), capacity_));
   }
+  if (publishing_) {
+    throw Error(fmt::format("weights:{}: version {} published directly while staged version {} is publishing", policy_,
+                            version, publishing_->version));
+  }
   // No trainer stages into this store (a gateway's mirror): the staging area is free to use.
   std::memcpy(win_.base() + kHeaderBytes + capacity_, weights.data(), weights.size());
-  publishFromStaging(version, weights.size());
+  const auto previous = static_cast<std::int64_t>(win_.localWord(kPubVersion).load());
+  commit(version, weights.size(),
+         prepare(version, weights.size(), previous, win_.localWord(kPubBytes).load(), win_.localWord(kPubHash).load()));
 }
 
-void WeightStore::publishFromStaging(std::int64_t version, std::uint64_t bytes) {
-  std::byte* base = win_.base();
+WeightStore::Prepared WeightStore::prepare(std::int64_t version, std::uint64_t bytes, std::int64_t previous,
+                                           std::uint64_t previous_bytes, std::uint64_t previous_hash) {
+  const std::byte* base = win_.base();
   const std::span<const std::byte> staged(base + kHeaderBytes + capacity_, bytes);
-  const std::uint64_t hash = weightsHash(staged);
-  // The delta is encoded before the seqlock turns odd: both copies are stable (the trainer waits
-  // for the staging flag, only this rank writes the published copy), and readers keep reading.
-  delta_ready_ = false;
-  const auto previous = static_cast<std::int64_t>(win_.localWord(kPubVersion).load());
-  const std::uint64_t previous_bytes = win_.localWord(kPubBytes).load();
+  Prepared out;
+  out.hash = weightsHash(staged);
   if (options_.delta && previous >= 0 && version == previous + 1 && bytes == previous_bytes) {
-    const DeltaSummary d = encodeDelta(std::span<const std::byte>(base + kHeaderBytes, bytes), staged, previous,
-                                       version, delta_, {.zstd = options_.zstd}, win_.localWord(kPubHash).load(), hash);
-    last_delta_ = d;
+    out.delta = encodeDelta(std::span<const std::byte>(base + kHeaderBytes, bytes), staged, previous, version, delta_,
+                            {.zstd = options_.zstd}, previous_hash, out.hash);
+  }
+  return out;
+}
+
+void WeightStore::commit(std::int64_t version, std::uint64_t bytes, const Prepared& prepared) {
+  std::byte* base = win_.base();
+  delta_ready_ = false;
+  if (prepared.delta) {
+    last_delta_ = *prepared.delta;
     if (delta_.size() < bytes && delta_.size() <= log_bytes_) {
       delta_ready_ = true;
       stats_.deltas_logged++;
       stats_.delta_bytes_logged += delta_.size();
-      stats_.changed_elements += d.changed;
-      stats_.elements += d.words;
+      stats_.changed_elements += prepared.delta->changed;
+      stats_.elements += prepared.delta->words;
     } else {
       stats_.deltas_skipped++;  // readers behind it pull the full version
     }
@@ -184,10 +231,10 @@ void WeightStore::publishFromStaging(std::int64_t version, std::uint64_t bytes) 
   // Seqlock write: odd while the published copy and the log change.
   const std::uint64_t seq = atomicRead(kSeq);
   atomicWrite(kSeq, seq + 1);
-  std::memcpy(base + kHeaderBytes, staged.data(), bytes);
+  std::memcpy(base + kHeaderBytes, base + kHeaderBytes + capacity_, bytes);
   win_.localWord(kPubVersion).store(static_cast<std::uint64_t>(version));
   win_.localWord(kPubBytes).store(bytes);
-  win_.localWord(kPubHash).store(hash);
+  win_.localWord(kPubHash).store(prepared.hash);
   if (options_.delta) logDelta(version);
   atomicWrite(kSeq, seq + 2);
   stats_.published++;

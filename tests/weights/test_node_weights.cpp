@@ -76,7 +76,7 @@ void concurrentVersions(const char* node_ranks, bool delta) {
   if (comm.rank() == 0) {
     Backoff backoff(std::chrono::microseconds(50), 64);
     for (std::int64_t published = 0; published < kLast;) {
-      const auto v = store.publishStaged();
+      const auto v = store.advancePublish();
       if (v > 0) published = v;
       store.progress();
       backoff.wait();

@@ -39,12 +39,13 @@ std::vector<std::byte> denseVersion(std::int64_t version) {
 
 using VersionFn = std::vector<std::byte> (*)(std::int64_t);
 
-// Host publishes until `last` is out, then progresses until everyone is done.
+// Host publishes until `last` is out, then progresses until everyone is done. It publishes as the
+// dataflow loop does (advancePublish: the encode on the store's worker while readers pull).
 void hostLoop(WeightStore& store, std::int64_t last, const Comm& comm) {
   std::int64_t published = 0;
   Backoff backoff(std::chrono::microseconds(50), 64);
   while (published < last) {
-    const auto v = store.publishStaged();
+    const auto v = store.advancePublish();
     if (v > 0) {
       EXPECT_GT(v, published) << "published versions must increase";
       published = v;
@@ -139,6 +140,44 @@ TEST(WeightStore, DenseVersionsSkipTheDeltaLog) {
   if (comm.rank() == 0) {
     EXPECT_EQ(store.stats().deltas_logged, 0u);
     EXPECT_EQ(store.stats().deltas_skipped, 2u);
+  }
+}
+
+// advancePublish hands the staged version to the store's worker and returns at once: the first
+// call publishes nothing, readers keep the previous version until a later call commits the new
+// one, and the version they then pull is bit-exact and arrives as the worker's delta.
+TEST(WeightStore, AdvancePublishEncodesOnAWorkerWhileReadersKeepThePreviousVersion) {
+  Comm comm = Comm::duplicate(MPI_COMM_WORLD);
+  if (comm.size() < 2) GTEST_SKIP() << "needs a host and a trainer";
+  WeightStore store(comm, 0, kCapacity, "solver", {.delta = true, .delta_log = 4, .full_sync_every = 16});
+  WeightReplica replica;
+  for (std::int64_t v = 1; v <= 3; ++v) {
+    if (comm.rank() == 1) store.stage(v, sparseVersion(v));
+    comm.barrier();
+    if (comm.rank() == 0) {
+      EXPECT_EQ(store.advancePublish(), -1) << "the call that starts the encode publishes nothing";
+      EXPECT_EQ(store.publishedVersion(), v - 1 == 0 ? -1 : v - 1);
+      std::int64_t published = -1;
+      Backoff backoff(std::chrono::microseconds(50), 64);
+      while ((published = store.advancePublish()) < 0) backoff.wait();
+      EXPECT_EQ(published, v);
+      EXPECT_EQ(store.publishedVersion(), v);
+      if (v > 1) {
+        EXPECT_EQ(store.lastDelta().target_version, v);
+        EXPECT_GT(store.lastDelta().changed, 0u);
+      }
+    }
+    comm.barrier();
+    if (comm.rank() != 0) {
+      const PullResult r = store.pull(replica);
+      EXPECT_EQ(r.version, v);
+      EXPECT_EQ(r.full, v == 1) << "after the first version a reader one behind applies the delta";
+      EXPECT_TRUE(replica.blob == sparseVersion(v));
+    }
+    comm.barrier();
+  }
+  if (comm.rank() == 0) {
+    EXPECT_EQ(store.stats().deltas_logged, 2u);
   }
 }
 

@@ -24,6 +24,8 @@
 //   [128] delta log table: kMaxDeltaLog × {target version i64 (−1: empty), ring offset, bytes}
 //   [kHeaderBytes] published data (capacity), staging data (capacity), delta ring (log bytes)
 #include <cstdint>
+#include <future>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -129,9 +131,14 @@ class WeightStore {
   // Trainer (any non-host rank): stages `version`. Waits with backoff only while the host has
   // not yet taken the previously staged version — never on a reader. Throws Error above capacity.
   void stage(std::int64_t version, std::span<const std::byte> weights, TrainerClock clock = {});
-  // Host: publishes a waiting staged version (in delta mode, also logs its delta); returns its
-  // number, or −1 when none waited.
+  // Host: publishes a waiting staged version (in delta mode, also logs its delta), encoding it on
+  // the caller's thread; returns its number, or −1 when none waited.
   std::int64_t publishStaged();
+  // Host, the dataflow loop's form, which never waits for an encode: a staged version is handed
+  // to a worker thread that checksums it and encodes its delta while the caller goes on serving
+  // (readers keep reading the previous version); a later call, once the worker is done, publishes
+  // it. Returns the version this call published, or −1.
+  std::int64_t advancePublish();
   // Host: publishes `weights` as `version` directly (a gateway mirroring another site's store;
   // no trainer stages into such a store). Logs the delta like publishStaged.
   void publish(std::int64_t version, std::span<const std::byte> weights);
@@ -170,8 +177,25 @@ class WeightStore {
   void getBytes(std::uint64_t offset, std::byte* out, std::uint64_t n);
   void putBytes(std::uint64_t offset, const std::byte* in, std::uint64_t n);
   enum class DeltaPull { Applied, Torn, Unavailable };
-  void publishFromStaging(std::int64_t version, std::uint64_t bytes);  // host
-  void logDelta(std::int64_t version);                                 // host, inside the seqlock
+  // Host: a version on its way from staging to published. Its checksum and delta are made by
+  // prepare() (on the worker in advancePublish; only delta_ is written there), then commit()
+  // writes the published copy under the seqlock on the caller's thread.
+  struct Prepared {
+    std::uint64_t hash = 0;
+    std::optional<DeltaSummary> delta;  // encoded into delta_ (absent: first version, size change, full mode)
+  };
+  struct Publishing {
+    std::int64_t version = -1;
+    std::uint64_t bytes = 0;
+    TrainerClock clock;
+    std::future<Prepared> work;
+  };
+  bool startPublish(bool on_worker);  // false when nothing is staged
+  std::int64_t finishPublish();
+  Prepared prepare(std::int64_t version, std::uint64_t bytes, std::int64_t previous, std::uint64_t previous_bytes,
+                   std::uint64_t previous_hash);
+  void commit(std::int64_t version, std::uint64_t bytes, const Prepared& prepared);
+  void logDelta(std::int64_t version);  // host, inside the seqlock
   DeltaPull pullDeltas(WeightReplica& replica, std::uint64_t seq, std::int64_t published,
                        const std::vector<LogEntry>& log, PullResult& result);
   bool pullFull(WeightReplica& replica, std::uint64_t bytes, std::uint64_t hash, std::int64_t version,
@@ -195,6 +219,9 @@ class WeightStore {
   // Reader: deltas read and not yet applied; the full version being read.
   std::vector<std::vector<std::byte>> pending_;
   std::vector<std::byte> full_buffer_;
+  // Host: the version being published. Last, so that it goes first: its worker is joined before
+  // the window and delta_ it works on are freed.
+  std::optional<Publishing> publishing_;
 };
 
 }  // namespace astraflow
