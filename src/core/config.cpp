@@ -82,7 +82,7 @@ void parseRun(YamlReader r, RunSection& run) {
       r.getInt("seed", static_cast<std::int64_t>(run.seed), 0, std::numeric_limits<std::int64_t>::max()));
   run.log_level = r.getChoice("log_level", run.log_level, {"trace", "debug", "info", "warn", "error"});
   run.threads_per_rank = static_cast<int>(r.getInt("threads_per_rank", run.threads_per_rank, 0, 1024, "threads"));
-  run.mode = r.getChoice("mode", run.mode, {"async", "sync"});
+  run.mode = r.getEnum("mode", run.mode, kRunModeNames);
   run.versions = static_cast<int>(r.getInt("versions", run.versions, 1, kMaxInt, "versions"));
   run.max_wall_seconds = r.getDouble("max_wall_seconds", run.max_wall_seconds, 0.0, 1e9);
   run.checkpoint_every = static_cast<int>(r.getInt("checkpoint_every", run.checkpoint_every, 0, kMaxInt, "versions"));
@@ -152,7 +152,7 @@ void parseModel(YamlReader r, ModelConfig& m) {
   r.finish();
 }
 
-void parseRollout(YamlReader r, RolloutSection& s, const std::string& run_mode) {
+void parseRollout(YamlReader r, RolloutSection& s, RunMode run_mode) {
   s.group_size = static_cast<int>(r.getInt("group_size", s.group_size, 1, 4096, "samples"));
   s.temperature = r.getDouble("temperature", s.temperature, 1e-3, 100.0);
   s.top_p = r.getDouble("top_p", s.top_p, 1e-3, 1.0);
@@ -166,7 +166,7 @@ void parseRollout(YamlReader r, RolloutSection& s, const std::string& run_mode) 
   s.max_prefill_tokens = r.getInt("max_prefill_tokens", s.max_prefill_tokens, 1, std::int64_t{1} << 30, "tokens");
   // Sync mode trains each batch on one version: its sequences finish under it by default.
   const std::string on_new =
-      r.getChoice("on_new_version", run_mode == "sync" ? "finish" : "continue", {"finish", "continue", "abort"});
+      r.getChoice("on_new_version", run_mode == RunMode::Sync ? "finish" : "continue", {"finish", "continue", "abort"});
   s.on_new_version = on_new == "finish"     ? OnNewVersion::Finish
                      : on_new == "continue" ? OnNewVersion::Continue
                                             : OnNewVersion::Abort;
@@ -296,14 +296,16 @@ void parseElastic(YamlReader r, ElasticSection& e) {
   e.rho = r.getDouble("rho", e.rho, 0.01, 100.0);
   e.g_min = static_cast<int>(r.getInt("g_min", e.g_min, 1, 1 << 20, "rollout ranks"));
   e.g_max = static_cast<int>(r.getInt("g_max", e.g_max, 1, 1 << 20, "rollout ranks"));
-  e.mode = r.getChoice("mode", e.mode, {"off", "auto", "external"});
+  e.mode = r.getEnum("mode", e.mode, kElasticModeNames);
   e.command = r.getString("command", e.command);
   e.command_timeout_s = r.getDouble("command_timeout_s", e.command_timeout_s, 0.1, 3600.0);
   e.target_file = r.getString("target_file", e.target_file);
   e.lease_seconds = r.getDouble("lease_seconds", e.lease_seconds, 0.5, 86400.0);
   e.spawn_max = static_cast<int>(r.getInt("spawn_max", e.spawn_max, 1, 1024, "ranks"));
-  if (e.mode != "off" && e.every == 0)
-    r.fail("every", "0 with mode " + e.mode + "; allowed: >= 1 (decisions come with the reports)");
+  if (e.mode != ElasticMode::Off && e.every == 0) {
+    r.fail("every", fmt::format("0 with mode {}; allowed: >= 1 (decisions come with the reports)",
+                                enumName(kElasticModeNames, e.mode)));
+  }
   if (e.tau_low > e.tau_high) {
     r.fail("tau_low", fmt::format("given {} above tau_high {}; allowed: tau_low <= tau_high (the dead band)", e.tau_low,
                                   e.tau_high));
@@ -362,7 +364,7 @@ static RolloutBackendSpec parseBackend(YamlReader& entry) {
     r.finish();
     return b;
   }
-  b.api = r.getChoice("api", "sglang", {"sglang", "openai"});
+  b.api = r.getEnum("api", HttpApi::Sglang, kHttpApiNames);
   if (r.has("url") == r.has("urls")) r.fail("url", "give exactly one of url (one server) and urls (one per rank)");
   if (r.has("url"))
     b.urls = {r.requireString("url")};
@@ -573,11 +575,11 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   // returned record is handled for the layout's own pools only.
   const auto first_pool =
       std::find_if(cfg.layout.begin(), cfg.layout.end(), [](const LayoutEntry& e) { return e.role == Role::Rollout; });
-  if (cfg.elastic.mode != "off" && first_pool != cfg.layout.end() && first_pool->backend.http()) {
+  if (cfg.elastic.mode != ElasticMode::Off && first_pool != cfg.layout.end() && first_pool->backend.http()) {
     throw ConfigError(
         fmt::format("{}: elastic.mode: given {} with an http rollout pool ({}); allowed: off (spawned "
                     "ranks would share that pool's servers)",
-                    cfg.source, cfg.elastic.mode, first_pool->pool));
+                    cfg.source, enumName(kElasticModeNames, cfg.elastic.mode), first_pool->pool));
   }
   parseLocal(top.child("local"), cfg.local);
   if (cfg.sft.checkpoint.empty()) cfg.sft.checkpoint = cfg.run.output_dir + "/sft.h5";

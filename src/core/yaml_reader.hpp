@@ -4,12 +4,14 @@
 // error names file:line, the full key path, what was given and what is allowed.
 #include <yaml-cpp/yaml.h>
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "astraflow/core/enum_names.hpp"
 #include "astraflow/core/error.hpp"
 
 namespace astraflow::detail {
@@ -28,6 +30,17 @@ class YamlReader {
   std::string requireString(const std::string& key);
   std::string getChoice(const std::string& key, const std::string& fallback, const std::vector<std::string>& allowed);
   std::string requireChoice(const std::string& key, const std::vector<std::string>& allowed);
+  // A choice parsed into its enum by the enum's name table (core/enum_names.hpp).
+  template <class E, std::size_t N>
+  E getEnum(const std::string& key, E fallback, const std::array<EnumName<E>, N>& table) {
+    std::vector<std::string> names;
+    for (const auto& entry : table) names.emplace_back(entry.name);
+    const std::string picked = getChoice(key, enumName(table, fallback), names);
+    for (const auto& entry : table) {
+      if (picked == entry.name) return entry.value;
+    }
+    return fallback;  // not reached: getChoice refuses any other name
+  }
   std::vector<std::string> requireStringList(const std::string& key);
 
   // A nested mapping (absent: an empty reader) or a sequence of nodes.

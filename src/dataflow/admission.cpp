@@ -32,7 +32,7 @@ bool Admission::admitUnit(const AdmissionUnit& unit) {
   auto& carrier = policies_[unit.carrier];
   std::int64_t groups = 0;
   std::map<std::string, std::string> meta;
-  if (cfg_.run.mode == "sync") {
+  if (cfg_.run.mode == RunMode::Sync) {
     // Colocated-synchronous baseline: one batch of rollouts with the current weights, only
     // while every member's trainer is idle, then nothing until their next versions are out.
     bool idle = true, wanted = false;

@@ -186,7 +186,7 @@ void BalanceWindow::actOnTarget(const BalanceReport& r, const std::string& repor
   const auto& e = cfg_.elastic;
   std::optional<int> target;
   std::string why;
-  if (e.mode == "auto") {
+  if (e.mode == ElasticMode::Auto) {
     target = r.decision.g_target;
   } else if (!e.command.empty()) {
     target = askMaintainer(e, report_path, why);

@@ -29,10 +29,10 @@ DataflowRank::DataflowRank(RunWiring& w)
     p.target = w.cfg.run.versions;
     std::vector<std::unique_ptr<Filter>> filters;
     for (const auto& spec : cfg_.dataflow.filters) filters.push_back(makeFilter(spec));
-    p.assembler =
-        std::make_unique<BatchAssembler>(p.name, cfg_.rollout.group_size, cfg_.trainer.groups_per_step,
-                                         cfg_.run.mode == "sync" ? 0 : cfg_.dataflow.max_staleness, std::move(filters),
-                                         makeSampler(cfg_.dataflow.sampler), cfg_.run.seed * 1009 + g);
+    p.assembler = std::make_unique<BatchAssembler>(p.name, cfg_.rollout.group_size, cfg_.trainer.groups_per_step,
+                                                   cfg_.run.mode == RunMode::Sync ? 0 : cfg_.dataflow.max_staleness,
+                                                   std::move(filters), makeSampler(cfg_.dataflow.sampler),
+                                                   cfg_.run.seed * 1009 + g);
     p.assembler->setEntryObserver([this](const Trajectory& t, bool entered) {
       if (entered) balance_->entered(t);
     });
@@ -79,7 +79,7 @@ DataflowRank::DataflowRank(RunWiring& w)
     else
       pool_sinks_.push_back(std::make_unique<RingSink>(*w_.task_rings.at(i)));
   }
-  if (cfg_.elastic.mode != "off") elastic_ = std::make_unique<ElasticPools>(w_);
+  if (cfg_.elastic.mode != ElasticMode::Off) elastic_ = std::make_unique<ElasticPools>(w_);
   if (!cfg_.cross_site.listen.empty()) {
     std::vector<WeightStore*> stores;
     for (const auto& p : policies_) stores.push_back(w_.weight_stores[p.group].get());

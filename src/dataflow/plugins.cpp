@@ -244,7 +244,7 @@ std::vector<std::string> samplerKinds() { return kinds<Sampler>(); }
 std::vector<std::string> routerKinds() { return kinds<Router>(); }
 
 std::int64_t servedStalenessBound(const Config& cfg) {
-  const std::int64_t eta = cfg.run.mode == "sync" ? 0 : cfg.dataflow.max_staleness;
+  const std::int64_t eta = cfg.run.mode == RunMode::Sync ? 0 : cfg.dataflow.max_staleness;
   return std::max<std::int64_t>(eta, makeSampler(cfg.dataflow.sampler)->maxStaleness());
 }
 

@@ -36,7 +36,7 @@ inline Config poolView(const Config& base, int ranks, const std::string& name) {
   for (const auto& p : c.policies) pool.policies.push_back(p.name);
   c.layout = {hub, pool};
   c.cross_site = {};
-  c.elastic.mode = "off";
+  c.elastic.mode = ElasticMode::Off;
   return c;
 }
 

@@ -112,7 +112,7 @@ int HttpBackend::maxInFlight() const { return std::max(1, impl_->spec.max_in_fli
 
 void HttpBackend::learnModel() {
   auto& im = *impl_;
-  if (im.spec.api != "openai" || !im.model.empty()) return;
+  if (im.spec.api != HttpApi::Openai || !im.model.empty()) return;
   // The model id the server serves, asked once.
   const auto r = im.client(0).get("/v1/models");
   try {
@@ -166,7 +166,7 @@ Generation HttpBackend::request(std::size_t client, const std::vector<std::int32
       std::this_thread::sleep_for(std::chrono::duration<double>(im.spec.backoff_seconds * (1 << (tries - 1))));
     }
     const std::string body =
-        im.spec.api == "openai" ? openaiBody(context, o, im.model, im.never) : sglangBody(context, o, im.never);
+        im.spec.api == HttpApi::Openai ? openaiBody(context, o, im.model, im.never) : sglangBody(context, o, im.never);
     Attempt last = attempt(client, body, tries);
     if (last.generation) {
       keep(*last.generation);
@@ -199,7 +199,7 @@ Generation HttpBackend::request(std::size_t client, const std::vector<std::int32
 
 Attempt HttpBackend::attempt(std::size_t client, const std::string& body, int index) {
   auto& im = *impl_;
-  const char* path = im.spec.api == "openai" ? "/v1/completions" : "/generate";
+  const char* path = im.spec.api == HttpApi::Openai ? "/v1/completions" : "/generate";
   const auto t0 = Clock::now();
   const HttpResult r = im.client(client).postJson(path, body);
   Attempt last;
@@ -211,7 +211,7 @@ Attempt HttpBackend::attempt(std::size_t client, const std::string& body, int in
     last = Attempt{std::nullopt, std::nullopt, fmt::format("HTTP {}: {}", r.status, r.body.substr(0, 300)), retryable,
                    Attempt::Kind::Http};
   } else {
-    last = im.spec.api == "openai" ? parseOpenai(r.body) : parseSglang(r.body);
+    last = im.spec.api == HttpApi::Openai ? parseOpenai(r.body) : parseSglang(r.body);
     // A token the policy never generates would have log-prob -inf under the trainer.
     for (const auto* g : {last.generation ? &*last.generation : nullptr, last.partial ? &*last.partial : nullptr}) {
       if (g == nullptr) continue;

@@ -203,7 +203,7 @@ nlohmann::json summarize(const Config& cfg, const std::vector<RankReport>& ranks
   const DataflowReport& df = *dfs.front();
   nlohmann::json s;
   s["run"] = cfg.run.name;
-  s["mode"] = cfg.run.mode;
+  s["mode"] = enumName(kRunModeNames, cfg.run.mode);
   s["resumed_from"] = resumed_from >= 0 ? nlohmann::json(resumed_from) : nlohmann::json(nullptr);
   s["versions"] = df.versions;
   s["produced"] = df.produced;

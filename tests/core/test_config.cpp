@@ -235,7 +235,7 @@ TEST(Config, RolloutBackendKeys) {
        "max_in_flight: 8, retries: 0}"});
   const RolloutBackendSpec& b = c.layout[3].backend;
   EXPECT_TRUE(b.http());
-  EXPECT_EQ(b.api, "openai");
+  EXPECT_EQ(b.api, HttpApi::Openai);
   EXPECT_EQ(b.urls.size(), 2u);
   EXPECT_EQ(b.max_in_flight, 8);
   EXPECT_EQ(b.retries, 0);

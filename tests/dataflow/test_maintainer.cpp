@@ -19,7 +19,7 @@ namespace {
 
 ElasticSection withCommand(const std::string& command, double timeout = 5.0) {
   ElasticSection e;
-  e.mode = "external";
+  e.mode = ElasticMode::External;
   e.command = command;
   e.command_timeout_s = timeout;
   e.g_min = 2;

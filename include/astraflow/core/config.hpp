@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "astraflow/core/enum_names.hpp"
 #include "astraflow/core/environment_options.hpp"
 #include "astraflow/core/model_config.hpp"
 
@@ -15,6 +16,22 @@ namespace astraflow {
 enum class Role { Dataflow, Trainer, Rollout, Gateway };
 const char* roleName(Role role);
 
+// run.mode: the dataflow runtime with bounded staleness, or the colocated-synchronous baseline
+// (one batch on one version, then one step; for comparisons).
+enum class RunMode { Async, Sync };
+inline constexpr std::array<EnumName<RunMode>, 2> kRunModeNames{{{"async", RunMode::Async}, {"sync", RunMode::Sync}}};
+
+// elastic.mode: no spawned pools; spawn/retire by the balance report; or a maintainer command
+// (or target file) decides.
+enum class ElasticMode { Off, Auto, External };
+inline constexpr std::array<EnumName<ElasticMode>, 3> kElasticModeNames{
+    {{"off", ElasticMode::Off}, {"auto", ElasticMode::Auto}, {"external", ElasticMode::External}}};
+
+// layout[i].backend.api of an http pool: SGLang's native /generate or OpenAI's /v1/completions.
+enum class HttpApi { Sglang, Openai };
+inline constexpr std::array<EnumName<HttpApi>, 2> kHttpApiNames{
+    {{"sglang", HttpApi::Sglang}, {"openai", HttpApi::Openai}}};
+
 struct RunSection {
   std::string name = "astraflow";
   std::string output_dir = "runs/astraflow";  // the run folder: checkpoints, traces, summary
@@ -22,7 +39,7 @@ struct RunSection {
   std::string log_level = "info";  // trace|debug|info|warn|error
   int threads_per_rank = 0;        // LibTorch/OpenBLAS threads; 0 = cores on node / ranks on node
   // The distributed run (`astraflow run`).
-  std::string mode = "async";   // async | sync (colocated-synchronous baseline, for comparisons)
+  RunMode mode = RunMode::Async;
   int versions = 100;           // stop once every policy's trainer has published this version
   double max_wall_seconds = 0;  // also stop after this long (0 = no limit); the run still ends cleanly
   int checkpoint_every = 0;     // versions between checkpoints (0 = only the final one)
@@ -167,8 +184,8 @@ struct ElasticSection {
   double rho = 1.10;       // shrink margin
   int g_min = 1;           // rollout ranks, bounds of G_target
   int g_max = 64;
-  std::string mode = "off";  // off | auto (spawn/retire by the report) | external (a maintainer command decides)
-  std::string command;       // external: run with the report's JSON path; its last stdout line is G_target
+  ElasticMode mode = ElasticMode::Off;
+  std::string command;  // external: run with the report's JSON path; its last stdout line is G_target
   double command_timeout_s = 30;
   std::string target_file;    // external: a file holding G_target, read at each report (default <run>/balance/target)
   double lease_seconds = 60;  // a spawned pool silent this long while holding tasks is lost; its tasks are re-issued
@@ -234,7 +251,7 @@ struct SimulatedBackendSpec {
 
 struct RolloutBackendSpec {
   std::string kind = "engine";    // engine | http | simulated
-  std::string api = "sglang";     // http: sglang | openai
+  HttpApi api = HttpApi::Sglang;  // http: the server's API
   std::vector<std::string> urls;  // http: rank i of the pool drives urls[i % size] ("http://host:port")
   std::string model;              // openai: the model id requests name (empty: the first of /v1/models)
   int max_in_flight = 32;         // requests one rank keeps in flight
