@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
   SamplingOptions o;
   o.max_new_tokens = new_tokens;  // no stop tokens: every row generates new_tokens
   RolloutBackendSpec spec;
-  spec.kind = "http";
+  spec.kind = BackendKind::Http;
   spec.urls = {url};
   spec.max_in_flight = n_prompts;
   HttpBackend http(spec, 0, hf.model.max_seq_len);

@@ -18,6 +18,7 @@
 namespace astraflow {
 
 struct RewardArgs {
+  std::string kind;       // --kind: a name of kRewardKindNames (empty: --config says)
   RewardSpec spec;        // what the config's environment.reward would say
   std::string reference;  // default reference (a line's "reference" wins)
   // code: each test's wall limit; command: the program's timeout (unset: each kind's default)
@@ -39,9 +40,9 @@ std::string answerLine(const RewardResult& r, json extra = json::object()) {
 
 RewardSpec specOf(const RewardArgs& a) {
   RewardSpec spec = a.spec;
-  if (a.timeout > 0 && spec.kind == "http") spec.timeout_seconds = a.timeout;
-  if (a.timeout > 0 && spec.kind != "http")
-    (spec.kind == "command" ? spec.command_timeout : spec.wall_seconds) = a.timeout;
+  if (a.timeout > 0 && spec.kind == RewardKind::Http) spec.timeout_seconds = a.timeout;
+  if (a.timeout > 0 && spec.kind != RewardKind::Http)
+    (spec.kind == RewardKind::Command ? spec.command_timeout : spec.wall_seconds) = a.timeout;
   if (a.memory_mb > 0) spec.memory_mb = static_cast<std::uint64_t>(a.memory_mb);
   if (a.command.size() == 1) {
     std::istringstream words(a.command.front());
@@ -63,20 +64,22 @@ int rewardCommand(RewardArgs a) {
       std::fprintf(stderr, "astraflow: %s\n", e.what());
       return 2;
     }
-  } else if (a.spec.kind.empty()) {
+  } else if (a.kind.empty()) {
     std::fprintf(stderr, "astraflow: reward needs --kind or --config\n");
     return 2;
+  } else {
+    a.spec.kind = enumByName(kRewardKindNames, a.kind).value();  // CLI11 checked the name
   }
   const RewardSpec spec = specOf(a);
-  if (spec.kind == "command" && spec.command.empty()) {
+  if (spec.kind == RewardKind::Command && spec.command.empty()) {
     std::fprintf(stderr, "astraflow: reward --kind command needs --command \"PROGRAM ARGS\"\n");
     return 2;
   }
-  if (spec.kind == "http" && spec.url.empty()) {
+  if (spec.kind == RewardKind::Http && spec.url.empty()) {
     std::fprintf(stderr, "astraflow: reward --kind http needs --url http://HOST:PORT/PATH\n");
     return 2;
   }
-  if ((spec.persistent || spec.max_items > 0) && spec.kind != "command") {
+  if ((spec.persistent || spec.max_items > 0) && spec.kind != RewardKind::Command) {
     std::fprintf(stderr, "astraflow: reward --persistent and --max-items are for --kind command\n");
     return 2;
   }
@@ -84,7 +87,7 @@ int rewardCommand(RewardArgs a) {
   try {
     compiled.emplace(spec);
   } catch (const Error& e) {
-    if (spec.kind != "regex" || !spec.pattern.empty()) {  // regex may take each line's pattern
+    if (spec.kind != RewardKind::Regex || !spec.pattern.empty()) {  // regex may take each line's pattern
       std::fprintf(stderr, "astraflow: %s\n", e.what());
       return 2;
     }
@@ -94,7 +97,7 @@ int rewardCommand(RewardArgs a) {
     if (!input.is_object() || !input.contains("response") || !input["response"].is_string())
       throw Error("a line is {\"response\": \"...\", ...}");
     const std::string response = input["response"].get<std::string>();
-    if (spec.kind == "code") {
+    if (spec.kind == RewardKind::Code) {
       if (!input.contains("tests")) throw Error("a code line needs \"tests\": [...]");
       const json& tests = input["tests"];
       const CodeScore s =
@@ -111,13 +114,13 @@ int rewardCommand(RewardArgs a) {
     }
     return answerLine(compiled->score({response, reference, "", prompt, metadata}));
   });
-  if (spec.persistent || spec.kind == "http") {
+  if (spec.persistent || spec.kind == RewardKind::Http) {
     const RewardWorkerCounters c = sharedRewardWorkerCounters();
     std::fprintf(stderr,
                  "astraflow: reward: %llu items; %llu %s started (%llu restarts), %llu crashed, %llu timed out, "
                  "%llu invalid\n",
                  static_cast<unsigned long long>(c.items), static_cast<unsigned long long>(c.started),
-                 spec.kind == "http" ? "connections" : "workers", static_cast<unsigned long long>(c.restarts),
+                 spec.kind == RewardKind::Http ? "connections" : "workers", static_cast<unsigned long long>(c.restarts),
                  static_cast<unsigned long long>(c.crashed), static_cast<unsigned long long>(c.timeouts),
                  static_cast<unsigned long long>(c.invalid));
   }
@@ -133,8 +136,7 @@ RewardCommand addRewardCommand(CLI::App& app) {
   auto* cmd = app.add_subcommand("reward",
                                  "score responses with a verifiable reward; stdin: one {\"response\": ..., "
                                  "\"reference\": ...} (code: \"tests\") per line (docs/tasks.md)");
-  a.spec.kind.clear();  // given by --kind or by --config
-  auto* kind = cmd->add_option("--kind", a.spec.kind, "math, exact, regex, choice, code, command or http")
+  auto* kind = cmd->add_option("--kind", a.kind, "math, exact, regex, choice, code, command or http")
                    ->check(CLI::IsMember({"math", "exact", "regex", "choice", "code", "command", "http"}));
   auto* config = cmd->add_option("--config", a.config,
                                  "a run config: score as its environment.reward says (instead of --kind and the "

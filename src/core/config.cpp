@@ -206,7 +206,7 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
                                           : TrainerSection::Sharding::None;
   YamlReader l = r.child("loss");
   LossSection& s = t.loss;
-  s.kind = l.getChoice("kind", s.kind, {"ppo", "decoupled"});
+  s.kind = l.getEnum("kind", s.kind, kLossKindNames);
   s.clip_low = l.getDouble("clip_low", s.clip_low, 0.0, 1.0);
   s.clip_high = l.getDouble("clip_high", s.clip_high, 0.0, 10.0);
   s.kl_coef = l.getDouble("kl_coef", s.kl_coef, 0.0, 100.0);
@@ -358,7 +358,7 @@ static RolloutBackendSpec parseBackend(YamlReader& entry) {
   RolloutBackendSpec b;
   if (!entry.has("backend")) return b;
   YamlReader r = entry.child("backend");
-  b.kind = r.requireChoice("kind", {"engine", "http", "simulated"});
+  b.kind = r.requireEnum("kind", kBackendKindNames);
   if (b.isSimulated()) detail::parseSimulatedBackend(r, b.simulated);
   if (!b.http()) {
     r.finish();
@@ -479,7 +479,9 @@ static std::vector<LayoutEntry> parseLayout(YamlReader& top, const std::vector<P
 
 namespace {
 
-// Sets root[a][b]... = value for one "a.b=value" override; intermediate maps are created.
+// Sets root[a][b]... = value for one "a.b=value" override; intermediate maps are created. A list
+// entry is reached by its index as a key (layout.2.ranks) or as the messages write it
+// (layout[2].ranks, policies[0].model.hf).
 void applyOverride(YAML::Node& root, const std::string& setting, const std::string& source_name) {
   const auto eq = setting.find('=');
   if (eq == std::string::npos || eq == 0) {
@@ -489,8 +491,21 @@ void applyOverride(YAML::Node& root, const std::string& setting, const std::stri
   std::vector<std::string> keys;
   std::stringstream path(setting.substr(0, eq));
   for (std::string key; std::getline(path, key, '.');) {
-    if (key.empty()) throw ConfigError(fmt::format("{}: --set '{}': empty key in the path", source_name, setting));
-    keys.push_back(key);
+    // name[i][j] -> name, i, j
+    std::string::size_type open = key.find('[');
+    const std::string name = key.substr(0, open);
+    if (!name.empty()) keys.push_back(name);
+    while (open != std::string::npos) {
+      const auto close = key.find(']', open);
+      const std::string index = close == std::string::npos ? "" : key.substr(open + 1, close - open - 1);
+      if (index.empty() || (close + 1 < key.size() && key[close + 1] != '[')) {
+        throw ConfigError(fmt::format("{}: --set '{}': '{}' is not key or key[index]", source_name, setting, key));
+      }
+      keys.push_back(index);
+      open = close + 1 < key.size() ? close + 1 : std::string::npos;
+    }
+    if (name.empty() && (key.empty() || key.front() != '['))
+      throw ConfigError(fmt::format("{}: --set '{}': empty key in the path", source_name, setting));
   }
   YAML::Node value;
   try {

@@ -32,9 +32,9 @@ std::vector<std::string> absolutePaths(YamlReader& r, const std::string& key) {
 }
 
 void parseReward(YamlReader r, RewardSpec& s) {
-  s.kind = r.getChoice("kind", s.kind, {"math", "exact", "regex", "choice", "code", "command", "http"});
+  s.kind = r.getEnum("kind", s.kind, kRewardKindNames);
   s.pattern = r.getString("pattern", s.pattern);
-  if (s.kind == "regex" && s.pattern.empty()) r.fail("pattern", "is required with kind: regex");
+  if (s.kind == RewardKind::Regex && s.pattern.empty()) r.fail("pattern", "is required with kind: regex");
   if (!s.pattern.empty()) {
     // Compiled here once so a pattern that cannot work stops the run before it starts, not
     // every episode's reward; the reward function compiles its own copy.
@@ -44,7 +44,7 @@ void parseReward(YamlReader r, RewardSpec& s) {
     } catch (const Error& e) {
       r.fail("pattern", e.what());
     }
-    if (s.kind == "math" && groups < 1)
+    if (s.kind == RewardKind::Math && groups < 1)
       r.fail("pattern", "needs a capturing group with kind: math (its first group is the answer)");
   }
   s.tolerance = r.getDouble("tolerance", s.tolerance, 0.0, 1.0);
@@ -54,16 +54,17 @@ void parseReward(YamlReader r, RewardSpec& s) {
   s.memory_mb = static_cast<std::uint64_t>(
       r.getInt("memory_mb", static_cast<std::int64_t>(s.memory_mb), 16, std::int64_t{1} << 20, "MiB"));
   if (r.has("command")) s.command = r.requireStringList("command");
-  if (s.kind == "command" && s.command.empty())
+  if (s.kind == RewardKind::Command && s.command.empty())
     r.fail("command", "is required with kind: command (the verifier program and its arguments, a list)");
   s.command_timeout = r.getDouble("command_timeout", s.command_timeout, 0.01, 3600.0);
   s.persistent = r.getBool("persistent", s.persistent);
-  if (s.persistent && s.kind != "command") r.fail("persistent", "is for kind: command (a verifier that stays running)");
+  if (s.persistent && s.kind != RewardKind::Command)
+    r.fail("persistent", "is for kind: command (a verifier that stays running)");
   s.max_items = static_cast<std::uint64_t>(
       r.getInt("max_items", static_cast<std::int64_t>(s.max_items), 0, std::int64_t{1} << 40, "items"));
   if (s.max_items > 0 && !s.persistent) r.fail("max_items", "is for a persistent command (persistent: true)");
   s.url = r.getString("url", s.url);
-  if (s.kind == "http" && s.url.rfind("http://", 0) != 0)
+  if (s.kind == RewardKind::Http && s.url.rfind("http://", 0) != 0)
     r.fail("url", "is required with kind: http, as http://host:port/path (the reward service's endpoint)");
   s.timeout_seconds = r.getDouble("timeout_seconds", s.timeout_seconds, 0.01, 86400.0);
   r.finish();

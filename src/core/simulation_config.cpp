@@ -61,7 +61,7 @@ void checkSimulation(const Config& cfg) {
     throw ConfigError(fmt::format(
         "{}:{}: layout[{}].backend.kind: given {} (pool {}); allowed with trainer.simulate: simulated (a simulated "
         "trainer publishes synthetic bytes, not a model's weights)",
-        cfg.source, e.line, i, e.backend.kind, e.pool));
+        cfg.source, e.line, i, enumName(kBackendKindNames, e.backend.kind), e.pool));
   }
 }
 

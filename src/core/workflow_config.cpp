@@ -162,14 +162,16 @@ void parseWorkflow(YamlReader r, Config& cfg) {
   const std::string& source = r.source();
   // Where it runs: the arithmetic environment, or chat-formatted over a code dataset.
   const EnvironmentOptions& env = cfg.environment;
-  wf.chat = spec.code && env.name == "dataset" && env.reward.kind == "code";
+  wf.chat = spec.code && env.name == "dataset" && env.reward.kind == RewardKind::Code;
   if (!wf.chat && !(spec.arithmetic && env.name == "arithmetic")) {
     std::vector<std::string> allowed;
     if (spec.arithmetic) allowed.push_back("environment.name: arithmetic");
     if (spec.code) allowed.push_back("environment.name: dataset with environment.reward.kind: code");
-    r.fail("kind",
-           fmt::format("the {} workflow needs {}; environment.name is '{}'{}", wf.kind, fmt::join(allowed, ", or "),
-                       env.name, env.name == "dataset" ? fmt::format(" with reward.kind '{}'", env.reward.kind) : ""));
+    r.fail("kind", fmt::format("the {} workflow needs {}; environment.name is '{}'{}", wf.kind,
+                               fmt::join(allowed, ", or "), env.name,
+                               env.name == "dataset"
+                                   ? fmt::format(" with reward.kind '{}'", enumName(kRewardKindNames, env.reward.kind))
+                                   : ""));
   }
   std::vector<std::string> policy_names;
   for (const auto& p : cfg.policies) policy_names.push_back(p.name);

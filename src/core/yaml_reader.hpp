@@ -35,11 +35,13 @@ class YamlReader {
   E getEnum(const std::string& key, E fallback, const std::array<EnumName<E>, N>& table) {
     std::vector<std::string> names;
     for (const auto& entry : table) names.emplace_back(entry.name);
-    const std::string picked = getChoice(key, enumName(table, fallback), names);
-    for (const auto& entry : table) {
-      if (picked == entry.name) return entry.value;
-    }
-    return fallback;  // not reached: getChoice refuses any other name
+    return enumByName(table, getChoice(key, enumName(table, fallback), names)).value_or(fallback);
+  }
+  template <class E, std::size_t N>
+  E requireEnum(const std::string& key, const std::array<EnumName<E>, N>& table) {
+    std::vector<std::string> names;
+    for (const auto& entry : table) names.emplace_back(entry.name);
+    return *enumByName(table, requireChoice(key, names));  // requireChoice refuses any other name
   }
   std::vector<std::string> requireStringList(const std::string& key);
 

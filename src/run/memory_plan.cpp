@@ -91,7 +91,7 @@ void rolloutItems(const Config& cfg, const Shape& s, const RolloutBackendSpec& b
     out.push_back({fmt::format("node-shared version (bf16 x{}, for the node's {} rollout ranks)", slots, node_readers),
                    P * 2 * static_cast<std::uint64_t>(slots), ""});
   }
-  if (backend.kind != "engine") {
+  if (backend.kind != BackendKind::Engine) {
     if (backend.http()) out.push_back({"served weight folder (bf16, written per version)", P * 2, ""});
     return;
   }
@@ -208,7 +208,7 @@ std::vector<RankMemoryPlan> planMemory(const Config& cfg, const RoleMap& map, st
         RolloutBackendSpec backend;
         for (const auto& e : cfg.layout)
           if (e.role == Role::Rollout && e.pool == rr.pool_name) backend = e.backend;
-        const bool model = backend.kind == "engine";
+        const bool model = backend.kind == BackendKind::Engine;
         plan.items.push_back({"process (LibTorch, MPI, HDF5)", model ? kModelRankBase : kPlainRankBase, ""});
         for (const auto& name : rr.policies) {
           const auto& [first, readers] = copies.at({nodeOf(rr.world_rank), name});

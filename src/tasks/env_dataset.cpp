@@ -141,7 +141,7 @@ ChatOptions DatasetEnvironmentBase::chatOptions(bool add_generation_prompt) cons
 
 RewardResult DatasetEnvironmentBase::score(std::string_view response) const {
   std::string tests;
-  if (options_.reward.kind == "code") {
+  if (options_.reward.kind == RewardKind::Code) {
     const json meta = json::parse(row().metadata_json);
     const auto it = meta.find("tests");
     if (it != meta.end()) tests = it->is_string() ? it->get<std::string>() : it->dump();
@@ -155,8 +155,8 @@ std::vector<std::string> DatasetEnvironmentBase::referenceActions() const {
   const auto it = meta.find(options_.dataset.solution_field);
   if (it != meta.end() && it->is_string()) return {it->get<std::string>()};
   const RewardSpec& r = options_.reward;
-  if (r.kind == "math" || r.kind == "choice") return {"\\boxed{" + row_->answer + "}"};
-  if (r.kind == "exact") return {row_->answer};
+  if (r.kind == RewardKind::Math || r.kind == RewardKind::Choice) return {"\\boxed{" + row_->answer + "}"};
+  if (r.kind == RewardKind::Exact) return {row_->answer};
   return {};
 }
 

@@ -69,12 +69,14 @@ RewardWorkerOptions rewardWorkerOptions(const RewardSpec& spec) {
 
 RewardFunction::RewardFunction(RewardSpec spec) : spec_(std::move(spec)) {
   // The process's pools: environments are made per episode, the worker and connections stay.
-  if (spec_.kind == "command" && spec_.persistent) workers_ = sharedRewardWorkerPool(rewardWorkerOptions(spec_));
-  if (spec_.kind == "http") http_ = sharedHttpRewardPool({spec_.url, 1, spec_.timeout_seconds});
-  if (!spec_.pattern.empty() && (spec_.kind == "math" || spec_.kind == "regex"))
+  if (spec_.kind == RewardKind::Command && spec_.persistent)
+    workers_ = sharedRewardWorkerPool(rewardWorkerOptions(spec_));
+  if (spec_.kind == RewardKind::Http) http_ = sharedHttpRewardPool({spec_.url, 1, spec_.timeout_seconds});
+  if (!spec_.pattern.empty() && (spec_.kind == RewardKind::Math || spec_.kind == RewardKind::Regex))
     pattern_ = compiledPattern(spec_.pattern);
-  if (spec_.kind == "regex" && !pattern_) throw Error("environment.reward.pattern is required with kind: regex");
-  if (spec_.kind == "math" && pattern_ && pattern_->groupCount() < 1)
+  if (spec_.kind == RewardKind::Regex && !pattern_)
+    throw Error("environment.reward.pattern is required with kind: regex");
+  if (spec_.kind == RewardKind::Math && pattern_ && pattern_->groupCount() < 1)
     throw Error(
         fmt::format("environment.reward.pattern '{}' needs a capturing group with kind: math (its first "
                     "group is the answer)",
@@ -93,19 +95,19 @@ RewardResult RewardFunction::score(const RewardInput& in) const {
 
 RewardResult RewardFunction::scoreKind(const RewardInput& in) const {
   const RewardSpec& spec = spec_;
-  if (spec.kind == "math") {
+  if (spec.kind == RewardKind::Math) {
     MathRewardOptions o;
     o.fallback = pattern_;
     o.relative_tolerance = spec.tolerance;
     return mathReward(in.response, in.reference, o);
   }
-  if (spec.kind == "exact") return exactReward(in.response, in.reference);
-  if (spec.kind == "regex") return regexReward(in.response, *pattern_);
-  if (spec.kind == "choice") return choiceReward(in.response, in.reference);
-  if (spec.kind == "code") return scoreCode(in.response, in.tests_json, codeRewardOptions(spec)).result;
-  if (spec.kind == "command" && workers_) return workers_->score(verifierInput(in));
-  if (spec.kind == "command") return commandReward(verifierInput(in), commandRewardOptions(spec));
-  if (spec.kind == "http") return http_->score(verifierInput(in));
+  if (spec.kind == RewardKind::Exact) return exactReward(in.response, in.reference);
+  if (spec.kind == RewardKind::Regex) return regexReward(in.response, *pattern_);
+  if (spec.kind == RewardKind::Choice) return choiceReward(in.response, in.reference);
+  if (spec.kind == RewardKind::Code) return scoreCode(in.response, in.tests_json, codeRewardOptions(spec)).result;
+  if (spec.kind == RewardKind::Command && workers_) return workers_->score(verifierInput(in));
+  if (spec.kind == RewardKind::Command) return commandReward(verifierInput(in), commandRewardOptions(spec));
+  if (spec.kind == RewardKind::Http) return http_->score(verifierInput(in));
   return {0.0, RewardReason::Invalid, ""};
 }
 

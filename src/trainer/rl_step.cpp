@@ -37,7 +37,7 @@ PolicyLossOptions lossOptions(const LossSection& L) {
   PolicyLossOptions opts;
   opts.clip_low = L.clip_low;
   opts.clip_high = L.clip_high;
-  opts.decoupled = L.kind == "decoupled";
+  opts.decoupled = L.kind == LossKind::Decoupled;
   opts.kl_coef = L.kl_coef;
   opts.kl_estimator = L.kl_estimator == "k1" ? KlEstimator::K1 : KlEstimator::K3;
   opts.m2po = L.m2po;

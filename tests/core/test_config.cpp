@@ -228,7 +228,7 @@ cross_site: {connect: "10.0.0.1:17417", site: site_b}
 // list entry by index.
 TEST(Config, RolloutBackendKeys) {
   Config c = parseConfig(kGood, "good.yaml");
-  EXPECT_EQ(c.layout[3].backend.kind, "engine");
+  EXPECT_EQ(c.layout[3].backend.kind, BackendKind::Engine);
   c = parseConfig(
       kGood, "good.yaml",
       {"layout.3.backend={kind: http, api: openai, urls: [\"http://10.0.0.1:8000\", \"http://gpu2:8000/\"], "
@@ -257,6 +257,16 @@ TEST(Config, RolloutBackendKeys) {
   refused("{kind: http, url: \"http://x:1\", update_path: reload}", "a path starting with /");
   refused("{kind: http, url: \"http://x:1\", bogus: 1}", "bogus");
   EXPECT_THROW(parseConfig(kGood, "good.yaml", {"layout.9.backend={kind: http}"}), ConfigError);
+  // The index as the messages write it: layout[3], policies[1].
+  c = parseConfig(kGood, "good.yaml",
+                  {"layout[3].backend={kind: http, url: \"http://x:1\"}", "policies[1].model.d_model=48"});
+  EXPECT_TRUE(c.layout[3].backend.http());
+  EXPECT_EQ(c.policies[1].model.d_model, 48);
+  EXPECT_EQ(c.policies[0].model.d_model, parseConfig(kGood, "good.yaml").policies[0].model.d_model);
+  for (const std::string bad :
+       {"layout[9].ranks=1", "layout[x].ranks=1", "layout[3.ranks=1", "layout[3]x.ranks=1", "run[0].name=a"}) {
+    EXPECT_THROW(parseConfig(kGood, "good.yaml", {bad}), ConfigError) << bad;
+  }
   // Spawned ranks would take the http pool's backend and share its servers: elastic is refused.
   const std::string http = "layout.3.backend={kind: http, url: \"http://x:1\"}";
   EXPECT_NO_THROW(parseConfig(kGood, "good.yaml", {http}));

@@ -60,7 +60,7 @@ struct Server {
 
 RolloutBackendSpec httpSpec(const Server& server) {
   RolloutBackendSpec spec;
-  spec.kind = "http";
+  spec.kind = BackendKind::Http;
   spec.urls = {server.url};
   return spec;
 }

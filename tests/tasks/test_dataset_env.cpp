@@ -116,7 +116,7 @@ TEST(DatasetEnvironment, RendersScoresAndIndexesRows) {
 
 TEST(DatasetEnvironment, RewardKindsAndTokenizer) {
   DatasetFixture f;
-  f.options.reward.kind = "exact";
+  f.options.reward.kind = RewardKind::Exact;
   auto env = makeEnvironment(f.options);
   env->reset(env->heldOutId(0));  // "What is 100+2?" → "102"
   EXPECT_EQ(env->step(" 102 ").reward, 1.0);
@@ -152,7 +152,7 @@ TEST(DatasetEnvironment, CodeRewardRunsTheRowsTests) {
       << "\n";
   f.options.dataset.train_files = {f.dir.file("code.jsonl")};
   f.options.dataset.eval_files.clear();
-  f.options.reward.kind = "code";
+  f.options.reward.kind = RewardKind::Code;
   f.options.reward.wall_seconds = 5;
   auto env = makeEnvironment(f.options);
   env->reset(env->trainingId(0));
@@ -192,7 +192,7 @@ TEST(DatasetEnvironment, ConfigKeys) {
   EXPECT_EQ(d.tokenizer_folders, std::vector<std::string>{c.policies[0].model.hf_path});
   EXPECT_EQ(d.seed, 9u);
   EXPECT_EQ(d.enable_thinking, "false");
-  EXPECT_EQ(c.environment.reward.kind, "regex");
+  EXPECT_EQ(c.environment.reward.kind, RewardKind::Regex);
 
   const auto error = [&](const std::string& text) {
     try {

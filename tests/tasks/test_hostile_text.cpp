@@ -36,7 +36,7 @@ std::string repeat(std::string_view s, std::size_t n) {
 
 RewardSpec specOf(const std::string& kind, const std::string& pattern = "") {
   RewardSpec s;
-  s.kind = kind;
+  s.kind = enumByName(kRewardKindNames, kind).value();
   s.pattern = pattern;
   return s;
 }
@@ -99,7 +99,7 @@ TEST(HostileText, EveryTextRewardKindAnswers) {
       const RewardResult r = f->score(input(h.response, f == &choice ? "B" : "42"));
       EXPECT_TRUE(r.reason == RewardReason::Wrong || r.reason == RewardReason::NoAnswer ||
                   r.reason == RewardReason::Correct)
-          << h.name << " (" << f->spec().kind << "): " << rewardReasonName(r.reason);
+          << h.name << " (" << enumName(kRewardKindNames, f->spec().kind) << "): " << rewardReasonName(r.reason);
     }
   }
   EXPECT_EQ(regex.score(input(repeat("a", kLong) + " answer: 7")).reason, RewardReason::Correct);

@@ -27,7 +27,7 @@ struct Case {
 
 RewardSpec specOf(const std::string& kind, const std::string& pattern) {
   RewardSpec s;
-  s.kind = kind;
+  s.kind = enumByName(kRewardKindNames, kind).value();
   s.pattern = pattern;
   return s;
 }

@@ -156,7 +156,7 @@ TEST(MicroBatchLayout, PackedLogProbsEqualPadded) {
 
 struct LossCase {
   const char* name;
-  const char* kind;
+  LossKind kind;
   bool m2po;
   double kl;
   bool packed;
@@ -209,11 +209,11 @@ TEST_P(Accumulation, SevenMicroBatchesGiveTheUnsplitWeights) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Losses, Accumulation,
-                         ::testing::Values(LossCase{"ppo", "ppo", false, 0.0, false},
-                                           LossCase{"ppo_packed", "ppo", false, 0.0, true},
-                                           LossCase{"decoupled_kl", "decoupled", false, 0.05, false},
-                                           LossCase{"decoupled_m2po_packed", "decoupled", true, 0.0, true},
-                                           LossCase{"ppo_m2po", "ppo", true, 0.0, false}),
+                         ::testing::Values(LossCase{"ppo", LossKind::Ppo, false, 0.0, false},
+                                           LossCase{"ppo_packed", LossKind::Ppo, false, 0.0, true},
+                                           LossCase{"decoupled_kl", LossKind::Decoupled, false, 0.05, false},
+                                           LossCase{"decoupled_m2po_packed", LossKind::Decoupled, true, 0.0, true},
+                                           LossCase{"ppo_m2po", LossKind::Ppo, true, 0.0, false}),
                          [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // trainer.mini_batches: each PPO pass takes one optimiser step per shuffled slice, every slice's
@@ -227,7 +227,7 @@ TEST(MiniBatches, StepsOverSlicesWithTheBatchStartsLogProbs) {
   t.lr = 0.01;
   t.mini_batches = 3;
   t.ppo_epochs = 2;
-  t.loss.kind = "decoupled";
+  t.loss.kind = LossKind::Decoupled;
   const TrainBatch batch = randomBatch(*a, 4, 32);  // 16 sequences: slices of 5, 5, 6
   const auto B = batch.tokens.size(0);
   PolicyTrainer trainer(a, t, 1.0);

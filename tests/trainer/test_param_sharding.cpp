@@ -59,7 +59,7 @@ TEST_P(ParameterSharding, MatchesUnshardedHoldsAShardAndResumes) {
   plain.ppo_epochs = 2;
   plain.mini_batches = 2;
   plain.micro_batch_tokens = 20;  // 1 to 4 micro-batches per step, unevenly over the ranks
-  plain.loss.kind = "decoupled";
+  plain.loss.kind = LossKind::Decoupled;
   plain.loss.m2po = true;  // a split step's extra pass at the current weights
   TrainerSection sharded = plain;
   sharded.sharding = TrainerSection::Sharding::Parameters;

@@ -87,8 +87,14 @@ struct RolloutSection {
   ComputeOptions compute;  // rollout.device, rollout.precision (the engine's weights and KV cache)
 };
 
+// trainer.loss.kind: PPO's clipped ratio against the behaviour log-probs, or the decoupled
+// objective (a proximal policy between them).
+enum class LossKind { Ppo, Decoupled };
+inline constexpr std::array<EnumName<LossKind>, 2> kLossKindNames{
+    {{"ppo", LossKind::Ppo}, {"decoupled", LossKind::Decoupled}}};
+
 struct LossSection {
-  std::string kind = "ppo";  // ppo | decoupled
+  LossKind kind = LossKind::Ppo;
   double clip_low = 0.2;
   double clip_high = 0.28;
   double kl_coef = 0.0;
@@ -249,8 +255,14 @@ struct SimulatedBackendSpec {
   double success_rate = 0.3, success_gain_per_version = 0, success_max = 1.0;
 };
 
+// layout[i].backend.kind: the in-process engine, an inference server over http, or the
+// simulated accelerator (docs/simulation.md).
+enum class BackendKind { Engine, Http, Simulated };
+inline constexpr std::array<EnumName<BackendKind>, 3> kBackendKindNames{
+    {{"engine", BackendKind::Engine}, {"http", BackendKind::Http}, {"simulated", BackendKind::Simulated}}};
+
 struct RolloutBackendSpec {
-  std::string kind = "engine";    // engine | http | simulated
+  BackendKind kind = BackendKind::Engine;
   HttpApi api = HttpApi::Sglang;  // http: the server's API
   std::vector<std::string> urls;  // http: rank i of the pool drives urls[i % size] ("http://host:port")
   std::string model;              // openai: the model id requests name (empty: the first of /v1/models)
@@ -268,8 +280,8 @@ struct RolloutBackendSpec {
   int keep_versions = 2;           // version folders kept per policy
   double lost_after_seconds = 60;  // a server silent this long: its rank leaves the pool (tasks go back)
   SimulatedBackendSpec simulated;  // simulated: the workload and the accelerator's cost model
-  bool http() const { return kind == "http"; }
-  bool isSimulated() const { return kind == "simulated"; }
+  bool http() const { return kind == BackendKind::Http; }
+  bool isSimulated() const { return kind == BackendKind::Simulated; }
 };
 
 // One entry of `layout`: consecutive world ranks given one role.

@@ -4,6 +4,8 @@
 // error messages). A choice is an enum from the moment it is parsed; no code compares its name.
 #include <array>
 #include <cstddef>
+#include <optional>
+#include <string_view>
 
 namespace astraflow {
 
@@ -21,6 +23,15 @@ constexpr const char* enumName(const std::array<EnumName<E>, N>& table, E value)
     if (entry.value == value) return entry.name;
   }
   return "?";
+}
+
+// The value named `name` in its table; nullopt for a name the table lacks.
+template <class E, std::size_t N>
+constexpr std::optional<E> enumByName(const std::array<EnumName<E>, N>& table, std::string_view name) {
+  for (const auto& entry : table) {
+    if (name == entry.name) return entry.value;
+  }
+  return std::nullopt;
 }
 
 }  // namespace astraflow

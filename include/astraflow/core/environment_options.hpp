@@ -6,11 +6,23 @@
 #include <utility>
 #include <vector>
 
+#include "astraflow/core/enum_names.hpp"
+
 namespace astraflow {
+
+// environment.reward.kind (docs/tasks.md).
+enum class RewardKind { Math, Exact, Regex, Choice, Code, Command, Http };
+inline constexpr std::array<EnumName<RewardKind>, 7> kRewardKindNames{{{"math", RewardKind::Math},
+                                                                       {"exact", RewardKind::Exact},
+                                                                       {"regex", RewardKind::Regex},
+                                                                       {"choice", RewardKind::Choice},
+                                                                       {"code", RewardKind::Code},
+                                                                       {"command", RewardKind::Command},
+                                                                       {"http", RewardKind::Http}}};
 
 // The reward a text environment scores each response with (environment.reward, docs/tasks.md).
 struct RewardSpec {
-  std::string kind = "math";  // math, exact, regex, choice, code, command, http
+  RewardKind kind = RewardKind::Math;
   std::string pattern;  // math: the answer pattern used without \boxed{} (empty: the default); regex: the pattern (RE2)
   double tolerance = 1e-6;  // math: relative tolerance of numbers
   // code: the row's tests run in the sandbox
