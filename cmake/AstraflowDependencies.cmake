@@ -34,16 +34,6 @@ pkg_check_modules(HDF5 REQUIRED IMPORTED_TARGET hdf5-openmpi)
 add_library(astraflow_hdf5 INTERFACE)
 target_link_libraries(astraflow_hdf5 INTERFACE PkgConfig::HDF5)
 
-# Kokkos (libtrilinos-kokkos-dev): the installed Kokkos::kokkos target lists
-# <prefix>/include, which does not hold Kokkos_Core.hpp (it lives in include/trilinos).
-# Point the target at the folder that does.
-# The weight-delta codec (src/weights/delta_codec.cpp) is written with it.
-find_package(Kokkos REQUIRED)
-find_path(ASTRAFLOW_KOKKOS_INCLUDE_DIR Kokkos_Core.hpp PATHS /usr/include/trilinos
-          PATH_SUFFIXES trilinos REQUIRED)
-set_target_properties(Kokkos::kokkos PROPERTIES
-  INTERFACE_INCLUDE_DIRECTORIES "${ASTRAFLOW_KOKKOS_INCLUDE_DIR}")
-
 # LibTorch: the torch wheel's (scripts/setup.sh installs it into .venv), or a site's own
 # (-DASTRAFLOW_TORCH_DIR=<a LibTorch or torch-package folder holding share/cmake/Torch>).
 # Only files that touch tensors include its headers.

@@ -1,8 +1,8 @@
-// bench_delta [MiB=64] [reps=5]: the sparse bf16 delta codec against memcpy of the same model
-// bytes, measured side by side in one run, at 0.1 %, 1 % and 3 % changed elements (each change
-// a step of 1-3 units in the last place, like an optimiser step). Prints GB/s of model bytes for
-// memcpy, encode, encode+zstd and apply (checks and checksum included), their ratios to memcpy,
-// and bytes per changed element. Single process; no MPI traffic.
+// bench_delta [MiB=64] [reps=5] [threads=2]: the sparse bf16 delta codec against memcpy of the
+// same model bytes, measured side by side in one run, at 0.1 %, 1 % and 3 % changed elements
+// (each change a step of 1-3 units in the last place, like an optimiser step). Prints, for one
+// thread and for `threads`, the speed of encode, encode+zstd and apply (checks and checksum
+// included) as a ratio to memcpy, and bytes per changed element. Single process; no MPI traffic.
 #include <mpi.h>
 
 #include <algorithm>
@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   const std::size_t mib = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 64;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 5;
+  const unsigned threads = argc > 3 ? static_cast<unsigned>(std::atoi(argv[3])) : 2;
   const std::size_t words = mib * (1u << 20) / 2;
   const double gb = static_cast<double>(words * 2) / 1e9;
 
@@ -38,11 +39,14 @@ int main(int argc, char** argv) {
   const double t_memcpy = best(reps, [&] { std::memcpy(copy.data(), base.data(), words * 2); });
   const double t_hash = best(reps, [&] { (void)weightsHash(base_bytes); });
 
-  std::printf("bench_delta: %zu MiB of bf16 weights (%zu elements), best of %d\n", mib, words, reps);
+  std::printf("bench_delta: %zu MiB of bf16 weights (%zu elements), best of %d, 1 and %u threads\n", mib, words, reps,
+              threads);
   std::printf("memcpy %.2f GB/s, xxh3 checksum %.2f GB/s\n\n", gb / t_memcpy, gb / t_hash);
-  std::printf("%-8s %10s %12s %11s %12s %11s %10s %11s %12s %11s %10s\n", "density", "changed", "encode GB/s",
-              "vs memcpy", "+zstd GB/s", "vs memcpy", "apply GB/s", "vs memcpy", "B/changed", "zstd B/chg",
-              "delta/full");
+  std::printf("%-8s %10s | %-27s | %-27s | %-27s | %10s %10s %10s\n", "", "", "encode (x memcpy)",
+              "encode+zstd (x memcpy)", "apply (x memcpy)", "", "", "");
+  std::printf("%-8s %10s | %8s %8s %9s | %8s %8s %9s | %8s %8s %9s | %10s %10s %10s\n", "density", "changed", "1 thr",
+              "N thr", "N thr GB/s", "1 thr", "N thr", "N thr GB/s", "1 thr", "N thr", "N thr GB/s", "B/changed",
+              "zstd B/chg", "delta/full");
   for (double density : {0.001, 0.01, 0.03}) {
     std::vector<std::uint16_t> target = base;
     std::bernoulli_distribution pick(density);
@@ -51,31 +55,49 @@ int main(int argc, char** argv) {
     }
     const auto target_bytes = std::as_bytes(std::span(target));
     const std::uint64_t target_hash = weightsHash(target_bytes);
-    std::vector<std::byte> delta, delta_z;
-    DeltaSummary s, sz;
-    // The store passes the checksums it already has; so does the benchmark.
-    const double t_enc =
-        best(reps, [&] { s = encodeDelta(base_bytes, target_bytes, 0, 1, delta, {}, base_hash, target_hash); });
-    const double t_enc_z = best(reps, [&] {
-      sz = encodeDelta(base_bytes, target_bytes, 0, 1, delta_z, {.zstd = true}, base_hash, target_hash);
-    });
-    // Apply to a fresh copy of the base each time; the copy is not timed.
-    double t_apply = 1e30;
-    for (int i = 0; i < reps; ++i) {
-      std::memcpy(copy.data(), base.data(), words * 2);
-      const double t = seconds();
-      applyDelta(std::as_writable_bytes(std::span(copy)), 0, base_hash, delta);
-      t_apply = std::min(t_apply, seconds() - t);
-    }
-    if (copy != target) {
-      std::fprintf(stderr, "bench_delta: applied delta is not bit-exact\n");
+    // Encode and apply with `n` threads; the store passes the checksums it already has, and so
+    // does the benchmark. Every delta must apply bit-exact.
+    struct Times {
+      double enc, enc_z, apply;
+      DeltaSummary s, sz;
+    };
+    auto measure = [&](unsigned n) {
+      Times r{};
+      std::vector<std::byte> delta, delta_z;
+      r.enc = best(reps, [&] {
+        r.s = encodeDelta(base_bytes, target_bytes, 0, 1, delta, {.threads = n}, base_hash, target_hash);
+      });
+      r.enc_z = best(reps, [&] {
+        r.sz =
+            encodeDelta(base_bytes, target_bytes, 0, 1, delta_z, {.zstd = true, .threads = n}, base_hash, target_hash);
+      });
+      // Apply to a fresh copy of the base each time; the copy is not timed.
+      r.apply = 1e30;
+      for (int i = 0; i < reps; ++i) {
+        std::memcpy(copy.data(), base.data(), words * 2);
+        const double t = seconds();
+        applyDelta(std::as_writable_bytes(std::span(copy)), 0, base_hash, delta, n);
+        r.apply = std::min(r.apply, seconds() - t);
+      }
+      if (copy != target) {
+        std::fprintf(stderr, "bench_delta: applied delta is not bit-exact\n");
+        std::exit(1);
+      }
+      return r;
+    };
+    const Times one = measure(1), many = measure(threads);
+    if (one.s.bytes != many.s.bytes) {
+      std::fprintf(stderr, "bench_delta: %u threads encoded %llu bytes, one thread %llu\n", threads,
+                   static_cast<unsigned long long>(many.s.bytes), static_cast<unsigned long long>(one.s.bytes));
       return 1;
     }
-    const double changed = static_cast<double>(s.changed);
-    std::printf("%6.1f %% %10llu %12.2f %10.2fx %12.2f %10.2fx %10.2f %10.2fx %12.2f %11.2f %9.2f%%\n", density * 100,
-                static_cast<unsigned long long>(s.changed), gb / t_enc, t_memcpy / t_enc, gb / t_enc_z,
-                t_memcpy / t_enc_z, gb / t_apply, t_memcpy / t_apply, static_cast<double>(s.bytes) / changed,
-                static_cast<double>(sz.bytes) / changed, 100.0 * static_cast<double>(s.bytes) / (gb * 1e9));
+    const double changed = static_cast<double>(one.s.changed);
+    std::printf(
+        "%6.1f %% %10llu | %7.2fx %7.2fx %9.2f | %7.2fx %7.2fx %9.2f | %7.2fx %7.2fx %9.2f | %10.2f %10.2f %9.2f%%\n",
+        density * 100, static_cast<unsigned long long>(one.s.changed), t_memcpy / one.enc, t_memcpy / many.enc,
+        gb / many.enc, t_memcpy / one.enc_z, t_memcpy / many.enc_z, gb / many.enc_z, t_memcpy / one.apply,
+        t_memcpy / many.apply, gb / many.apply, static_cast<double>(one.s.bytes) / changed,
+        static_cast<double>(many.sz.bytes) / changed, 100.0 * static_cast<double>(one.s.bytes) / (gb * 1e9));
   }
   std::printf("\n(vs memcpy: memcpy time / codec time — 1.00x would be as fast as copying the whole model)\n");
   MPI_Finalize();

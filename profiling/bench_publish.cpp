@@ -1,9 +1,10 @@
 // bench_publish — how long the dataflow rank's loop is held up while a version is published
 // (docs/performance.md, "Publishing off the loop"): the store's blocking publishStaged (checksum,
 // delta encode and copy on the caller's thread) against advancePublish (checksum and encode on the
-// store's worker, the copy on the caller's), side by side in one run.
+// store's worker, the copy on the caller's) with a one-thread encode, and advancePublish with an
+// encode on `threads` threads, side by side in one run.
 //
-//   mpirun -np 2 --oversubscribe build/bin/bench_publish [megabytes=160] [rounds=6] [changed=0.01]
+//   mpirun -np 2 --bind-to none build/bin/bench_publish [megabytes=160] [rounds=6] [changed=0.01] [threads=2]
 //
 // Rank 1 stages versions as a trainer does: round 0 a random full version, then each round moves
 // `changed` of the bf16 words by one unit in the last place. Rank 0 publishes each as the loop
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "astraflow/comm/backoff.hpp"
@@ -62,6 +64,7 @@ int main(int argc, char** argv) {
   const double megabytes = argc > 1 ? std::atof(argv[1]) : 160;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 6;
   const double changed = argc > 3 ? std::atof(argv[3]) : 0.01;
+  const unsigned threads = argc > 4 ? static_cast<unsigned>(std::atoi(argv[4])) : 2;
   const auto bytes = static_cast<std::uint64_t>(megabytes * 1e6) & ~std::uint64_t{7};
   std::vector<std::byte> blob;
   std::mt19937_64 rng(7);
@@ -72,10 +75,12 @@ int main(int argc, char** argv) {
       std::memcpy(blob.data() + i, &r, 8);
     }
   }
-  Figures figures[2];
-  const char* names[2] = {"publishStaged (blocking)", "advancePublish (worker)"};
-  for (int mode = 0; mode < 2; ++mode) {
-    WeightStore store(comm, 0, bytes, "bench", {.delta = true});
+  constexpr int kModes = 3;
+  Figures figures[kModes];
+  const std::string names[kModes] = {"publishStaged, 1 thread", "advancePublish, 1 thread",
+                                     "advancePublish, " + std::to_string(threads) + " threads"};
+  for (int mode = 0; mode < kModes; ++mode) {
+    WeightStore store(comm, 0, bytes, "bench", {.delta = true, .encode_threads = mode == 2 ? threads : 1});
     for (int v = 0; v <= rounds; ++v) {
       if (comm.rank() == 1) {
         if (v > 0) {
@@ -114,14 +119,16 @@ int main(int argc, char** argv) {
   }
   if (comm.rank() == 0) {
     std::printf("bench_publish: %.1f MB versions, %d delta rounds at %.3f changed\n", bytes / 1e6, rounds, changed);
-    std::printf("%-26s %18s %22s\n", "mode", "longest call ms", "mean publish ms");
-    for (int mode = 0; mode < 2; ++mode) {
+    std::printf("%-28s %18s %22s\n", "mode", "longest call ms", "mean publish ms");
+    for (int mode = 0; mode < kModes; ++mode) {
       const auto& f = figures[mode];
-      std::printf("%-26s %18.2f %22.2f\n", names[mode], 1e3 * f.longest_call,
+      std::printf("%-28s %18.2f %22.2f\n", names[mode].c_str(), 1e3 * f.longest_call,
                   1e3 * f.publish_seconds / std::max(1, f.rounds));
     }
+    auto mean = [&](int m) { return figures[m].publish_seconds / std::max(1, figures[m].rounds); };
     std::printf("the loop's longest stall, blocking / worker: %.1fx\n",
                 figures[0].longest_call / std::max(1e-9, figures[1].longest_call));
+    std::printf("time to publish, worker 1 thread / %u threads: %.2fx\n", threads, mean(1) / std::max(1e-9, mean(2)));
   }
   return 0;
 }

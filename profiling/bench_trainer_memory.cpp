@@ -143,10 +143,8 @@ int main(int argc, char** argv) {
       params = model->parameterCount();
       TrainerSection cfg;
       cfg.lr = 1e-5;
-      cfg.grad_sync = o.grad_sync == "mpi" ? TrainerSection::GradSync::Mpi : TrainerSection::GradSync::C10d;
-      cfg.sharding = o.sharding == "optimizer"    ? TrainerSection::Sharding::Optimizer
-                     : o.sharding == "parameters" ? TrainerSection::Sharding::Parameters
-                                                  : TrainerSection::Sharding::None;
+      cfg.grad_sync = enumByName(kGradSyncNames, o.grad_sync).value_or(TrainerSection::GradSync::C10d);
+      cfg.sharding = enumByName(kShardingNames, o.sharding).value_or(TrainerSection::Sharding::None);
       cfg.activation_checkpointing = o.checkpointing != 0;
       cfg.logits_chunk_bytes = o.logits_chunk_bytes;
       PolicyTrainer trainer(model, cfg, 1.0);

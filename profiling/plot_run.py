@@ -62,10 +62,28 @@ def trace_files(run):
     return [os.path.join(folder, n) for n in names]
 
 
+# The kinds these plots read; each must be one the writer declares (the file's `kinds`
+# attribute, from core/trace_kinds.hpp), so a renamed kind fails here instead of leaving a plot
+# silently empty.
+KINDS_READ = {"generate", "eval_generate", "task_wait", "batch_wait", "train_step", "weight_pull", "weight_stage",
+              "publish", "serve_batch", "eval", "batch_staleness", "delta"}
+
+
+def check_kinds(path, f):
+    if "kinds" not in f.attrs:
+        return  # written before the attribute existed
+    declared = f.attrs["kinds"]
+    declared = set((declared.decode() if isinstance(declared, bytes) else str(declared)).split(","))
+    unknown = sorted(KINDS_READ - declared)
+    if unknown:
+        fail(f"{path}: this trace declares no event kind {', '.join(unknown)} (plot_run.py and the writer disagree)")
+
+
 def load_events(run):
     out = []
     for path in trace_files(run):
         f = open_h5(path, "astraflow-trace")
+        check_kinds(path, f)
         try:
             ev = f["events"][:]
         except Exception as e:  # truncated datasets raise here

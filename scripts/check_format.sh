@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails when a C++ file of the repository (tracked, or new and not ignored) does not match .clang-format or has a line past 120 columns.
+# Fails when a C++ file of the repository (tracked, or new and not ignored) does not match .clang-format or has a line
+# past 120 columns, or when a .cpp does not open with a comment saying what it is for.
 #   scripts/check_format.sh          check (the `format_check` test runs this)
 #   scripts/check_format.sh --fix    rewrite the files in place
 set -euo pipefail
@@ -29,10 +30,18 @@ for path in sys.argv[1:]:
                 print(f"{path}:{n}: {width} columns")
 PY
 )
+# The first line of every .cpp is a comment: what the file is for.
+bare=$(for f in "${files[@]}"; do
+  case "$f" in *.cpp) case "$(head -1 "$f")" in //*) ;; *) echo "$f: does not open with a comment saying what it is for" ;; esac ;; esac
+done)
+if [ -n "$bare" ]; then
+  echo "$bare" | head -40 >&2
+  status=1
+fi
 if [ -n "$long" ]; then
   echo "$long" | head -40 >&2
   echo "check_format: lines past the 120-column limit" >&2
   status=1
 fi
-[ $status -eq 0 ] && echo "check_format: ${#files[@]} files match .clang-format, none past 120 columns"
+[ $status -eq 0 ] && echo "check_format: ${#files[@]} files match .clang-format, none past 120 columns, every .cpp opens with its purpose"
 exit $status

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.." || exit 2
 debs=.devicecheck/debs
 # The stack: never replaced by the machine's own libraries (headers and libraries must match).
 stack=(openmpi-bin openmpi-common libopenmpi-dev libopenmpi3 libpmix2 libucx0 libucx-dev
-  libhdf5-openmpi-103-1 libhdf5-openmpi-dev libtrilinos-kokkos-13.2 libtrilinos-kokkos-dev trilinos-dev
+  libhdf5-openmpi-103-1 libhdf5-openmpi-dev
   libyaml-cpp0.7 libyaml-cpp-dev libspdlog1.10 libspdlog-dev libfmt9 libfmt-dev libcli11-dev
   nlohmann-json3-dev libxxhash0 libxxhash-dev libzstd-dev libgloo-dev pkgconf pkgconf-bin libpkgconf3)
 # Their runtime needs (ldd of astraflow, mpirun and Open MPI's/PMIx's/UCX's plug-ins here): where

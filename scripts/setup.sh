@@ -14,8 +14,7 @@ packages=(
   build-essential cmake pkg-config ninja-build
   openmpi-bin libopenmpi-dev libucx-dev
   libhdf5-openmpi-dev hdf5-tools
-  libtrilinos-kokkos-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libzstd-dev libxxhash-dev
   libcpp-httplib-dev  # HTTP server and client: astraflow serve, the http rollout backend (src/http)

@@ -19,6 +19,7 @@
 #include <set>
 
 #include "astraflow/core/error.hpp"
+#include "astraflow/core/trace_kinds.hpp"
 #include "astraflow/io/trace_report.hpp"
 #include "astraflow/io/trace_writer.hpp"
 
@@ -36,7 +37,8 @@ std::vector<BalanceReport> replayBalance(const std::vector<io::TraceEvent>& even
   if (params.every <= 0) throw Error("--balance K: K must be at least 1");
   int lead = -1;
   for (const auto& e : events) {
-    if (e.role == "trainer" && e.kind == "train_step" && (lead < 0 || e.rank < lead)) lead = e.rank;
+    if (e.role == "trainer" && traceKindOf(e.kind) == TraceKind::TrainStep && (lead < 0 || e.rank < lead))
+      lead = e.rank;
   }
   if (lead < 0) throw Error("the trace has no trainer train_step events: nothing to report on");
   std::map<std::int64_t, double> step_s, wait_s, published;  // by the version an iteration produced
@@ -44,19 +46,27 @@ std::vector<BalanceReport> replayBalance(const std::vector<io::TraceEvent>& even
   std::vector<std::pair<double, double>> evals;
   std::set<int> rollout_ranks;
   for (const auto& e : events) {
-    if (e.rank == lead && e.kind == "train_step") step_s[e.version] += e.t_end - e.t_start;
-    if (e.rank == lead && e.kind == "batch_wait") wait_s[e.version + 1] += e.t_end - e.t_start;
-    if (e.role == "dataflow" && e.kind == "publish" && e.policy == 0) published[e.version] = e.t_start;
-    if (e.role == "dataflow" && e.kind == "books") {
-      books[e.version].entered = e.count;
-      books[e.version].produced = e.total;
-    }
-    if (e.role == "dataflow" && e.kind == "books_used") {
-      books[e.version].consumed = e.count;
-      books[e.version].stale = e.total - e.count;
-    }
-    if (e.role == "dataflow" && e.kind == "eval") evals.emplace_back(e.t_start, e.t_end);
     if (e.role == "rollout") rollout_ranks.insert(e.rank);
+    const auto kind = traceKindOf(e.kind);
+    if (!kind) continue;
+    if (e.rank == lead && kind == TraceKind::TrainStep) step_s[e.version] += e.t_end - e.t_start;
+    if (e.rank == lead && kind == TraceKind::BatchWait) wait_s[e.version + 1] += e.t_end - e.t_start;
+    if (e.role != "dataflow") continue;
+    switch (*kind) {
+      case TraceKind::Publish:
+        if (e.policy == 0) published[e.version] = e.t_start;
+        break;
+      case TraceKind::Books:
+        books[e.version].entered = e.count;
+        books[e.version].produced = e.total;
+        break;
+      case TraceKind::BooksUsed:
+        books[e.version].consumed = e.count;
+        books[e.version].stale = e.total - e.count;
+        break;
+      case TraceKind::Eval: evals.emplace_back(e.t_start, e.t_end); break;
+      default: break;
+    }
   }
   if (books.empty()) {
     throw Error(
@@ -94,7 +104,7 @@ std::vector<BalanceReport> replayBalance(const std::vector<io::TraceEvent>& even
     std::map<int, std::pair<std::uint64_t, std::int64_t>> per_rank;  // produced, newest version used
     for (int rank : rollout_ranks) per_rank[rank] = {0, -1};
     for (const auto& e : events) {
-      if (e.role != "rollout" || e.kind != "generate" || e.t_end <= t0 || e.t_end > t1) continue;
+      if (e.role != "rollout" || traceKindOf(e.kind) != TraceKind::Generate || e.t_end <= t0 || e.t_end > t1) continue;
       auto& [produced, newest] = per_rank[e.rank];
       produced += e.count;
       newest = std::max(newest, e.version);

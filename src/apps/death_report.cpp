@@ -1,3 +1,5 @@
+// installDeathReport: a SIGTERM handler that names the rank that died with its role, pid and host, printed by the
+// lowest-numbered survivor on its node when Open MPI's launcher ends the job after a rank is lost.
 #include "apps/death_report.hpp"
 
 #include <fmt/format.h>

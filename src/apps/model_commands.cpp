@@ -1,3 +1,5 @@
+// `astraflow init-model`, `export-hf` and `export-gguf`: their CLI options, and the calls that write a new random
+// Hugging Face folder, or a checkpoint's or run's policy as a Hugging Face folder or a GGUF file.
 #include "apps/model_commands.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// `astraflow reward`: responses on stdin scored with a RewardFunction (from --kind or a config's environment.reward),
+// one {"reward", "reason", "answer"} line each, for checking a reward set-up by hand.
 #include "apps/reward_command.hpp"
 
 #include <fmt/format.h>

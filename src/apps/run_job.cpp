@@ -1,3 +1,5 @@
+// runJob, `astraflow run` under mpirun: MPI up, the RoleMap and RoleComms built, the ring windows checked against the
+// dataflow rank's node memory, then runRuntime; errors end the job on every rank with one message.
 #include "apps/run_job.hpp"
 
 #include "apps/death_report.hpp"

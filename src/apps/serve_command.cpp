@@ -1,3 +1,5 @@
+// `astraflow serve MODEL_DIR`: the CLI options of ServeOptions, and an InferenceServer run in the foreground until
+// SIGINT or SIGTERM, its port written to --port-file when asked.
 #include "apps/serve_command.hpp"
 
 #include <spdlog/spdlog.h>

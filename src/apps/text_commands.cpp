@@ -1,3 +1,5 @@
+// `astraflow tokenize` and `astraflow score`: JSON lines on stdin encoded with a tokenizer.json (through the chat
+// template with --chat), or scored with a model folder's log-probability of every next token.
 #include "apps/text_commands.hpp"
 
 #include <fmt/format.h>

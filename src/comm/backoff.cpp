@@ -1,3 +1,5 @@
+// Backoff::wait: one step of the bounded backoff of comm/backoff.hpp: sched_yield for the first steps, then sleeps
+// that double from 1 µs up to the cap.
 #include "astraflow/comm/backoff.hpp"
 
 #include <sched.h>

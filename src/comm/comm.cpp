@@ -1,3 +1,5 @@
+// Comm, Info and Request: RAII owners of MPI_Comm, MPI_Info and MPI_Request, with the collectives the roles use over
+// bytes (gatherBytes, broadcastString, allreduceMax, ...) and spawn / merge for elastic pools.
 #include "astraflow/comm/comm.hpp"
 
 #include <spdlog/spdlog.h>

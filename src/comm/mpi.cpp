@@ -1,3 +1,5 @@
+// MpiEnvironment (MPI_Init_thread and MPI_Finalize, with osc defaulted to sm,ucx) and throwMpiError, which turns a
+// failed MPI call into an MpiError naming host, rank, file:line, the call and MPI's own text.
 #include "astraflow/comm/mpi.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// RmaRing: the bounded MPMC queue over one MPI window (layout in rma_ring.hpp), with ticket claims, records over
+// several slots, host-local and remote pops; it carries tasks, trajectories and batches between the roles.
 #include "astraflow/comm/rma_ring.hpp"
 
 #include <fmt/format.h>

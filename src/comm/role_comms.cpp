@@ -1,3 +1,5 @@
+// RoleComms::split: a rank's role, pool, trainer-link and weight-link communicators, split from the world (or a
+// spawned pool's merged comm); the dataflow rank, which hosts the windows, is rank 0 of every pool and link comm.
 #include "astraflow/comm/role_comms.hpp"
 
 #include <algorithm>

@@ -343,11 +343,7 @@ UcxMessage UcxConnection::Impl::recvFrame(std::uint64_t limit, const Deadline& d
       throw UcxTimeout(static_cast<int>(UCS_ERR_TIMED_OUT),
                        fmt::format("{}: no {} from UCX peer {} within the timeout", processLocation(), what, peer));
     }
-    if (ucp_worker_progress(worker) != 0) {
-      backoff.reset();
-    } else {
-      backoff.wait();
-    }
+    backoff.after(ucp_worker_progress(worker) != 0);
   }
 }
 

@@ -57,11 +57,7 @@ bool progressUntil(ucp_worker_h worker, const Deadline& deadline, Done done) {
   Backoff backoff;
   while (!done()) {
     if (deadline.passed()) return false;
-    if (ucp_worker_progress(worker) != 0) {
-      backoff.reset();
-    } else {
-      backoff.wait();
-    }
+    backoff.after(ucp_worker_progress(worker) != 0);
   }
   return true;
 }

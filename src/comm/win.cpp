@@ -1,3 +1,5 @@
+// Win: the RAII MPI_Win_allocate window, allocated only once every rank agrees it fits its node, with the 64-bit
+// get / put / atomic accessors the rings and weight stores use; also availableMemoryBytes and humanBytes.
 #include "astraflow/comm/win.hpp"
 
 #include <exception>

@@ -1,3 +1,5 @@
+// ByteReader's checked reads (counts, strings, blobs, finish) and ByteWriter's appends: the one place that decides
+// what "truncated" means for bytes from another process or the network (core/byte_io.hpp).
 #include "astraflow/core/byte_io.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// The run config: YAML (and --set overrides) parsed into the typed sections of config.hpp, each
+// key checked with its bounds, and errors that name the key, the value and what is allowed.
 #include "astraflow/core/config.hpp"
 
 #include <fmt/format.h>
@@ -68,8 +70,7 @@ void parseCompute(YamlReader& r, ComputeOptions& c) {
   if (!parseDeviceRequest(device, c.device)) {
     r.fail("device", "given '" + device + "'; allowed: cpu, cuda, cuda:N (N = a GPU index on the node)");
   }
-  const std::string precision = r.getChoice("precision", "auto", {"auto", "fp32", "bf16"});
-  c.precision = precision == "fp32" ? Precision::Fp32 : precision == "bf16" ? Precision::Bf16 : Precision::Auto;
+  c.precision = r.getEnum("precision", Precision::Auto, kPrecisionNames);
 }
 
 void parseRun(YamlReader r, RunSection& run) {
@@ -87,12 +88,7 @@ void parseRun(YamlReader r, RunSection& run) {
   run.max_wall_seconds = r.getDouble("max_wall_seconds", run.max_wall_seconds, 0.0, 1e9);
   run.checkpoint_every = static_cast<int>(r.getInt("checkpoint_every", run.checkpoint_every, 0, kMaxInt, "versions"));
   run.flush_seconds = r.getDouble("flush_seconds", run.flush_seconds, 0.0, 1e6);
-  {
-    const auto check = r.getChoice("memory_check", "refuse", {"refuse", "warn", "off"});
-    run.memory_check = check == "refuse" ? RunSection::MemoryCheck::Refuse
-                       : check == "warn" ? RunSection::MemoryCheck::Warn
-                                         : RunSection::MemoryCheck::Off;
-  }
+  run.memory_check = r.getEnum("memory_check", RunSection::MemoryCheck::Refuse, kMemoryCheckNames);
   run.export_hf_every = static_cast<int>(r.getInt("export_hf_every", run.export_hf_every, 0, kMaxInt, "versions"));
   run.progress_every = static_cast<int>(r.getInt("progress_every", run.progress_every, 1, kMaxInt, "versions"));
   run.init_checkpoint = r.getString("init_checkpoint", run.init_checkpoint);
@@ -116,8 +112,7 @@ void parseHfModel(YamlReader& r, ModelConfig& m) {
     r.fail("hf", e.what());
   }
   m.max_seq_len = static_cast<int>(r.getInt("max_seq_len", m.max_seq_len, 8, m.max_position_embeddings, "tokens"));
-  m.attention =
-      r.getChoice("attention", "sdpa", {"sdpa", "eager"}) == "eager" ? AttentionKind::Eager : AttentionKind::Sdpa;
+  m.attention = r.getEnum("attention", AttentionKind::Sdpa, kAttentionKindNames);
   r.finish();
 }
 
@@ -136,8 +131,7 @@ void parseModel(YamlReader r, ModelConfig& m) {
   m.tied_embeddings = r.getBool("tied_embeddings", m.tied_embeddings);
   m.rope_theta = r.getDouble("rope_theta", m.rope_theta, 1.0, 1e9);
   m.rms_eps = r.getDouble("rms_eps", m.rms_eps, 1e-12, 1e-2);
-  m.attention =
-      r.getChoice("attention", "sdpa", {"sdpa", "eager"}) == "eager" ? AttentionKind::Eager : AttentionKind::Sdpa;
+  m.attention = r.getEnum("attention", AttentionKind::Sdpa, kAttentionKindNames);
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
     r.fail("kv_heads", fmt::format("given {}; allowed: a divisor of heads ({})", m.kv_heads, m.heads));
   }
@@ -165,11 +159,8 @@ void parseRollout(YamlReader r, RolloutSection& s, RunMode run_mode) {
   s.kv_block_size = static_cast<int>(r.getInt("kv_block_size", s.kv_block_size, 1, 4096, "token positions"));
   s.max_prefill_tokens = r.getInt("max_prefill_tokens", s.max_prefill_tokens, 1, std::int64_t{1} << 30, "tokens");
   // Sync mode trains each batch on one version: its sequences finish under it by default.
-  const std::string on_new =
-      r.getChoice("on_new_version", run_mode == RunMode::Sync ? "finish" : "continue", {"finish", "continue", "abort"});
-  s.on_new_version = on_new == "finish"     ? OnNewVersion::Finish
-                     : on_new == "continue" ? OnNewVersion::Continue
-                                            : OnNewVersion::Abort;
+  s.on_new_version = r.getEnum(
+      "on_new_version", run_mode == RunMode::Sync ? OnNewVersion::Finish : OnNewVersion::Continue, kOnNewVersionNames);
   parseCompute(r, s.compute);
   r.finish();
 }
@@ -187,23 +178,14 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   t.packing = r.getBool("packing", t.packing);
   t.activation_checkpointing = r.getBool("activation_checkpointing", t.activation_checkpointing);
   t.logits_chunk_bytes = r.getInt("logits_chunk_bytes", t.logits_chunk_bytes, 0, std::int64_t{1} << 40, "bytes");
-  const std::string schedule = r.getChoice("lr_schedule", "constant", {"constant", "linear", "cosine"});
-  t.lr_schedule = schedule == "linear"   ? TrainerSection::LrSchedule::Linear
-                  : schedule == "cosine" ? TrainerSection::LrSchedule::Cosine
-                                         : TrainerSection::LrSchedule::Constant;
+  t.lr_schedule = r.getEnum("lr_schedule", TrainerSection::LrSchedule::Constant, kLrScheduleNames);
   t.warmup_steps = static_cast<int>(r.getInt("warmup_steps", t.warmup_steps, 0, 1 << 30, "steps"));
   t.lr_floor = r.getDouble("lr_floor", t.lr_floor, 0.0, 1.0);
   t.decay_steps = static_cast<int>(r.getInt("decay_steps", t.decay_steps, 0, 1 << 30, "steps"));
   parseCompute(r, t.compute);
   if (r.has("simulate")) detail::parseTrainerSimulation(r.child("simulate"), t.simulate);
-  const std::string sync = r.getChoice("grad_sync", "auto", {"auto", "c10d", "mpi"});
-  t.grad_sync = sync == "mpi"    ? TrainerSection::GradSync::Mpi
-                : sync == "c10d" ? TrainerSection::GradSync::C10d
-                                 : TrainerSection::GradSync::Auto;
-  const std::string sharding = r.getChoice("sharding", "none", {"none", "optimizer", "parameters"});
-  t.sharding = sharding == "optimizer"    ? TrainerSection::Sharding::Optimizer
-               : sharding == "parameters" ? TrainerSection::Sharding::Parameters
-                                          : TrainerSection::Sharding::None;
+  t.grad_sync = r.getEnum("grad_sync", TrainerSection::GradSync::Auto, kGradSyncNames);
+  t.sharding = r.getEnum("sharding", TrainerSection::Sharding::None, kShardingNames);
   YamlReader l = r.child("loss");
   LossSection& s = t.loss;
   s.kind = l.getEnum("kind", s.kind, kLossKindNames);
@@ -248,10 +230,11 @@ void parseEval(YamlReader r, EvalSection& e) {
 }
 
 void parseWeights(YamlReader r, WeightsSection& w) {
-  w.mode = r.getChoice("mode", w.mode, {"full", "delta"});
+  w.mode = r.getEnum("mode", w.mode, kWeightsModeNames);
   w.full_sync_every = static_cast<int>(r.getInt("full_sync_every", w.full_sync_every, 1, 1 << 20, "versions"));
   w.delta_log = static_cast<int>(r.getInt("delta_log", w.delta_log, 1, 64, "versions"));
-  w.compression = r.getChoice("compression", w.compression, {"none", "zstd"});
+  w.compression = r.getEnum("compression", w.compression, kWeightsCompressionNames);
+  w.encode_threads = static_cast<int>(r.getInt("encode_threads", w.encode_threads, 0, 64, "threads"));
   w.pull_every = static_cast<int>(r.getInt("pull_every", w.pull_every, 1, 1 << 20, "versions"));
   r.finish();
 }
@@ -382,7 +365,7 @@ static RolloutBackendSpec parseBackend(YamlReader& entry) {
   b.update_path = r.getString("update_path", b.update_path);
   if (b.update_path.empty() || b.update_path[0] != '/')
     r.fail("update_path", fmt::format("given '{}'; allowed: a path starting with /", b.update_path));
-  b.update_mode = r.getChoice("update_mode", b.update_mode, {"finish", "abort"});
+  b.update_mode = r.getEnum("update_mode", b.update_mode, kHttpUpdateModeNames);
   b.keep_versions = static_cast<int>(r.getInt("keep_versions", b.keep_versions, 1, 1000));
   b.lost_after_seconds = r.getDouble("lost_after_seconds", b.lost_after_seconds, 1, 86400);
   r.finish();

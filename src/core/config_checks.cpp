@@ -1,3 +1,5 @@
+// configChecks(): the process's one ConfigChecks, a function-local static so that the tasks and dataflow modules can
+// register their checks from static initialisers before parseConfig reads them.
 #include "astraflow/core/config_checks.hpp"
 
 namespace astraflow {

@@ -1,3 +1,5 @@
+// parseDataflow: the `dataflow` config section (task, trajectory and batch rings, staleness, prompt pool, and the
+// curator, filter, sampler and router plug-ins, whose kinds the dataflow module's registered check vets).
 #include "core/dataflow_config.hpp"
 
 #include <fmt/format.h>

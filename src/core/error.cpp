@@ -1,3 +1,5 @@
+// processLocation(): the "host <h> rank <r>" of error messages, the rank from MPI or, before MPI_Init, from the
+// launcher's environment (OMPI_COMM_WORLD_RANK, PMI_RANK).
 #include "astraflow/core/error.hpp"
 
 #include <mpi.h>

@@ -1,3 +1,5 @@
+// RoleMap: the config's layout laid over the world's ranks in order (trainer groups, rollout pools, the dataflow or
+// gateway rank), a LayoutError when mpirun started another number of ranks, and describe(), the printed table.
 #include "astraflow/core/layout.hpp"
 
 #include <fmt/format.h>

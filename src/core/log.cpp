@@ -1,3 +1,5 @@
+// initLogging: one spdlog stderr logger per rank with a "[rank r role]" prefix on every line; parseLogLevel maps the
+// config's level names.
 #include "astraflow/core/log.hpp"
 
 #include <fmt/format.h>

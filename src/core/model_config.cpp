@@ -1,3 +1,5 @@
+// The parts of model_config.hpp that are not inline: device requests ("cpu", "cuda", "cuda:N"), the bf16 engine
+// choice (cpuHasBf16Instructions, from /proc/cpuinfo) and parameterCount of a transformer's sizes.
 #include "astraflow/core/model_config.hpp"
 
 #include <charconv>

@@ -1,3 +1,5 @@
+// PluginSpec's parameter accessors (number, integer, allowOnly): a data-algorithm plug-in's parameters read within
+// their bounds, with a ConfigError naming the key for a value out of range or an unknown parameter.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 

@@ -1,3 +1,5 @@
+// encodeRankReport / decodeRankReport: a rank's end-of-run report in the byte format, written and read by walking
+// each struct's fields() list (Put, Get); also RolloutReport::countRewardReason.
 #include "astraflow/core/rank_report.hpp"
 
 #include <fmt/format.h>

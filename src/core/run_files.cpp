@@ -1,3 +1,5 @@
+// The shared files of a run folder: checkpoint paths and which checkpoints are complete, the files a run owns
+// (runFilesIn, and removeRunFiles for --overwrite), and the run id on the first line of config.yaml.
 #include "astraflow/core/run_files.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// The header of every wire record (magic, format version, flags, payload size): writeHeader, and readHeader, whose
+// errors name the kind of record a wrong magic belongs to (task, trajectory, batch).
 #include "core/wire.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// YamlReader: strict, typed reads of one YAML mapping for the config parser; each error names file:line, the key
+// path, what was given and what is allowed, and finish() refuses keys nobody read.
 #include "core/yaml_reader.hpp"
 
 #include <fmt/format.h>

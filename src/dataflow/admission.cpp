@@ -1,3 +1,5 @@
+// Admission: which training tasks the dataflow rank sends out, and when: per admission unit, the room the staleness
+// capacity rule leaves, filled with prompts from the prompt source through the curators into the carrier's outbox.
 #include "dataflow/admission.hpp"
 
 #include <spdlog/spdlog.h>

@@ -1,3 +1,5 @@
+// The balance report's arithmetic and text: threeZone (scale_up, scale_down or hold from the rollout wait fraction),
+// classifyInstances (healthy or suspect rollout instances), formatBalanceReport and balanceReportJson.
 #include "astraflow/dataflow/balance.hpp"
 
 #include <fmt/format.h>

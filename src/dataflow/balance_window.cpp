@@ -91,8 +91,8 @@ BookTotals BalanceWindow::bookTotals() const {
 void BalanceWindow::recordBooks(std::int64_t v) {
   const BookTotals b = bookTotals();
   const double t = w_.now();
-  w_.event("books", t, v, 0, b.entered, {.total = b.produced});
-  w_.event("books_used", t, v, 0, b.consumed, {.total = b.consumed + b.stale});
+  w_.event(TraceKind::Books, t, v, 0, b.entered, {.total = b.produced});
+  w_.event(TraceKind::BooksUsed, t, v, 0, b.consumed, {.total = b.consumed + b.stale});
 }
 
 void BalanceWindow::report(const PolicyState& lead, std::int64_t v) {
@@ -174,8 +174,8 @@ void BalanceWindow::report(const PolicyState& lead, std::int64_t v) {
   const auto path = dir / fmt::format("report_{}.json", v);
   std::ofstream(path) << balanceReportJson(r, params) << "\n";
   // The window's rollout ranks, and the ranks the decision asks for.
-  w_.event("balance", w_.now(), v, 0, static_cast<std::uint64_t>(r.g));
-  w_.event("balance_target", w_.now(), v, 0, static_cast<std::uint64_t>(r.decision.g_target));
+  w_.event(TraceKind::Balance, w_.now(), v, 0, static_cast<std::uint64_t>(r.g));
+  w_.event(TraceKind::BalanceTarget, w_.now(), v, 0, static_cast<std::uint64_t>(r.decision.g_target));
   actOnTarget(r, path.string());
 }
 

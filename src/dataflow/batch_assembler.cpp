@@ -1,3 +1,5 @@
+// BatchAssembler: one policy's trajectories grouped by GRPO group, filtered, held in a FIFO ready pool and served as
+// trainer batches within the staleness bound, with the counters the conservation check adds up.
 #include "astraflow/dataflow/batch_assembler.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// writeDataflowCheckpoint / readDataflowCheckpoint: the dataflow rank's part of a checkpoint (counters, prompt cursor,
+// plug-in state, config, held trajectories) in step_<V>.h5 and step_<V>.buffer.h5, each written then renamed.
 #include "astraflow/dataflow/dataflow_checkpoint.hpp"
 
 #include <fmt/format.h>

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <string_view>
 
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/dataflow/balance.hpp"
@@ -47,6 +48,9 @@ class DataflowRank {
   // A record from the ring of local pool `pool`, whose ranks generate on servers (ServerPools).
   void ingestServerRecord(std::span<const std::byte> record, std::size_t pool);
   void requeue(std::vector<Task> tasks);  // to the front of their policies' outboxes
+  void requeueFront(Task t);              // one task given back: ahead of those not yet sent
+  // A ring record as a trajectory; a malformed one is counted (and the first few shown).
+  std::optional<Trajectory> decodeRecord(std::span<const std::byte> record, std::string_view source);
   void route(Trajectory t);
   void waitForSites();
   bool serve();

@@ -67,7 +67,7 @@ void DataflowRank::progressLine(PolicyState& p) {
     if (count.counter == "errors" || count.counter == "kept" || count.counter == "admitted") continue;
     std::string plugin = count.name.substr(count.name.rfind('.') + 1);
     plugin = plugin.substr(0, plugin.find('@'));
-    w_.event((count.counter + ":" + plugin).c_str(), now, p.published, 0, count.value);
+    w_.counterEvent(count.counter, plugin, now, p.published, count.value);
   }
 }
 
@@ -128,7 +128,7 @@ void DataflowRank::checkpoint(std::int64_t version) {
   }
   snap.run_id = w_.run_id;
   const auto bytes = writeDataflowCheckpoint(w_.run_dir, snap, names);
-  w_.event("checkpoint", t, version, bytes, snap.held.size());
+  w_.event(TraceKind::Checkpoint, t, version, bytes, snap.held.size());
   spdlog::info("checkpoint v{}: {} ({} trajectories buffered)", version, checkpointPath(w_.run_dir, version).string(),
                snap.held.size());
   last_checkpoint_ = version;
@@ -184,11 +184,7 @@ void DataflowRank::waitForSites() {
                    hub_->openSites(), wanted, cfg_.cross_site.wait_seconds);
       return;
     }
-    if (progressAndPublish() | ingest()) {
-      backoff.reset();
-    } else {
-      backoff.wait();
-    }
+    backoff.after(progressAndPublish() | ingest());
   }
 }
 

@@ -113,10 +113,10 @@ bool DataflowRank::progressAndPublish() {
     p.published = v;
     if (hub_) hub_->published(static_cast<std::size_t>(p.group), v);
     if (elastic_) elastic_->published(static_cast<std::size_t>(p.group), v, store.publishedBytes());
-    w_.event("publish", t, v, store.publishedBytes().size(), 0, {.policy = p.group});
+    w_.event(TraceKind::Publish, t, v, store.publishedBytes().size(), 0, {.policy = p.group});
     if (store.options().delta && store.lastDelta().target_version == v) {
       // The delta this version was encoded as: bytes shipped per reader, and changed bf16 words.
-      w_.event("delta", t, v, store.lastDelta().bytes, store.lastDelta().changed, {.policy = p.group});
+      w_.event(TraceKind::Delta, t, v, store.lastDelta().bytes, store.lastDelta().changed, {.policy = p.group});
     }
     dropConfirmed(p);
     if (p.published_at.size() <= static_cast<std::size_t>(v)) p.published_at.resize(v + 1, -1);
@@ -143,11 +143,7 @@ bool DataflowRank::ingest() {
   bool did = false;
   if (elastic_) {
     // A lost spawned pool's leased tasks go back to the front of their outbox.
-    did |= elastic_->progress([this](Task t) {
-      for (auto& p : policies_) {
-        if (p.name == t.policy) p.outbox.push_front(std::move(t));
-      }
-    });
+    did |= elastic_->progress([this](Task t) { requeueFront(std::move(t)); });
     elastic_->reap();
   }
   if (hub_) {
@@ -155,11 +151,7 @@ bool DataflowRank::ingest() {
     // lost site held go back to the front of their outbox.
     did |= hub_->progress([this](std::span<const std::byte> record,
                                  std::uint32_t pool_uid) { ingestRecord(record, "remote site", pool_uid); },
-                          [this](Task t) {
-                            for (auto& p : policies_) {
-                              if (p.name == t.policy) p.outbox.push_front(std::move(t));
-                            }
-                          });
+                          [this](Task t) { requeueFront(std::move(t)); });
   }
   for (std::size_t pool = 0; pool < w_.trajectory_rings.size(); ++pool) {
     auto& ring = w_.trajectory_rings[pool];
@@ -176,25 +168,26 @@ bool DataflowRank::ingest() {
   return did;
 }
 
-void DataflowRank::ingestRecord(std::span<const std::byte> record, const char* source, std::uint32_t pool_uid) {
+std::optional<Trajectory> DataflowRank::decodeRecord(std::span<const std::byte> record, std::string_view source) {
   auto decoded = decodeTrajectory(record);
-  if (!decoded) {
-    if (malformed_++ < 5) spdlog::warn("{}: malformed trajectory record refused: {}", source, decoded.error());
-    return;
-  }
-  Trajectory t = std::move(decoded).value();
+  if (decoded) return std::move(decoded).value();
+  // Counted in the report; the first few are shown.
+  if (malformed_++ < 5) spdlog::warn("{}: malformed trajectory record refused: {}", source, decoded.error());
+  return std::nullopt;
+}
+
+void DataflowRank::ingestRecord(std::span<const std::byte> record, const char* source, std::uint32_t pool_uid) {
+  auto decoded = decodeRecord(record, source);
+  if (!decoded) return;
+  Trajectory t = std::move(*decoded);
   if (pool_uid >= kSitePoolUidBase) t.pool_uid = pool_uid;  // a remote site's: its pool index means nothing here
   route(std::move(t));
 }
 
 void DataflowRank::ingestServerRecord(std::span<const std::byte> record, std::size_t pool) {
-  auto decoded = decodeTrajectory(record);
-  if (!decoded) {
-    if (malformed_++ < 5)
-      spdlog::warn("{}: malformed trajectory record refused: {}", w_.map.pools()[pool].name, decoded.error());
-    return;
-  }
-  Trajectory t = std::move(decoded).value();
+  auto decoded = decodeRecord(record, w_.map.pools()[pool].name);
+  if (!decoded) return;
+  Trajectory t = std::move(*decoded);
   std::vector<Task> back;
   switch (server_pools_->arrived(pool, t, back)) {
     case ServerPools::Verdict::Route: route(std::move(t)); return;
@@ -217,9 +210,14 @@ void DataflowRank::ingestServerRecord(std::span<const std::byte> record, std::si
 
 void DataflowRank::requeue(std::vector<Task> tasks) {
   // In reverse, so the first given back is the first to go out again.
-  for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) {
-    for (auto& p : policies_) {
-      if (p.name == it->policy) p.outbox.push_front(*it);
+  for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) requeueFront(std::move(*it));
+}
+
+void DataflowRank::requeueFront(Task t) {
+  for (auto& p : policies_) {
+    if (p.name == t.policy) {
+      p.outbox.push_front(std::move(t));
+      return;
     }
   }
 }
@@ -284,9 +282,10 @@ bool DataflowRank::serve() {
                         "raise dataflow.batch_ring.slots or slot_bytes",
                         p.name, bytes.size(), ring.maxRecordBytes()));
       }
-      w_.event("serve_batch", t, batch->trainer_version, bytes.size(), batch->trajectories.size(), {.policy = p.group});
+      w_.event(TraceKind::ServeBatch, t, batch->trainer_version, bytes.size(), batch->trajectories.size(),
+               {.policy = p.group});
       for (const auto& [s, n] : staleness) {
-        w_.event("batch_staleness", t, batch->trainer_version, 0, n,
+        w_.event(TraceKind::BatchStaleness, t, batch->trainer_version, 0, n,
                  {.policy = p.group, .staleness = static_cast<std::int32_t>(s)});
       }
       if (p.served_at.size() <= static_cast<std::size_t>(p.next_batch)) p.served_at.resize(p.next_batch + 1, -1);
@@ -419,11 +418,7 @@ DataflowReport DataflowRank::run() {
     }
     if (w_.reports && w_.reports->due())
       w_.reports->write(report(policies_.empty() ? 0 : policies_[lead_].published, 0));
-    if (did) {
-      backoff.reset();
-    } else {
-      backoff.wait();
-    }
+    backoff.after(did);
   }
   // Training tasks not yet handed out are dropped (reported); evaluation tasks stay queued.
   const std::uint64_t unsent = admission_->stop([this](const Task& t) { return eval_.owns(t.task_id); });
@@ -434,11 +429,7 @@ DataflowReport DataflowRank::run() {
     bool did = progressAndPublish();
     did |= ingest();
     did |= flushOutbox();
-    if (did) {
-      backoff.reset();
-    } else {
-      backoff.wait();
-    }
+    backoff.after(did);
   }
   // Phase 3: end every stream and take what rollout ranks still send.
   endStreams();
@@ -450,11 +441,7 @@ DataflowReport DataflowRank::run() {
   auto ended = [&] { return rollout_ended_ + (hub_ ? hub_->lostRanks() : 0) + (elastic_ ? elastic_->ranksDone() : 0); };
   while (ended() < expected()) {
     if (elastic_) elastic_->reap();
-    if (progressAndPublish() | ingest()) {
-      backoff.reset();
-    } else {
-      backoff.wait();
-    }
+    backoff.after(progressAndPublish() | ingest());
   }
   if (elastic_) elastic_->reap();  // the pools whose last ranks ended in the last turn
   trajectories_->flush();

@@ -1,3 +1,5 @@
+// ElasticPools: rollout pools the dataflow rank spawns (MPI_Comm_spawn) and retires at run time, with their task
+// leases and mirror weight stores; and runSpawnedPool, the `astraflow spawned-pool` side of such a pool.
 #include "dataflow/elastic_pools.hpp"
 
 #include <fmt/format.h>
@@ -107,7 +109,7 @@ bool ElasticPools::spawn(int ranks) {
   p->last_heard = home_.now();
   spawned_ranks_ += static_cast<std::uint64_t>(ranks);
   spdlog::info("elastic: spawned pool {} with {} rollout rank(s) (pids {})", p->name, ranks, fmt::join(p->pids, ","));
-  home_.event("spawn", home_.now(), 0, 0, static_cast<std::uint64_t>(ranks));
+  home_.event(TraceKind::Spawn, home_.now(), 0, 0, static_cast<std::uint64_t>(ranks));
   pools_.push_back(std::move(p));
   return true;
 }
@@ -131,7 +133,7 @@ int ElasticPools::retire(int ranks, const std::set<std::string>& suspect_uids) {
     // progress() as ring space frees (a blocking push could wait on ranks that wait on us).
     p->ends_to_push = p->ranks;
     spdlog::info("elastic: retiring pool {} ({} rank(s)) after its queued tasks", p->name, p->ranks);
-    home_.event("retire", home_.now(), 0, 0, static_cast<std::uint64_t>(p->ranks));
+    home_.event(TraceKind::Retire, home_.now(), 0, 0, static_cast<std::uint64_t>(p->ranks));
   }
   return retired;
 }
@@ -191,7 +193,7 @@ void ElasticPools::lose(SpawnedPool& p, const std::string& why, const std::funct
   p.comms->abandon();
   p.merged.abandon();
   p.inter.abandon();
-  home_.event("pool_lost", home_.now(), 0, 0, static_cast<std::uint64_t>(p.ranks));
+  home_.event(TraceKind::PoolLost, home_.now(), 0, 0, static_cast<std::uint64_t>(p.ranks));
 }
 
 bool ElasticPools::progress(const std::function<void(Task)>& reissue) {
@@ -358,7 +360,7 @@ int runSpawnedPool(int argc, char** argv, const RolloutLoop& rollout) {
       io::TraceWriter trace((w.run_dir / "trace" / fmt::format("spawn{}_rank_{}.h5", k, w.rank())).string());
       trace.setFlushSeconds(base.run.flush_seconds);
       w.trace = &trace;
-      w.event("startup", w.now(), -1);  // the spawn's time on the run clock, not the run's start
+      w.event(TraceKind::Startup, w.now(), -1);  // the spawn's time on the run clock, not the run's start
       report.figures = rollout(w);
       w.trace = nullptr;
       trace.markCleanEnd();

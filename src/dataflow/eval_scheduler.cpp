@@ -1,3 +1,5 @@
+// EvalScheduler: the dataflow rank's held-out evaluation rounds: the tasks of a round, which trajectories answer it,
+// and each round's accuracy and pass@k, logged and traced as it completes.
 #include "dataflow/eval_scheduler.hpp"
 
 #include <fmt/format.h>
@@ -51,7 +53,8 @@ bool EvalScheduler::take(const Trajectory& t) {
   if (!round.done()) return true;
   spans_.emplace_back(round.t_start, ctx_.now());
   // count: the problems solved (the round's summed 0/1 rewards) of `total`: accuracy = count / total.
-  ctx_.event("eval", round.t_start, round.version_high, 0, static_cast<std::uint64_t>(std::llround(round.correct)),
+  ctx_.event(TraceKind::Eval, round.t_start, round.version_high, 0,
+             static_cast<std::uint64_t>(std::llround(round.correct)),
              {.total = static_cast<std::uint64_t>(round.expected)});
   std::string roles;  // each role's own mean reward, for a team
   for (const auto& [role, sum] : round.role_reward) {
@@ -67,7 +70,7 @@ bool EvalScheduler::take(const Trajectory& t) {
     return true;
   }
   // count: the problems with a sample of full reward, of `total` problems.
-  ctx_.event("eval_pass_at_k", round.t_start, round.version_high, 0,
+  ctx_.event(TraceKind::EvalPassAtK, round.t_start, round.version_high, 0,
              static_cast<std::uint64_t>(std::count(round.solved.begin(), round.solved.end(), 1)),
              {.total = round.solved.size()});
   spdlog::info("eval: held-out pass@1 (avg@{}) {:.3f}, pass@{} {:.3f} on {} problems at temperature {} (weights {}{})",

@@ -149,7 +149,7 @@ void GatewayRank::applyUpdate(const UcxMessage& m) {
   p.full_updates += full ? 1 : 0;
   p.bytes += bytes;
   p.store->publish(p.replica.version, p.replica.blob);
-  w_.event("site_weights", t, p.replica.version, bytes, full ? 0 : parts.size());
+  w_.event(TraceKind::SiteWeights, t, p.replica.version, bytes, full ? 0 : parts.size());
 }
 
 void GatewayRank::handle(const UcxMessage& m) {
@@ -302,11 +302,7 @@ GatewayReport GatewayRank::run() {
       home_lost_ = true;
       home_lost_reason_ = e.what();
     }
-    if (did) {
-      backoff.reset();
-    } else {
-      backoff.wait();
-    }
+    backoff.after(did);
   }
   if (!home_lost_) {
     try {

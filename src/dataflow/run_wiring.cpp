@@ -1,3 +1,5 @@
+// wireWindows: a rank's task, trajectory and batch rings and weight stores, created collectively and in one order on
+// its pool and link comms; plus RunWiring's run clock, trace events and the RoleContext cut from it.
 #include "astraflow/dataflow/run_wiring.hpp"
 
 #include <fmt/format.h>
@@ -15,11 +17,16 @@ RingGeometry geometryOf(const RingSection& s) { return RingGeometry{s.slots, s.s
 
 double RunWiring::now() const { return mpiSeconds() - t0; }
 
-void RunWiring::event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes, std::uint64_t count,
+void RunWiring::event(TraceKind kind, double t_start, std::int64_t version, std::uint64_t bytes, std::uint64_t count,
                       const TraceAbout& about) const {
   if (trace)
-    trace->record({labelRank(), roleName(role().role), kind, t_start, now(), version, bytes, count, about.policy,
-                   about.total, about.staleness});
+    trace->record({labelRank(), roleName(role().role), traceKindName(kind), t_start, now(), version, bytes, count,
+                   about.policy, about.total, about.staleness});
+}
+
+void RunWiring::counterEvent(const std::string& counter, const std::string& plugin, double t, std::int64_t version,
+                             std::uint64_t value) const {
+  if (trace) trace->record({labelRank(), roleName(role().role), counter + ":" + plugin, t, now(), version, 0, value});
 }
 
 RoleContext RunWiring::context() const {

@@ -1,3 +1,5 @@
+// ServerPools: the books of local pools that generate on external HTTP servers: tasks leased per pool, tasks given
+// back requeued, late duplicates dropped, and a pool whose every rank ended early declared lost.
 #include "dataflow/server_pools.hpp"
 
 #include <spdlog/spdlog.h>

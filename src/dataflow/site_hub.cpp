@@ -1,3 +1,5 @@
+// SiteHub: the home dataflow rank's side of cross-site rollout: a UCX listener for remote gateways and, per site, its
+// credits, leased tasks and weight updates, all sent through non-blocking outboxes; a site whose link stalls is lost.
 #include "dataflow/site_hub.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// Encoders and decoders of the home ↔ gateway messages (Hello, Welcome, Credit, Tasks, WeightUpdate, ...), every field
+// read through ByteReader so that a malformed message is a SiteProtocolError; also resolveToken and splitHostPort.
 #include "dataflow/site_protocol.hpp"
 
 #include <fmt/format.h>

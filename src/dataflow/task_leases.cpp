@@ -1,3 +1,5 @@
+// TaskLeases: which holder (a spawned pool) holds which task, the tasks a lost holder's leases give back in lease
+// order, and which late results of re-issued tasks are duplicates to drop.
 #include "dataflow/task_leases.hpp"
 
 #include <algorithm>

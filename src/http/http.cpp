@@ -1,3 +1,5 @@
+// HttpServer and HttpClient over cpp-httplib, the only file that includes it: request and response adapters, body-size
+// and timeout limits, a raised listen backlog, chunked (server-sent events) replies, and reconnects after idling.
 #include "astraflow/http/http.hpp"
 
 #include <fmt/format.h>

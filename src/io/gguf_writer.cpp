@@ -1,3 +1,5 @@
+// GgufWriter::write: a GGUF v3 file (header, metadata key/values, tensor descriptions, then each tensor's bytes filled
+// one at a time and 32-byte aligned), written to path.tmp and renamed.
 #include "astraflow/io/gguf_writer.hpp"
 
 #include <fmt/format.h>

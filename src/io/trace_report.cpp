@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "astraflow/core/error.hpp"
+#include "astraflow/core/trace_kinds.hpp"
 #include "astraflow/io/h5.hpp"
 
 namespace astraflow::io {
@@ -37,31 +38,33 @@ struct RolloutAccumulator {
   double total_pull_s = 0;
 };
 
-void addTrainerEvent(TrainerAccumulator& acc, const TraceEvent& e) {
+void addTrainerEvent(TrainerAccumulator& acc, TraceKind kind, const TraceEvent& e) {
   auto& s = acc.stats;
   const double d = durationOf(e);
-  if (e.kind == "train_step") {
-    ++s.steps;
-    s.total_step_s += d;
-    s.max_step_s = std::max(s.max_step_s, d);
-    s.trajectories += e.count;
-    s.tokens += e.bytes;
-    // Strict < for the first and >= for the last: with equal starts, file order decides.
-    if (e.t_start < acc.first_step_start) {
-      acc.first_step_start = e.t_start;
-      s.first_version = e.version;
-    }
-    if (e.t_start >= acc.last_step_start) {
-      acc.last_step_start = e.t_start;
-      s.last_version = e.version;
-    }
-  } else if (e.kind == "batch_wait") {
-    ++s.batch_waits;
-    s.total_wait_s += d;
-  } else if (e.kind == "weight_stage") {
-    ++s.weight_stages;
-  } else if (e.kind == "checkpoint") {
-    ++s.checkpoints;
+  switch (kind) {
+    case TraceKind::TrainStep:
+      ++s.steps;
+      s.total_step_s += d;
+      s.max_step_s = std::max(s.max_step_s, d);
+      s.trajectories += e.count;
+      s.tokens += e.bytes;
+      // Strict < for the first and >= for the last: with equal starts, file order decides.
+      if (e.t_start < acc.first_step_start) {
+        acc.first_step_start = e.t_start;
+        s.first_version = e.version;
+      }
+      if (e.t_start >= acc.last_step_start) {
+        acc.last_step_start = e.t_start;
+        s.last_version = e.version;
+      }
+      return;
+    case TraceKind::BatchWait:
+      ++s.batch_waits;
+      s.total_wait_s += d;
+      return;
+    case TraceKind::WeightStage: ++s.weight_stages; return;
+    case TraceKind::Checkpoint: ++s.checkpoints; return;
+    default: return;
   }
 }
 
@@ -73,22 +76,23 @@ TrainerTraceStats finishTrainer(const TrainerAccumulator& acc) {
   return s;
 }
 
-void addRolloutEvent(RolloutAccumulator& acc, const TraceEvent& e) {
+void addRolloutEvent(RolloutAccumulator& acc, TraceKind kind, const TraceEvent& e) {
   auto& s = acc.stats;
   const double d = durationOf(e);
-  if (e.kind == "generate") {
-    ++s.batches;
-    s.trajectories += e.count;
-    s.tokens += e.bytes;
-    s.busy_s += d;
-  } else if (e.kind == "weight_pull") {
-    ++s.weight_pulls;
-    s.pull_bytes += e.bytes;
-    acc.total_pull_s += d;
-  } else if (e.kind == "task_wait") {
-    s.task_wait_s += d;
-  } else {
-    return;  // unknown kinds (startup, eval, ...) do not stretch the active span
+  switch (kind) {
+    case TraceKind::Generate:
+      ++s.batches;
+      s.trajectories += e.count;
+      s.tokens += e.bytes;
+      s.busy_s += d;
+      break;
+    case TraceKind::WeightPull:
+      ++s.weight_pulls;
+      s.pull_bytes += e.bytes;
+      acc.total_pull_s += d;
+      break;
+    case TraceKind::TaskWait: s.task_wait_s += d; break;
+    default: return;  // other kinds (startup, eval_generate, ...) do not stretch the active span
   }
   acc.span_begin = std::min({acc.span_begin, e.t_start, e.t_end});
   acc.span_end = std::max(acc.span_end, std::max(e.t_start, e.t_end));
@@ -107,22 +111,31 @@ RolloutTraceStats finishRollout(const RolloutAccumulator& acc) {
   return s;
 }
 
-void addDataflowEvent(TraceReport& report, const TraceEvent& e) {
+void addDataflowEvent(TraceReport& report, TraceKind kind, const TraceEvent& e, double& last_books_t) {
   auto& d = report.dataflow;
-  if (e.kind == "publish") {
-    ++d.versions_published;
-    d.publish_bytes += e.bytes;
-    d.last_published_version = std::max(d.last_published_version.value_or(e.version), e.version);
-  } else if (e.kind == "serve_batch") {
-    ++d.batches_served;
-    d.trajectories_served += e.count;
-    d.bytes_served += e.bytes;
-  } else if (e.kind == "batch_staleness") {
-    if (e.count > 0 && e.staleness >= 0) report.staleness.trajectories_by_staleness[e.staleness] += e.count;
-  } else if (e.kind == "stale_drop") {
-    d.stale_dropped += e.count;
-  } else if (e.kind == "checkpoint") {
-    ++d.checkpoints;
+  switch (kind) {
+    case TraceKind::Publish:
+      ++d.versions_published;
+      d.publish_bytes += e.bytes;
+      d.last_published_version = std::max(d.last_published_version.value_or(e.version), e.version);
+      return;
+    case TraceKind::ServeBatch:
+      ++d.batches_served;
+      d.trajectories_served += e.count;
+      d.bytes_served += e.bytes;
+      return;
+    case TraceKind::BatchStaleness:
+      if (e.count > 0 && e.staleness >= 0) report.staleness.trajectories_by_staleness[e.staleness] += e.count;
+      return;
+    case TraceKind::BooksUsed:
+      // Cumulative: the latest says how many left the buffer stale (total = consumed + stale).
+      if (e.t_start >= last_books_t && e.total >= e.count) {
+        last_books_t = e.t_start;
+        d.stale_dropped = e.total - e.count;
+      }
+      return;
+    case TraceKind::Checkpoint: ++d.checkpoints; return;
+    default: return;
   }
 }
 
@@ -180,20 +193,23 @@ TraceReport computeTraceReport(const std::vector<TraceEvent>& events) {
   report.events = events.size();
   std::map<std::int32_t, TrainerAccumulator> trainers;
   std::map<std::int32_t, RolloutAccumulator> rollouts;
+  double last_books_t = -std::numeric_limits<double>::infinity();
   if (!events.empty()) report.t_first = report.t_last = events.front().t_start;
   for (const auto& e : events) {
     report.t_first = std::min({report.t_first, e.t_start, e.t_end});
     report.t_last = std::max({report.t_last, e.t_start, e.t_end});
+    const auto kind = traceKindOf(e.kind);
+    if (!kind) continue;  // a plug-in counter, or a kind of a newer writer
     if (e.role == "trainer") {
       auto& acc = trainers[e.rank];
       acc.stats.rank = e.rank;
-      addTrainerEvent(acc, e);
+      addTrainerEvent(acc, *kind, e);
     } else if (e.role == "rollout") {
       auto& acc = rollouts[e.rank];
       acc.stats.rank = e.rank;
-      addRolloutEvent(acc, e);
+      addRolloutEvent(acc, *kind, e);
     } else if (e.role == "dataflow") {
-      addDataflowEvent(report, e);
+      addDataflowEvent(report, *kind, e, last_books_t);
     }
   }
   report.wall_s = report.t_last - report.t_first;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "astraflow/core/trace_kinds.hpp"
 #include "io/h5_check.hpp"
 
 namespace astraflow::io {
@@ -134,6 +135,10 @@ TraceWriter::TraceWriter(const std::string& path, std::size_t flush_every)
     : file_(H5File::create(path)), flush_every_(std::max<std::size_t>(1, flush_every)) {
   file_.writeAttribute("format", kTraceFormatName);
   file_.writeAttribute("format_version", kTraceFormatVersion);
+  // The kinds this build writes (core/trace_kinds.hpp), for readers outside C++ (plot_run.py).
+  std::string kinds;
+  for (const auto& k : kTraceKindNames) kinds += (kinds.empty() ? "" : ",") + std::string(k.name);
+  file_.writeAttribute("kinds", kinds);
   events_ = file_.createExtendible(kEventsPath, eventFileType());
   buffer_.reserve(flush_every_);
   // The empty table is on disk before the first event: a crash still leaves a valid trace.

@@ -1,3 +1,5 @@
+// Model weights in HDF5: saveModelWeights / loadModelWeights (one float32 dataset per parameter, with its shape),
+// modelConfigOf from a policy group's attributes, and whole checkpoint files (saveCheckpointFile, loadCheckpointFile).
 #include "astraflow/model/checkpoint.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// loadHfWeights: a Hugging Face folder's safetensors (shards included) into a policy model, each tensor checked for
+// name, shape and finite values before anything is copied; writeHfWeights writes them back, fp32 or bf16.
 #include "astraflow/model/hf_weights.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// PolicyModelImpl: the Qwen3 / Qwen2 / Llama decoder (RMSNorm, rotary embeddings, grouped-query attention, SwiGLU)
+// with full, KV-cached and paged forwards, parameters imported and exported by name, and sequenceLogProbs.
 #include "astraflow/model/policy_model.hpp"
 
 #include <fmt/format.h>

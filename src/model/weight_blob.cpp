@@ -1,3 +1,5 @@
+// packWeights / unpackWeights / viewWeights: a model's parameters as one bf16 "AWGT" blob, the unit the weight store
+// moves, read back through ByteReader and checked name by name and shape by shape against the model.
 #include "astraflow/model/weight_blob.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// parseSglang and parseOpenai: an inference server's /generate or /v1/completions body read into a Generation, or an
+// Attempt saying why it was refused and whether a retry could help; an aborted request's tokens kept to resume from.
 #include "rollout/backend_responses.hpp"
 
 #include <fmt/format.h>

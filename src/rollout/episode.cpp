@@ -1,3 +1,5 @@
+// Agent episodes: startEpisode, applyTurn (a generated turn appended, the environment's answer as mask-0 tokens) and
+// runEpisodes, which batches all unfinished episodes turn by turn; referenceEpisode builds warm-start SFT samples.
 #include "astraflow/rollout/episode.hpp"
 
 #include <algorithm>

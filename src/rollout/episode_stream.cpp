@@ -1,3 +1,5 @@
+// EpisodeStream: episodes run one by one on a SequenceSource, each turn submitted as soon as the environment has
+// answered the last (its K/V kept for the next), and handed back with their tags as they end.
 #include "astraflow/rollout/episode_stream.hpp"
 
 namespace astraflow {

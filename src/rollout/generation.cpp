@@ -1,3 +1,5 @@
+// GenerationEngine: generate() through the continuous SequenceScheduler with a generator per row, and generateStatic,
+// the left-padded static-batch reference; also samplingFrom and schedulingFrom, read from the config.
 #include "astraflow/rollout/generation.hpp"
 
 #include "astraflow/core/config.hpp"

@@ -1,3 +1,5 @@
+// writeHfFolder / writeHfModelFiles: a policy written as a Hugging Face folder (safetensors, config.json,
+// generation_config.json, its tokenizer), for `export-hf` and for the servers of http rollout pools.
 #include "astraflow/rollout/hf_folder.hpp"
 
 #include <fmt/format.h>

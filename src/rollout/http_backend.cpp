@@ -248,7 +248,7 @@ bool HttpBackend::loadWeights(const std::string& folder, std::int64_t version) {
   auto& im = *impl_;
   const std::string body = json{{"model_path", folder}, {"weight_version", std::to_string(version)}}.dump();
   const auto t0 = Clock::now();
-  const bool abort = im.spec.update_mode == "abort";
+  const bool abort = im.spec.update_mode == HttpUpdateMode::Abort;
   if (abort) {
     // Requests in flight on the server (other ranks' too) end as aborted and are sent again.
     const auto r = im.client(0).postJson("/pause_generation", R"({"mode": "abort"})");

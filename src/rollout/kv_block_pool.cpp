@@ -1,3 +1,5 @@
+// KvBlockPool: the continuous engine's paged KV memory: per-layer slot tensors cut into blocks, reference-counted so
+// that sequences share a prompt's blocks, with copySlots for copy-on-write and block 0 as scratch.
 #include "rollout/kv_block_pool.hpp"
 
 #include <fmt/format.h>

@@ -107,7 +107,8 @@ bool RolloutRank::refreshWeights(bool force) {
       ++p.pulls;
       pull_seconds_ += ctx_.now() - t;
       // Bytes: what this rank read from the store for its node (0 when another rank of it did).
-      ctx_.event("weight_pull", t, v.version, p.store->stats().bytes_pulled - bytes_before, 0, {.policy = p.group});
+      ctx_.event(TraceKind::WeightPull, t, v.version, p.store->stats().bytes_pulled - bytes_before, 0,
+                 {.policy = p.group});
       p.held = v;
       if (p.simulated) {
         p.version = v.version;
@@ -166,7 +167,7 @@ bool RolloutRank::loadOnServer(ServedPolicy& p) {
   if (!p.http->loadWeights(folder.string(), p.held.version)) return false;
   p.version = p.held.version;
   p.folders->collect(p.version);
-  ctx_.event("weight_load", t, p.version, p.held.bytes.size(), 0, {.policy = p.group});
+  ctx_.event(TraceKind::WeightLoad, t, p.version, p.held.bytes.size(), 0, {.policy = p.group});
   return true;
 }
 
@@ -315,7 +316,8 @@ void RolloutRank::runSingle(const std::vector<Task>& tasks, ServedPolicy& p, con
     ++(eval ? eval_pushed_ : pushed_);
     if (!eval) reasons_.countRewardReason(episodes[i].reward_reason);
   }
-  ctx_.event(eval ? "eval_generate" : "generate", t_start, p.version, tokens_ - tokens_before, tasks.size());
+  ctx_.event(eval ? TraceKind::EvalGenerate : TraceKind::Generate, t_start, p.version, tokens_ - tokens_before,
+             tasks.size());
 }
 
 // A team episode per task; one trajectory per role, each carrying its role, its policy's
@@ -356,8 +358,8 @@ void RolloutRank::runTeam(const std::vector<Task>& tasks, const SamplingOptions&
       if (!eval) reasons_.countRewardReason(team[i].roles[r].reward_reason);
     }
   }
-  ctx_.event(eval ? "eval_generate" : "generate", t_start, served_.front().version, tokens_ - tokens_before,
-             tasks.size() * wf.roles.size());
+  ctx_.event(eval ? TraceKind::EvalGenerate : TraceKind::Generate, t_start, served_.front().version,
+             tokens_ - tokens_before, tasks.size() * wf.roles.size());
 }
 
 SamplingOptions RolloutRank::samplingFor(bool eval) const {
@@ -443,7 +445,7 @@ std::optional<Task> RolloutRank::popTask(bool& ended) {
 
 void RolloutRank::noteTaskWait(double& idle_since) {
   if (idle_since < 0) return;
-  ctx_.event("task_wait", idle_since, served_.front().version);
+  ctx_.event(TraceKind::TaskWait, idle_since, served_.front().version);
   wait_seconds_ += ctx_.now() - idle_since;
   idle_since = -1;
 }

@@ -77,7 +77,7 @@ StreamingLoop::StreamingLoop(RolloutRank& rank)
       ctx_(rank.ctx_),
       // An http pool's server decides: with update_mode abort its requests in flight resume on
       // the new weights, with finish they must end before the update.
-      moves_on_(rank.ports_.backend.http() ? rank.ports_.backend.update_mode == "abort"
+      moves_on_(rank.ports_.backend.http() ? rank.ports_.backend.update_mode == HttpUpdateMode::Abort
                                            : rank.ctx_.cfg.rollout.on_new_version != OnNewVersion::Finish),
       capacity_(static_cast<std::size_t>(rank.ctx_.cfg.rollout.batch_tasks)) {
   for (auto& p : rank_.served_) {
@@ -210,7 +210,7 @@ void StreamingLoop::openStretch() {
 
 void StreamingLoop::closeStretch() {
   if (stretch_since_ < 0) return;
-  ctx_.event("generate", stretch_since_, rank_.served_.front().version, rank_.tokens_ - stretch_tokens_,
+  ctx_.event(TraceKind::Generate, stretch_since_, rank_.served_.front().version, rank_.tokens_ - stretch_tokens_,
              stretch_episodes_);
   stretch_since_ = -1;
 }

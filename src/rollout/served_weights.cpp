@@ -1,3 +1,5 @@
+// ServedWeights: weight versions materialised as Hugging Face folders for an external server, written once per node
+// under a lock file, renamed into place whole and stamped with the blob's hash; old versions collected.
 #include "rollout/served_weights.hpp"
 
 #include <fcntl.h>

@@ -1,3 +1,5 @@
+// sampleRows: one token per row from a step's logits, each row with its own temperature, top-p, masked ids and
+// uniform draw (inverse CDF in float64), so a row's token never depends on the rows beside it.
 #include "rollout/token_sampler.hpp"
 
 #include <torch/types.h>

@@ -1,3 +1,5 @@
+// exportGguf: a Hugging Face folder (or a checkpoint or run, exported to one first) as a GGUF file for llama.cpp tools:
+// its metadata keys and tensor names, Llama's q/k rows permuted, and the byte-level BPE tokenizer.
 #include "astraflow/run/gguf_export.hpp"
 
 #include <fmt/format.h>

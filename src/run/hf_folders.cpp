@@ -1,3 +1,5 @@
+// `astraflow init-model` and `export-hf` behind the CLI: the model presets, initModel (a random model and its
+// tokenizer as a new Hugging Face folder) and exportHf (a checkpoint's or run's policy written as one).
 #include "astraflow/run/hf_folders.hpp"
 
 #include <fmt/format.h>

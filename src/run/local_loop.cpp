@@ -1,3 +1,5 @@
+// The single-process loops: runSft / runWorkflowSft (warm start on reference solutions) and runTrainLocal (generate,
+// reward, loss, step, with greedy evaluation), the correctness reference for the distributed runtime.
 #include "astraflow/run/local_loop.hpp"
 
 #include <fmt/format.h>

@@ -125,7 +125,7 @@ void dataflowItems(const Config& cfg, const RoleMap& map, std::int64_t vocab, st
                              ? u(cfg.trainer.simulate.weight_bytes)
                              : u(parameterCount(p->model, vocab)) * 2;
     // The store's window: published + staging copies, and the delta log (weights.mode delta).
-    const auto copies = cfg.weights.mode == "delta" ? 3 : 2;
+    const auto copies = cfg.weights.mode == WeightsMode::Delta ? 3 : 2;
     out.push_back({"weight store " + g.policy + " (bf16 version x" + std::to_string(copies) + ")", version * copies,
                    "weights.mode"});
   }

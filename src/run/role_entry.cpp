@@ -1,3 +1,5 @@
+// runRole: a rank's role loop; runRolloutOn and runTrainerOn first cut RolloutPorts / TrainerPorts (rings, weight
+// stores, the trainer's export-hf hook) out of the RunWiring, so those roles never see the wiring.
 #include "astraflow/run/role_entry.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// runRuntime, the distributed run behind `astraflow run`: run folder settled (fresh or resumed), memory plan checked,
+// windows wired, this rank's role run; then summary.json from every rank's report and the merged trace.h5.
 #include "astraflow/run/runtime.hpp"
 
 #include <fmt/format.h>
@@ -121,7 +123,7 @@ RankReport runRankRole(RunWiring& w, std::uint64_t memory_plan_bytes) {
     if (!w.run_id.empty()) trace.tagRun(w.run_id);
     w.trace = &trace;
     w.reports = &report_file;
-    w.event("startup", 0.0, w.resume_version);
+    w.event(TraceKind::Startup, 0.0, w.resume_version);
     mine.figures = runRole(w);
     w.trace = nullptr;
     w.reports = nullptr;

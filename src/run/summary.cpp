@@ -1,3 +1,5 @@
+// summary.json from the gathered rank reports: run totals, per-policy weights and evaluation
+// figures, per-site figures and every rank's own report.
 #include "run/summary.hpp"
 
 #include <fmt/format.h>
@@ -94,7 +96,8 @@ nlohmann::json rewardReasons(const std::vector<RankReport>& ranks) {
 // Weight transfer per policy (docs/weights.md): what the store encoded, and what the rollout
 // ranks pulled against what full versions would have cost for the same pulls.
 nlohmann::json weightsSummary(const Config& cfg, const std::vector<RankReport>& ranks, const DataflowReport* df) {
-  nlohmann::json out = {{"mode", cfg.weights.mode}, {"compression", cfg.weights.compression}};
+  nlohmann::json out = {{"mode", enumName(kWeightsModeNames, cfg.weights.mode)},
+                        {"compression", enumName(kWeightsCompressionNames, cfg.weights.compression)}};
   for (const auto& p : cfg.policies) {
     std::uint64_t pulls = 0, full = 0, deltas = 0, rejected = 0, bytes = 0, version_bytes = 0;
     for (const auto* r : ofRole<RolloutReport>(ranks)) {

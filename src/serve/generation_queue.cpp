@@ -1,3 +1,5 @@
+// GenerationQueue: the worker thread of `astraflow serve` that steps the continuous scheduler, taking requests in at
+// each step and finishing them as they end; a weight update waits until the running requests are done.
 #include "serve/generation_queue.hpp"
 
 #include <fmt/format.h>

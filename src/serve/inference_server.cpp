@@ -1,3 +1,5 @@
+// InferenceServer: a Hugging Face folder loaded (tokenizer, chat template, eos ids, weights under astraflow's policy
+// mask) behind an HttpServer with the SGLang and OpenAI routes, generating through a GenerationQueue.
 #include "astraflow/serve/inference_server.hpp"
 
 #include <fmt/format.h>
@@ -70,11 +72,9 @@ InferenceServer::InferenceServer(const ServeOptions& options) : state_(std::make
   ComputeOptions compute;
   if (!parseDeviceRequest(options.device, compute.device))
     throw Error(fmt::format("--device '{}'; allowed: cpu, cuda, cuda:N", options.device));
-  if (options.precision != "auto" && options.precision != "fp32" && options.precision != "bf16")
-    throw Error(fmt::format("--precision '{}'; allowed: auto, fp32, bf16", options.precision));
-  compute.precision = options.precision == "fp32"   ? Precision::Fp32
-                      : options.precision == "bf16" ? Precision::Bf16
-                                                    : Precision::Auto;
+  const auto precision = enumByName(kPrecisionNames, options.precision);
+  if (!precision) throw Error(fmt::format("--precision '{}'; allowed: auto, fp32, bf16", options.precision));
+  compute.precision = *precision;
   if (compute.device.cuda()) loadCudaSupport();
   const torch::Device device = resolveDevice(compute.device, 0, "--device");
   PolicyModel model(hf.model);

@@ -1,3 +1,5 @@
+// What the SGLang and OpenAI handlers of `astraflow serve` share (serve_state.hpp): error bodies, request limits,
+// typed field reads, stop and banned token ids, TextStream's stop-string watch and the EventChannel of a stream.
 #include <fmt/format.h>
 
 #include <algorithm>

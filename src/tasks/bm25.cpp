@@ -1,3 +1,5 @@
+// Bm25Index: Okapi BM25 scored as Lucene does it (bm25s' `lucene` method) over a JSONL corpus's lower-cased words,
+// the index behind the `doc_search` tool.
 #include "astraflow/tasks/bm25.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// PromptDataset::load: JSONL prompt files read into PromptRows (bad lines skipped and reported by file and line,
+// duplicates dropped by content hash, an eval split by that hash); epochOrder, the seeded per-epoch shuffle.
 #include "astraflow/tasks/prompt_dataset.hpp"
 
 #include <fmt/format.h>

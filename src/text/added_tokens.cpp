@@ -1,3 +1,5 @@
+// AddedTokenMatcher: a tokenizer.json's added tokens found in text leftmost-longest, with the single_word, lstrip and
+// rstrip rules of `tokenizers`, splitting the text into segments before normalising and pre-tokenising.
 #include "text/added_tokens.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// BpeModel: a tokenizer.json's BPE vocabulary and ranked merges, and `tokenizers`' merge loop over one word (lowest
+// rank first, then leftmost), with byte fallback, unk handling and a word cache.
 #include "text/bpe_model.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// readBpeVocabulary: a byte-level BPE tokenizer.json flattened into the vocabulary GGUF carries (every id's spelling
+// and TokenKind, the merges, llama.cpp's name of the pre-tokenizer split), for `astraflow export-gguf`.
 #include "astraflow/text/bpe_vocabulary.hpp"
 
 #include <fmt/format.h>

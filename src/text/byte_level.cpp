@@ -1,3 +1,5 @@
+// GPT-2's byte ↔ symbol tables (byteSymbol, symbolByte, appendByteSymbols), built once: the alphabet byte-level BPE
+// vocabularies are written in.
 #include "text/byte_level.hpp"
 
 #include "text/unicode.hpp"

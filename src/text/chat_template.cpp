@@ -1,3 +1,5 @@
+// ChatTemplate: a model folder's Jinja chat template (chat_template.jinja or tokenizer_config.json's) compiled with
+// its special-token variables and rendered as transformers' apply_chat_template renders it.
 #include "astraflow/text/chat_template.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// The tokenizer.json decoders (ByteLevel, ByteFallback, Fuse, Strip, Replace, Metaspace): each rewrites the list of
+// token strings as `tokenizers`' decode_chain does.
 #include "text/decoders.hpp"
 
 #include <optional>

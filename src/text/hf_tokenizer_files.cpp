@@ -1,3 +1,5 @@
+// The tokenizer files init-model and export-hf write: writeByteLevelTokenizer (256 byte symbols and ChatML tokens),
+// writeTaskTokenizer (the built-in task vocabulary as a WordLevel tokenizer.json) and copyTokenizer.
 #include "astraflow/text/hf_tokenizer_files.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// The chat-template interpreter's filters, tests, attribute and item lookups, slices and str/dict methods, with
+// Jinja2's and Python's semantics; isKnownFilter / isKnownTest let the parser refuse the rest by name.
 #include "text/jinja_builtins.hpp"
 
 #include <fmt/format.h>

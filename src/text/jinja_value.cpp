@@ -1,3 +1,5 @@
+// jinja::Value: Python's truthiness, str(), repr() and equality for the chat-template interpreter's values, and
+// toJson / fromJson, the json.dumps that transformers' tojson filter calls.
 #include "text/jinja_value.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// readJsonFile: a tokenizer folder's JSON file (tokenizer.json, tokenizer_config.json) parsed, with an Error naming
+// the file when it cannot be read or is not JSON.
 #include "text/json_file.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// The tokenizer.json normalisers not defined in normalizers.hpp: Lowercase (full lowercase mappings), Strip
+// (White_Space off either end) and Replace (a pattern's matches replaced), as `tokenizers` applies them.
 #include "text/normalizers.hpp"
 
 namespace astraflow::text {

@@ -1,3 +1,5 @@
+// OnigPattern: a tokenizer.json pattern compiled by Oniguruma, the engine `tokenizers` itself runs, and findAll, the
+// left-to-right scan of matches that rust-onig's find_iter gives; safe to search from several threads.
 #include "text/onig_regex.hpp"
 
 #include <fmt/format.h>

@@ -1,3 +1,5 @@
+// readNormalizer, readPreTokenizer, readDecoder: a tokenizer.json's normaliser, pre-tokenizer and decoder turned into
+// the steps the encoder runs; any other component type is refused by name.
 #include "text/pipeline_load.hpp"
 
 #include "text/unicode.hpp"

@@ -1,3 +1,5 @@
+// split() of the pre-tokenizers other than ByteLevel (RuleSplit, PatternSplit, MetaspaceSplit): each cuts a piece of
+// normalised text into smaller non-empty pieces as tokenizers' PreTokenizedString::split does.
 #include "text/pre_tokenizers.hpp"
 
 #include "text/unicode.hpp"

@@ -1,3 +1,5 @@
+// Pattern spans (RegexPattern, CharPattern, WordRunPattern), splitSpans for each SplitBehavior, and replaceMatches:
+// how `tokenizers` cuts or rewrites text by a pattern, for Split, Replace and the character pre-tokenizers.
 #include "text/split_pattern.hpp"
 
 #include <algorithm>

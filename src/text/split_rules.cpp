@@ -1,3 +1,5 @@
+// splitPieces: hand-written matchers for the Qwen2 / Qwen3, Llama-3 and GPT-2 split regexes of byte-level BPE
+// tokenizers, giving the pieces Oniguruma's find-all gives; splitRuleOf recognises a pattern by its exact text.
 #include "text/split_rules.hpp"
 
 namespace astraflow::text {

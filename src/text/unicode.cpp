@@ -1,3 +1,5 @@
+// The Unicode facts of the tokenizer pipeline, from ICU: character classes (tabled for the BMP), UTF-8 decoding and
+// encoding, utf8Lossy, NF* normalisation, lowercasing and punctuation.
 #include "text/unicode.hpp"
 
 #include <fmt/format.h>

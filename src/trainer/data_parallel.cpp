@@ -1,3 +1,5 @@
+// averageGradients: a trainer group's gradients averaged in one flat float32 buffer by reduce-to-root and broadcast,
+// so every rank gets bitwise the same sum, with a count of the ranks whose loss was not finite.
 #include "astraflow/trainer/data_parallel.hpp"
 
 #include <cmath>

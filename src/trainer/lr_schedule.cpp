@@ -1,3 +1,5 @@
+// scheduledLr: the learning rate of an optimiser step: a linear warm-up, then constant, linear or cosine decay to
+// trainer.lr_floor × trainer.lr.
 #include "astraflow/trainer/lr_schedule.hpp"
 
 #include <algorithm>

@@ -1,3 +1,5 @@
+// PolicyTrainer's set-up and step machinery: collate (a right-padded TrainBatch), the frozen reference for the KL
+// term, NaN/inf-safe optimiser steps in lockstep across a data-parallel group, packWeights and sftStep.
 #include "astraflow/trainer/policy_trainer.hpp"
 
 #include "astraflow/trainer/lr_schedule.hpp"

@@ -1,3 +1,5 @@
+// saveTrainerCheckpoint / loadTrainerCheckpoint: a trainer group's fp32 master weights and AdamW state in
+// checkpoints/step_<V>.<policy>.h5, gathered from the shards (or split back into them) when training is sharded.
 #include "astraflow/trainer/trainer_checkpoint.hpp"
 
 #include <fmt/format.h>

@@ -152,7 +152,7 @@ void TrainerRank::nextSyntheticVersion() {
 void TrainerRank::recordMemory() {
   const double t = ctx_.now();
   memory_ = memoryUse(trainer_.model()->device());
-  ctx_.event("memory", t, version_, memory_.peak_rss_bytes, memory_.device_peak_allocated);
+  ctx_.event(TraceKind::Memory, t, version_, memory_.peak_rss_bytes, memory_.device_peak_allocated);
 }
 
 void TrainerRank::warmStart() {
@@ -196,7 +196,7 @@ bool TrainerRank::nextBatch(Batch& batch) {
   if (isEndOfStream(batch)) return false;
   // Until the batch is usable (decoded): the same span as the trace's batch_wait event.
   wait_seconds_ += ctx_.now() - t;
-  ctx_.event("batch_wait", t, version_);
+  ctx_.event(TraceKind::BatchWait, t, version_);
   return true;
 }
 
@@ -212,7 +212,7 @@ void TrainerRank::stage() {
   if (comm_.rank() != 0) return;
   const double t = ctx_.now();
   ports_.store->stage(version_, blob_, {wait_seconds_, step_seconds_});
-  ctx_.event("weight_stage", t, version_, blob_.size(), 1);
+  ctx_.event(TraceKind::WeightStage, t, version_, blob_.size(), 1);
 }
 
 void TrainerRank::checkpoint(bool final) {
@@ -222,12 +222,12 @@ void TrainerRank::checkpoint(bool final) {
     const double t = ctx_.now();
     const auto path = trainerCheckpointPath(ctx_.run_dir, version_, policy_).string();
     const auto bytes = saveTrainerCheckpoint(path, policy_, trainer_, version_, ctx_.run_id);
-    ctx_.event("checkpoint", t, version_, bytes, 1);
+    ctx_.event(TraceKind::Checkpoint, t, version_, bytes, 1);
     const int every = ctx_.cfg.run.export_hf_every;
     if (ports_.export_hf && every > 0 && (version_ % every == 0 || final)) {
       const double e = ctx_.now();
       ports_.export_hf(path, version_);
-      ctx_.event("export_hf", e, version_, 0, 1);
+      ctx_.event(TraceKind::ExportHf, e, version_, 0, 1);
     }
   }
   last_checkpoint_ = version_;
@@ -281,7 +281,7 @@ TrainerReport TrainerRank::run() {
     ++steps_;
     ++version_;
     step_seconds_ += ctx_.now() - t;
-    ctx_.event("train_step", t, version_, static_cast<std::uint64_t>(stats.tokens), batch.trajectories.size());
+    ctx_.event(TraceKind::TrainStep, t, version_, static_cast<std::uint64_t>(stats.tokens), batch.trajectories.size());
     recordMemory();
     stage();
     const bool due = (cfg.run.checkpoint_every > 0 && version_ % cfg.run.checkpoint_every == 0) ||

@@ -1,13 +1,16 @@
+// Sparse bf16 weight deltas: encode and apply in parallel over slices of chunks, with every
+// check a corrupt, truncated or wrong-base delta must fail before a byte is written.
 #include "astraflow/weights/delta_codec.hpp"
 
 #include <fmt/format.h>
 #include <xxhash.h>
 #include <zstd.h>
-#include <Kokkos_Core.hpp>
 
-#include <cstdlib>
+#include <algorithm>
+#include <bit>
 #include <cstring>
-#include <mutex>
+#include <memory>
+#include <thread>
 
 namespace astraflow {
 
@@ -18,26 +21,27 @@ constexpr std::uint32_t kFormatVersion = 1;
 constexpr std::uint32_t kFlagZstd = 1;
 constexpr std::size_t kHashedHeaderBytes = 80;  // the payload checksum covers these and the body
 
-// Blobs live in host memory (the store's MPI window, a rollout rank's replica), so the kernels
-// run on the host execution space: Serial in this build, OpenMP or Threads where Kokkos has it.
-using HostSpace = Kokkos::DefaultHostExecutionSpace;
-using ChunkPolicy = Kokkos::RangePolicy<HostSpace, Kokkos::IndexType<std::int64_t>>;
+// Splits [0, chunks) into at most `threads` contiguous slices and runs slice(t, first, end) for
+// each on its own thread (the calling thread takes the first). Chunks are encoded and applied
+// independently, so slices share only read-only inputs and write disjoint outputs. A plain
+// thread per slice: an encode or an apply is one or two large passes, beside which the ~50 µs a
+// thread takes to start is nothing, and no pool outlives the call.
+template <class Slice>
+unsigned forEachSlice(std::uint64_t chunks, unsigned threads, const Slice& slice) {
+  const auto n = static_cast<unsigned>(std::clamp<std::uint64_t>(threads, 1, std::max<std::uint64_t>(chunks, 1)));
+  auto run = [&](unsigned t) { slice(t, chunks * t / n, chunks * (t + 1) / n); };
+  std::vector<std::jthread> others;
+  others.reserve(n - 1);
+  for (unsigned t = 1; t < n; ++t) others.emplace_back(run, t);
+  run(0);
+  return n;
+}
 
-// Kokkos, initialised on first use, and held while a kernel runs: the dataflow rank encodes on a
-// worker thread (WeightStore::advancePublish) while its loop may encode for a spawned pool's
-// store, and a Serial execution space is not safe to dispatch from two threads at once.
-std::unique_lock<std::mutex> kokkosSection() {
-  static std::once_flag once;
-  static std::mutex mutex;
-  std::call_once(once, [] {
-    if (!Kokkos::is_initialized()) {
-      Kokkos::initialize();
-      std::atexit([] {
-        if (Kokkos::is_initialized()) Kokkos::finalize();
-      });
-    }
+template <class Body>
+void forEachChunk(std::uint64_t chunks, unsigned threads, const Body& body) {
+  forEachSlice(chunks, threads, [&](unsigned, std::uint64_t first, std::uint64_t end) {
+    for (std::uint64_t c = first; c < end; ++c) body(c);
   });
-  return std::unique_lock<std::mutex>(mutex);
 }
 
 struct Header {
@@ -93,19 +97,21 @@ std::uint64_t payloadHash(const std::byte* header, std::span<const std::byte> bo
   return h;
 }
 
-KOKKOS_INLINE_FUNCTION std::uint32_t varintBytes(std::uint32_t v) { return v < (1u << 7) ? 1 : v < (1u << 14) ? 2 : 3; }
-
-KOKKOS_INLINE_FUNCTION std::uint8_t* putVarint(std::uint8_t* p, std::uint32_t v) {
-  while (v >= 0x80) {
-    *p++ = static_cast<std::uint8_t>(v | 0x80);
-    v >>= 7;
-  }
-  *p++ = static_cast<std::uint8_t>(v);
-  return p;
+// Writes v (below 2^21: every gap and difference here is below 2^17) as a varint of 1-3 bytes
+// without a branch: four bytes are stored and the pointer moves by the varint's length, so the
+// caller leaves a byte of slack past the worst case. A branch per byte mispredicted about once
+// per change at 1 % density.
+inline std::uint8_t* putVarint(std::uint8_t* p, std::uint32_t v) {
+  const std::uint32_t two = v >= (1u << 7), three = v >= (1u << 14);
+  const std::uint32_t bytes =
+      (v & 0x7fu) | (two << 7) | ((v >> 7 & 0x7fu) << 8) | (three << 15) | ((v >> 14 & 0x7fu) << 16);
+  static_assert(std::endian::native == std::endian::little, "the varint's bytes are stored as a little-endian u32");
+  std::memcpy(p, &bytes, 4);
+  return p + 1 + two + three;
 }
 
 // Reads a varint of at most 3 bytes (every value here is below 2^17) without passing `end`.
-KOKKOS_INLINE_FUNCTION bool getVarint(const std::uint8_t*& p, const std::uint8_t* end, std::uint32_t& v) {
+inline bool getVarint(const std::uint8_t*& p, const std::uint8_t* end, std::uint32_t& v) {
   v = 0;
   for (int shift = 0; shift < 21; shift += 7) {
     if (p == end) return false;
@@ -116,76 +122,83 @@ KOKKOS_INLINE_FUNCTION bool getVarint(const std::uint8_t*& p, const std::uint8_t
   return false;
 }
 
-KOKKOS_INLINE_FUNCTION std::uint32_t zigzag(std::uint16_t diff) {
+inline std::uint32_t zigzag(std::uint16_t diff) {
   const auto s = static_cast<std::int16_t>(diff);
   return static_cast<std::uint32_t>((static_cast<std::int32_t>(s) << 1) ^ (static_cast<std::int32_t>(s) >> 31)) &
          0x1ffffu;
 }
-KOKKOS_INLINE_FUNCTION std::uint16_t unzigzag(std::uint32_t z) {
+inline std::uint16_t unzigzag(std::uint32_t z) {
   return static_cast<std::uint16_t>(static_cast<std::int32_t>(z >> 1) ^ -static_cast<std::int32_t>(z & 1));
 }
 
-struct ChunkCount {
-  std::uint64_t bytes = 0, changed = 0;
-};
-
-// Blocks of 16 words (32 bytes) are compared at once; the counting pass marks the blocks that
-// differ in a bitmap (one bit per block, 64 u64 per chunk), and the writing pass visits only
-// those: at 1 % density most blocks are unchanged, so the model is compared once, not twice.
+// Blocks of 16 words (32 bytes) are compared at once; at 1 % density about 85 % of them are
+// equal, and a block that differs is walked by the bits of its difference mask, without a
+// branch per word.
 constexpr std::uint64_t kBlockWords = 16;
-constexpr std::uint64_t kFlagWordsPerChunk = kDeltaChunkElements / kBlockWords / 64;
 
-KOKKOS_INLINE_FUNCTION bool blockDiffers(const std::uint16_t* base, const std::uint16_t* target, std::uint64_t i,
-                                         std::uint64_t end) {
-  if (i + kBlockWords > end) return true;  // a ragged last block is always examined word by word
+inline bool blockDiffers(const std::uint16_t* base, const std::uint16_t* target) {
   std::uint64_t a[4], b[4];
-  std::memcpy(a, base + i, 32);
-  std::memcpy(b, target + i, 32);
+  std::memcpy(a, base, 32);
+  std::memcpy(b, target, 32);
   return ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3])) != 0;
 }
 
-// Counting pass over one chunk [begin, end): entry bytes and changes; marks differing blocks.
-KOKKOS_INLINE_FUNCTION ChunkCount countChunk(const std::uint16_t* base, const std::uint16_t* target,
-                                             std::uint64_t begin, std::uint64_t end, std::uint64_t* flags) {
-  ChunkCount c;
-  std::uint64_t prev_next = begin;  // index right after the previous change (the gap origin)
-  for (std::uint64_t i = begin, block = 0; i < end; i += kBlockWords, ++block) {
-    if (!blockDiffers(base, target, i, end)) continue;
-    flags[block / 64] |= std::uint64_t{1} << (block % 64);
-    const std::uint64_t stop = i + kBlockWords < end ? i + kBlockWords : end;
-    for (std::uint64_t j = i; j < stop; ++j) {
-      if (base[j] == target[j]) continue;
-      c.bytes += varintBytes(static_cast<std::uint32_t>(j - prev_next)) +
-                 varintBytes(zigzag(static_cast<std::uint16_t>(target[j] - base[j])));
-      c.changed++;
-      prev_next = j + 1;
-    }
-  }
-  return c;
+// Bit k set where word k of the first n (≤ 16) differs.
+inline std::uint32_t diffMask(const std::uint16_t* base, const std::uint16_t* target, std::uint64_t n) {
+  std::uint32_t m = 0;
+  for (std::uint64_t k = 0; k < n; ++k) m |= static_cast<std::uint32_t>(base[k] != target[k]) << k;
+  return m;
 }
 
-// Writing pass: the entries of the marked blocks only.
-KOKKOS_INLINE_FUNCTION void writeChunk(const std::uint16_t* base, const std::uint16_t* target, std::uint64_t begin,
-                                       std::uint64_t end, const std::uint64_t* flags, std::uint8_t* out) {
-  std::uint64_t prev_next = begin;
-  for (std::uint64_t f = 0; f < kFlagWordsPerChunk; ++f) {
-    for (std::uint64_t bits = flags[f]; bits != 0; bits &= bits - 1) {
-      const std::uint64_t i = begin + (f * 64 + static_cast<std::uint64_t>(__builtin_ctzll(bits))) * kBlockWords;
-      const std::uint64_t stop = i + kBlockWords < end ? i + kBlockWords : end;
-      for (std::uint64_t j = i; j < stop; ++j) {
-        if (base[j] == target[j]) continue;
-        out = putVarint(putVarint(out, static_cast<std::uint32_t>(j - prev_next)),
-                        zigzag(static_cast<std::uint16_t>(target[j] - base[j])));
-        prev_next = j + 1;
-      }
+// The entries of one chunk [begin, end), written at `out` (room for 6 bytes per word and one of
+// slack); returns the end of what was written and adds the changed words to `changed`, once:
+// the slices' counters share a cache line.
+inline std::uint8_t* encodeChunk(const std::uint16_t* base, const std::uint16_t* target, std::uint64_t begin,
+                                 std::uint64_t end, std::uint8_t* out, std::uint64_t& changed_total) {
+  std::uint64_t prev_next = begin;  // index right after the previous change (the gap origin)
+  std::uint64_t changed = 0;
+  for (std::uint64_t i = begin; i < end; i += kBlockWords) {
+    const std::uint64_t n = std::min(kBlockWords, end - i);
+    if (n == kBlockWords && !blockDiffers(base + i, target + i)) continue;
+    for (std::uint32_t m = diffMask(base + i, target + i, n); m != 0; m &= m - 1) {
+      const std::uint64_t j = i + static_cast<std::uint64_t>(__builtin_ctz(m));
+      out = putVarint(putVarint(out, static_cast<std::uint32_t>(j - prev_next)),
+                      zigzag(static_cast<std::uint16_t>(target[j] - base[j])));
+      prev_next = j + 1;
+      ++changed;
     }
   }
+  changed_total += changed;
+  return out;
 }
+
+// One slice's entries, grown a chunk's worst case at a time and never zero-filled: the encode
+// writes each change once, here, and the slices are then copied into the delta one after another.
+class SliceBytes {
+ public:
+  std::uint8_t* room(std::uint64_t more) {
+    if (size_ + more > capacity_) {
+      const std::uint64_t capacity = std::max(2 * capacity_, size_ + more);
+      auto grown = std::make_unique_for_overwrite<std::uint8_t[]>(capacity);
+      if (size_) std::memcpy(grown.get(), bytes_.get(), size_);
+      bytes_ = std::move(grown);
+      capacity_ = capacity;
+    }
+    return bytes_.get() + size_;
+  }
+  void wrote(const std::uint8_t* end) { size_ = static_cast<std::uint64_t>(end - bytes_.get()); }
+  const std::uint8_t* data() const { return bytes_.get(); }
+  std::uint64_t size() const { return size_; }
+
+ private:
+  std::unique_ptr<std::uint8_t[]> bytes_;
+  std::uint64_t size_ = 0, capacity_ = 0;
+};
 
 // Decodes one chunk's entries; with apply == false only validates them. Returns the number of
 // entries, or −1 if they run past the chunk or the buffer.
-KOKKOS_INLINE_FUNCTION std::int64_t decodeChunk(const std::uint8_t* p, const std::uint8_t* end, std::uint64_t begin,
-                                                std::uint64_t chunk_end, std::uint16_t* blob, bool apply) {
+inline std::int64_t decodeChunk(const std::uint8_t* p, const std::uint8_t* end, std::uint64_t begin,
+                                std::uint64_t chunk_end, std::uint16_t* blob, bool apply) {
   std::int64_t n = 0;
   std::uint64_t next = begin;
   while (p != end) {
@@ -228,50 +241,45 @@ DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::b
     throw DeltaError(fmt::format("delta: base ({} bytes) and target ({} bytes) must be the same even size", base.size(),
                                  target.size()));
   }
-  const auto kokkos = kokkosSection();
   const std::uint64_t words = base.size() / 2;
   const std::uint64_t chunks = chunkCount(words, kDeltaChunkElements);
   const auto* b = reinterpret_cast<const std::uint16_t*>(base.data());
   const auto* t = reinterpret_cast<const std::uint16_t*>(target.data());
+  auto chunkEnd = [words](std::uint64_t c) { return std::min<std::uint64_t>((c + 1) * kDeltaChunkElements, words); };
 
-  // Pass 1: bytes and changes per chunk, and which blocks differ.
-  Kokkos::View<std::uint64_t*, Kokkos::HostSpace> chunk_bytes("delta_chunk_bytes", chunks + 1);
-  Kokkos::View<std::uint64_t*, Kokkos::HostSpace> flags("delta_block_flags", chunks * kFlagWordsPerChunk);
-  std::uint64_t changed = 0;
-  Kokkos::parallel_reduce(
-      "delta_count", ChunkPolicy(0, static_cast<std::int64_t>(chunks)),
-      KOKKOS_LAMBDA(std::int64_t c, std::uint64_t & sum) {
-        const std::uint64_t begin = static_cast<std::uint64_t>(c) * kDeltaChunkElements;
-        const std::uint64_t end = begin + kDeltaChunkElements < words ? begin + kDeltaChunkElements : words;
-        const ChunkCount n = countChunk(b, t, begin, end, &flags(c * kFlagWordsPerChunk));
-        chunk_bytes(c) = n.bytes;
-        sum += n.changed;
-      },
-      changed);
-  // Exclusive scan: each chunk's entry offset; the extra last slot receives the total.
-  std::uint64_t entry_bytes = 0;
-  Kokkos::parallel_scan(
-      "delta_offsets", ChunkPolicy(0, static_cast<std::int64_t>(chunks + 1)),
-      KOKKOS_LAMBDA(std::int64_t c, std::uint64_t & running, bool final) {
-        const std::uint64_t mine = c < static_cast<std::int64_t>(chunks) ? chunk_bytes(c) : 0;
-        if (final) chunk_bytes(c) = running;
-        running += mine;
-      },
-      entry_bytes);
+  // One pass: each slice of chunks encodes into its own buffer, recording where each chunk
+  // starts in it.
+  std::vector<std::uint64_t> index(chunks + 1);
+  std::vector<SliceBytes> slices(std::max(1u, options.threads));
+  std::vector<std::uint64_t> slice_changed(slices.size());
+  const unsigned used = forEachSlice(chunks, options.threads, [&](unsigned s, std::uint64_t first, std::uint64_t end) {
+    SliceBytes& bytes = slices[s];
+    for (std::uint64_t c = first; c < end; ++c) {
+      index[c] = bytes.size();
+      const std::uint64_t begin = c * kDeltaChunkElements;
+      bytes.wrote(encodeChunk(b, t, begin, chunkEnd(c), bytes.room(6 * (chunkEnd(c) - begin) + 1), slice_changed[s]));
+    }
+  });
+  // The slices one after another: chunk offsets become relative to the first entry.
+  std::uint64_t entry_bytes = 0, changed = 0;
+  for (unsigned s = 0; s < used; ++s) {
+    const std::uint64_t first = chunks * s / used, end = chunks * (s + 1) / used;
+    for (std::uint64_t c = first; c < end; ++c) index[c] += entry_bytes;
+    entry_bytes += slices[s].size();
+    changed += slice_changed[s];
+  }
+  index[chunks] = entry_bytes;
 
   const std::uint64_t index_bytes = 8 * (chunks + 1);
   const std::uint64_t raw_body = index_bytes + entry_bytes;
   out.resize(kDeltaHeaderBytes + raw_body);
   std::byte* body = out.data() + kDeltaHeaderBytes;
-  std::memcpy(body, chunk_bytes.data(), index_bytes);
-  auto* entries = reinterpret_cast<std::uint8_t*>(body + index_bytes);
-  // Pass 2: every chunk writes its entries at its offset.
-  Kokkos::parallel_for(
-      "delta_encode", ChunkPolicy(0, static_cast<std::int64_t>(chunks)), KOKKOS_LAMBDA(std::int64_t c) {
-        const std::uint64_t begin = static_cast<std::uint64_t>(c) * kDeltaChunkElements;
-        const std::uint64_t end = begin + kDeltaChunkElements < words ? begin + kDeltaChunkElements : words;
-        writeChunk(b, t, begin, end, &flags(c * kFlagWordsPerChunk), entries + chunk_bytes(c));
-      });
+  std::memcpy(body, index.data(), index_bytes);
+  std::byte* entries = body + index_bytes;
+  for (unsigned s = 0; s < used; ++s) {
+    if (slices[s].size()) std::memcpy(entries, slices[s].data(), slices[s].size());
+    entries += slices[s].size();
+  }
 
   Header h{kMagic,
            kFormatVersion,
@@ -288,7 +296,13 @@ DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::b
            0};
   if (options.zstd && raw_body > 0) {
     std::vector<std::byte> packed(ZSTD_compressBound(raw_body));
-    const std::size_t n = ZSTD_compress(packed.data(), packed.size(), body, raw_body, options.zstd_level);
+    const std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(), &ZSTD_freeCCtx);
+    if (!cctx) throw DeltaError("delta: zstd: out of memory");
+    ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, options.zstd_level);
+    // zstd's own workers where the library has them; a single-threaded libzstd refuses the
+    // setting and compresses on this thread, with the same format.
+    if (options.threads > 1) ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_nbWorkers, static_cast<int>(options.threads));
+    const std::size_t n = ZSTD_compress2(cctx.get(), packed.data(), packed.size(), body, raw_body);
     if (ZSTD_isError(n)) throw DeltaError(fmt::format("delta: zstd: {}", ZSTD_getErrorName(n)));
     if (n < raw_body) {
       std::memcpy(body, packed.data(), n);
@@ -334,7 +348,7 @@ DeltaSummary inspectDelta(std::span<const std::byte> delta) {
 }
 
 DeltaSummary applyDelta(std::span<std::byte> blob, std::int64_t blob_version, std::uint64_t blob_hash,
-                        std::span<const std::byte> delta) {
+                        std::span<const std::byte> delta, unsigned threads) {
   const DeltaSummary s = inspectDelta(delta);
   const Header h = readHeader(delta.data());
   if (h.words * 2 != blob.size()) {
@@ -344,8 +358,6 @@ DeltaSummary applyDelta(std::span<std::byte> blob, std::int64_t blob_version, st
     throw DeltaError(fmt::format("delta: applies to v{} (checksum {:016x}), this replica holds v{} ({:016x})",
                                  h.base_version, h.base_hash, blob_version, blob_hash));
   }
-  const auto kokkos = kokkosSection();
-
   std::vector<std::byte> unpacked;
   std::span<const std::byte> body = delta.subspan(kDeltaHeaderBytes);
   if (h.flags & kFlagZstd) {
@@ -376,28 +388,25 @@ DeltaSummary applyDelta(std::span<std::byte> blob, std::int64_t blob_version, st
   const std::uint64_t words = h.words;
   auto* w = reinterpret_cast<std::uint16_t*>(blob.data());
 
+  auto chunkEnd = [words](std::uint64_t c) { return std::min<std::uint64_t>((c + 1) * kDeltaChunkElements, words); };
+
   // Validate every chunk before the first write: a malformed delta is never partly applied.
-  Kokkos::View<std::int64_t*, Kokkos::HostSpace> found("delta_chunk_entries", chunks);
-  Kokkos::parallel_for(
-      "delta_validate", ChunkPolicy(0, static_cast<std::int64_t>(chunks)), KOKKOS_LAMBDA(std::int64_t c) {
-        const std::uint64_t begin = static_cast<std::uint64_t>(c) * kDeltaChunkElements;
-        const std::uint64_t end = begin + kDeltaChunkElements < words ? begin + kDeltaChunkElements : words;
-        found(c) = decodeChunk(entries + off[c], entries + off[c + 1], begin, end, nullptr, false);
-      });
+  std::vector<std::int64_t> found(chunks);
+  forEachChunk(chunks, threads, [&](std::uint64_t c) {
+    found[c] =
+        decodeChunk(entries + off[c], entries + off[c + 1], c * kDeltaChunkElements, chunkEnd(c), nullptr, false);
+  });
   std::uint64_t entries_seen = 0;
   for (std::uint64_t c = 0; c < chunks; ++c) {
-    if (found(c) < 0) throw DeltaError(fmt::format("delta: chunk {} has malformed entries", c));
-    entries_seen += static_cast<std::uint64_t>(found(c));
+    if (found[c] < 0) throw DeltaError(fmt::format("delta: chunk {} has malformed entries", c));
+    entries_seen += static_cast<std::uint64_t>(found[c]);
   }
   if (entries_seen != h.changed) {
     throw DeltaError(fmt::format("delta: {} entries, the header says {}", entries_seen, h.changed));
   }
-  Kokkos::parallel_for(
-      "delta_apply", ChunkPolicy(0, static_cast<std::int64_t>(chunks)), KOKKOS_LAMBDA(std::int64_t c) {
-        const std::uint64_t begin = static_cast<std::uint64_t>(c) * kDeltaChunkElements;
-        const std::uint64_t end = begin + kDeltaChunkElements < words ? begin + kDeltaChunkElements : words;
-        decodeChunk(entries + off[c], entries + off[c + 1], begin, end, w, true);
-      });
+  forEachChunk(chunks, threads, [&](std::uint64_t c) {
+    decodeChunk(entries + off[c], entries + off[c + 1], c * kDeltaChunkElements, chunkEnd(c), w, true);
+  });
   if (weightsHash(blob) != h.target_hash) {
     throw DeltaError(
         fmt::format("delta: v{} checksum mismatch after applying (replica must resync)", h.target_version));

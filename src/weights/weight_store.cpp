@@ -1,3 +1,5 @@
+// The versioned weight store: one host rank's RMA window with the published version, the
+// staging area a trainer fills, and the delta log readers apply from (docs/weights.md).
 #include "astraflow/weights/weight_store.hpp"
 
 #include <fmt/format.h>
@@ -6,6 +8,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+
+#include <sched.h>
 
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/comm.hpp"
@@ -39,6 +43,15 @@ void applyToReplica(WeightReplica& replica, std::span<const std::byte> delta) {
   }
 }
 
+// The cores this process may run on (its affinity mask, which mpirun's binding sets), at most
+// `cap`: the encode is bound by memory bandwidth, which a few threads already fill.
+unsigned usableCores(unsigned cap) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return std::clamp(static_cast<unsigned>(n), 1u, cap);
+}
+
 std::uint64_t logBytesOf(std::uint64_t capacity, const WeightStoreOptions& o) {
   if (!o.delta) return 0;
   return o.log_bytes ? o.log_bytes : capacity;
@@ -48,10 +61,11 @@ std::uint64_t logBytesOf(std::uint64_t capacity, const WeightStoreOptions& o) {
 
 WeightStoreOptions weightStoreOptions(const WeightsSection& weights) {
   WeightStoreOptions o;
-  o.delta = weights.mode == "delta";
+  o.delta = weights.mode == WeightsMode::Delta;
   o.delta_log = weights.delta_log;
   o.full_sync_every = weights.full_sync_every;
-  o.zstd = weights.compression == "zstd";
+  o.zstd = weights.compression == WeightsCompression::Zstd;
+  o.encode_threads = weights.encode_threads > 0 ? static_cast<unsigned>(weights.encode_threads) : usableCores(8);
   return o;
 }
 
@@ -208,7 +222,7 @@ WeightStore::Prepared WeightStore::prepare(std::int64_t version, std::uint64_t b
   out.hash = weightsHash(staged);
   if (options_.delta && previous >= 0 && version == previous + 1 && bytes == previous_bytes) {
     out.delta = encodeDelta(std::span<const std::byte>(base + kHeaderBytes, bytes), staged, previous, version, delta_,
-                            {.zstd = options_.zstd}, previous_hash, out.hash);
+                            {.zstd = options_.zstd, .threads = options_.encode_threads}, previous_hash, out.hash);
   }
   return out;
 }

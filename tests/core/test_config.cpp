@@ -86,6 +86,28 @@ TEST(Config, OnNewVersionFollowsTheRunModeUnlessGiven) {
             OnNewVersion::Abort);
 }
 
+// Every choice parses into its enum from the name table, and a name outside it is refused with
+// the key and the table's names.
+TEST(Config, ChoicesAreEnumsFromTheirTables) {
+  std::string text = kGood;
+  text.replace(text.find("  seed: 7"), 9, "  seed: 7\n  memory_check: warn");
+  const Config c =
+      parseConfig(text + "trainer: {lr_schedule: cosine, sharding: parameters, precision: bf16}\n", "e.yaml");
+  EXPECT_EQ(c.trainer.lr_schedule, TrainerSection::LrSchedule::Cosine);
+  EXPECT_EQ(c.trainer.sharding, TrainerSection::Sharding::Parameters);
+  EXPECT_EQ(c.trainer.compute.precision, Precision::Bf16);
+  EXPECT_EQ(c.run.memory_check, RunSection::MemoryCheck::Warn);
+  EXPECT_EQ(parseConfig(kGood, "d.yaml").run.memory_check, RunSection::MemoryCheck::Refuse);
+  try {
+    parseConfig(std::string(kGood) + "trainer: {sharding: zero3}\n", "bad.yaml");
+    FAIL() << "sharding: zero3 accepted";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("trainer.sharding"), std::string::npos) << what;
+    EXPECT_NE(what.find("none|optimizer|parameters"), std::string::npos) << what;
+  }
+}
+
 struct BadCase {
   const char* what;
   std::string from;  // text in kGood to replace
@@ -191,7 +213,7 @@ cross_site: {connect: "10.0.0.1:17417", site: site_b}
   EXPECT_EQ(c.cross_site.site, "site_b");
   EXPECT_EQ(c.cross_site.token_env, "ASTRAFLOW_SITE_TOKEN");
   EXPECT_EQ(c.layoutRanks(), 3);
-  EXPECT_EQ(c.weights.mode, "delta");  // the default
+  EXPECT_EQ(c.weights.mode, WeightsMode::Delta);  // the default
 
   auto expectError = [](const std::string& text, const std::string& expect) {
     try {
@@ -222,6 +244,12 @@ cross_site: {connect: "10.0.0.1:17417", site: site_b}
   expectError(std::string(kGood) + "cross_site: {connect: \"h:1\"}\n", "the layout has no gateway entry");
   expectError(std::string(kGood) + "weights: {mode: sparse}\n", "weights.mode");
   expectError(std::string(kGood) + "weights: {delta_log: 65}\n", "weights.delta_log");
+  expectError(std::string(kGood) + "weights: {encode_threads: -1}\n", "weights.encode_threads");
+  const Config w =
+      parseConfig(std::string(kGood) + "weights: {mode: full, compression: zstd, encode_threads: 3}\n", "w");
+  EXPECT_EQ(w.weights.mode, WeightsMode::Full);
+  EXPECT_EQ(w.weights.compression, WeightsCompression::Zstd);
+  EXPECT_EQ(w.weights.encode_threads, 3);
 }
 
 // layout[i].backend: the http backend's keys, checked like every other key, and --set reaching a

@@ -32,6 +32,13 @@ TraceEvent staleEvent(double t, std::int32_t staleness, std::uint64_t count) {
   return e;
 }
 
+// A books_used event: `consumed` of the `left` trajectories that left the buffer (the rest stale).
+TraceEvent booksUsed(double t, std::uint64_t consumed, std::uint64_t left) {
+  TraceEvent e = event(0, "dataflow", "books_used", t, t, 1, 0, consumed);
+  e.total = left;
+  return e;
+}
+
 // Two trainers, one rollout rank, one dataflow rank, and kinds the report does not know.
 std::vector<TraceEvent> syntheticRun() {
   return {
@@ -64,8 +71,10 @@ std::vector<TraceEvent> syntheticRun() {
       staleEvent(3, 0, 1),
       staleEvent(3, 3, 1),
       staleEvent(3, 5, 0),  // an empty bin adds nothing
-      event(0, "dataflow", "stale_drop", 3, 3, 1, 0, 2),
-      event(0, "dataflow", "stale_drop", 5, 5, 2, 0, 3),
+      // cumulative books: the latest (by time, not file order) says 5 left the buffer stale.
+      booksUsed(3, 10, 12),
+      booksUsed(5, 20, 25),
+      booksUsed(4, 15, 18),
       event(0, "dataflow", "checkpoint", 5, 5.5, 2, 777),
       event(0, "dataflow", "handshake", 11, 12),
   };

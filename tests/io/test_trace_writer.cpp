@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "astraflow/core/trace_kinds.hpp"
 #include "astraflow/io/h5.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "io/h5dump.hpp"
@@ -58,6 +59,17 @@ TEST(TraceWriter, ThousandEventsRoundTripExactly) {
   const auto file = H5File::openReadOnly(path);
   EXPECT_EQ(file.readStringAttribute("format"), "astraflow-trace");
   EXPECT_EQ(file.readInt64Attribute("format_version"), 3);
+  // Every kind of core/trace_kinds.hpp, each name mapping back to its kind (plot_run.py reads it).
+  const std::string kinds = file.readStringAttribute("kinds");
+  std::size_t listed = 0;
+  for (std::size_t at = 0; at <= kinds.size(); ++listed) {
+    const std::size_t comma = std::min(kinds.find(',', at), kinds.size());
+    const auto kind = traceKindOf(kinds.substr(at, comma - at));
+    ASSERT_TRUE(kind.has_value()) << kinds.substr(at, comma - at);
+    EXPECT_EQ(traceKindName(*kind), kinds.substr(at, comma - at));
+    at = comma + 1;
+  }
+  EXPECT_EQ(listed, kTraceKindNames.size());
   EXPECT_EQ(file.openDataset("events").type().memberNames(),
             (std::vector<std::string>{"rank", "role", "kind", "t_start", "t_end", "version", "bytes", "count", "policy",
                                       "staleness", "total"}));

@@ -78,7 +78,7 @@ TEST(HttpBackend, AnAbortedRequestResumesFromTheTokensItMade) {
   ASSERT_NE(cli, nullptr);
   Server server(cli);
   RolloutBackendSpec spec = httpSpec(server);
-  spec.update_mode = "abort";
+  spec.update_mode = HttpUpdateMode::Abort;
   spec.timeout_seconds = 120;
   // Two ranks' backends on one server, as in a pool: one generates, the other updates the weights
   // (its pause aborts the first one's request in flight).

@@ -138,6 +138,38 @@ TEST(DeltaCodec, AboutThreeBytesPerChangedElementAtOnePercent) {
   EXPECT_LT(s.bytes, base.size() * 2 / 20) << "a 1 % delta must be far smaller than the full version";
 }
 
+// The encode and the apply split the chunks over threads: any thread count (fewer chunks than
+// threads, a ragged last chunk, slices of unequal size) writes the same bytes as one thread, and
+// a malformed chunk in the last slice still stops the apply before anything is written.
+TEST(DeltaCodec, ThreadsWriteTheSameDeltaAndApplyIt) {
+  for (std::size_t words : {std::size_t{1000}, 5 * std::size_t{kDeltaChunkElements} + 777}) {
+    const Words base = randomWeights(words, 21);
+    const Words target = perturb(base, 0.01, 22);
+    const std::uint64_t base_hash = weightsHash(bytesOf(base));
+    std::vector<std::byte> one;
+    encodeDelta(bytesOf(base), bytesOf(target), 0, 1, one, {.threads = 1});
+    for (unsigned threads : {2u, 3u, 4u, 64u}) {
+      std::vector<std::byte> many, zipped;
+      const DeltaSummary s = encodeDelta(bytesOf(base), bytesOf(target), 0, 1, many, {.threads = threads});
+      EXPECT_TRUE(many == one) << words << " words, " << threads << " threads";
+      EXPECT_EQ(s.changed, countChanged(base, target));
+      encodeDelta(bytesOf(base), bytesOf(target), 0, 1, zipped, {.zstd = true, .threads = threads});
+      for (const auto* delta : {&many, &zipped}) {
+        Words replica = base;
+        applyDelta(bytesOf(replica), 0, base_hash, *delta, threads);
+        EXPECT_TRUE(replica == target) << words << " words, " << threads << " threads: not bit-exact";
+      }
+    }
+    // The last changed entry made to point past its chunk: refused, replica untouched.
+    std::vector<std::byte> bad = one;
+    bad.back() = std::byte{0xff};
+    resealPayload(bad);
+    Words replica = base;
+    EXPECT_THROW(applyDelta(bytesOf(replica), 0, base_hash, bad, 3), DeltaError);
+    EXPECT_TRUE(replica == base);
+  }
+}
+
 TEST(DeltaCodec, CorruptDeltasAreRejectedAndNeverApplied) {
   const Words base = randomWeights(kWords, 7);
   const Words target = perturb(base, 0.02, 8);

@@ -14,6 +14,14 @@ class Backoff {
       : max_sleep_us_(static_cast<std::uint32_t>(max_sleep.count())), yields_(yields) {}
   void wait();  // one step: yield, or sleep 2^n µs up to the cap
   void reset() { attempt_ = 0; }
+  // A polling loop's turn: back to yielding after a turn that did something, else one step more.
+  void after(bool did) {
+    if (did) {
+      reset();
+    } else {
+      wait();
+    }
+  }
   std::uint32_t attempts() const { return attempt_; }
 
  private:

@@ -9,6 +9,7 @@
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/rank_report.hpp"
 #include "astraflow/core/trace_event.hpp"
+#include "astraflow/core/trace_kinds.hpp"
 
 namespace astraflow {
 
@@ -31,7 +32,7 @@ struct RoleContext {
 
   bool resuming() const { return resume_version >= 0; }
   double now() const;  // seconds on the run clock (earlier segments included)
-  void event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes = 0, std::uint64_t count = 0,
+  void event(TraceKind kind, double t_start, std::int64_t version, std::uint64_t bytes = 0, std::uint64_t count = 0,
              const TraceAbout& about = {}) const;
   // Leaves the role's figures so far (made by `make` only when due) for a run that is killed.
   template <class MakeReport>

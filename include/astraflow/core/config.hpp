@@ -53,6 +53,10 @@ struct RunSection {
   int progress_every = 5;       // versions between progress lines
   std::string init_checkpoint;  // warm start for every policy; empty = <output_dir>/sft.h5 if it exists
 };
+inline constexpr std::array<EnumName<RunSection::MemoryCheck>, 3> kMemoryCheckNames{
+    {{"refuse", RunSection::MemoryCheck::Refuse},
+     {"warn", RunSection::MemoryCheck::Warn},
+     {"off", RunSection::MemoryCheck::Off}}};
 
 struct PolicySection {
   std::string name;
@@ -68,6 +72,8 @@ enum class OnNewVersion {
   Continue,  // they move to the new weights at the next step, their K/V recomputed
   Abort,     // the engine stops them at the version and resumes them from their tokens: as Continue
 };
+inline constexpr std::array<EnumName<OnNewVersion>, 3> kOnNewVersionNames{
+    {{"finish", OnNewVersion::Finish}, {"continue", OnNewVersion::Continue}, {"abort", OnNewVersion::Abort}}};
 
 // How RaaS samples (rollout section).
 struct RolloutSection {
@@ -155,6 +161,18 @@ struct TrainerSection {
     double changed_fraction = 0.05;
   } simulate;
 };
+inline constexpr std::array<EnumName<TrainerSection::LrSchedule>, 3> kLrScheduleNames{
+    {{"constant", TrainerSection::LrSchedule::Constant},
+     {"linear", TrainerSection::LrSchedule::Linear},
+     {"cosine", TrainerSection::LrSchedule::Cosine}}};
+inline constexpr std::array<EnumName<TrainerSection::GradSync>, 3> kGradSyncNames{
+    {{"auto", TrainerSection::GradSync::Auto},
+     {"c10d", TrainerSection::GradSync::C10d},
+     {"mpi", TrainerSection::GradSync::Mpi}}};
+inline constexpr std::array<EnumName<TrainerSection::Sharding>, 3> kShardingNames{
+    {{"none", TrainerSection::Sharding::None},
+     {"optimizer", TrainerSection::Sharding::Optimizer},
+     {"parameters", TrainerSection::Sharding::Parameters}}};
 
 // Supervised warm start on the environment's reference solutions (`astraflow sft`).
 struct SftSection {
@@ -173,13 +191,23 @@ struct EvalSection {
   double temperature = 0.0;  // 0: greedy; > 0 (needed for samples > 1): sampled at this temperature
 };
 
+// weights.mode: every version sent whole, or sparse bf16 deltas between consecutive versions.
+enum class WeightsMode { Full, Delta };
+inline constexpr std::array<EnumName<WeightsMode>, 2> kWeightsModeNames{
+    {{"full", WeightsMode::Full}, {"delta", WeightsMode::Delta}}};
+// weights.compression: on top of the delta encoding.
+enum class WeightsCompression { None, Zstd };
+inline constexpr std::array<EnumName<WeightsCompression>, 2> kWeightsCompressionNames{
+    {{"none", WeightsCompression::None}, {"zstd", WeightsCompression::Zstd}}};
+
 // Weight transfer from trainers to rollout ranks (docs/architecture.md §8, docs/weights.md).
 struct WeightsSection {
-  std::string mode = "delta";        // full | delta: sparse bf16 deltas between consecutive versions
-  int full_sync_every = 16;          // a reader applies at most this many deltas in a row, then pulls a full version
-  int delta_log = 8;                 // deltas the store keeps per policy (a reader further behind pulls a full version)
-  std::string compression = "none";  // none | zstd (on top of the delta encoding)
-  int pull_every = 1;                // a rollout rank pulls once the store is this many versions ahead of it
+  WeightsMode mode = WeightsMode::Delta;
+  int full_sync_every = 16;  // a reader applies at most this many deltas in a row, then pulls a full version
+  int delta_log = 8;         // deltas the store keeps per policy (a reader further behind pulls a full version)
+  WeightsCompression compression = WeightsCompression::None;
+  int encode_threads = 0;  // threads of the store host's delta encode; 0: the cores this process may run on, ≤ 8
+  int pull_every = 1;      // a rollout rank pulls once the store is this many versions ahead of it
 };
 
 // The balance report and the three-zone policy (docs/elastic.md, paper §4.2.1).
@@ -257,6 +285,11 @@ struct SimulatedBackendSpec {
 
 // layout[i].backend.kind: the in-process engine, an inference server over http, or the
 // simulated accelerator (docs/simulation.md).
+// layout[i].backend.update_mode: what an http server's requests in flight do at a new version.
+enum class HttpUpdateMode { Finish, Abort };
+inline constexpr std::array<EnumName<HttpUpdateMode>, 2> kHttpUpdateModeNames{
+    {{"finish", HttpUpdateMode::Finish}, {"abort", HttpUpdateMode::Abort}}};
+
 enum class BackendKind { Engine, Http, Simulated };
 inline constexpr std::array<EnumName<BackendKind>, 3> kBackendKindNames{
     {{"engine", BackendKind::Engine}, {"http", BackendKind::Http}, {"simulated", BackendKind::Simulated}}};
@@ -276,7 +309,7 @@ struct RolloutBackendSpec {
   // paused with mode abort around the update (SGLang's /pause_generation, /continue_generation)
   // and each aborted request resumes from the tokens it made (prompt + those tokens), the rest
   // on the new version.
-  std::string update_mode = "finish";
+  HttpUpdateMode update_mode = HttpUpdateMode::Finish;
   int keep_versions = 2;           // version folders kept per policy
   double lost_after_seconds = 60;  // a server silent this long: its rank leaves the pool (tasks go back)
   SimulatedBackendSpec simulated;  // simulated: the workload and the accelerator's cost model

@@ -1,8 +1,11 @@
 #pragma once
 // Sizes of the policy transformer (config key policies[i].model). No LibTorch here, so the
 // config parser and the layout code stay cheap to compile.
+#include <array>
 #include <cstdint>
 #include <string>
+
+#include "astraflow/core/enum_names.hpp"
 
 namespace astraflow {
 
@@ -17,6 +20,8 @@ struct TokenSpec {
 // (LibTorch picks a fused kernel per device), `eager` the explicit matmul–softmax–matmul it
 // replaced, kept as the reference the tests compare with (Hugging Face's attn_implementation).
 enum class AttentionKind { Sdpa, Eager };
+inline constexpr std::array<EnumName<AttentionKind>, 2> kAttentionKindNames{
+    {{"sdpa", AttentionKind::Sdpa}, {"eager", AttentionKind::Eager}}};
 
 // The Hugging Face architecture the decoder block follows. They share RMSNorm, rotary
 // embeddings, grouped-query attention and the SwiGLU MLP, and differ in biases and q/k norm:
@@ -91,6 +96,8 @@ bool parseDeviceRequest(const std::string& text, DeviceRequest& out);
 // The compute dtype (trainer.precision, rollout.precision): `auto` is bf16 on CUDA and fp32
 // on the CPU. The trainer keeps fp32 master weights and AdamW state whatever this says.
 enum class Precision { Auto, Fp32, Bf16 };
+inline constexpr std::array<EnumName<Precision>, 3> kPrecisionNames{
+    {{"auto", Precision::Auto}, {"fp32", Precision::Fp32}, {"bf16", Precision::Bf16}}};
 
 struct ComputeOptions {
   DeviceRequest device;

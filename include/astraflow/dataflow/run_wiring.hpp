@@ -64,8 +64,12 @@ struct RunWiring {
   const RankRole& role() const { return map.of(rank()); }
   double now() const;  // seconds on the run clock (earlier segments included)
   double segmentSeconds() const { return now() - clock_offset; }
-  void event(const char* kind, double t_start, std::int64_t version, std::uint64_t bytes = 0, std::uint64_t count = 0,
+  void event(TraceKind kind, double t_start, std::int64_t version, std::uint64_t bytes = 0, std::uint64_t count = 0,
              const TraceAbout& about = {}) const;
+  // A data plug-in's counter as an event of kind "<counter>:<plug-in>" (count = its value): the
+  // one family of kinds outside core/trace_kinds.hpp, named by the plug-ins a config loads.
+  void counterEvent(const std::string& counter, const std::string& plugin, double t, std::int64_t version,
+                    std::uint64_t value) const;
   // Index of `policy` in map.trainerGroups(), or -1.
   int policyIndex(const std::string& policy) const;
   // This rank's context for a role loop (config, rank, clock, trace, run folder).

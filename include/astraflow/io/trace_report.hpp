@@ -85,7 +85,7 @@ struct DataflowTraceStats {
   std::uint64_t batches_served = 0;                      // serve_batch events
   std::uint64_t trajectories_served = 0;
   std::uint64_t bytes_served = 0;
-  std::uint64_t stale_dropped = 0;  // sum of stale_drop counts
+  std::uint64_t stale_dropped = 0;  // left the buffer stale, as of the last books_used event
   std::uint64_t checkpoints = 0;
 
   bool operator==(const DataflowTraceStats&) const = default;

@@ -4,8 +4,9 @@
 // the header never changes), only the 16-bit words that differ bit for bit are sent.
 //
 // The codec treats a blob as an array of u16 words and splits it into chunks of
-// `kDeltaChunkElements` words, encoded independently so that both encoding and applying run as
-// Kokkos parallel_for over chunks (a parallel_scan places each chunk's bytes). Per changed word:
+// `kDeltaChunkElements` words, encoded independently so that both encoding and applying run in
+// parallel over slices of chunks (each slice encodes into its own buffer; the slices are copied
+// into the delta in order). Per changed word:
 //   varint(gap)    gap = index − previous changed index − 1 (the first one counts from the chunk start)
 //   varint(zigzag(new − old mod 2^16))  the new bf16 bit pattern as a difference to the old one:
 //                  an optimiser step moves a bf16 weight by a few units in the last place, so this
@@ -47,8 +48,9 @@ class DeltaError : public Error {
 };
 
 struct DeltaEncodeOptions {
-  bool zstd = false;   // compress the body with zstd (kept only when smaller)
-  int zstd_level = 1;  // fast: the encode sits on the store host's publish path
+  bool zstd = false;     // compress the body with zstd (kept only when smaller)
+  int zstd_level = 1;    // fast: the encode sits on the store host's publish path
+  unsigned threads = 1;  // threads over slices of chunks, and zstd's workers (the entries do not depend on it)
 };
 
 struct DeltaSummary {
@@ -80,7 +82,8 @@ DeltaSummary inspectDelta(std::span<const std::byte> delta);
 // Applies `delta` in place to `blob`, which must hold version `blob_version` with checksum
 // `blob_hash`. Throws DeltaError (blob untouched) for a corrupt, truncated, wrong-version or
 // wrong-base delta; throws DeltaError after writing only when the result's checksum is wrong.
+// `threads` split the checks and the writes over slices of chunks.
 DeltaSummary applyDelta(std::span<std::byte> blob, std::int64_t blob_version, std::uint64_t blob_hash,
-                        std::span<const std::byte> delta);
+                        std::span<const std::byte> delta, unsigned threads = 1);
 
 }  // namespace astraflow

@@ -43,6 +43,7 @@ struct WeightStoreOptions {
   int delta_log = 8;            // deltas kept (≤ kMaxDeltaLog)
   int full_sync_every = 16;     // deltas a reader may apply in a row before it pulls a full version
   bool zstd = false;            // zstd on top of the delta encoding
+  unsigned encode_threads = 1;  // threads of the delta encode (on the publishing worker)
   std::uint64_t log_bytes = 0;  // delta ring size; 0: the capacity (room for ~30 deltas at 1 % density)
 };
 
