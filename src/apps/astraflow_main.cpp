@@ -80,9 +80,10 @@ int planCommand(const std::string& path, const std::vector<std::string>& overrid
 }
 
 // sft / train-local: one process, no MPI job; logs on stderr, one JSON line on stdout.
-int localCommand(const std::string& path, const std::string& log_level, bool sft) {
+int localCommand(const std::string& path, const std::vector<std::string>& overrides, const std::string& log_level,
+                 bool sft) {
   try {
-    astraflow::Config cfg = astraflow::loadConfig(path);
+    astraflow::Config cfg = astraflow::loadConfig(path, overrides);
     if (!log_level.empty()) cfg.run.log_level = log_level;
     astraflow::initLogging(0, sft ? "sft" : "train-local", cfg.run.log_level);
     const auto result = sft ? astraflow::runSft(cfg) : astraflow::runTrainLocal(cfg);
@@ -95,9 +96,9 @@ int localCommand(const std::string& path, const std::string& log_level, bool sft
 }
 
 // warm-start-path: the checkpoint a run of this config starts from (scripts read it).
-int warmStartCommand(const std::string& path) {
+int warmStartCommand(const std::string& path, const std::vector<std::string>& overrides) {
   try {
-    const auto cfg = astraflow::loadConfig(path);
+    const auto cfg = astraflow::loadConfig(path, overrides);
     // A gateway site loads no warm start (its weights come from home): an empty line.
     std::printf("%s\n", cfg.isGatewaySite()               ? ""
                         : cfg.run.init_checkpoint.empty() ? cfg.sft.checkpoint.c_str()
@@ -137,65 +138,88 @@ int runCommand(int argc, char** argv, std::string config_path, const std::vector
   return astraflow::runJob(argc, argv, cfg, astraflow::RuntimeOptions{flags.resume_dir, flags.overwrite});
 }
 
+// The job's own subcommands (the model, text, reward, serve and env ones register themselves)
+// and what they were given.
+struct JobCommands {
+  std::string config_path, log_level, resume_dir, trace_path, trace_format = "text";
+  bool overwrite = false;
+  int balance_every = 0;
+  std::vector<std::string> overrides;
+  CLI::App *spawned, *run, *validate, *plan, *layout_size, *warm_start, *trace, *sft, *train_local;
+
+  void add(CLI::App& app) {
+    spawned = app.add_subcommand("spawned-pool", "");  // started by MPI_Comm_spawn (elastic.mode), not by hand
+    spawned->group("");
+    run = app.add_subcommand("run", "run the job a config describes (under mpirun/srun)");
+    run->add_option("config", config_path, "YAML config (with --resume: default <run>/config.yaml)");
+    auto* resume_opt =
+        run->add_option("--resume", resume_dir, "continue the run in this folder from its newest checkpoint");
+    run->add_flag("--overwrite", overwrite,
+                  "start over in a run.output_dir that holds another run: its checkpoints, traces and trajectories "
+                  "are removed first (without it such a folder is refused)")
+        ->excludes(resume_opt);
+    addSet(run, "override a config key: key.path=value (repeatable)");
+    run->add_option("--log-level", log_level, "override run.log_level")
+        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+
+    validate = app.add_subcommand("validate", "check a config without starting MPI");
+    validate->add_option("config", config_path, "YAML config")->required();
+    plan = app.add_subcommand("plan", "print a config's memory plan (every rank on this node) without running");
+    plan->add_option("config", config_path, "YAML config")->required();
+    addSet(plan, "override a config key: key.path=value (repeatable)");
+    layout_size = app.add_subcommand("layout-size", "print the number of ranks a config's layout needs");
+    layout_size->add_option("config", config_path, "YAML config")->required();
+    warm_start = app.add_subcommand(
+        "warm-start-path", "print the warm-start checkpoint a run of this config loads (empty for a gateway site)");
+    warm_start->add_option("config", config_path, "YAML config")->required();
+    addSet(warm_start, "as run's --set: the path of the run so overridden");
+
+    trace = app.add_subcommand("trace", "print per-role tables of a run's trace.h5 (and summary.json)");
+    trace->add_option("run", trace_path, "run folder, or a trace.h5 file")->required();
+    trace->add_option("--format", trace_format, "text tables (default) or one JSON document")
+        ->check(CLI::IsMember({"text", "json"}));
+    trace
+        ->add_option("--balance", balance_every,
+                     "recompute the balance report (paper A.4) for every window of K versions from the trace alone")
+        ->check(CLI::Range(1, 1 << 20));
+
+    sft = app.add_subcommand("sft", "warm start: supervised training on the environment's reference solutions");
+    sft->add_option("config", config_path, "YAML config")->required();
+    sft->add_option("--log-level", log_level, "override run.log_level");
+    addSet(sft, "override a config key: key.path=value (repeatable)");
+    train_local = app.add_subcommand("train-local", "single-process RL reference loop");
+    train_local->add_option("config", config_path, "YAML config")->required();
+    train_local->add_option("--log-level", log_level, "override run.log_level");
+    addSet(train_local, "override a config key: key.path=value (repeatable)");
+  }
+
+  // The chosen command's exit status (`run` when none of the others was chosen).
+  int dispatch(int argc, char** argv) const {
+    if (*sft) return localCommand(config_path, overrides, log_level, true);
+    if (*train_local) return localCommand(config_path, overrides, log_level, false);
+    if (*validate) return validateCommand(config_path);
+    if (*layout_size) return layoutSizeCommand(config_path);
+    if (*plan) return planCommand(config_path, overrides);
+    if (*warm_start) return warmStartCommand(config_path, overrides);
+    if (*spawned) return astraflow::runSpawnedPool(argc, argv, astraflow::runRolloutOn);
+    if (*trace) {
+      if (balance_every > 0) return astraflow::balanceCommand(trace_path, balance_every, trace_format);
+      return astraflow::traceCommand(trace_path, trace_format);
+    }
+    return runCommand(argc, argv, config_path, overrides, RunFlags{resume_dir, log_level, overwrite});
+  }
+
+ private:
+  void addSet(CLI::App* command, const char* help) { command->add_option("--set", overrides, help); }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"astraflow: dataflow-oriented RL training for LLM agents on MPI clusters"};
   app.require_subcommand(1);
-
-  std::string config_path;
-  std::string log_level;
-  std::string resume_dir;
-  bool overwrite = false;
-  std::vector<std::string> overrides;
-  auto* spawned = app.add_subcommand("spawned-pool", "");  // started by MPI_Comm_spawn (elastic.mode), not by hand
-  spawned->group("");
-  auto* run = app.add_subcommand("run", "run the job a config describes (under mpirun/srun)");
-  run->add_option("config", config_path, "YAML config (with --resume: default <run>/config.yaml)");
-  auto* resume_opt =
-      run->add_option("--resume", resume_dir, "continue the run in this folder from its newest checkpoint");
-  run->add_flag("--overwrite", overwrite,
-                "start over in a run.output_dir that holds another run: its checkpoints, traces and trajectories "
-                "are removed first (without it such a folder is refused)")
-      ->excludes(resume_opt);
-  run->add_option("--set", overrides, "override a config key: key.path=value (repeatable)");
-  run->add_option("--log-level", log_level, "override run.log_level")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
-
-  auto* validate = app.add_subcommand("validate", "check a config without starting MPI");
-  validate->add_option("config", config_path, "YAML config")->required();
-
-  auto* plan = app.add_subcommand("plan", "print a config's memory plan (every rank on this node) without running");
-  plan->add_option("config", config_path, "YAML config")->required();
-  plan->add_option("--set", overrides, "override a config key: key.path=value (repeatable)");
-
-  auto* layout_size = app.add_subcommand("layout-size", "print the number of ranks a config's layout needs");
-  layout_size->add_option("config", config_path, "YAML config")->required();
-  auto* warm_start = app.add_subcommand(
-      "warm-start-path", "print the warm-start checkpoint a run of this config loads (empty for a gateway site)");
-  warm_start->add_option("config", config_path, "YAML config")->required();
-  warm_start->add_option("--set", overrides, "as run's --set: the path of the run so overridden");
-
-  std::string trace_path;
-  auto* trace = app.add_subcommand("trace", "print per-role tables of a run's trace.h5 (and summary.json)");
-  trace->add_option("run", trace_path, "run folder, or a trace.h5 file")->required();
-  std::string trace_format = "text";
-  trace->add_option("--format", trace_format, "text tables (default) or one JSON document")
-      ->check(CLI::IsMember({"text", "json"}));
-  int balance_every = 0;
-  trace
-      ->add_option("--balance", balance_every,
-                   "recompute the balance report (paper A.4) for every window of K versions from the trace alone")
-      ->check(CLI::Range(1, 1 << 20));
-
-  auto* sft = app.add_subcommand("sft", "warm start: supervised training on the environment's reference solutions");
-  sft->add_option("config", config_path, "YAML config")->required();
-  sft->add_option("--log-level", log_level, "override run.log_level");
-  sft->add_option("--set", overrides, "override a config key: key.path=value (repeatable)");
-  auto* train_local = app.add_subcommand("train-local", "single-process RL reference loop");
-  train_local->add_option("config", config_path, "YAML config")->required();
-  train_local->add_option("--log-level", log_level, "override run.log_level");
-
+  JobCommands job;
+  job.add(app);
   const auto model_commands = astraflow::addModelCommands(app);
   const auto text_commands = astraflow::addTextCommands(app);
   const auto reward_command = astraflow::addRewardCommand(app);
@@ -209,19 +233,5 @@ int main(int argc, char** argv) {
   if (const int rc = reward_command.run(); rc >= 0) return rc;
   if (const int rc = serve_command.run(); rc >= 0) return rc;
   if (const int rc = env_command.run(); rc >= 0) return rc;
-
-  if (*sft) return localCommand(config_path, log_level, true);
-  if (*train_local) return localCommand(config_path, log_level, false);
-
-  if (*validate) return validateCommand(config_path);
-  if (*layout_size) return layoutSizeCommand(config_path);
-  if (*plan) return planCommand(config_path, overrides);
-  if (*warm_start) return warmStartCommand(config_path);
-  if (*spawned) return astraflow::runSpawnedPool(argc, argv, astraflow::runRolloutOn);
-  if (*trace) {
-    if (balance_every > 0) return astraflow::balanceCommand(trace_path, balance_every, trace_format);
-    return astraflow::traceCommand(trace_path, trace_format);
-  }
-
-  return runCommand(argc, argv, config_path, overrides, RunFlags{resume_dir, log_level, overwrite});
+  return job.dispatch(argc, argv);
 }

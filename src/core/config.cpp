@@ -25,15 +25,7 @@ namespace astraflow {
 
 using detail::YamlReader;
 
-const char* roleName(Role role) {
-  switch (role) {
-    case Role::Dataflow: return "dataflow";
-    case Role::Trainer: return "trainer";
-    case Role::Rollout: return "rollout";
-    case Role::Gateway: return "gateway";
-  }
-  return "?";
-}
+const char* roleName(Role role) { return enumName(kRoleNames, role); }
 
 int Config::layoutRanks() const {
   int n = 0;
@@ -372,92 +364,125 @@ static RolloutBackendSpec parseBackend(YamlReader& entry) {
   return b;
 }
 
-static std::vector<LayoutEntry> parseLayout(YamlReader& top, const std::vector<PolicySection>& policies,
-                                            const std::string& source) {
-  std::vector<LayoutEntry> out;
-  std::vector<std::string> policy_names;
-  for (const auto& p : policies) policy_names.push_back(p.name);
-  const std::string defined = fmt::format("{}", fmt::join(policy_names, ", "));
-  auto checkPolicy = [&](YamlReader& r, const std::string& key_path, int line, const std::string& name) {
-    for (const auto& p : policies) {
+namespace {
+
+// The layout, entry by entry, with what spans entries: one hub (dataflow or gateway), one
+// trainer entry per policy, distinct pool names, and every policy trained and served.
+class LayoutParser {
+ public:
+  LayoutParser(const std::vector<PolicySection>& policies, std::string source)
+      : policies_(policies), source_(std::move(source)) {
+    std::vector<std::string> names;
+    for (const auto& p : policies) names.push_back(p.name);
+    defined_ = fmt::format("{}", fmt::join(names, ", "));
+  }
+
+  std::vector<LayoutEntry> parse(YamlReader& top) {
+    const auto nodes = top.requireSequence("layout");
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      YamlReader r(nodes[i], fmt::format("layout[{}]", i), source_);
+      LayoutEntry e;
+      e.line = r.line();
+      e.role = r.requireEnum("role", kRoleNames);
+      e.ranks = static_cast<int>(r.getInt("ranks", 1, 1, 1 << 20, "ranks"));
+      switch (e.role) {
+        case Role::Dataflow:
+        case Role::Gateway: hub(r, e); break;
+        case Role::Trainer: trainer(r, e); break;
+        case Role::Rollout: rollout(r, e, i); break;
+      }
+      r.finish();
+      out_.push_back(std::move(e));
+    }
+    checkWhole(top);
+    return std::move(out_);
+  }
+
+ private:
+  void checkPolicy(YamlReader& r, const std::string& key_path, int line, const std::string& name) const {
+    for (const auto& p : policies_) {
       if (p.name == name) return;
     }
-    r.failAt(line, key_path, fmt::format("'{}' is not a defined policy; allowed: {}", name, defined));
-  };
+    r.failAt(line, key_path, fmt::format("'{}' is not a defined policy; allowed: {}", name, defined_));
+  }
 
-  const auto nodes = top.requireSequence("layout");
-  int dataflow_entries = 0;
-  bool gateway = false;
-  std::map<std::string, int> trainer_line;
-  std::map<std::string, int> served;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    YamlReader r(nodes[i], fmt::format("layout[{}]", i), source);
-    LayoutEntry e;
-    e.line = r.line();
-    const std::string role = r.requireChoice("role", {"dataflow", "trainer", "rollout", "gateway"});
-    e.ranks = static_cast<int>(r.getInt("ranks", 1, 1, 1 << 20, "ranks"));
-    if (role == "dataflow" || role == "gateway") {
-      // A job has one hub: the dataflow rank (home) or a gateway (a remote site's job).
-      e.role = role == "dataflow" ? Role::Dataflow : Role::Gateway;
-      if (++dataflow_entries > 1) {
-        r.fail("role", "a second dataflow or gateway entry; allowed: exactly one of them per job");
-      }
-      if (e.ranks != 1) r.fail("ranks", fmt::format("given {}; allowed: 1 (one {} rank per job)", e.ranks, role));
-      gateway = e.role == Role::Gateway;
-    } else if (role == "trainer") {
-      e.role = Role::Trainer;
-      e.policy = r.requireString("policy");
-      checkPolicy(r, r.keyPath("policy"), r.lineOf("policy"), e.policy);
-      if (trainer_line.count(e.policy)) {
-        r.fail("policy", fmt::format("policy '{}' already has a trainer entry (line {}); allowed: one trainer entry "
-                                     "per policy (raise its ranks for data parallelism)",
-                                     e.policy, trainer_line[e.policy]));
-      }
-      trainer_line[e.policy] = e.line;
-    } else {
-      e.role = Role::Rollout;
-      e.policies = r.requireStringList("policies");
-      for (std::size_t j = 0; j < e.policies.size(); ++j) {
-        checkPolicy(r, fmt::format("{}[{}]", r.keyPath("policies"), j), r.lineOf("policies"), e.policies[j]);
-        served[e.policies[j]]++;
-      }
-      e.backend = parseBackend(r);
-      e.pool = r.getString("pool", fmt::format("pool{}", i));
-      if (!isIdentifier(e.pool)) r.fail("pool", "given '" + e.pool + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
-      for (const auto& other : out) {
-        if (other.role == Role::Rollout && other.pool == e.pool) {
-          r.fail("pool", fmt::format("pool name '{}' is used twice (line {})", e.pool, other.line));
-        }
+  // A job has one hub: the dataflow rank (home) or a gateway (a remote site's job).
+  void hub(YamlReader& r, const LayoutEntry& e) {
+    if (++hub_entries_ > 1) r.fail("role", "a second dataflow or gateway entry; allowed: exactly one of them per job");
+    if (e.ranks != 1) {
+      r.fail("ranks", fmt::format("given {}; allowed: 1 (one {} rank per job)", e.ranks, roleName(e.role)));
+    }
+    gateway_ = e.role == Role::Gateway;
+  }
+
+  void trainer(YamlReader& r, LayoutEntry& e) {
+    e.policy = r.requireString("policy");
+    checkPolicy(r, r.keyPath("policy"), r.lineOf("policy"), e.policy);
+    if (trainer_line_.count(e.policy)) {
+      r.fail("policy", fmt::format("policy '{}' already has a trainer entry (line {}); allowed: one trainer entry "
+                                   "per policy (raise its ranks for data parallelism)",
+                                   e.policy, trainer_line_[e.policy]));
+    }
+    trainer_line_[e.policy] = e.line;
+  }
+
+  void rollout(YamlReader& r, LayoutEntry& e, std::size_t i) {
+    e.policies = r.requireStringList("policies");
+    for (std::size_t j = 0; j < e.policies.size(); ++j) {
+      checkPolicy(r, fmt::format("{}[{}]", r.keyPath("policies"), j), r.lineOf("policies"), e.policies[j]);
+      served_[e.policies[j]]++;
+    }
+    e.backend = parseBackend(r);
+    e.pool = r.getString("pool", fmt::format("pool{}", i));
+    if (!isIdentifier(e.pool)) r.fail("pool", "given '" + e.pool + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
+    for (const auto& other : out_) {
+      if (other.role == Role::Rollout && other.pool == e.pool) {
+        r.fail("pool", fmt::format("pool name '{}' is used twice (line {})", e.pool, other.line));
       }
     }
-    r.finish();
-    out.push_back(std::move(e));
   }
-  if (dataflow_entries == 0) {
-    top.fail("layout",
-             "no dataflow entry; allowed: exactly one {role: dataflow, ranks: 1} (or, for a remote "
-             "site's job, one {role: gateway, ranks: 1})");
-  }
-  if (gateway && !trainer_line.empty()) {
-    top.failAt(trainer_line.begin()->second, "layout",
-               "a trainer entry in a gateway site's layout; allowed: gateway and rollout entries only (the trainers "
-               "run at the home site)");
-  }
-  for (const auto& p : policies) {
-    if (!gateway && !trainer_line.count(p.name)) {
-      top.failAt(p.line, "layout",
-                 fmt::format("policy '{}' has no trainer entry; every policy needs one "
-                             "{{role: trainer, policy: {}}}",
-                             p.name, p.name));
+
+  void checkWhole(YamlReader& top) const {
+    if (hub_entries_ == 0) {
+      top.fail("layout",
+               "no dataflow entry; allowed: exactly one {role: dataflow, ranks: 1} (or, for a remote "
+               "site's job, one {role: gateway, ranks: 1})");
     }
-    if (!served.count(p.name)) {
-      top.failAt(p.line, "layout",
-                 fmt::format("policy '{}' is served by no rollout entry; every policy needs "
-                             "a {{role: rollout, policies: [{}]}}",
-                             p.name, p.name));
+    if (gateway_ && !trainer_line_.empty()) {
+      top.failAt(trainer_line_.begin()->second, "layout",
+                 "a trainer entry in a gateway site's layout; allowed: gateway and rollout entries only (the "
+                 "trainers run at the home site)");
+    }
+    for (const auto& p : policies_) {
+      if (!gateway_ && !trainer_line_.count(p.name)) {
+        top.failAt(p.line, "layout",
+                   fmt::format("policy '{}' has no trainer entry; every policy needs one "
+                               "{{role: trainer, policy: {}}}",
+                               p.name, p.name));
+      }
+      if (!served_.count(p.name)) {
+        top.failAt(p.line, "layout",
+                   fmt::format("policy '{}' is served by no rollout entry; every policy needs "
+                               "a {{role: rollout, policies: [{}]}}",
+                               p.name, p.name));
+      }
     }
   }
-  return out;
+
+  const std::vector<PolicySection>& policies_;
+  std::string source_, defined_;
+  std::vector<LayoutEntry> out_;
+  int hub_entries_ = 0;
+  bool gateway_ = false;
+  std::map<std::string, int> trainer_line_;  // policy -> its trainer entry's line
+  std::map<std::string, int> served_;        // policy -> rollout entries serving it
+};
+
+}  // namespace
+
+static std::vector<LayoutEntry> parseLayout(YamlReader& top, const std::vector<PolicySection>& policies,
+                                            const std::string& source) {
+  return LayoutParser(policies, source).parse(top);
 }
 
 namespace {

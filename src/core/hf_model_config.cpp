@@ -183,8 +183,9 @@ const char* ropeTypeName(RopeScaling::Kind kind) {
   }
 }
 
-HfModelConfig readHfModelConfig(const std::string& folder) {
-  const auto path = (std::filesystem::path(folder) / "config.json").string();
+namespace {
+
+json readConfigJson(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ConfigError(fmt::format("{}: cannot be read (a Hugging Face model folder holds config.json)", path));
   std::stringstream text;
@@ -196,12 +197,11 @@ HfModelConfig readHfModelConfig(const std::string& folder) {
     throw ConfigError(fmt::format("{}: not valid JSON ({})", path, e.what()));
   }
   if (!j.is_object()) throw ConfigError(fmt::format("{}: not a JSON object", path));
+  return j;
+}
 
-  HfModelConfig out;
-  ModelConfig& m = out.model;
-  m.hf_path = std::filesystem::absolute(folder).lexically_normal().string();
-  Fields f(j, path);
-
+// architectures (one supported class) and a model_type that agrees with it.
+const FamilyInfo& readFamily(Fields& f) {
   const json* archs = f.find("architectures");
   if (!archs || !archs->is_array() || archs->size() != 1 || !(*archs)[0].is_string()) {
     f.fail("architectures", fmt::format("is {}; expected one of [\"Qwen3ForCausalLM\"], [\"Qwen2ForCausalLM\"], "
@@ -217,13 +217,16 @@ HfModelConfig readHfModelConfig(const std::string& folder) {
     f.fail("architectures",
            fmt::format("is [\"{}\"]; supported: Qwen3ForCausalLM, Qwen2ForCausalLM, LlamaForCausalLM", arch));
   }
-  m.family = info->family;
   const auto model_type = f.string("model_type", info->model_type);
   if (model_type != info->model_type) {
     f.fail("model_type",
            fmt::format("is '{}' but architectures says {} (model_type '{}')", model_type, arch, info->model_type));
   }
+  return *info;
+}
 
+// The shape: sizes, norms, biases, with the family's defaults.
+void readShape(Fields& f, const FamilyInfo& info, ModelConfig& m) {
   constexpr std::int64_t kBig = 1 << 24;
   m.d_model = static_cast<int>(f.integer("hidden_size", std::nullopt, 1, kBig));
   m.layers = static_cast<int>(f.integer("num_hidden_layers", std::nullopt, 1, 4096));
@@ -235,18 +238,22 @@ HfModelConfig readHfModelConfig(const std::string& folder) {
   m.ffn_hidden = static_cast<int>(f.integer("intermediate_size", std::nullopt, 1, kBig));
   m.vocab_size = static_cast<int>(f.integer("vocab_size", std::nullopt, 1, 1 << 30));
   m.max_position_embeddings =
-      static_cast<int>(f.integer("max_position_embeddings", info->default_max_positions, 1, 1 << 30));
+      static_cast<int>(f.integer("max_position_embeddings", info.default_max_positions, 1, 1 << 30));
   m.max_seq_len = m.max_position_embeddings;
   m.rms_eps = f.number("rms_norm_eps", 1e-6, 1e-12, 1.0);
   m.tied_embeddings = f.boolean("tie_word_embeddings", false);
   if (m.family != ModelFamily::Qwen2) m.attention_bias = f.boolean("attention_bias", false);
   if (m.family == ModelFamily::Llama) m.mlp_bias = f.boolean("mlp_bias", false);
-
   if (m.heads % m.kv_heads != 0) {
     f.fail("num_key_value_heads",
            fmt::format("is {}; allowed: a divisor of num_attention_heads ({})", m.kv_heads, m.heads));
   }
   if (m.head_dim % 2 != 0) f.fail("head_dim", fmt::format("is {}; allowed: an even size", m.head_dim));
+}
+
+// What astraflow does not compute is refused by name: another activation, dropout,
+// quantisation, sliding-window or other non-full attention layers.
+void refuseUnsupported(Fields& f, const ModelConfig& m) {
   if (const auto act = f.string("hidden_act", "silu"); act != "silu") {
     f.fail("hidden_act", fmt::format("is '{}'; supported: silu", act));
   }
@@ -270,8 +277,9 @@ HfModelConfig readHfModelConfig(const std::string& folder) {
       }
     }
   }
-  readRope(f, path, out);
+}
 
+void readSpecialTokens(Fields& f, HfModelConfig& out) {
   out.bos_token_id = static_cast<int>(f.integer("bos_token_id", -1, -1, 1 << 30));
   out.pad_token_id = static_cast<int>(f.integer("pad_token_id", -1, -1, 1 << 30));
   if (const json* eos = f.find("eos_token_id")) {
@@ -285,6 +293,23 @@ HfModelConfig readHfModelConfig(const std::string& folder) {
       one(*eos);
     }
   }
+}
+
+}  // namespace
+
+HfModelConfig readHfModelConfig(const std::string& folder) {
+  const auto path = (std::filesystem::path(folder) / "config.json").string();
+  const json j = readConfigJson(path);
+  HfModelConfig out;
+  ModelConfig& m = out.model;
+  m.hf_path = std::filesystem::absolute(folder).lexically_normal().string();
+  Fields f(j, path);
+  const FamilyInfo& info = readFamily(f);
+  m.family = info.family;
+  readShape(f, info, m);
+  refuseUnsupported(f, m);
+  readRope(f, path, out);
+  readSpecialTokens(f, out);
   for (const auto& key : kDescriptive) f.find(key);
   for (auto& key : f.unread()) out.unread_fields.push_back(std::move(key));
   return out;

@@ -147,123 +147,104 @@ std::map<std::string, std::pair<std::string, int>> roleMap(YamlReader& r, const 
   return out;
 }
 
-}  // namespace
+using RoleMap = std::map<std::string, std::pair<std::string, int>>;  // role -> value and its line
 
-void parseWorkflow(YamlReader r, Config& cfg) {
-  auto& wf = cfg.workflow;
-  std::vector<std::string> kind_names = {"single"};
-  for (const auto& [name, spec] : kinds()) kind_names.push_back(name);
-  wf.kind = r.getChoice("kind", "single", kind_names);
-  if (!wf.multiAgent()) {
-    r.finish();
-    return;
-  }
-  const KindSpec& spec = kinds().at(wf.kind);
-  const std::string& source = r.source();
-  // Where it runs: the arithmetic environment, or chat-formatted over a code dataset.
-  const EnvironmentOptions& env = cfg.environment;
+// The kind runs on the arithmetic environment, or chat-formatted over a code dataset.
+void checkEnvironment(YamlReader& r, WorkflowSection& wf, const KindSpec& spec, const EnvironmentOptions& env) {
   wf.chat = spec.code && env.name == "dataset" && env.reward.kind == RewardKind::Code;
-  if (!wf.chat && !(spec.arithmetic && env.name == "arithmetic")) {
-    std::vector<std::string> allowed;
-    if (spec.arithmetic) allowed.push_back("environment.name: arithmetic");
-    if (spec.code) allowed.push_back("environment.name: dataset with environment.reward.kind: code");
-    r.fail("kind", fmt::format("the {} workflow needs {}; environment.name is '{}'{}", wf.kind,
-                               fmt::join(allowed, ", or "), env.name,
-                               env.name == "dataset"
-                                   ? fmt::format(" with reward.kind '{}'", enumName(kRewardKindNames, env.reward.kind))
-                                   : ""));
-  }
-  std::vector<std::string> policy_names;
-  for (const auto& p : cfg.policies) policy_names.push_back(p.name);
+  if (wf.chat || (spec.arithmetic && env.name == "arithmetic")) return;
+  std::vector<std::string> allowed;
+  if (spec.arithmetic) allowed.push_back("environment.name: arithmetic");
+  if (spec.code) allowed.push_back("environment.name: dataset with environment.reward.kind: code");
+  r.fail("kind", fmt::format("the {} workflow needs {}; environment.name is '{}'{}", wf.kind,
+                             fmt::join(allowed, ", or "), env.name,
+                             env.name == "dataset"
+                                 ? fmt::format(" with reward.kind '{}'", enumName(kRewardKindNames, env.reward.kind))
+                                 : ""));
+}
 
-  // roles: role → policy. Every role of the kind needs one.
-  const auto roles = roleMap(r, "roles", spec.roles);
-  for (const auto& role : spec.roles) {
-    if (!roles.count(role)) {
-      r.fail("roles", fmt::format("the {} workflow needs a policy for role '{}'; e.g. roles: {{{}}}", wf.kind, role,
-                                  fmt::format("{}: <policy>", fmt::join(spec.roles, ": <policy>, "))));
+// order: the turn order; the kind fixes what comes first (the solver answers before anyone can
+// judge or pick), so a given order must be the kind's.
+std::vector<std::string> parseOrder(YamlReader& r, const std::string& kind, const KindSpec& spec,
+                                    const RoleMap& roles) {
+  if (!r.has("order")) return spec.roles;
+  const std::vector<std::string> order = r.requireStringList("order");
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (!roles.count(order[i])) {
+      r.failAt(r.lineOf("order"), fmt::format("{}[{}]", r.keyPath("order"), i),
+               fmt::format("'{}' is not a role of this workflow; allowed: {}", order[i], fmt::join(spec.roles, ", ")));
     }
   }
-  // order: the turn order; the kind fixes what comes first (the solver answers before anyone
-  // can judge or pick).
-  std::vector<std::string> order = spec.roles;
-  if (r.has("order")) {
-    order = r.requireStringList("order");
-    for (std::size_t i = 0; i < order.size(); ++i) {
-      if (!roles.count(order[i])) {
-        r.failAt(
-            r.lineOf("order"), fmt::format("{}[{}]", r.keyPath("order"), i),
-            fmt::format("'{}' is not a role of this workflow; allowed: {}", order[i], fmt::join(spec.roles, ", ")));
-      }
-    }
-    if (order != spec.roles) {
-      r.fail("order", fmt::format("given [{}]; allowed: [{}] (the {} workflow runs its roles in this order, each once "
-                                  "per round)",
-                                  fmt::join(order, ", "), fmt::join(spec.roles, ", "), wf.kind));
-    }
+  if (order != spec.roles) {
+    r.fail("order", fmt::format("given [{}]; allowed: [{}] (the {} workflow runs its roles in this order, each once "
+                                "per round)",
+                                fmt::join(order, ", "), fmt::join(spec.roles, ", "), kind));
   }
-  const auto context = roleMap(r, "context", spec.roles);
-  if (!wf.chat && (r.has("system") || r.has("followup")))
-    r.fail(r.has("system") ? "system" : "followup",
-           "belongs to the code workflows (chat-formatted, over a dataset with reward.kind: code)");
-  const auto system = roleMap(r, "system", spec.roles);
-  wf.followup = spec.chat_followup;
-  if (r.has("followup")) {
-    wf.followup = r.getString("followup", "");
-    checkTemplate(r, r.lineOf("followup"), r.keyPath("followup"), wf.followup);
-  }
-  const auto rewards = roleMap(r, "rewards", spec.roles);
-  std::set<std::string> used_policies;
-  for (const auto& role : order) {
-    WorkflowRole out;
-    out.name = role;
-    const auto& [policy, line] = roles.at(role);
-    out.policy = policy;
-    if (!cfg.findPolicy(policy)) {
-      r.failAt(line, r.keyPath("roles") + "." + role,
-               fmt::format("'{}' is not a defined policy; allowed: {}", policy, fmt::join(policy_names, ", ")));
-    }
-    if (!used_policies.insert(policy).second) {
-      r.failAt(line, r.keyPath("roles") + "." + role,
-               fmt::format("policy '{}' already serves another role; allowed: one policy per role (each role's "
-                           "trajectories form its own policy's GRPO groups)",
-                           policy));
-    }
-    out.context = wf.chat ? spec.chat_context.at(role) : spec.context.at(role);
-    if (wf.chat && spec.chat_system.count(role)) out.system = spec.chat_system.at(role);
-    if (auto it = system.find(role); it != system.end()) {
-      out.system = it->second.first;
-      checkTemplate(r, it->second.second, r.keyPath("system") + "." + role, out.system);
-    }
-    if (auto it = context.find(role); it != context.end()) {
-      out.context = it->second.first;
-      checkTemplate(r, it->second.second, r.keyPath("context") + "." + role, out.context);
-    }
-    const auto& allowed = spec.rewards.at(role);
-    out.reward = allowed.front();
-    if (auto it = rewards.find(role); it != rewards.end()) {
-      out.reward = it->second.first;
-      if (std::find(allowed.begin(), allowed.end(), out.reward) == allowed.end()) {
-        r.failAt(it->second.second, r.keyPath("rewards") + "." + role,
-                 fmt::format("given '{}'; allowed for the {} role: {}", out.reward, role, fmt::join(allowed, ", ")));
-      }
-    }
-    wf.roles.push_back(std::move(out));
-  }
-  if (spec.loops) {
-    if (!r.has("max_rounds")) {
-      r.fail("max_rounds", fmt::format("missing; the {} workflow loops (a rejected answer goes back to the solver) and "
-                                       "needs a turn limit; allowed: 1..16 rounds",
-                                       wf.kind));
-    }
-    wf.max_rounds = static_cast<int>(r.requireInt("max_rounds", 1, 16, "rounds"));
-  } else {
-    wf.max_rounds = static_cast<int>(r.getInt("max_rounds", 1, 1, 1, "rounds"));
-  }
-  wf.candidates = wf.kind == "solver_selector" ? 2 : 1;
-  r.finish();
+  return order;
+}
 
-  // Cross-checks with the rest of the config.
+// The per-role texts and rewards a config may override, each checked where it was given.
+struct RoleOverrides {
+  RoleMap roles, context, system, rewards;
+};
+
+// One role of the workflow: its policy (defined, and serving no other role), its texts (the
+// kind's, or the config's) and its reward (one the role allows).
+WorkflowRole makeRole(YamlReader& r, const Config& cfg, const WorkflowSection& wf, const KindSpec& spec,
+                      const std::string& role, const RoleOverrides& given, std::set<std::string>& used_policies) {
+  WorkflowRole out;
+  out.name = role;
+  const auto& [policy, line] = given.roles.at(role);
+  out.policy = policy;
+  if (!cfg.findPolicy(policy)) {
+    std::vector<std::string> names;
+    for (const auto& p : cfg.policies) names.push_back(p.name);
+    r.failAt(line, r.keyPath("roles") + "." + role,
+             fmt::format("'{}' is not a defined policy; allowed: {}", policy, fmt::join(names, ", ")));
+  }
+  if (!used_policies.insert(policy).second) {
+    r.failAt(line, r.keyPath("roles") + "." + role,
+             fmt::format("policy '{}' already serves another role; allowed: one policy per role (each role's "
+                         "trajectories form its own policy's GRPO groups)",
+                         policy));
+  }
+  out.context = wf.chat ? spec.chat_context.at(role) : spec.context.at(role);
+  if (wf.chat && spec.chat_system.count(role)) out.system = spec.chat_system.at(role);
+  if (auto it = given.system.find(role); it != given.system.end()) {
+    out.system = it->second.first;
+    checkTemplate(r, it->second.second, r.keyPath("system") + "." + role, out.system);
+  }
+  if (auto it = given.context.find(role); it != given.context.end()) {
+    out.context = it->second.first;
+    checkTemplate(r, it->second.second, r.keyPath("context") + "." + role, out.context);
+  }
+  const auto& allowed = spec.rewards.at(role);
+  out.reward = allowed.front();
+  if (auto it = given.rewards.find(role); it != given.rewards.end()) {
+    out.reward = it->second.first;
+    if (std::find(allowed.begin(), allowed.end(), out.reward) == allowed.end()) {
+      r.failAt(it->second.second, r.keyPath("rewards") + "." + role,
+               fmt::format("given '{}'; allowed for the {} role: {}", out.reward, role, fmt::join(allowed, ", ")));
+    }
+  }
+  return out;
+}
+
+// max_rounds: required by a kind that loops (a rejected answer goes back to the solver), 1 otherwise.
+int parseRounds(YamlReader& r, const std::string& kind, const KindSpec& spec) {
+  if (!spec.loops) return static_cast<int>(r.getInt("max_rounds", 1, 1, 1, "rounds"));
+  if (!r.has("max_rounds")) {
+    r.fail("max_rounds", fmt::format("missing; the {} workflow loops (a rejected answer goes back to the solver) and "
+                                     "needs a turn limit; allowed: 1..16 rounds",
+                                     kind));
+  }
+  return static_cast<int>(r.requireInt("max_rounds", 1, 16, "rounds"));
+}
+
+// Every policy plays a role, and some rollout entry serves the whole team (a team episode runs
+// on one rank).
+void checkTeamIsServed(const Config& cfg, const std::string& source) {
+  const auto& wf = cfg.workflow;
   const auto team = wf.policies();
   for (const auto& p : cfg.policies) {
     if (std::find(team.begin(), team.end(), p.name) == team.end()) {
@@ -286,24 +267,74 @@ void parseWorkflow(YamlReader r, Config& cfg) {
                     "runs on one rank); allowed: a {{role: rollout, policies: [{}]}}",
                     source, wf.kind, fmt::join(team, ", ")));
   }
-  // Route each role's trajectories to its policy's trainer unless the config chose a router.
+}
+
+// Each role's trajectories go to its policy's trainer unless the config chose a router; a
+// by_role router's entries name roles and policies that exist.
+void routeByRole(Config& cfg, const KindSpec& spec, const std::string& source) {
+  const auto& wf = cfg.workflow;
   auto& router = cfg.dataflow.router;
   if (!cfg.dataflow.router_given) router = PluginSpec{"by_role", {}, "dataflow.router"};
-  if (router.kind == "by_role") {
-    if (router.params.empty()) {
-      for (const auto& role : wf.roles) router.params[role.name] = role.policy;
+  if (router.kind != "by_role") return;
+  if (router.params.empty()) {
+    for (const auto& role : wf.roles) router.params[role.name] = role.policy;
+  }
+  for (const auto& [role, policy] : router.params) {
+    if (!wf.findRole(role)) {
+      throw ConfigError(fmt::format("{}: {}.{}: '{}' is not a role of workflow {}; allowed: {}", source, router.key,
+                                    role, role, wf.kind, fmt::join(spec.roles, ", ")));
     }
-    for (const auto& [role, policy] : router.params) {
-      if (!wf.findRole(role)) {
-        throw ConfigError(fmt::format("{}: {}.{}: '{}' is not a role of workflow {}; allowed: {}", source, router.key,
-                                      role, role, wf.kind, fmt::join(spec.roles, ", ")));
-      }
-      if (!cfg.findPolicy(policy)) {
-        throw ConfigError(fmt::format("{}: {}.{}: '{}' is not a defined policy; allowed: {}", source, router.key, role,
-                                      policy, fmt::join(policy_names, ", ")));
-      }
+    if (!cfg.findPolicy(policy)) {
+      std::vector<std::string> names;
+      for (const auto& p : cfg.policies) names.push_back(p.name);
+      throw ConfigError(fmt::format("{}: {}.{}: '{}' is not a defined policy; allowed: {}", source, router.key, role,
+                                    policy, fmt::join(names, ", ")));
     }
   }
+}
+
+}  // namespace
+
+void parseWorkflow(YamlReader r, Config& cfg) {
+  auto& wf = cfg.workflow;
+  std::vector<std::string> kind_names = {"single"};
+  for (const auto& [name, spec] : kinds()) kind_names.push_back(name);
+  wf.kind = r.getChoice("kind", "single", kind_names);
+  if (!wf.multiAgent()) {
+    r.finish();
+    return;
+  }
+  const KindSpec& spec = kinds().at(wf.kind);
+  checkEnvironment(r, wf, spec, cfg.environment);
+  RoleOverrides given;
+  // roles: role → policy. Every role of the kind needs one.
+  given.roles = roleMap(r, "roles", spec.roles);
+  for (const auto& role : spec.roles) {
+    if (!given.roles.count(role)) {
+      r.fail("roles", fmt::format("the {} workflow needs a policy for role '{}'; e.g. roles: {{{}}}", wf.kind, role,
+                                  fmt::format("{}: <policy>", fmt::join(spec.roles, ": <policy>, "))));
+    }
+  }
+  const std::vector<std::string> order = parseOrder(r, wf.kind, spec, given.roles);
+  given.context = roleMap(r, "context", spec.roles);
+  if (!wf.chat && (r.has("system") || r.has("followup")))
+    r.fail(r.has("system") ? "system" : "followup",
+           "belongs to the code workflows (chat-formatted, over a dataset with reward.kind: code)");
+  given.system = roleMap(r, "system", spec.roles);
+  wf.followup = spec.chat_followup;
+  if (r.has("followup")) {
+    wf.followup = r.getString("followup", "");
+    checkTemplate(r, r.lineOf("followup"), r.keyPath("followup"), wf.followup);
+  }
+  given.rewards = roleMap(r, "rewards", spec.roles);
+  std::set<std::string> used_policies;
+  for (const auto& role : order) wf.roles.push_back(makeRole(r, cfg, wf, spec, role, given, used_policies));
+  wf.max_rounds = parseRounds(r, wf.kind, spec);
+  wf.candidates = wf.kind == "solver_selector" ? 2 : 1;
+  r.finish();
+
+  checkTeamIsServed(cfg, r.source());
+  routeByRole(cfg, spec, r.source());
 }
 
 }  // namespace astraflow

@@ -100,6 +100,32 @@ void BalanceWindow::report(const PolicyState& lead, std::int64_t v) {
   BalanceReport r;
   r.version_last = v;
   r.version_first = std::max<std::int64_t>(v - params.every, w_.resume ? w_.resume_version : 0);
+  timeWindow(lead, r);
+  const BookTotals now = bookTotals();
+  r.produced = now.produced - report_base_.produced;
+  r.accepted = now.entered - report_base_.entered;
+  r.consumed = now.consumed - report_base_.consumed;
+  r.stale = now.stale - report_base_.stale;
+  report_base_ = now;
+  r.g = collectInstances(r);
+  classifyInstances(r.instances);
+  decide(r, params);
+
+  spdlog::info("{}", formatBalanceReport(r));
+  const auto dir = w_.run_dir / "balance";
+  std::filesystem::create_directories(dir);
+  const auto path = dir / fmt::format("report_{}.json", v);
+  std::ofstream(path) << balanceReportJson(r, params) << "\n";
+  // The window's rollout ranks, and the ranks the decision asks for.
+  w_.event(TraceKind::Balance, w_.now(), v, 0, static_cast<std::uint64_t>(r.g));
+  w_.event(TraceKind::BalanceTarget, w_.now(), v, 0, static_cast<std::uint64_t>(r.decision.g_target));
+  actOnTarget(r, path.string());
+}
+
+// The window's iterations from the lead trainer's clock, its wall time from the publish times,
+// and the evaluation time inside it.
+void BalanceWindow::timeWindow(const PolicyState& lead, BalanceReport& r) const {
+  const std::int64_t v = r.version_last;
   auto at = [](const std::vector<double>& times, std::int64_t i) {
     return i >= 0 && i < static_cast<std::int64_t>(times.size()) ? times[static_cast<std::size_t>(i)] : -1.0;
   };
@@ -126,16 +152,12 @@ void BalanceWindow::report(const PolicyState& lead, std::int64_t v) {
   r.avg_step_s = r.iterations ? iterations_s / r.iterations : 0.0;
   r.avg_wait_s = r.iterations ? wait / r.iterations : 0.0;
   r.wait_fraction = iterations_s > 0 ? wait / iterations_s : 0.0;
+}
 
-  const BookTotals now = bookTotals();
-  r.produced = now.produced - report_base_.produced;
-  r.accepted = now.entered - report_base_.entered;
-  r.consumed = now.consumed - report_base_.consumed;
-  r.stale = now.stale - report_base_.stale;
-  report_base_ = now;
-
-  // Every rollout instance, those that produced nothing included.
-  int g = 0;  // the ranks serving now (a pool retired in the window still has its row)
+// Every rollout instance's row, those that produced nothing included, and the window's tallies
+// cleared; returns the ranks serving now (a pool retired in the window still has its row).
+int BalanceWindow::collectInstances(BalanceReport& r) {
+  int g = 0;
   for (const auto& pool : w_.map.pools()) {
     for (int rank : pool.world_ranks) instances_.try_emplace(rank);
     g += static_cast<int>(pool.world_ranks.size());
@@ -160,23 +182,11 @@ void BalanceWindow::report(const PolicyState& lead, std::int64_t v) {
     i.accepted = tally.entered;
     // Weights still moving: an instance whose newest trajectory used weights two or more
     // versions old at the window's end.
-    if (tally.produced > 0 && tally.newest_version < v - 1) r.weight_transfer_active = true;
+    if (tally.produced > 0 && tally.newest_version < r.version_last - 1) r.weight_transfer_active = true;
     r.instances.push_back(std::move(i));
   }
   instances_.clear();
-  r.g = g;
-  classifyInstances(r.instances);
-  decide(r, params);
-
-  spdlog::info("{}", formatBalanceReport(r));
-  const auto dir = w_.run_dir / "balance";
-  std::filesystem::create_directories(dir);
-  const auto path = dir / fmt::format("report_{}.json", v);
-  std::ofstream(path) << balanceReportJson(r, params) << "\n";
-  // The window's rollout ranks, and the ranks the decision asks for.
-  w_.event(TraceKind::Balance, w_.now(), v, 0, static_cast<std::uint64_t>(r.g));
-  w_.event(TraceKind::BalanceTarget, w_.now(), v, 0, static_cast<std::uint64_t>(r.decision.g_target));
-  actOnTarget(r, path.string());
+  return g;
 }
 
 // elastic.mode: auto follows G_target; external asks the maintainer command (or reads the

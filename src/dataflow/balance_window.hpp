@@ -47,6 +47,8 @@ class BalanceWindow {
 
  private:
   BookTotals bookTotals() const;
+  void timeWindow(const PolicyState& lead, BalanceReport& r) const;
+  int collectInstances(BalanceReport& r);
   std::int64_t instanceKey(const Trajectory& t) const;
   std::string instanceName(std::int64_t key) const;
   int instanceRanks(std::int64_t key) const;

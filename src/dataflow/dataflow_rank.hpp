@@ -48,7 +48,9 @@ class DataflowRank {
   // A record from the ring of local pool `pool`, whose ranks generate on servers (ServerPools).
   void ingestServerRecord(std::span<const std::byte> record, std::size_t pool);
   void requeue(std::vector<Task> tasks);  // to the front of their policies' outboxes
-  void requeueFront(Task t);              // one task given back: ahead of those not yet sent
+  void requeueFront(Task t);
+  PolicyState makePolicyState(const std::string& name, int group);
+  void routeTeamThroughLead();  // one task given back: ahead of those not yet sent
   // A ring record as a trajectory; a malformed one is counted (and the first few shown).
   std::optional<Trajectory> decodeRecord(std::span<const std::byte> record, std::string_view source);
   void route(Trajectory t);

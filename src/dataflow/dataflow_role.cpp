@@ -21,48 +21,11 @@ DataflowRank::DataflowRank(RunWiring& w)
       env_(makeEnvironment(w.cfg.environment)) {
   router_ = makeRouter(cfg_.dataflow.router);
   const auto& groups = w.map.trainerGroups();
-  for (const auto& g : groups) policy_names_.push_back(g.policy);
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    PolicyState p;
-    p.name = groups[g].policy;
-    p.group = static_cast<int>(g);
-    p.target = w.cfg.run.versions;
-    std::vector<std::unique_ptr<Filter>> filters;
-    for (const auto& spec : cfg_.dataflow.filters) filters.push_back(makeFilter(spec));
-    p.assembler = std::make_unique<BatchAssembler>(p.name, cfg_.rollout.group_size, cfg_.trainer.groups_per_step,
-                                                   cfg_.run.mode == RunMode::Sync ? 0 : cfg_.dataflow.max_staleness,
-                                                   std::move(filters), makeSampler(cfg_.dataflow.sampler),
-                                                   cfg_.run.seed * 1009 + g);
-    p.assembler->setEntryObserver([this](const Trajectory& t, bool entered) {
-      if (entered) balance_->entered(t);
-    });
-    p.assembler->setGroupObserver([this](std::uint64_t problem, const std::vector<double>& rewards) {
-      admission_->observeGroup(problem, rewards);
-    });
-    for (std::size_t i = 0; i < w.map.pools().size(); ++i) {
-      const auto& served = w.map.pools()[i].policies;
-      if (std::find(served.begin(), served.end(), p.name) != served.end()) p.pools.push_back(static_cast<int>(i));
-    }
-    policies_.push_back(std::move(p));
+    policy_names_.push_back(groups[g].policy);
+    policies_.push_back(makePolicyState(groups[g].policy, static_cast<int>(g)));
   }
-  if (cfg_.workflow.multiAgent()) {
-    // Team tasks go to the pools that serve every policy of the team, through the outbox of the
-    // policy of the first role.
-    const auto team = cfg_.workflow.policies();
-    for (std::size_t i = 0; i < policies_.size(); ++i) {
-      if (policies_[i].name == cfg_.workflow.roles.front().policy) lead_ = i;
-    }
-    auto& lead = policies_[lead_];
-    lead.pools.clear();
-    for (std::size_t i = 0; i < w.map.pools().size(); ++i) {
-      const auto& served = w.map.pools()[i].policies;
-      if (std::all_of(team.begin(), team.end(), [&](const std::string& p) {
-            return std::find(served.begin(), served.end(), p) != served.end();
-          })) {
-        lead.pools.push_back(static_cast<int>(i));
-      }
-    }
-  }
+  if (cfg_.workflow.multiAgent()) routeTeamThroughLead();
   std::vector<AdmissionUnit> units;
   if (cfg_.workflow.multiAgent()) {
     AdmissionUnit team{lead_, {}};
@@ -94,6 +57,50 @@ DataflowRank::DataflowRank(RunWiring& w)
   if (w.resume) restore();
   if (const std::int64_t every = cfg_.run.checkpoint_every; every > 0)
     checkpoint_due_ = ((w.resume ? w.resume_version : 0) / every + 1) * every;
+}
+
+// One policy's state: its batch assembler (filters, sampler, staleness bound, seeded per group)
+// observed by the balance window and admission, and the pools that serve it.
+PolicyState DataflowRank::makePolicyState(const std::string& name, int group) {
+  PolicyState p;
+  p.name = name;
+  p.group = group;
+  p.target = cfg_.run.versions;
+  std::vector<std::unique_ptr<Filter>> filters;
+  for (const auto& spec : cfg_.dataflow.filters) filters.push_back(makeFilter(spec));
+  p.assembler = std::make_unique<BatchAssembler>(p.name, cfg_.rollout.group_size, cfg_.trainer.groups_per_step,
+                                                 cfg_.run.mode == RunMode::Sync ? 0 : cfg_.dataflow.max_staleness,
+                                                 std::move(filters), makeSampler(cfg_.dataflow.sampler),
+                                                 cfg_.run.seed * 1009 + static_cast<std::uint64_t>(group));
+  p.assembler->setEntryObserver([this](const Trajectory& t, bool entered) {
+    if (entered) balance_->entered(t);
+  });
+  p.assembler->setGroupObserver([this](std::uint64_t problem, const std::vector<double>& rewards) {
+    admission_->observeGroup(problem, rewards);
+  });
+  for (std::size_t i = 0; i < w_.map.pools().size(); ++i) {
+    const auto& served = w_.map.pools()[i].policies;
+    if (std::find(served.begin(), served.end(), p.name) != served.end()) p.pools.push_back(static_cast<int>(i));
+  }
+  return p;
+}
+
+// Team tasks go to the pools that serve every policy of the team, through the outbox of the
+// policy of the first role.
+void DataflowRank::routeTeamThroughLead() {
+  const auto team = cfg_.workflow.policies();
+  for (std::size_t i = 0; i < policies_.size(); ++i) {
+    if (policies_[i].name == cfg_.workflow.roles.front().policy) lead_ = i;
+  }
+  auto& lead = policies_[lead_];
+  lead.pools.clear();
+  for (std::size_t i = 0; i < w_.map.pools().size(); ++i) {
+    const auto& served = w_.map.pools()[i].policies;
+    if (std::all_of(team.begin(), team.end(),
+                    [&](const std::string& p) { return std::find(served.begin(), served.end(), p) != served.end(); })) {
+      lead.pools.push_back(static_cast<int>(i));
+    }
+  }
 }
 
 bool DataflowRank::progressAndPublish() {

@@ -115,9 +115,12 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
   return f;
 }
 
-SafetensorsFile SafetensorsFile::parse(std::span<const std::byte> bytes, const std::string& label) {
+namespace {
+
+// The JSON header after the 8-byte length; its length is returned in `header_len`. Duplicate
+// names are refused here: a JSON object would silently keep one of them.
+json parseHeader(std::span<const std::byte> bytes, const std::string& label, std::uint64_t& header_len) {
   if (bytes.size() < 8) refuse(label, fmt::format("{} bytes: shorter than the 8-byte header length", bytes.size()));
-  std::uint64_t header_len = 0;
   std::memcpy(&header_len, bytes.data(), 8);
   if (header_len > kMaxHeaderBytes)
     refuse(label, fmt::format("header length {} is past the format's limit", header_len));
@@ -126,8 +129,6 @@ SafetensorsFile SafetensorsFile::parse(std::span<const std::byte> bytes, const s
   }
   const std::string_view text(reinterpret_cast<const char*>(bytes.data() + 8), header_len);
   if (text.empty() || text.front() != '{') refuse(label, "the header is not a JSON object");
-
-  // Duplicate names are refused here: a JSON object would silently keep one of them.
   std::set<std::string> seen;
   std::string duplicate;
   json header;
@@ -143,14 +144,85 @@ SafetensorsFile SafetensorsFile::parse(std::span<const std::byte> bytes, const s
   }
   if (!duplicate.empty()) refuse(label, fmt::format("tensor '{}' is named twice in the header", duplicate));
   if (!header.is_object()) refuse(label, "the header is not a JSON object");
+  return header;
+}
 
+// Where a tensor's bytes lie in the data buffer.
+struct Span {
+  std::uint64_t begin, end;
+  std::size_t index;
+};
+
+// One header entry as a view of the data buffer: a known dtype, an integer shape, and
+// data_offsets inside the buffer that hold exactly the shape's bytes.
+StTensorView readTensor(const std::string& name, const json& value, std::span<const std::byte> data,
+                        const std::string& label, Span& span) {
+  if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets")) {
+    refuse(label, fmt::format("tensor '{}': needs dtype, shape and data_offsets", name));
+  }
+  StTensorView t;
+  t.name = name;
+  const auto& dtype = value["dtype"];
+  const DtypeInfo* info = nullptr;
+  if (dtype.is_string()) {
+    for (const auto& i : kDtypes)
+      if (dtype.get<std::string>() == i.name) info = &i;
+  }
+  if (!info) refuse(label, fmt::format("tensor '{}': dtype {} is not one of {}", name, dtype.dump(), allowedDtypes()));
+  t.dtype = info->dtype;
+  const auto& shape = value["shape"];
+  if (!shape.is_array()) refuse(label, fmt::format("tensor '{}': shape is not a list", name));
+  for (const auto& d : shape) {
+    if (!d.is_number_integer())
+      refuse(label, fmt::format("tensor '{}': shape {} holds a non-integer", name, shape.dump()));
+    t.shape.push_back(d.get<std::int64_t>());
+  }
+  const auto& offsets = value["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+      !offsets[1].is_number_unsigned()) {
+    refuse(label, fmt::format("tensor '{}': data_offsets is not [begin, end]", name));
+  }
+  const auto begin = offsets[0].get<std::uint64_t>(), end = offsets[1].get<std::uint64_t>();
+  if (begin > end || end > data.size()) {
+    refuse(label, fmt::format("tensor '{}': data_offsets [{}, {}] are outside the {}-byte data buffer", name, begin,
+                              end, data.size()));
+  }
+  const std::uint64_t want = byteCount(t.shape, info->bytes, label, name);
+  if (end - begin != want) {
+    refuse(label, fmt::format("tensor '{}': shape {} of {} needs {} bytes, data_offsets give {}", name, shape.dump(),
+                              info->name, want, end - begin));
+  }
+  t.bytes = data.subspan(begin, end - begin);
+  span.begin = begin;
+  span.end = end;
+  return t;
+}
+
+// The buffer is covered exactly: sorted by offset, each tensor starts where the last ended.
+void checkCoverage(std::vector<Span>& spans, const std::vector<StTensorView>& tensors, std::uint64_t data_bytes,
+                   const std::string& label) {
+  std::sort(spans.begin(), spans.end(),
+            [](const Span& a, const Span& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
+  std::uint64_t at = 0;
+  for (const auto& s : spans) {
+    const std::string& name = tensors[s.index].name;
+    if (s.begin < at)
+      refuse(label, fmt::format("tensor '{}' overlaps the tensor before it (offset {} < {})", name, s.begin, at));
+    if (s.begin > at)
+      refuse(label, fmt::format("bytes [{}, {}) before tensor '{}' belong to no tensor", at, s.begin, name));
+    at = s.end;
+  }
+  if (at != data_bytes) refuse(label, fmt::format("bytes [{}, {}) at the end belong to no tensor", at, data_bytes));
+}
+
+}  // namespace
+
+SafetensorsFile SafetensorsFile::parse(std::span<const std::byte> bytes, const std::string& label) {
+  std::uint64_t header_len = 0;
+  const json header = parseHeader(bytes, label, header_len);
   SafetensorsFile f;
   const std::span<const std::byte> data = bytes.subspan(8 + header_len);
-  struct Entry {
-    std::uint64_t begin, end;
-    std::size_t index;
-  };
-  std::vector<Entry> spans;
+  std::vector<Span> spans;
   for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
       if (!value.is_object()) refuse(label, "__metadata__ is not an object of strings");
@@ -160,59 +232,11 @@ SafetensorsFile SafetensorsFile::parse(std::span<const std::byte> bytes, const s
       }
       continue;
     }
-    if (!value.is_object() || !value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets")) {
-      refuse(label, fmt::format("tensor '{}': needs dtype, shape and data_offsets", name));
-    }
-    StTensorView t;
-    t.name = name;
-    const auto& dtype = value["dtype"];
-    const DtypeInfo* info = nullptr;
-    if (dtype.is_string()) {
-      for (const auto& i : kDtypes)
-        if (dtype.get<std::string>() == i.name) info = &i;
-    }
-    if (!info)
-      refuse(label, fmt::format("tensor '{}': dtype {} is not one of {}", name, dtype.dump(), allowedDtypes()));
-    t.dtype = info->dtype;
-    const auto& shape = value["shape"];
-    if (!shape.is_array()) refuse(label, fmt::format("tensor '{}': shape is not a list", name));
-    for (const auto& d : shape) {
-      if (!d.is_number_integer())
-        refuse(label, fmt::format("tensor '{}': shape {} holds a non-integer", name, shape.dump()));
-      t.shape.push_back(d.get<std::int64_t>());
-    }
-    const auto& offsets = value["data_offsets"];
-    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
-        !offsets[1].is_number_unsigned()) {
-      refuse(label, fmt::format("tensor '{}': data_offsets is not [begin, end]", name));
-    }
-    const auto begin = offsets[0].get<std::uint64_t>(), end = offsets[1].get<std::uint64_t>();
-    if (begin > end || end > data.size()) {
-      refuse(label, fmt::format("tensor '{}': data_offsets [{}, {}] are outside the {}-byte data buffer", name, begin,
-                                end, data.size()));
-    }
-    const std::uint64_t want = byteCount(t.shape, info->bytes, label, name);
-    if (end - begin != want) {
-      refuse(label, fmt::format("tensor '{}': shape {} of {} needs {} bytes, data_offsets give {}", name, shape.dump(),
-                                info->name, want, end - begin));
-    }
-    t.bytes = data.subspan(begin, end - begin);
-    spans.push_back({begin, end, f.tensors_.size()});
-    f.tensors_.push_back(std::move(t));
+    Span span{0, 0, f.tensors_.size()};
+    f.tensors_.push_back(readTensor(name, value, data, label, span));
+    spans.push_back(span);
   }
-  // The buffer is covered exactly: sorted by offset, each tensor starts where the last ended.
-  std::sort(spans.begin(), spans.end(),
-            [](const Entry& a, const Entry& b) { return a.begin != b.begin ? a.begin < b.begin : a.end < b.end; });
-  std::uint64_t at = 0;
-  for (const auto& s : spans) {
-    const std::string& name = f.tensors_[s.index].name;
-    if (s.begin < at)
-      refuse(label, fmt::format("tensor '{}' overlaps the tensor before it (offset {} < {})", name, s.begin, at));
-    if (s.begin > at)
-      refuse(label, fmt::format("bytes [{}, {}) before tensor '{}' belong to no tensor", at, s.begin, name));
-    at = s.end;
-  }
-  if (at != data.size()) refuse(label, fmt::format("bytes [{}, {}) at the end belong to no tensor", at, data.size()));
+  checkCoverage(spans, f.tensors_, data.size(), label);
   // Data order, the order a sequential reader touches the map in.
   std::vector<StTensorView> ordered;
   ordered.reserve(spans.size());

@@ -200,6 +200,66 @@ nlohmann::json summarizeSite(const Config& cfg, const std::vector<RankReport>& r
   return s;
 }
 
+namespace {
+
+// Per policy: the dataflow rank's books and its trainer group's figures (the first rank).
+nlohmann::json policiesSummary(const Config& cfg, const std::vector<RankReport>& ranks, const DataflowReport& df) {
+  nlohmann::json policies = nlohmann::json::object();
+  for (const auto& p : cfg.policies) {
+    nlohmann::json entry = nlohmann::json::object();
+    for (const auto& b : df.policies) {
+      if (b.name == p.name) entry = integerFields(b);
+    }
+    for (const auto& r : ranks) {
+      const auto* t = std::get_if<TrainerReport>(&r.figures);
+      if (!t || r.label != "trainer:" + p.name) continue;
+      entry["trained"] = t->trajectories_trained;
+      entry["foreign_trajectories"] = t->foreign_trajectories;
+      entry["mean_reward"] = t->mean_reward;
+      entry["trainer_wait_fraction"] = t->waitFraction();
+      break;
+    }
+    policies[p.name] = entry;
+  }
+  return policies;
+}
+
+// The home job's sites: each site's figures and the hub's counts.
+nlohmann::json crossSiteSummary(const DataflowReport& df) {
+  const SiteHubFigures hub = df.cross_site.value_or(SiteHubFigures{});
+  nlohmann::json sites = nlohmann::json::object();
+  for (const auto& site : hub.sites) sites[site.name] = integerFields(site);
+  return {{"sites", sites},
+          {"joined", hub.sites_joined},
+          {"lost", hub.sites_lost},
+          {"refused", hub.sites_refused},
+          {"malformed", hub.sites_malformed},
+          {"auth_failed", hub.sites_auth_failed},
+          {"tasks_reissued", hub.site_tasks_reissued},
+          {"stalled", hub.sites_stalled}};
+}
+
+// A multi-policy workflow: the team's held-out accuracy is the evaluation's; each role's own
+// eval reward beside it.
+void addWorkflowRoles(const Config& cfg, const DataflowReport& df, nlohmann::json& s) {
+  s["team_accuracy_start"] = s["eval_accuracy_start"];
+  s["team_accuracy_end"] = s["eval_accuracy_end"];
+  nlohmann::json roles = nlohmann::json::object();
+  for (const auto& role : cfg.workflow.roles) {
+    RoleEvalReward reward;
+    for (const auto& r : df.roles) {
+      if (r.name == role.name) reward = r;
+    }
+    roles[role.name] = {{"policy", role.policy},
+                        {"reward", role.reward},
+                        {"eval_reward_start", orNull(reward.eval_reward_start)},
+                        {"eval_reward_end", orNull(reward.eval_reward_end)}};
+  }
+  s["roles"] = roles;
+}
+
+}  // namespace
+
 nlohmann::json summarize(const Config& cfg, const std::vector<RankReport>& ranks, std::int64_t resumed_from) {
   const auto dfs = ofRole<DataflowReport>(ranks);
   if (dfs.size() != 1) throw Error(fmt::format("summary: {} dataflow rank reports, expected 1", dfs.size()));
@@ -242,57 +302,11 @@ nlohmann::json summarize(const Config& cfg, const std::vector<RankReport>& ranks
   nlohmann::json plugins = nlohmann::json::object();
   for (const auto& c : df.plugins) plugins[c.name][c.counter] = c.value;
   s["plugins"] = plugins;
-  // Per policy: the dataflow rank's books and its trainer group's figures (the first rank).
-  nlohmann::json policies = nlohmann::json::object();
-  for (const auto& p : cfg.policies) {
-    nlohmann::json entry = nlohmann::json::object();
-    for (const auto& b : df.policies) {
-      if (b.name == p.name) entry = integerFields(b);
-    }
-    for (const auto& r : ranks) {
-      const auto* t = std::get_if<TrainerReport>(&r.figures);
-      if (!t || r.label != "trainer:" + p.name) continue;
-      entry["trained"] = t->trajectories_trained;
-      entry["foreign_trajectories"] = t->foreign_trajectories;
-      entry["mean_reward"] = t->mean_reward;
-      entry["trainer_wait_fraction"] = t->waitFraction();
-      break;
-    }
-    policies[p.name] = entry;
-  }
-  s["policies"] = policies;
+  s["policies"] = policiesSummary(cfg, ranks, df);
   s["weights"] = weightsSummary(cfg, ranks, &df);
-  if (!cfg.cross_site.listen.empty()) {
-    const SiteHubFigures hub = df.cross_site.value_or(SiteHubFigures{});
-    nlohmann::json sites = nlohmann::json::object();
-    for (const auto& site : hub.sites) sites[site.name] = integerFields(site);
-    s["cross_site"] = {{"sites", sites},
-                       {"joined", hub.sites_joined},
-                       {"lost", hub.sites_lost},
-                       {"refused", hub.sites_refused},
-                       {"malformed", hub.sites_malformed},
-                       {"auth_failed", hub.sites_auth_failed},
-                       {"tasks_reissued", hub.site_tasks_reissued},
-                       {"stalled", hub.sites_stalled}};
-  }
+  if (!cfg.cross_site.listen.empty()) s["cross_site"] = crossSiteSummary(df);
   s["workflow"] = cfg.workflow.kind;
-  if (cfg.workflow.multiAgent()) {
-    // The team's held-out accuracy is the evaluation's; each role's own eval reward beside it.
-    s["team_accuracy_start"] = s["eval_accuracy_start"];
-    s["team_accuracy_end"] = s["eval_accuracy_end"];
-    nlohmann::json roles = nlohmann::json::object();
-    for (const auto& role : cfg.workflow.roles) {
-      RoleEvalReward reward;
-      for (const auto& r : df.roles) {
-        if (r.name == role.name) reward = r;
-      }
-      roles[role.name] = {{"policy", role.policy},
-                          {"reward", role.reward},
-                          {"eval_reward_start", orNull(reward.eval_reward_start)},
-                          {"eval_reward_end", orNull(reward.eval_reward_end)}};
-    }
-    s["roles"] = roles;
-  }
+  if (cfg.workflow.multiAgent()) addWorkflowRoles(cfg, df, s);
   s["ranks"] = rankList(ranks);
   return s;
 }

@@ -62,6 +62,37 @@ void PolicyTrainer::logProbsNoGrad(PolicyModelImpl& model, const RlContext& c, c
   }
 }
 
+torch::Tensor PolicyTrainer::splitStepMask(RlContext& c, const std::vector<std::int64_t>& rows, bool m2po_pass,
+                                           PolicyLossOptions& opts, StepTotals& totals) {
+  const auto& b = c.batch;
+  const auto T = b.tokens.size(1);
+  const auto index = rowIndex(rows, b.tokens.device());
+  PolicyLossInputs in;
+  in.logp_behav = take(b.behav, index, T);
+  in.mask = take(b.mask, index, T);
+  in.advantages = c.advantages.index_select(0, index);
+  if (opts.decoupled) in.logp_prox = take(c.logp_start, index, T);
+  if (opts.kl_coef > 0) in.logp_ref = take(c.logp_ref, index, T);
+  if (opts.m2po) {
+    // M2PO pools the whole step's tokens: log π at the current weights first. The batch's
+    // start pass already holds them for its first step.
+    torch::Tensor now;
+    if (m2po_pass) {
+      logProbsNoGrad(*model_, c, rows, now);
+    } else {
+      now = c.logp_start;
+    }
+    in.logp = take(now, index, T);
+  }
+  PolicyLossResult counts;
+  const auto kept = keptTokenMask(in, opts, counts);
+  totals.nonfinite = counts.nonfinite_tokens;
+  totals.m2po_masked = counts.m2po_masked_tokens;
+  opts.m2po = false;  // applied here, over the step
+  opts.token_denominator = std::max<double>(1.0, kept.sum().item<double>());
+  return torch::zeros(b.mask.sizes(), kept.options()).index_copy_(0, index, kept);
+}
+
 PolicyTrainer::StepTotals PolicyTrainer::optimiserStep(RlContext& c, const std::vector<std::int64_t>& rows,
                                                        RlStepStats& s) {
   StepTotals totals;
@@ -75,39 +106,11 @@ PolicyTrainer::StepTotals PolicyTrainer::optimiserStep(RlContext& c, const std::
   const auto passes =
       agreeMax({m2po_pass ? static_cast<std::int64_t>(micros.size()) : 0, static_cast<std::int64_t>(micros.size())});
   if (fill_start) c.logp_start = torch::zeros(b.behav.sizes(), b.behav.options());
-  const auto T = b.tokens.size(1);
   PolicyLossOptions opts = c.opts;
 
   // The step's kept-token mask and count, when the step is split: every micro-batch divides by
   // the step's count. Unsplit, policyLoss makes them itself (the same function).
-  torch::Tensor step_mask;  // [B,T] over the batch, 0 outside `rows`
-  if (micros.size() > 1) {
-    const auto index = rowIndex(rows, device);
-    PolicyLossInputs in;
-    in.logp_behav = take(b.behav, index, T);
-    in.mask = take(b.mask, index, T);
-    in.advantages = c.advantages.index_select(0, index);
-    if (opts.decoupled) in.logp_prox = take(c.logp_start, index, T);
-    if (opts.kl_coef > 0) in.logp_ref = take(c.logp_ref, index, T);
-    if (opts.m2po) {
-      // M2PO pools the whole step's tokens: log π at the current weights first. The batch's
-      // start pass already holds them for its first step.
-      torch::Tensor now;
-      if (m2po_pass) {
-        logProbsNoGrad(*model_, c, rows, now);
-      } else {
-        now = c.logp_start;
-      }
-      in.logp = take(now, index, T);
-    }
-    PolicyLossResult counts;
-    const auto kept = keptTokenMask(in, opts, counts);
-    totals.nonfinite = counts.nonfinite_tokens;
-    totals.m2po_masked = counts.m2po_masked_tokens;
-    step_mask = torch::zeros(b.mask.sizes(), kept.options()).index_copy_(0, index, kept);
-    opts.m2po = false;  // applied above, over the step
-    opts.token_denominator = std::max<double>(1.0, kept.sum().item<double>());
-  }
+  const torch::Tensor step_mask = micros.size() > 1 ? splitStepMask(c, rows, m2po_pass, opts, totals) : torch::Tensor();
 
   idlePasses(passes[0] - (m2po_pass ? static_cast<std::int64_t>(micros.size()) : 0), false);
 

@@ -230,29 +230,18 @@ std::uint64_t chunkCount(std::uint64_t words, std::uint32_t chunk_words) {
   return (words + chunk_words - 1) / chunk_words;
 }
 
-}  // namespace
-
-std::uint64_t weightsHash(std::span<const std::byte> blob) { return XXH3_64bits(blob.data(), blob.size()); }
-
-DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::byte> target, std::int64_t base_version,
-                         std::int64_t target_version, std::vector<std::byte>& out, const DeltaEncodeOptions& options,
-                         std::uint64_t base_hash, std::uint64_t target_hash) {
-  if (base.size() != target.size() || base.size() % 2 != 0) {
-    throw DeltaError(fmt::format("delta: base ({} bytes) and target ({} bytes) must be the same even size", base.size(),
-                                 target.size()));
-  }
-  const std::uint64_t words = base.size() / 2;
+// The raw body — the chunk index, then every chunk's entries — of the delta base → target
+// (`words` u16 words), written into `out` after the header's room. One pass: each slice of chunks
+// encodes into its own buffer, recording where each chunk starts in it; the slices are then
+// copied in order. Returns the changed words.
+std::uint64_t writeBody(const std::uint16_t* b, const std::uint16_t* t, std::uint64_t words, unsigned threads,
+                        std::vector<std::byte>& out) {
   const std::uint64_t chunks = chunkCount(words, kDeltaChunkElements);
-  const auto* b = reinterpret_cast<const std::uint16_t*>(base.data());
-  const auto* t = reinterpret_cast<const std::uint16_t*>(target.data());
   auto chunkEnd = [words](std::uint64_t c) { return std::min<std::uint64_t>((c + 1) * kDeltaChunkElements, words); };
-
-  // One pass: each slice of chunks encodes into its own buffer, recording where each chunk
-  // starts in it.
   std::vector<std::uint64_t> index(chunks + 1);
-  std::vector<SliceBytes> slices(std::max(1u, options.threads));
+  std::vector<SliceBytes> slices(std::max(1u, threads));
   std::vector<std::uint64_t> slice_changed(slices.size());
-  const unsigned used = forEachSlice(chunks, options.threads, [&](unsigned s, std::uint64_t first, std::uint64_t end) {
+  const unsigned used = forEachSlice(chunks, threads, [&](unsigned s, std::uint64_t first, std::uint64_t end) {
     SliceBytes& bytes = slices[s];
     for (std::uint64_t c = first; c < end; ++c) {
       index[c] = bytes.size();
@@ -271,8 +260,7 @@ DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::b
   index[chunks] = entry_bytes;
 
   const std::uint64_t index_bytes = 8 * (chunks + 1);
-  const std::uint64_t raw_body = index_bytes + entry_bytes;
-  out.resize(kDeltaHeaderBytes + raw_body);
+  out.resize(kDeltaHeaderBytes + index_bytes + entry_bytes);
   std::byte* body = out.data() + kDeltaHeaderBytes;
   std::memcpy(body, index.data(), index_bytes);
   std::byte* entries = body + index_bytes;
@@ -280,7 +268,46 @@ DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::b
     if (slices[s].size()) std::memcpy(entries, slices[s].data(), slices[s].size());
     entries += slices[s].size();
   }
+  return changed;
+}
 
+// Compresses the body after the header in place when zstd makes it smaller; returns zstd's size
+// (not smaller: the body is left as it was).
+std::size_t compressBody(std::vector<std::byte>& out, const DeltaEncodeOptions& options) {
+  std::byte* body = out.data() + kDeltaHeaderBytes;
+  const std::size_t raw_body = out.size() - kDeltaHeaderBytes;
+  std::vector<std::byte> packed(ZSTD_compressBound(raw_body));
+  const std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(), &ZSTD_freeCCtx);
+  if (!cctx) throw DeltaError("delta: zstd: out of memory");
+  ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, options.zstd_level);
+  // zstd's own workers where the library has them; a single-threaded libzstd refuses the
+  // setting and compresses on this thread, with the same format.
+  if (options.threads > 1) ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_nbWorkers, static_cast<int>(options.threads));
+  const std::size_t n = ZSTD_compress2(cctx.get(), packed.data(), packed.size(), body, raw_body);
+  if (ZSTD_isError(n)) throw DeltaError(fmt::format("delta: zstd: {}", ZSTD_getErrorName(n)));
+  if (n < raw_body) {
+    std::memcpy(body, packed.data(), n);
+    out.resize(kDeltaHeaderBytes + n);
+  }
+  return n;
+}
+
+}  // namespace
+
+std::uint64_t weightsHash(std::span<const std::byte> blob) { return XXH3_64bits(blob.data(), blob.size()); }
+
+DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::byte> target, std::int64_t base_version,
+                         std::int64_t target_version, std::vector<std::byte>& out, const DeltaEncodeOptions& options,
+                         std::uint64_t base_hash, std::uint64_t target_hash) {
+  if (base.size() != target.size() || base.size() % 2 != 0) {
+    throw DeltaError(fmt::format("delta: base ({} bytes) and target ({} bytes) must be the same even size", base.size(),
+                                 target.size()));
+  }
+  const std::uint64_t words = base.size() / 2;
+  const std::uint64_t changed =
+      writeBody(reinterpret_cast<const std::uint16_t*>(base.data()),
+                reinterpret_cast<const std::uint16_t*>(target.data()), words, options.threads, out);
+  const std::uint64_t raw_body = out.size() - kDeltaHeaderBytes;
   Header h{kMagic,
            kFormatVersion,
            base_version,
@@ -295,18 +322,7 @@ DeltaSummary encodeDelta(std::span<const std::byte> base, std::span<const std::b
            raw_body,
            0};
   if (options.zstd && raw_body > 0) {
-    std::vector<std::byte> packed(ZSTD_compressBound(raw_body));
-    const std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(), &ZSTD_freeCCtx);
-    if (!cctx) throw DeltaError("delta: zstd: out of memory");
-    ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, options.zstd_level);
-    // zstd's own workers where the library has them; a single-threaded libzstd refuses the
-    // setting and compresses on this thread, with the same format.
-    if (options.threads > 1) ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_nbWorkers, static_cast<int>(options.threads));
-    const std::size_t n = ZSTD_compress2(cctx.get(), packed.data(), packed.size(), body, raw_body);
-    if (ZSTD_isError(n)) throw DeltaError(fmt::format("delta: zstd: {}", ZSTD_getErrorName(n)));
-    if (n < raw_body) {
-      std::memcpy(body, packed.data(), n);
-      out.resize(kDeltaHeaderBytes + n);
+    if (const std::size_t n = compressBody(out, options); n < raw_body) {
       h.flags |= kFlagZstd;
       h.body_bytes = n;
     }

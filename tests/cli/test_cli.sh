@@ -40,6 +40,12 @@ expect_rc 0 validate_ok -- "$bin" validate "$quick"
 expect_text validate_ok out "valid (4 ranks"
 expect_rc 0 layout_size -- "$bin" layout-size "$quick"
 [ "$(cat "$work/layout_size.out")" = 4 ] || fail "layout-size printed '$(cat "$work/layout_size.out")', wanted 4"
+# warm-start-path and sft take --set as run does (quickstart.sh passes its --set to both).
+expect_rc 0 warm_start -- "$bin" warm-start-path "$quick" --set sft.checkpoint="$work/elsewhere.h5"
+[ "$(cat "$work/warm_start.out")" = "$work/elsewhere.h5" ] ||
+  fail "warm-start-path --set printed '$(cat "$work/warm_start.out")', wanted $work/elsewhere.h5"
+expect_rc nonzero sft_bad_set -- "$bin" sft "$quick" --set sft.max_steps=-3
+expect_text sft_bad_set err "sft.max_steps"
 
 # The memory plan (docs/memory.md): printed without running; a config past this machine's memory
 # (a 70B-parameter policy) is refused by `plan` and by a run before anything is allocated, naming

@@ -14,6 +14,8 @@
 namespace astraflow {
 
 enum class Role { Dataflow, Trainer, Rollout, Gateway };
+inline constexpr std::array<EnumName<Role>, 4> kRoleNames{
+    {{"dataflow", Role::Dataflow}, {"trainer", Role::Trainer}, {"rollout", Role::Rollout}, {"gateway", Role::Gateway}}};
 const char* roleName(Role role);
 
 // run.mode: the dataflow runtime with bounded staleness, or the colocated-synchronous baseline

@@ -12,6 +12,7 @@
 #include "astraflow/model/policy_model.hpp"
 #include "astraflow/model/training_sample.hpp"
 #include "astraflow/trainer/grad_sync.hpp"
+#include "astraflow/trainer/loss.hpp"
 #include "astraflow/trainer/zero_optimizer.hpp"
 
 namespace astraflow {
@@ -103,6 +104,10 @@ class PolicyTrainer {
   struct StepTotals;
   struct RlContext;
   StepTotals optimiserStep(RlContext& c, const std::vector<std::int64_t>& rows, RlStepStats& s);
+  // A split step's kept-token mask [B,T] (0 outside `rows`); sets `opts` to divide every
+  // micro-batch by the step's kept count, and counts non-finite and M2PO-masked tokens.
+  torch::Tensor splitStepMask(RlContext& c, const std::vector<std::int64_t>& rows, bool m2po_pass,
+                              PolicyLossOptions& opts, StepTotals& totals);
   // log π of `rows` at the current weights, micro-batched, no graph: written into `out` [B,T].
   void logProbsNoGrad(PolicyModelImpl& model, const RlContext& c, const std::vector<std::int64_t>& rows,
                       torch::Tensor& out) const;
