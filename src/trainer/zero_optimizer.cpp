@@ -31,32 +31,44 @@ ZeroOptimizer::ZeroOptimizer(PolicyModelImpl& model, const TrainerSection& confi
       shards_parameters_(config.sharding == TrainerSection::Sharding::Parameters) {
   torch::NoGradGuard no_grad;
   for (const auto& p : model.orderedParameters()) params_.push_back(p.tensor);
-  if (shards_parameters_) {
-    // units_[0]: whatever no block holds (embeddings, final norm, output head); then a unit
-    // per block, its parameters in blockParameters() order (the order reduceGradients gets).
-    std::unordered_map<const void*, std::size_t> index;
-    for (std::size_t i = 0; i < params_.size(); ++i) index[params_[i].unsafeGetTensorImpl()] = i;
-    std::vector<bool> in_block(params_.size(), false);
-    units_.emplace_back();
-    for (int l = 0; l < model.config().layers; ++l) {
-      Unit block;
-      block.sharded = true;
-      for (const auto& p : model.blockParameters(static_cast<std::size_t>(l))) {
-        const auto i = index.at(p.unsafeGetTensorImpl());
-        block.params.push_back(i);
-        in_block[i] = true;
-      }
-      units_.push_back(std::move(block));
-    }
-    for (std::size_t i = 0; i < params_.size(); ++i) {
-      if (!in_block[i]) units_[0].params.push_back(i);
-    }
-  } else {
+  partitionUnits();
+  const auto [state_total, local_total] = layOutUnits();
+  shardBlocks(local_total);
+  replicateUnits();
+  bindGrads();
+  makeAdam(state_total);
+  if (shards_parameters_) model_.setParameterShards(this);
+}
+
+void ZeroOptimizer::partitionUnits() {
+  if (!shards_parameters_) {
     units_.emplace_back();
     for (std::size_t i = 0; i < params_.size(); ++i) units_[0].params.push_back(i);
+    return;
   }
+  // units_[0]: whatever no block holds (embeddings, final norm, output head); then a unit per
+  // block, its parameters in blockParameters() order (the order reduceGradients gets).
+  std::unordered_map<const void*, std::size_t> index;
+  for (std::size_t i = 0; i < params_.size(); ++i) index[params_[i].unsafeGetTensorImpl()] = i;
+  std::vector<bool> in_block(params_.size(), false);
+  units_.emplace_back();
+  for (int l = 0; l < model_.config().layers; ++l) {
+    Unit block;
+    block.sharded = true;
+    for (const auto& p : model_.blockParameters(static_cast<std::size_t>(l))) {
+      const auto i = index.at(p.unsafeGetTensorImpl());
+      block.params.push_back(i);
+      in_block[i] = true;
+    }
+    units_.push_back(std::move(block));
+  }
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    if (!in_block[i]) units_[0].params.push_back(i);
+  }
+}
 
-  const auto size = static_cast<std::int64_t>(group.size()), me = static_cast<std::int64_t>(group.rank());
+std::pair<std::int64_t, std::int64_t> ZeroOptimizer::layOutUnits() {
+  const auto size = static_cast<std::int64_t>(comm_.size());
   place_.resize(params_.size());
   std::int64_t state_total = 0, local_total = 0;
   for (std::size_t k = 0; k < units_.size(); ++k) {
@@ -75,8 +87,13 @@ ZeroOptimizer::ZeroOptimizer(PolicyModelImpl& model, const TrainerSection& confi
       local_total += u.part;
     }
   }
-  // The blocks' parts first: the model's block tensors give their storage up before anything
-  // else is allocated, so set-up peaks at the whole model plus this rank's parts.
+  return {state_total, local_total};
+}
+
+// The blocks' parts first: the model's block tensors give their storage up before anything
+// else is allocated, so set-up peaks at the whole model plus this rank's parts.
+void ZeroOptimizer::shardBlocks(std::int64_t local_total) {
+  const auto me = static_cast<std::int64_t>(comm_.rank());
   const auto options = params_.front().options().requires_grad(false);
   local_ = torch::zeros({local_total}, options);
   placeholder_ = torch::empty({0}, options);
@@ -102,10 +119,15 @@ ZeroOptimizer::ZeroOptimizer(PolicyModelImpl& model, const TrainerSection& confi
   if (shards_parameters_) malloc_trim(0);
 #endif
   local_grad_ = torch::zeros_like(local_);
+}
+
+// Each replicated parameter's storage moves into its unit's buffer; the parameter (and every
+// handle to it: the model's, the optimiser's keys) stays the same tensor.
+void ZeroOptimizer::replicateUnits() {
+  const auto size = static_cast<std::int64_t>(comm_.size());
+  const auto options = params_.front().options().requires_grad(false);
   for (Unit& u : units_) {
     if (u.sharded) continue;
-    // Each parameter's storage moves into the unit's buffer; the parameter (and every handle
-    // to it: the model's, the optimiser's keys) stays the same tensor.
     u.full = torch::zeros({u.part * size}, options);
     for (std::size_t j = 0; j < u.params.size(); ++j) {
       auto& p = params_[u.params[j]];
@@ -115,8 +137,10 @@ ZeroOptimizer::ZeroOptimizer(PolicyModelImpl& model, const TrainerSection& confi
     }
     u.full_grad = torch::zeros_like(u.full);
   }
-  bindGrads();
+}
 
+void ZeroOptimizer::makeAdam(std::int64_t state_total) {
+  const auto options = params_.front().options().requires_grad(false);
   exp_avg_ = torch::zeros({state_total}, options);
   exp_avg_sq_ = torch::zeros_like(exp_avg_);
   // At most 64 MiB of fp32 per chunk, and at least 4 chunks (small models too take this path).
@@ -144,7 +168,6 @@ ZeroOptimizer::ZeroOptimizer(PolicyModelImpl& model, const TrainerSection& confi
     st->exp_avg_sq(exp_avg_sq_.narrow(0, ranges[i].first, ranges[i].second));
     adam_->state()[chunks_[i].unsafeGetTensorImpl()] = std::move(st);
   }
-  if (shards_parameters_) model_.setParameterShards(this);
 }
 
 ZeroOptimizer::~ZeroOptimizer() {

@@ -94,6 +94,14 @@ class ZeroOptimizer final : public ParameterShards {
   torch::Tensor partOf(const Unit& u) const;
   torch::Tensor gradPartOf(const Unit& u) const;
   void bindGrads();  // every replicated parameter's .grad() a view of its unit's full_grad
+  // Set-up, in order: the units and their parameters; each unit's flat layout and this rank's
+  // part (returns the state and local totals); the blocks' parts taken from the model; the
+  // replicated units' buffers the parameters move into; AdamW over chunks of the parts.
+  void partitionUnits();
+  std::pair<std::int64_t, std::int64_t> layOutUnits();
+  void shardBlocks(std::int64_t local_total);
+  void replicateUnits();
+  void makeAdam(std::int64_t state_total);
   // fn(gradients, parameters, owner) over the replicated units' parts, a bucket at a time, in
   // the same order on every rank.
   void forEachReplicatedBucket(const std::function<void(torch::Tensor, torch::Tensor, int)>& fn);
