@@ -42,6 +42,124 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> sampleStep(const torch::
   return {next, logp.gather(-1, next.unsqueeze(-1)).squeeze(-1), finite};
 }
 
+// Prompts left-padded so every row's last prompt token is in the same column. Validity and
+// positions come from the row lengths, never from token values. Built on the host.
+struct LeftPadded {
+  torch::Tensor tokens, valid, positions;
+};
+
+LeftPadded leftPad(const std::vector<std::vector<std::int32_t>>& prompts, std::int64_t longest, std::int32_t pad_id) {
+  const auto B = static_cast<std::int64_t>(prompts.size());
+  LeftPadded out{torch::full({B, longest}, pad_id, torch::kLong), torch::zeros({B, longest}, torch::kBool),
+                 torch::zeros({B, longest}, torch::kLong)};
+  auto tok = out.tokens.accessor<std::int64_t, 2>();
+  auto val = out.valid.accessor<bool, 2>();
+  auto pos = out.positions.accessor<std::int64_t, 2>();
+  for (std::int64_t b = 0; b < B; ++b) {
+    const auto& p = prompts[static_cast<std::size_t>(b)];
+    const auto off = longest - static_cast<std::int64_t>(p.size());
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      tok[b][off + static_cast<std::int64_t>(i)] = p[i];
+      val[b][off + static_cast<std::int64_t>(i)] = true;
+      pos[b][off + static_cast<std::int64_t>(i)] = static_cast<std::int64_t>(i);
+    }
+  }
+  return out;
+}
+
+// Banned tokens never drawn; before min_new_tokens the stop tokens neither (the behaviour
+// log-probs are those of the distribution actually sampled from).
+torch::Tensor maskLogits(torch::Tensor logits, const SamplingOptions& o, std::int64_t step,
+                         const torch::Tensor& banned) {
+  if (banned.defined()) logits = logits.index_fill(-1, banned, -std::numeric_limits<float>::infinity());
+  if (step < o.min_new_tokens && !o.stop_token_ids.empty()) {
+    logits = logits.clone();
+    for (auto t : o.stop_token_ids) logits.select(-1, t).fill_(-std::numeric_limits<float>::infinity());
+  }
+  return logits;
+}
+
+// The rows of a static batch between steps: what each generated, whether it is done, and the
+// next step's input column (a row that is done steps on as padding).
+class StaticRows {
+ public:
+  StaticRows(const std::vector<std::vector<std::int32_t>>& prompts, std::vector<std::int64_t> budget,
+             std::int32_t pad_id)
+      : out_(prompts.size()),
+        budget_(std::move(budget)),
+        done_(prompts.size()),
+        next_pos_(prompts.size()),
+        pad_id_(pad_id) {
+    const auto B = static_cast<std::int64_t>(prompts.size());
+    step_tok_ = torch::full({B, 1}, pad_id, torch::kLong);
+    step_valid_ = torch::zeros({B, 1}, torch::kBool);
+    step_pos_ = torch::zeros({B, 1}, torch::kLong);
+    for (std::size_t b = 0; b < prompts.size(); ++b) {
+      next_pos_[b] = static_cast<std::int64_t>(prompts[b].size());
+      done_[b] = budget_[b] == 0 || prompts[b].empty();
+    }
+  }
+
+  // Takes one step's draws (on the host) into the rows; returns whether any row goes on.
+  bool take(const torch::Tensor& next, const torch::Tensor& logp, const torch::Tensor& finite, const SamplingOptions& o,
+            const RowControl& control) {
+    auto next_a = next.accessor<std::int64_t, 1>();
+    auto logp_a = logp.accessor<float, 1>();
+    auto finite_a = finite.accessor<bool, 1>();
+    auto tok_a = step_tok_.accessor<std::int64_t, 2>();
+    auto valid_a = step_valid_.accessor<bool, 2>();
+    auto pos_a = step_pos_.accessor<std::int64_t, 2>();
+    bool any_active = false;
+    for (std::size_t b = 0; b < out_.size(); ++b) {
+      const auto r = static_cast<std::int64_t>(b);
+      tok_a[r][0] = pad_id_;
+      valid_a[r][0] = false;
+      pos_a[r][0] = next_pos_[b];
+      if (done_[b]) continue;
+      if (!finite_a[r]) {
+        out_[b].nonfinite = true;
+        done_[b] = true;
+        continue;
+      }
+      const auto tok = static_cast<std::int32_t>(next_a[r]);
+      out_[b].tokens.push_back(tok);
+      out_[b].logprobs.push_back(logp_a[r]);
+      if (control.on_token && !control.on_token(b, tok, logp_a[r])) {
+        out_[b].stopped = out_[b].ended_by_caller = true;
+        done_[b] = true;
+        continue;
+      }
+      if (std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), tok) != o.stop_token_ids.end()) {
+        out_[b].stopped = true;
+        done_[b] = true;
+        continue;
+      }
+      if (static_cast<std::int64_t>(out_[b].tokens.size()) >= budget_[b]) {
+        done_[b] = true;  // out of room: ends unstopped
+        continue;
+      }
+      tok_a[r][0] = tok;
+      valid_a[r][0] = true;
+      next_pos_[b]++;
+      any_active = true;
+    }
+    return any_active;
+  }
+
+  const torch::Tensor& stepTokens() const { return step_tok_; }
+  const torch::Tensor& stepValid() const { return step_valid_; }
+  const torch::Tensor& stepPositions() const { return step_pos_; }
+  std::vector<Generation> release() { return std::move(out_); }
+
+ private:
+  std::vector<Generation> out_;
+  std::vector<std::int64_t> budget_;
+  std::vector<bool> done_;
+  std::vector<std::int64_t> next_pos_;
+  std::int32_t pad_id_;
+  torch::Tensor step_tok_, step_valid_, step_pos_;
+};
+
 }  // namespace
 
 std::vector<Generation> GenerationEngine::generate(const std::vector<std::vector<std::int32_t>>& prompts,
@@ -91,8 +209,7 @@ std::vector<Generation> GenerationEngine::generateStatic(const std::vector<std::
                                                          const RowControl& control) {
   torch::NoGradGuard no_grad;
   const auto B = static_cast<std::int64_t>(prompts.size());
-  std::vector<Generation> out(prompts.size());
-  if (B == 0) return out;
+  if (B == 0) return {};
   const std::int64_t max_len = model_->config().max_seq_len;
   // Each row may generate up to the context limit counted from its own length.
   std::vector<std::int64_t> budget(prompts.size());
@@ -104,111 +221,35 @@ std::vector<Generation> GenerationEngine::generateStatic(const std::vector<std::
     budget[b] = std::max<std::int64_t>(0, std::min<std::int64_t>(limit, max_len - len));
     steps = std::max(steps, budget[b]);
   }
-  if (steps <= 0 || longest == 0) return out;  // no room anywhere: nothing generated, not stopped
+  // No room anywhere: nothing generated, not stopped.
+  if (steps <= 0 || longest == 0) return std::vector<Generation>(prompts.size());
 
-  // Left-pad so every row's last prompt token is in the same column. Validity and positions
-  // come from the row lengths, never from token values.
-  auto prompt = torch::full({B, longest}, pad_id_, torch::kLong);
-  auto valid = torch::zeros({B, longest}, torch::kBool);
-  auto positions = torch::zeros({B, longest}, torch::kLong);
-  {
-    auto tok = prompt.accessor<std::int64_t, 2>();
-    auto val = valid.accessor<bool, 2>();
-    auto pos = positions.accessor<std::int64_t, 2>();
-    for (std::int64_t b = 0; b < B; ++b) {
-      const auto& p = prompts[b];
-      const auto off = longest - static_cast<std::int64_t>(p.size());
-      for (std::size_t i = 0; i < p.size(); ++i) {
-        tok[b][off + static_cast<std::int64_t>(i)] = p[i];
-        val[b][off + static_cast<std::int64_t>(i)] = true;
-        pos[b][off + static_cast<std::int64_t>(i)] = static_cast<std::int64_t>(i);
-      }
-    }
-  }
   // Built on the host, used where the model is (one small host→device copy per tensor).
   const auto device = model_->device();
-  prompt = prompt.to(device);
-  valid = valid.to(device);
-  positions = positions.to(device);
-  std::vector<std::int64_t> next_pos(prompts.size());
-  for (std::size_t b = 0; b < prompts.size(); ++b) next_pos[b] = static_cast<std::int64_t>(prompts[b].size());
-
+  const LeftPadded padded = leftPad(prompts, longest, pad_id_);
+  torch::Tensor all_tokens = padded.tokens.to(device), all_pos = padded.positions.to(device),
+                all_valid = padded.valid.to(device);
   KvCache cache;
   torch::Tensor logits;
-  torch::Tensor all_tokens = prompt, all_pos = positions, all_valid = valid;
   if (o.use_kv_cache) {
     cache = model_->newCache(B, longest + steps);
-    logits = model_->forwardCached(prompt, positions, valid, cache).select(1, longest - 1);
+    logits = model_->forwardCached(all_tokens, all_pos, all_valid, cache).select(1, longest - 1);
   } else {
-    logits = model_->forward(prompt, positions, valid).select(1, longest - 1);
+    logits = model_->forward(all_tokens, all_pos, all_valid).select(1, longest - 1);
   }
-
-  std::vector<bool> done(prompts.size(), false);
-  for (std::size_t b = 0; b < prompts.size(); ++b) done[b] = budget[b] == 0 || prompts[b].empty();
-  auto is_stop = [&](std::int32_t t) {
-    return std::find(o.stop_token_ids.begin(), o.stop_token_ids.end(), t) != o.stop_token_ids.end();
-  };
-  auto step_tok = torch::full({B, 1}, pad_id_, torch::kLong);
-  auto step_valid = torch::zeros({B, 1}, torch::kBool);
-  auto step_pos = torch::zeros({B, 1}, torch::kLong);
+  StaticRows rows(prompts, std::move(budget), pad_id_);
   const auto banned =
       o.banned_token_ids.empty()
           ? torch::Tensor()
           : torch::tensor(std::vector<std::int64_t>(o.banned_token_ids.begin(), o.banned_token_ids.end()), torch::kLong)
                 .to(device);
   for (std::int64_t step = 0; step < steps; ++step) {
-    if (banned.defined()) logits = logits.index_fill(-1, banned, -std::numeric_limits<float>::infinity());
-    if (step < o.min_new_tokens && !o.stop_token_ids.empty()) {
-      // Too early to stop: the stop tokens cannot be drawn (the behaviour log-probs are those of
-      // the distribution actually sampled from).
-      logits = logits.clone();
-      for (auto t : o.stop_token_ids) logits.select(-1, t).fill_(-std::numeric_limits<float>::infinity());
-    }
-    auto [next_d, logp_d, finite_d] = sampleStep(logits, o, gen);
+    auto [next_d, logp_d, finite_d] = sampleStep(maskLogits(logits, o, step, banned), o, gen);
     // The sampled tokens, their log-probs and flags come to the host (B values each): the
     // trajectory records and the stop logic need them there.
-    const auto next = next_d.to(torch::kCPU), logp = logp_d.to(torch::kCPU), finite = finite_d.to(torch::kCPU);
-    auto next_a = next.accessor<std::int64_t, 1>();
-    auto logp_a = logp.accessor<float, 1>();
-    auto finite_a = finite.accessor<bool, 1>();
-    auto tok_a = step_tok.accessor<std::int64_t, 2>();
-    auto valid_a = step_valid.accessor<bool, 2>();
-    auto pos_a = step_pos.accessor<std::int64_t, 2>();
-    bool any_active = false;
-    for (std::int64_t b = 0; b < B; ++b) {
-      tok_a[b][0] = pad_id_;
-      valid_a[b][0] = false;
-      pos_a[b][0] = next_pos[b];
-      if (done[b]) continue;
-      if (!finite_a[b]) {
-        out[b].nonfinite = true;
-        done[b] = true;
-        continue;
-      }
-      const auto tok = static_cast<std::int32_t>(next_a[b]);
-      out[b].tokens.push_back(tok);
-      out[b].logprobs.push_back(logp_a[b]);
-      if (control.on_token && !control.on_token(static_cast<std::size_t>(b), tok, logp_a[b])) {
-        out[b].stopped = out[b].ended_by_caller = true;
-        done[b] = true;
-        continue;
-      }
-      if (is_stop(tok)) {
-        out[b].stopped = true;
-        done[b] = true;
-        continue;
-      }
-      if (static_cast<std::int64_t>(out[b].tokens.size()) >= budget[b]) {
-        done[b] = true;  // out of room: ends unstopped
-        continue;
-      }
-      tok_a[b][0] = tok;
-      valid_a[b][0] = true;
-      next_pos[b]++;
-      any_active = true;
-    }
-    if (!any_active) break;
-    const auto tok_d = step_tok.to(device), pos_d = step_pos.to(device), valid_d = step_valid.to(device);
+    if (!rows.take(next_d.to(torch::kCPU), logp_d.to(torch::kCPU), finite_d.to(torch::kCPU), o, control)) break;
+    const auto tok_d = rows.stepTokens().to(device), pos_d = rows.stepPositions().to(device),
+               valid_d = rows.stepValid().to(device);
     if (o.use_kv_cache) {
       logits = model_->forwardCached(tok_d, pos_d, valid_d, cache).select(1, 0);
     } else {
@@ -218,7 +259,7 @@ std::vector<Generation> GenerationEngine::generateStatic(const std::vector<std::
       logits = model_->forward(all_tokens, all_pos, all_valid).select(1, all_tokens.size(1) - 1);
     }
   }
-  return out;
+  return rows.release();
 }
 
 SamplingOptions samplingFrom(const Config& c) {
