@@ -2,8 +2,9 @@
 // step pays on a real run's sequence lengths (its trajectories.h5) or long-tailed drawn ones, cut into consecutive
 // batches of `batch` trajectories (a run's groups_per_step × group_size): the whole batch padded to its longest
 // (micro-batching off), the micro-batches of trainer.micro_batch_tokens = budget padded each to its own longest, and
-// the same packed (trainer.packing). Prints each layout's forward tokens per sequence token and the padding share, side
-// by side, and their ratios.
+// the same packed (trainer.packing), and — for a run — with each group's shared prompt laid out once
+// (trainer.shared_prefix). Prints each layout's forward tokens per sequence token and the padding share, side by side,
+// and their ratios.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
   // The sequence lengths: a run's, or drawn from a lognormal ("lognormal:MEDIAN:SIGMA:COUNT",
   // seed 1, clamped to [8, 16 × MEDIAN]) — the long-tailed shape of agentic RL workloads.
   std::vector<std::int64_t> all_lengths;
+  std::vector<TrainingSample> all_episodes;  // a run's: tokens and groups, for the shared-prefix layout
+  std::vector<std::int64_t> all_groups;
   if (dir.rfind("lognormal:", 0) == 0) {
     double median = 0, sigma = 0;
     long count = 0;
@@ -42,14 +45,18 @@ int main(int argc, char** argv) {
       all_lengths.push_back(std::clamp<std::int64_t>(std::llround(draw(rng)), 8, std::llround(16 * median)));
   } else {
     try {
-      for (const auto& t : io::readTrajectories(dir + "/trajectories.h5"))
+      for (auto& t : io::readTrajectories(dir + "/trajectories.h5")) {
         all_lengths.push_back(static_cast<std::int64_t>(t.tokens.size()));
+        all_episodes.emplace_back().tokens = std::move(t.tokens);
+        all_groups.push_back(static_cast<std::int64_t>(t.group_id));
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bench_packing: %s\n", e.what());
       return 1;
     }
   }
   std::int64_t sequence = 0, whole = 0, micro_padded = 0, micro_packed = 0, micro_count = 0, packed_count = 0;
+  std::int64_t micro_shared = 0, shared_count = 0;
   std::size_t batches = 0;
   for (std::size_t start = 0; start + batch <= all_lengths.size(); start += batch, ++batches) {
     std::vector<std::int64_t> lengths, rows;
@@ -64,6 +71,14 @@ int main(int argc, char** argv) {
     whole += longest * static_cast<std::int64_t>(batch);
     for (const auto& m : planMicroBatches(rows, lengths, budget, false)) micro_padded += m.cells(), ++micro_count;
     for (const auto& m : planMicroBatches(rows, lengths, budget, true)) micro_packed += m.cells(), ++packed_count;
+    if (all_episodes.empty()) continue;
+    const auto first = all_episodes.begin() + static_cast<std::ptrdiff_t>(start);
+    const auto shared =
+        findSharedPrefixes(std::vector<TrainingSample>(first, first + static_cast<std::ptrdiff_t>(batch)),
+                           std::vector<std::int64_t>(all_groups.begin() + static_cast<std::ptrdiff_t>(start),
+                                                     all_groups.begin() + static_cast<std::ptrdiff_t>(start + batch)));
+    for (const auto& m : planMicroBatches(rows, lengths, budget, false, &shared))
+      micro_shared += m.cells(), ++shared_count;
   }
   if (batches == 0) {
     std::fprintf(stderr, "bench_packing: %s holds %zu trajectories, fewer than one batch of %zu\n", dir.c_str(),
@@ -84,5 +99,12 @@ int main(int argc, char** argv) {
   std::printf("ratio packed / whole-batch padded cells: %.3f; packed / micro-batch padded: %.3f\n",
               static_cast<double>(micro_packed) / static_cast<double>(whole),
               static_cast<double>(micro_packed) / static_cast<double>(micro_padded));
+  if (shared_count > 0) {
+    // Below 1 cell per sequence token: the prompts' tokens go through the forward once per group.
+    row("micro-batches, shared prompts", micro_shared, shared_count);
+    std::printf("ratio shared prompts / micro-batch padded cells: %.3f; / packed: %.3f\n",
+                static_cast<double>(micro_shared) / static_cast<double>(micro_padded),
+                static_cast<double>(micro_shared) / static_cast<double>(micro_packed));
+  }
   return 0;
 }

@@ -46,13 +46,14 @@ namespace {
 
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
 
-// device + precision of a role that holds a model (trainer, rollout).
+// device, precision and threads of a role that holds a model (trainer, rollout).
 void parseCompute(YamlReader& r, ComputeOptions& c) {
   const std::string device = r.getString("device", c.device.text());
   if (!parseDeviceRequest(device, c.device)) {
     r.fail("device", "given '" + device + "'; allowed: cpu, cuda, cuda:N (N = a GPU index on the node)");
   }
   c.precision = r.getEnum("precision", Precision::Auto, kPrecisionNames);
+  c.threads = static_cast<int>(r.getInt("threads", c.threads, 0, 1024, "threads"));
 }
 
 void parseRun(YamlReader r, RunSection& run) {
@@ -158,6 +159,7 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   t.mini_batches = static_cast<int>(r.getInt("mini_batches", t.mini_batches, 1, 1024, "optimiser steps"));
   t.micro_batch_tokens = r.getInt("micro_batch_tokens", t.micro_batch_tokens, 0, std::int64_t{1} << 40, "tokens");
   t.packing = r.getBool("packing", t.packing);
+  t.shared_prefix = r.getBool("shared_prefix", t.shared_prefix);
   t.activation_checkpointing = r.getBool("activation_checkpointing", t.activation_checkpointing);
   t.logits_chunk_bytes = r.getInt("logits_chunk_bytes", t.logits_chunk_bytes, 0, std::int64_t{1} << 40, "bytes");
   t.lr_schedule = r.getEnum("lr_schedule", TrainerSection::LrSchedule::Constant, kLrScheduleNames);

@@ -36,8 +36,8 @@ void logUnreadHfFields(const std::string& folder) {
 
 }  // namespace
 
-void configureThreads(const Config& config, int ranks_on_node) {
-  int threads = config.run.threads_per_rank;
+void configureThreads(const Config& config, int ranks_on_node, int role_threads) {
+  int threads = role_threads > 0 ? role_threads : config.run.threads_per_rank;
   if (threads <= 0) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     threads = std::max(1, cores / std::max(1, ranks_on_node));

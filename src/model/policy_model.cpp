@@ -128,7 +128,7 @@ KvCache PolicyModelImpl::newCache(std::int64_t batch, std::int64_t capacity) con
 }
 
 torch::Tensor PolicyModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                       const torch::Tensor& valid, const torch::Tensor& segments) {
+                                       const torch::Tensor& valid, const Segments& segments) {
   return run(tokens, positions, valid, segments, nullptr);
 }
 
@@ -145,8 +145,7 @@ torch::Tensor PolicyModelImpl::forwardPaged(const torch::Tensor& tokens, const t
 // The attention mask in the form block() takes: [B,1,group*T,K] (bool, or additive for eager
 // attention), or [B,K] bool when the step attends over the KV pool in place.
 torch::Tensor PolicyModelImpl::attentionMask(const torch::Tensor& positions, const torch::Tensor& valid,
-                                             const torch::Tensor& segments, KvCache* cache,
-                                             const PagedKv* paged) const {
+                                             const Segments& segments, KvCache* cache, const PagedKv* paged) const {
   const auto B = positions.size(0), T = positions.size(1);
   const auto group = config_.heads / config_.kv_heads;
   const std::int64_t past = cache ? cache->length : 0;
@@ -176,7 +175,9 @@ torch::Tensor PolicyModelImpl::attentionMask(const torch::Tensor& positions, con
     allowed = (k_idx <= q_idx).unsqueeze(0).unsqueeze(0) & key_valid.unsqueeze(1).unsqueeze(1);  // [B,1,T,K]
     if (segments.defined()) {
       if (cache) throw Error("model: packed segments are for the full forward, not the KV-cache one");
-      allowed = allowed & (segments.unsqueeze(2) == segments.unsqueeze(1)).unsqueeze(1);
+      auto same = segments.id.unsqueeze(2) == segments.id.unsqueeze(1);  // [B,T(q),T(k)]
+      if (segments.sees.defined()) same = same | (segments.sees.unsqueeze(2) == segments.id.unsqueeze(1));
+      allowed = allowed & same.unsqueeze(1);
     }
     // A query with no visible key (a padding query) would give NaN; let it see itself.
     const auto self = (k_idx == q_idx).unsqueeze(0).unsqueeze(0);
@@ -199,7 +200,7 @@ torch::Tensor PolicyModelImpl::attentionMask(const torch::Tensor& positions, con
 }
 
 torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                   const torch::Tensor& valid, const torch::Tensor& segments, KvCache* cache,
+                                   const torch::Tensor& valid, const Segments& segments, KvCache* cache,
                                    const PagedKv* paged) {
   auto x = trunk(tokens, positions, valid, segments, cache, paged);
   // The logits a paged caller samples from, not a [B,T,V] block for every prompt position.
@@ -218,7 +219,7 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
 }
 
 torch::Tensor PolicyModelImpl::hiddenStates(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                            const torch::Tensor& valid, const torch::Tensor& segments) {
+                                            const torch::Tensor& valid, const Segments& segments) {
   return rmsNorm(trunk(tokens, positions, valid, segments, nullptr, nullptr), final_norm_, config_.rms_eps);
 }
 
@@ -229,7 +230,7 @@ OutputHead PolicyModelImpl::outputHead(double temperature) const {
 std::pair<torch::Tensor, OutputHead> PolicyModelImpl::hiddenStatesAndHead(const torch::Tensor& tokens,
                                                                           const torch::Tensor& positions,
                                                                           const torch::Tensor& valid,
-                                                                          const torch::Tensor& segments,
+                                                                          const Segments& segments,
                                                                           double temperature) {
   OutputHead head = outputHead(temperature);
   if (config_.tied_embeddings && torch::GradMode::is_enabled() && embed_.requires_grad())
@@ -240,7 +241,7 @@ std::pair<torch::Tensor, OutputHead> PolicyModelImpl::hiddenStatesAndHead(const 
 }
 
 torch::Tensor PolicyModelImpl::trunk(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                     const torch::Tensor& valid, const torch::Tensor& segments, KvCache* cache,
+                                     const torch::Tensor& valid, const Segments& segments, KvCache* cache,
                                      const PagedKv* paged, const c10::intrusive_ptr<TiedGradient>& tied) {
   const auto T = tokens.size(1);
   const std::int64_t past = cache ? cache->length : 0;

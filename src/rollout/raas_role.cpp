@@ -488,7 +488,7 @@ void RolloutRank::runBatches() {
 }  // namespace rollout_detail
 
 RolloutReport runRolloutRole(const RolloutPorts& ports) {
-  configureThreads(ports.ctx.cfg, ports.ctx.ranks_on_node);
+  configureThreads(ports.ctx.cfg, ports.ctx.ranks_on_node, ports.ctx.cfg.rollout.compute.threads);
   return rollout_detail::RolloutRank(ports).run();
 }
 

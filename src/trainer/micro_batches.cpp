@@ -2,82 +2,166 @@
 #include "astraflow/trainer/micro_batches.hpp"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <random>
+#include <span>
 
 namespace astraflow {
 
 namespace {
 
-// First fit of `lengths` (longest first) into lines `width` wide: the line and offset of each
-// (appended to `line` / `offset`); returns the number of lines.
-std::int64_t firstFit(const std::vector<std::int64_t>& lengths, std::int64_t width, std::vector<std::int64_t>& line,
-                      std::vector<std::int64_t>& offset) {
-  std::vector<std::int64_t> fill;
-  for (const auto len : lengths) {
-    std::size_t l = 0;
-    while (l < fill.size() && fill[l] + len > width) ++l;
-    if (l == fill.size()) fill.push_back(0);
-    line.push_back(static_cast<std::int64_t>(l));
-    offset.push_back(fill[l]);
-    fill[l] += len;
-  }
-  return static_cast<std::int64_t>(fill.size());
-}
-
 // A sequence of length 0 still takes a column: its row exists in the padded layout.
 std::int64_t columns(std::int64_t length) { return std::max<std::int64_t>(1, length); }
 
-MicroBatch finish(std::vector<std::int64_t> rows, const std::vector<std::int64_t>& lengths, bool packed) {
-  MicroBatch m;
-  m.rows = std::move(rows);
-  m.width = columns(lengths[static_cast<std::size_t>(m.rows.front())]);
-  if (!packed) {
-    m.lines = static_cast<std::int64_t>(m.rows.size());
-    return m;
+// What the planner places: one row, or the rows of a group laid out after their shared prefix.
+struct Unit {
+  std::vector<std::int64_t> rows;
+  std::int64_t prefix = 0;  // tokens laid out once for all rows (0: a single row)
+  std::int64_t size = 0;    // columns it takes on its line
+};
+
+std::vector<Unit> makeUnits(const std::vector<std::int64_t>& rows, const std::vector<std::int64_t>& lengths,
+                            const SharedPrefixes* shared) {
+  std::vector<Unit> units;
+  std::map<std::int64_t, std::size_t> by_group;  // group -> its tree among `units`
+  for (const auto r : rows) {
+    const auto i = static_cast<std::size_t>(r);
+    const std::int64_t prefix = shared ? shared->prefix[i] : 0;
+    if (prefix > 0) {
+      const auto [it, fresh] = by_group.emplace(shared->group[i], units.size());
+      if (!fresh) {
+        units[it->second].rows.push_back(r);
+        continue;
+      }
+    }
+    units.push_back(Unit{{r}, prefix, 0});
   }
-  std::vector<std::int64_t> lens;
-  for (const auto r : m.rows) lens.push_back(columns(lengths[static_cast<std::size_t>(r)]));
-  m.lines = firstFit(lens, m.width, m.line, m.offset);
+  for (auto& u : units) {
+    if (u.rows.size() == 1) u.prefix = 0;  // nothing to share with
+    u.size = u.prefix;
+    for (const auto r : u.rows)
+      u.size += u.prefix > 0 ? lengths[static_cast<std::size_t>(r)] - u.prefix
+                             : columns(lengths[static_cast<std::size_t>(r)]);
+    u.size = columns(u.size);
+  }
+  return units;
+}
+
+// The micro-batch of `units` placed at (line, offset) each: its rows and their cells.
+MicroBatch finish(const std::vector<const Unit*>& units, const std::vector<std::int64_t>& line,
+                  const std::vector<std::int64_t>& offset, const std::vector<std::int64_t>& lengths, bool laid_out) {
+  MicroBatch m;
+  m.width = units.front()->size;  // longest first
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    std::int64_t at = offset[u] + units[u]->prefix;
+    for (const auto r : units[u]->rows) {
+      m.rows.push_back(r);
+      m.line.push_back(line[u]);
+      m.offset.push_back(units[u]->prefix > 0 ? at : offset[u]);
+      m.shared.push_back(units[u]->prefix);
+      m.shared_offset.push_back(offset[u]);
+      at += lengths[static_cast<std::size_t>(r)] - units[u]->prefix;
+    }
+    m.lines = std::max(m.lines, line[u] + 1);
+  }
+  if (!laid_out) m.line.clear(), m.offset.clear(), m.shared.clear(), m.shared_offset.clear();
   return m;
 }
 
 }  // namespace
 
-std::vector<MicroBatch> planMicroBatches(const std::vector<std::int64_t>& rows,
-                                         const std::vector<std::int64_t>& lengths, std::int64_t budget, bool packed) {
-  std::vector<std::int64_t> order = rows;
-  // Longest first: each micro-batch's width is its first sequence, and the padded layout wastes
-  // least when its rows are alike.
-  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
-    return lengths[static_cast<std::size_t>(a)] > lengths[static_cast<std::size_t>(b)];
-  });
-  // First fit is incremental: a sequence added last goes where first fit over the whole list
-  // would put it, so the current micro-batch's line fills are kept, not recomputed.
-  std::vector<MicroBatch> out;
-  std::vector<std::int64_t> current, fill;  // rows of the micro-batch being filled; its lines' fills
-  std::int64_t width = 0;
-  for (const auto r : order) {
-    const auto len = columns(lengths[static_cast<std::size_t>(r)]);
-    std::size_t line = 0;
-    if (packed) {
-      while (line < fill.size() && fill[line] + len > width) ++line;
-    } else {
-      line = fill.size();  // padded: a line each
+namespace {
+
+// Rows given as a token span each (any integer type), and their groups.
+template <typename Token>
+SharedPrefixes sharedPrefixesOf(const std::vector<std::span<const Token>>& rows,
+                                const std::vector<std::int64_t>& groups) {
+  SharedPrefixes s;
+  s.group = groups;
+  s.prefix.assign(rows.size(), 0);
+  std::map<std::int64_t, std::size_t> first;    // group -> its first row
+  std::map<std::int64_t, std::int64_t> common;  // group -> tokens all its rows so far share
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const auto [it, fresh] = first.emplace(groups[r], r);
+    const auto size = static_cast<std::int64_t>(rows[r].size());
+    if (fresh) {
+      common[groups[r]] = size;
+      continue;
     }
-    const auto lines = static_cast<std::int64_t>(std::max(fill.size(), line + 1));
-    if (!current.empty() && budget > 0 && lines * width > budget) {
-      out.push_back(finish(std::move(current), lengths, packed));
-      current.clear();
-      fill.clear();
-      line = 0;
-    }
-    if (current.empty()) width = len;  // longest first: the first row sets the width
-    if (line == fill.size()) fill.push_back(0);
-    fill[line] += len;
-    current.push_back(r);
+    const auto& a = rows[it->second];
+    auto& n = common[groups[r]];
+    std::int64_t k = 0;
+    const auto limit = std::min(n, size);
+    while (k < limit && a[static_cast<std::size_t>(k)] == rows[r][static_cast<std::size_t>(k)]) ++k;
+    n = k;
   }
-  if (!current.empty()) out.push_back(finish(std::move(current), lengths, packed));
+  for (std::size_t r = 0; r < rows.size(); ++r) s.prefix[r] = common[groups[r]];
+  return s;
+}
+
+}  // namespace
+
+SharedPrefixes findSharedPrefixes(const torch::Tensor& tokens, const torch::Tensor& lengths,
+                                  const torch::Tensor& group_ids) {
+  const auto tok = tokens.to(torch::kCPU).contiguous();
+  const auto len = lengths.to(torch::kCPU).contiguous();
+  const auto grp = group_ids.to(torch::kCPU).contiguous();
+  const auto B = tok.size(0), T = tok.size(1);
+  std::vector<std::span<const std::int64_t>> rows;
+  for (std::int64_t r = 0; r < B; ++r) {
+    rows.emplace_back(tok.data_ptr<std::int64_t>() + r * T,
+                      static_cast<std::size_t>(std::min(T, len.data_ptr<std::int64_t>()[r])));
+  }
+  return sharedPrefixesOf(rows,
+                          std::vector<std::int64_t>(grp.data_ptr<std::int64_t>(), grp.data_ptr<std::int64_t>() + B));
+}
+
+SharedPrefixes findSharedPrefixes(const std::vector<TrainingSample>& episodes,
+                                  const std::vector<std::int64_t>& groups) {
+  std::vector<std::span<const std::int32_t>> rows;
+  for (const auto& e : episodes) rows.emplace_back(e.tokens);
+  return sharedPrefixesOf(rows, groups);
+}
+
+std::vector<MicroBatch> planMicroBatches(const std::vector<std::int64_t>& rows,
+                                         const std::vector<std::int64_t>& lengths, std::int64_t budget, bool packed,
+                                         const SharedPrefixes* shared) {
+  std::vector<Unit> units = makeUnits(rows, lengths, shared);
+  const bool trees = std::any_of(units.begin(), units.end(), [](const Unit& u) { return u.prefix > 0; });
+  // Trees differ in size far more than rows do (a prompt plus G answers), so padding them to the
+  // longest would waste what sharing saves: they always go first-fit into lines.
+  const bool laid_out = packed || trees;
+  // Longest first: each micro-batch's width is its first unit, and the padded layout wastes
+  // least when its rows are alike.
+  std::stable_sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) { return a.size > b.size; });
+  // First fit is incremental: a unit added last goes where first fit over the whole list would
+  // put it, so the current micro-batch's line fills are kept, not recomputed.
+  std::vector<MicroBatch> out;
+  std::vector<const Unit*> current;
+  std::vector<std::int64_t> fill, line, offset;  // the lines' fills; each current unit's place
+  std::int64_t width = 0;
+  for (const auto& u : units) {
+    std::size_t l = 0;
+    if (laid_out) {
+      while (l < fill.size() && fill[l] + u.size > width) ++l;
+    } else {
+      l = fill.size();  // a line each
+    }
+    const auto lines = static_cast<std::int64_t>(std::max(fill.size(), l + 1));
+    if (!current.empty() && budget > 0 && lines * width > budget) {
+      out.push_back(finish(current, line, offset, lengths, laid_out));
+      current.clear(), fill.clear(), line.clear(), offset.clear();
+      l = 0;
+    }
+    if (current.empty()) width = u.size;  // longest first: the first unit sets the width
+    if (l == fill.size()) fill.push_back(0);
+    line.push_back(static_cast<std::int64_t>(l));
+    offset.push_back(fill[l]);
+    fill[l] += u.size;
+    current.push_back(&u);
+  }
+  if (!current.empty()) out.push_back(finish(current, line, offset, lengths, laid_out));
   return out;
 }
 
@@ -104,46 +188,66 @@ torch::Tensor microBatchLogProbs(PolicyModelImpl& model, const MicroBatch& micro
   const auto seq_lengths = lengths.index_select(0, idx);
   if (micro.line.empty()) return sequenceLogProbs(model, seq_tokens.contiguous(), seq_lengths, temperature);
 
-  // Packed: line l holds its sequences back to back; pad cells at a line's end are invalid and
-  // form a segment of their own. Built on the host (small: lines × W) and moved once.
+  // Laid out: line l holds its units back to back — a row alone, or a group's shared prefix
+  // then each row's remaining tokens. Pad cells at a line's end are invalid and form a segment
+  // of their own. Built on the host (small: lines × W) and moved once.
   const auto host_lengths = seq_lengths.to(torch::kCPU);
   const auto* len = host_lengths.data_ptr<std::int64_t>();
   const auto L = micro.lines;
   auto flat_index = torch::full({L * W}, n * width, torch::kLong);  // source cell in seq_tokens (n*width: pad)
   auto positions = torch::zeros({L, W}, torch::kLong);
   auto valid = torch::zeros({L, W}, torch::kBool);
-  auto segments = torch::full({L, W}, -1, torch::kLong);
-  // Each scored token: its packed cell (scored from the hidden state of the cell before it) and
-  // its place in the [n, width] result.
-  std::vector<std::int64_t> scored_cells, result_cells;
+  auto segments = torch::full({L, W}, -1, torch::kLong);  // row i: segment i; a shared prefix: n + its first row
+  auto sees = torch::full({L, W}, -2, torch::kLong);      // a row's own cells see its prefix's segment
+  // Each scored token: its cell and the cell before it in its sequence, whose hidden state scores
+  // it. A shared prefix's tokens are scored once; every row of the tree reads them.
+  std::vector<std::int64_t> scored_cells, hidden_cells, result_cells, result_scores;
+  std::vector<std::int64_t> score_of(static_cast<std::size_t>(L * W), -1);
   auto fi = flat_index.accessor<std::int64_t, 1>();
   auto pos = positions.accessor<std::int64_t, 2>();
   auto val = valid.accessor<bool, 2>();
   auto seg = segments.accessor<std::int64_t, 2>();
+  auto see = sees.accessor<std::int64_t, 2>();
+  std::vector<std::int64_t> prefix_segment(static_cast<std::size_t>(L * W), -1);  // by the prefix's first cell
   for (std::int64_t i = 0; i < n; ++i) {
-    const auto line = micro.line[static_cast<std::size_t>(i)], off = micro.offset[static_cast<std::size_t>(i)];
+    const auto k = static_cast<std::size_t>(i);
+    const auto line = micro.line[k];
+    const auto P = micro.shared.empty() ? 0 : micro.shared[k];
+    const auto p0 = micro.shared.empty() ? 0 : micro.shared_offset[k];
+    auto& prefix_seg = prefix_segment[static_cast<std::size_t>(line * W + p0)];
+    if (P > 0 && prefix_seg < 0) prefix_seg = n + i;
+    const auto cell = [&](std::int64_t t) { return t < P ? p0 + t : micro.offset[k] + t - P; };
     for (std::int64_t t = 0; t < len[i]; ++t) {
-      fi[line * W + off + t] = i * width + t;
-      pos[line][off + t] = t;
-      val[line][off + t] = true;
-      seg[line][off + t] = i;
-      if (t > 0) {
-        scored_cells.push_back(line * W + off + t);
-        result_cells.push_back(i * width + t);
+      const auto c = cell(t);
+      fi[line * W + c] = i * width + t;
+      pos[line][c] = t;
+      val[line][c] = true;
+      seg[line][c] = t < P ? prefix_seg : i;
+      if (t >= P && P > 0) see[line][c] = prefix_seg;
+      if (t == 0) continue;
+      auto& score = score_of[static_cast<std::size_t>(line * W + c)];
+      if (score < 0) {
+        score = static_cast<std::int64_t>(scored_cells.size());
+        scored_cells.push_back(line * W + c);
+        hidden_cells.push_back(line * W + cell(t - 1));
       }
+      result_cells.push_back(i * width + t);
+      result_scores.push_back(score);
     }
   }
   // Pad cells take token 0 (never attended to, never scored).
   const auto source = torch::cat({seq_tokens.reshape({-1}), torch::zeros({1}, seq_tokens.options())});
   const auto line_tokens = source.index_select(0, flat_index.to(device));  // [L*W]
-  const auto [hidden, head] = model.hiddenStatesAndHead(line_tokens.view({L, W}), positions.to(device),
-                                                        valid.to(device), segments.to(device), temperature);
+  const Segments layout(segments.to(device), micro.shared.empty() ? torch::Tensor() : sees.to(device));
+  const auto [hidden, head] =
+      model.hiddenStatesAndHead(line_tokens.view({L, W}), positions.to(device), valid.to(device), layout, temperature);
   const auto cells = torch::tensor(scored_cells, torch::kLong).to(device);
-  const auto logp =
-      chunkedTokenLogProbs(hidden.reshape({L * W, -1}).index_select(0, cells - 1), line_tokens.index_select(0, cells),
-                           head, model.logitsChunkRows(cells.size(0)));
+  const auto logp = chunkedTokenLogProbs(
+      hidden.reshape({L * W, -1}).index_select(0, torch::tensor(hidden_cells, torch::kLong).to(device)),
+      line_tokens.index_select(0, cells), head, model.logitsChunkRows(cells.size(0)));
+  const auto per_row = logp.index_select(0, torch::tensor(result_scores, torch::kLong).to(device));
   return torch::zeros({n * width}, logp.options())
-      .index_copy(0, torch::tensor(result_cells, torch::kLong).to(device), logp)
+      .index_copy(0, torch::tensor(result_cells, torch::kLong).to(device), per_row)
       .view({n, width});
 }
 

@@ -7,6 +7,8 @@
 // every micro-batch's loss is divided by the step's kept-token count, so the sum of their
 // gradients is the gradient of the step's token-mean — not a mean of micro-batch means.
 // The behaviour and proximal log-probs are those at the batch's start for every step.
+#include <optional>
+
 #include "astraflow/trainer/loss.hpp"
 #include "astraflow/trainer/micro_batches.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
@@ -22,6 +24,10 @@ struct PolicyTrainer::RlContext {
   torch::Tensor logp_ref;             // [B,T] (kl_coef > 0)
   torch::Tensor logp_start;  // [B,T] log π at the batch's start (filled by the first step without a start pass)
   PolicyLossOptions opts;
+  std::optional<SharedPrefixes> shared;  // trainer.shared_prefix
+  std::vector<MicroBatch> plan(const std::vector<std::int64_t>& rows, const TrainerSection& t) const {
+    return planMicroBatches(rows, lengths, t.micro_batch_tokens, t.packing, shared ? &*shared : nullptr);
+  }
 };
 
 // One optimiser step's loss figures, summed over its micro-batches.
@@ -56,7 +62,7 @@ void PolicyTrainer::logProbsNoGrad(PolicyModelImpl& model, const RlContext& c, c
                                    torch::Tensor& out) const {
   torch::NoGradGuard no_grad;
   if (!out.defined()) out = torch::zeros(c.batch.behav.sizes(), c.batch.behav.options());
-  for (const auto& micro : planMicroBatches(rows, c.lengths, config_.micro_batch_tokens, config_.packing)) {
+  for (const auto& micro : c.plan(rows, config_)) {
     const auto logp = microBatchLogProbs(model, micro, c.batch.tokens, c.batch.lengths, temperature_);
     out.narrow(1, 0, logp.size(1)).index_copy_(0, rowIndex(micro.rows, out.device()), logp);
   }
@@ -98,7 +104,7 @@ PolicyTrainer::StepTotals PolicyTrainer::optimiserStep(RlContext& c, const std::
   StepTotals totals;
   const auto& b = c.batch;
   const auto device = b.tokens.device();
-  const auto micros = planMicroBatches(rows, c.lengths, config_.micro_batch_tokens, config_.packing);
+  const auto micros = c.plan(rows, config_);
   const bool fill_start = !c.logp_start.defined();  // the batch's first step fills it
   // M2PO's pass over the split step at the current weights (below), then the gradient passes:
   // the counts the group paces to under parameter sharding.
@@ -168,6 +174,7 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   c.batch = host_batch.to(model_->device());
   const auto host_lengths = host_batch.lengths.to(torch::kCPU).contiguous();
   c.lengths.assign(host_lengths.data_ptr<std::int64_t>(), host_lengths.data_ptr<std::int64_t>() + B);
+  if (config_.shared_prefix) c.shared = findSharedPrefixes(host_batch.tokens, host_batch.lengths, host_batch.group_ids);
   const AutocastScope autocast(config_.compute.bf16(), model_->device());
   const auto& L = config_.loss;
   c.advantages = groupAdvantages(c.batch.rewards, c.batch.group_ids, L.scale_by_std, L.advantage == "batch");
@@ -178,8 +185,7 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   // The log-probs at the batch's start (the proximal policy, and the behaviour-diff report):
   // taken from the first step's own forwards when that step covers the whole batch and needs
   // nothing of them before its backward; else from a pass of their own.
-  const auto start_micros =
-      static_cast<std::int64_t>(planMicroBatches(all, c.lengths, config_.micro_batch_tokens, config_.packing).size());
+  const auto start_micros = static_cast<std::int64_t>(c.plan(all, config_).size());
   const bool start_pass = slices > 1 || (start_micros > 1 && (c.opts.decoupled || c.opts.m2po));
   const auto start_passes = agreeMax({start_pass ? start_micros : 0})[0];
   if (start_pass) logProbsNoGrad(*model_, c, all, c.logp_start);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "astraflow/trainer/trainer_role.hpp"
@@ -62,7 +63,7 @@ class TrainerRank {
   void recordMemory();  // a `memory` trace event; the peaks go in the report
   // trainer.simulate: the modelled step time slept instead of a backward pass, and the next
   // synthetic weight version in blob_ (rank 0).
-  RlStepStats simulateStep(const std::vector<TrainingSample>& episodes);
+  RlStepStats simulateStep(const std::vector<TrainingSample>& episodes, const std::vector<std::int64_t>& groups);
   void nextSyntheticVersion();
 
   const TrainerPorts& ports_;
@@ -91,7 +92,8 @@ std::uint64_t nextRandom(std::uint64_t& state) {
   return z ^ (z >> 31);
 }
 
-RlStepStats TrainerRank::simulateStep(const std::vector<TrainingSample>& episodes) {
+RlStepStats TrainerRank::simulateStep(const std::vector<TrainingSample>& episodes,
+                                      const std::vector<std::int64_t>& groups) {
   const auto& sim = ctx_.cfg.trainer.simulate;
   const auto& t = ctx_.cfg.trainer;
   RlStepStats stats;
@@ -102,14 +104,18 @@ RlStepStats TrainerRank::simulateStep(const std::vector<TrainingSample>& episode
     for (const auto m : e.policy_mask) stats.tokens += m;
   }
   // The cost is in the tokens the forward passes would hold, laid out as the real trainer lays
-  // them (micro-batches, padded unless trainer.packing), every mini-batch of every PPO epoch:
-  // padding is what makes a padded trainer's step grow faster than its sequences' tokens.
+  // them (micro-batches, padded unless trainer.packing, a group's shared prompt once with
+  // trainer.shared_prefix), every mini-batch of every PPO epoch: padding is what makes a padded
+  // trainer's step grow faster than its sequences' tokens.
   const auto n = static_cast<std::int64_t>(lengths.size());
+  std::optional<SharedPrefixes> shared;
+  if (t.shared_prefix) shared = findSharedPrefixes(episodes, groups);
   for (int epoch = 0; epoch < t.ppo_epochs; ++epoch) {
     for (std::int64_t m = 0; m < t.mini_batches; ++m) {
       std::vector<std::int64_t> rows;
       for (std::int64_t r = n * m / t.mini_batches; r < n * (m + 1) / t.mini_batches; ++r) rows.push_back(r);
-      for (const auto& micro : planMicroBatches(rows, lengths, t.micro_batch_tokens, t.packing)) {
+      for (const auto& micro :
+           planMicroBatches(rows, lengths, t.micro_batch_tokens, t.packing, shared ? &*shared : nullptr)) {
         stats.forward_tokens += micro.cells();
         stats.micro_batches++;
       }
@@ -270,7 +276,7 @@ TrainerReport TrainerRank::run() {
       episodes.push_back(std::move(e));
       groups.push_back(group_index);
     }
-    const auto stats = cfg.trainer.simulate.enabled ? simulateStep(episodes)
+    const auto stats = cfg.trainer.simulate.enabled ? simulateStep(episodes, groups)
                                                     : trainer_.rlStep(collate(episodes, groups, ports_.tokens.pad_id));
     max_abs_behav_diff_ = std::max(max_abs_behav_diff_, stats.max_abs_behav_diff);
     micro_batches_ += static_cast<std::uint64_t>(stats.micro_batches);
@@ -334,7 +340,7 @@ TrainerReport TrainerRank::report() {
 }  // namespace
 
 TrainerReport runTrainerRole(const TrainerPorts& ports) {
-  configureThreads(ports.ctx.cfg, ports.ctx.ranks_on_node);
+  configureThreads(ports.ctx.cfg, ports.ctx.ranks_on_node, ports.ctx.cfg.trainer.compute.threads);
   return TrainerRank(ports).run();
 }
 

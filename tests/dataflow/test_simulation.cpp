@@ -19,7 +19,7 @@
 namespace astraflow {
 namespace {
 
-Config simulatedConfig(const std::string& dir, const std::string& batching = "continuous") {
+Config simulatedConfig(const std::string& dir, const std::string& batching = "continuous", bool shared_prefix = true) {
   const int rollouts = worldSize() - 2;
   const std::string yaml = R"(
 run: {name: sim, output_dir: )" +
@@ -47,6 +47,8 @@ layout:
 rollout: {group_size: 4, max_new_tokens: 48, batch_tasks: 8}
 trainer:
   groups_per_step: 4
+  shared_prefix: )" + std::string(shared_prefix ? "true" : "false") +
+                           R"(
   simulate: {fixed_seconds: 0.02, seconds_per_token: 0.00001, weight_bytes: 262144, changed_fraction: 0.01}
 eval: {problems: 0}
 )";
@@ -66,10 +68,11 @@ TEST(Simulation, SyntheticWorkloadFlowsThroughTheRealRuntime) {
   const auto trainers = ranksOf(s, "trainer");
   ASSERT_EQ(trainers.size(), 1u);
   EXPECT_EQ(num(trainers[0], "steps"), 16);
-  // The step is costed on the tokens its forward passes would hold: one padded micro-batch a
-  // step, so more than the sequences' own tokens, and the trainer slept at least that long.
+  // The step is costed on the tokens its forward passes would hold: one micro-batch a step, each
+  // group's prompt once (trainer.shared_prefix), so fewer than the sequences' own tokens, and the
+  // trainer slept at least that long.
   EXPECT_EQ(num(trainers[0], "micro_batches"), 16);
-  EXPECT_GT(num(trainers[0], "forward_tokens"), num(trainers[0], "sequence_tokens"));
+  EXPECT_LT(num(trainers[0], "forward_tokens"), num(trainers[0], "sequence_tokens"));
   EXPECT_GE(trainers[0]["step_seconds"].get<double>(), 16 * 0.02 + 0.00001 * num(trainers[0], "forward_tokens"));
   std::int64_t pushed = 0;
   for (const auto& r : ranksOf(s, "rollout")) {
@@ -135,9 +138,13 @@ TEST(Simulation, SyntheticWorkloadFlowsThroughTheRealRuntime) {
 // call starts with it.
 TEST(Simulation, StaticBatchingRanksTakeTheirTasksByTheCall) {
   const auto dir = sharedRunDir("simulation_static");
-  const json s = runJob(simulatedConfig(dir, "static"));
+  const json s = runJob(simulatedConfig(dir, "static", false));
   if (worldRank() != 0) return;
   EXPECT_EQ(s["versions"], 16);
+  // Without trainer.shared_prefix a step is costed padded: more than the sequences' own tokens.
+  const auto trainers = ranksOf(s, "trainer");
+  ASSERT_EQ(trainers.size(), 1u);
+  EXPECT_GT(num(trainers[0], "forward_tokens"), num(trainers[0], "sequence_tokens"));
   EXPECT_EQ(s["produced"].get<std::int64_t>(), s["accepted"].get<std::int64_t>() + s["filtered"].get<std::int64_t>() +
                                                    s["stale_dropped"].get<std::int64_t>());
   const auto trajectories = io::readTrajectories(dir + "/trajectories.h5");

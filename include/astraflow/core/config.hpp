@@ -126,6 +126,7 @@ struct TrainerSection {
   // in micro-batches of at most this many tokens (lines × longest; 0: all at once).
   std::int64_t micro_batch_tokens = 0;
   bool packing = false;                   // several sequences per line, attention kept within each
+  bool shared_prefix = true;              // a group's rows go through the forward after one copy of their prompt
   bool activation_checkpointing = false;  // recompute each block's activations in the backward
   // Log-probs are computed from the hidden states with float32 logits about this many bytes at a
   // time (model/chunked_logprobs.hpp; 0: every token's logits at once).

@@ -102,6 +102,10 @@ inline constexpr std::array<EnumName<Precision>, 3> kPrecisionNames{
 struct ComputeOptions {
   DeviceRequest device;
   Precision precision = Precision::Auto;
+  // LibTorch/OpenBLAS threads of this role's ranks (trainer.threads, rollout.threads); 0: the
+  // run.threads_per_rank rule. A trainer that works while its rollout ranks mostly wait gains
+  // from more threads than an even split of the node's cores gives it (docs/configuration.md).
+  int threads = 0;
   // bf16 when asked, or when `auto` on CUDA.
   bool bf16() const { return precision == Precision::Bf16 || (precision == Precision::Auto && device.cuda()); }
   // A generation engine's dtype (rollout.precision): bf16() or, for `auto` on a CPU with bf16

@@ -23,7 +23,8 @@ void checkDeviceRequests(const Config& config);
 // fix them to the CPU-only stub; the run calls this first on every rank whose role asks for cuda.
 void loadCudaSupport();
 
-// Threads for LibTorch/OpenBLAS from run.threads_per_rank (0: cores / ranks_on_node).
-void configureThreads(const Config& config, int ranks_on_node);
+// Threads for LibTorch/OpenBLAS: role_threads (trainer.threads, rollout.threads) when set, else
+// run.threads_per_rank (0: cores / ranks_on_node).
+void configureThreads(const Config& config, int ranks_on_node, int role_threads = 0);
 
 }  // namespace astraflow

@@ -43,6 +43,19 @@ struct PagedKv {
   torch::Tensor logits_at;            // [B] int64, optional: only this position's logits per row ([B,1,V])
 };
 
+// How a packed forward row is cut into sequences (trainer.packing, trainer.shared_prefix): a
+// token attends to earlier tokens of its own segment (`id`), and also to those of the segment
+// `sees` names — the prompt a group's responses share, laid out once before them. -1 in `id`:
+// padding; `sees` undefined, or a value no segment has: nothing shared. Built implicitly from a
+// plain id tensor.
+struct Segments {
+  Segments() = default;
+  Segments(torch::Tensor id_, torch::Tensor sees_ = {}) : id(std::move(id_)), sees(std::move(sees_)) {}  // NOLINT
+  torch::Tensor id;                                                                                      // [B,T] int64
+  torch::Tensor sees;  // [B,T] int64, optional
+  bool defined() const { return id.defined(); }
+};
+
 struct NamedTensor {
   std::string name;
   torch::Tensor tensor;
@@ -54,10 +67,10 @@ class PolicyModelImpl : public torch::nn::Module {
 
   // Full causal forward. tokens, positions: [B,T] int64; valid: [B,T] bool (false = padding,
   // never attended to), on the model's device. Returns logits [B,T,V] in float32.
-  // `segments` ([B,T] int64, optional) packs several sequences into a row: a token attends only
-  // to earlier tokens of its own segment (positions restart per segment: the caller's).
+  // `segments` (optional) packs several sequences into a row: a token attends only to earlier
+  // tokens of its own segment and of the one it `sees` (positions restart per sequence: the caller's).
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
-                        const torch::Tensor& segments = {});
+                        const Segments& segments = {});
   // Appends T new positions to `cache` and returns their logits [B,T,V]; new tokens attend to
   // every valid cached position and causally to each other.
   torch::Tensor forwardCached(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
@@ -66,12 +79,12 @@ class PolicyModelImpl : public torch::nn::Module {
   // The full causal forward up to the final norm: hidden states [B,T,D] in the activations'
   // dtype, for chunkedTokenLogProbs with outputHead() (scoring without a [B,T,V] logits tensor).
   torch::Tensor hiddenStates(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
-                             const torch::Tensor& segments = {});
+                             const Segments& segments = {});
   OutputHead outputHead(double temperature = 1.0) const;
   // Both from one forward, for a backward through them: a tied model's head then shares this
   // forward's embedding gradient (TiedGradient), one [V, D] gradient buffer instead of two.
   std::pair<torch::Tensor, OutputHead> hiddenStatesAndHead(const torch::Tensor& tokens, const torch::Tensor& positions,
-                                                           const torch::Tensor& valid, const torch::Tensor& segments,
+                                                           const torch::Tensor& valid, const Segments& segments,
                                                            double temperature);
   // Scoring computes float32 logits about this many bytes at a time (trainer.logits_chunk_bytes;
   // 0: all rows at once). logitsChunkRows: the rows per chunk for `rows` rows to score.
@@ -147,10 +160,10 @@ class PolicyModelImpl : public torch::nn::Module {
 
  private:
   torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
-                    const torch::Tensor& segments, KvCache* cache, const PagedKv* paged = nullptr);
+                    const Segments& segments, KvCache* cache, const PagedKv* paged = nullptr);
   // Embedding and every block: x [B,T,D] before the final norm.
   torch::Tensor trunk(const torch::Tensor& tokens, const torch::Tensor& positions, const torch::Tensor& valid,
-                      const torch::Tensor& segments, KvCache* cache, const PagedKv* paged,
+                      const Segments& segments, KvCache* cache, const PagedKv* paged,
                       const c10::intrusive_ptr<TiedGradient>& tied = {});
   const torch::Tensor& outputWeight() const { return config_.tied_embeddings ? embed_ : lm_head_; }
 
@@ -159,7 +172,7 @@ class PolicyModelImpl : public torch::nn::Module {
     torch::Tensor attn_norm, q, k, v, o, q_norm, k_norm, mlp_norm, gate, up, down;
     torch::Tensor q_bias, k_bias, v_bias, o_bias, gate_bias, up_bias, down_bias;
   };
-  torch::Tensor attentionMask(const torch::Tensor& positions, const torch::Tensor& valid, const torch::Tensor& segments,
+  torch::Tensor attentionMask(const torch::Tensor& positions, const torch::Tensor& valid, const Segments& segments,
                               KvCache* cache, const PagedKv* paged) const;
   // Whether a paged forward of this many positions per row takes model/paged_attention.cpp.
   bool inPlacePagedDecode(const PagedKv* paged, std::int64_t positions_per_row) const;
