@@ -85,9 +85,14 @@ int main(int argc, char** argv) {
                  all_lengths.size(), batch);
     return 1;
   }
+  // The padding share is of the cells; a shared-prompt layout holds fewer cells than sequence
+  // tokens, and its padding is not separable from what the sharing saves ("-").
   auto row = [&](const char* name, std::int64_t cells, std::int64_t passes) {
-    std::printf("%-34s %10.3f %9.1f%% %12.1f\n", name, static_cast<double>(cells) / static_cast<double>(sequence),
-                100.0 * (1.0 - static_cast<double>(sequence) / static_cast<double>(cells)),
+    char padding[16] = "-";
+    if (cells >= sequence)
+      std::snprintf(padding, sizeof padding, "%.1f%%",
+                    100.0 * (1.0 - static_cast<double>(sequence) / static_cast<double>(cells)));
+    std::printf("%-34s %10.3f %10s %12.1f\n", name, static_cast<double>(cells) / static_cast<double>(sequence), padding,
                 static_cast<double>(passes) / static_cast<double>(batches));
   };
   std::printf("%s: %zu batches of %zu trajectories, %lld sequence tokens, budget %lld\n", dir.c_str(), batches, batch,

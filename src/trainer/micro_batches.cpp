@@ -21,28 +21,44 @@ struct Unit {
   std::int64_t size = 0;    // columns it takes on its line
 };
 
+// What a line of `cells` costs, in tokens through the linear layers: the attention of a line is
+// quadratic in its width (every cell against every cell, masked or not).
+double lineCost(std::int64_t cells, double pair_cost) {
+  const auto w = static_cast<double>(cells);
+  return w + pair_cost * w * w;
+}
+
+// The rows of a step as units. A group's rows join one tree while that costs less than laying
+// the next row out alone (SharedPrefixes::pair_cost): a short prompt with long answers would
+// otherwise make one line as wide as all the answers together.
 std::vector<Unit> makeUnits(const std::vector<std::int64_t>& rows, const std::vector<std::int64_t>& lengths,
                             const SharedPrefixes* shared) {
   std::vector<Unit> units;
-  std::map<std::int64_t, std::size_t> by_group;  // group -> its tree among `units`
+  std::map<std::int64_t, std::size_t> open_tree;  // group -> the tree among `units` rows join
+  const auto length = [&](std::int64_t r) { return lengths[static_cast<std::size_t>(r)]; };
   for (const auto r : rows) {
-    const auto i = static_cast<std::size_t>(r);
-    const std::int64_t prefix = shared ? shared->prefix[i] : 0;
+    const std::int64_t prefix = shared ? shared->prefix[static_cast<std::size_t>(r)] : 0;
     if (prefix > 0) {
-      const auto [it, fresh] = by_group.emplace(shared->group[i], units.size());
-      if (!fresh) {
-        units[it->second].rows.push_back(r);
-        continue;
+      const auto group = shared->group[static_cast<std::size_t>(r)];
+      const auto it = open_tree.find(group);
+      if (it != open_tree.end()) {
+        Unit& tree = units[it->second];
+        const auto own = length(r) - prefix;
+        if (lineCost(tree.size + own, shared->pair_cost) <=
+            lineCost(tree.size, shared->pair_cost) + lineCost(length(r), shared->pair_cost)) {
+          tree.rows.push_back(r);
+          tree.size += own;
+          continue;
+        }
       }
+      open_tree[group] = units.size();
+      units.push_back(Unit{{r}, prefix, length(r)});
+      continue;
     }
-    units.push_back(Unit{{r}, prefix, 0});
+    units.push_back(Unit{{r}, 0, columns(length(r))});
   }
   for (auto& u : units) {
-    if (u.rows.size() == 1) u.prefix = 0;  // nothing to share with
-    u.size = u.prefix;
-    for (const auto r : u.rows)
-      u.size += u.prefix > 0 ? lengths[static_cast<std::size_t>(r)] - u.prefix
-                             : columns(lengths[static_cast<std::size_t>(r)]);
+    if (u.rows.size() == 1) u.prefix = 0, u.size = columns(length(u.rows.front()));  // nothing to share with
     u.size = columns(u.size);
   }
   return units;
@@ -68,10 +84,6 @@ MicroBatch finish(const std::vector<const Unit*>& units, const std::vector<std::
   if (!laid_out) m.line.clear(), m.offset.clear(), m.shared.clear(), m.shared_offset.clear();
   return m;
 }
-
-}  // namespace
-
-namespace {
 
 // Rows given as a token span each (any integer type), and their groups.
 template <typename Token>
@@ -115,6 +127,14 @@ SharedPrefixes findSharedPrefixes(const torch::Tensor& tokens, const torch::Tens
   }
   return sharedPrefixesOf(rows,
                           std::vector<std::int64_t>(grp.data_ptr<std::int64_t>(), grp.data_ptr<std::int64_t>() + B));
+}
+
+double attentionPairCost(const ModelConfig& m) {
+  const double d = m.d_model, qh = static_cast<double>(m.heads) * m.headDim(),
+               kv = static_cast<double>(m.kv_heads) * m.headDim(), layers = m.layers;
+  const double per_token = layers * 2.0 * (d * qh + 2.0 * d * kv + qh * d + 3.0 * d * m.ffn_hidden) +
+                           2.0 * d * static_cast<double>(m.vocab_size);
+  return layers * 4.0 * qh / per_token;
 }
 
 SharedPrefixes findSharedPrefixes(const std::vector<TrainingSample>& episodes,

@@ -26,7 +26,9 @@ run: {name: sim, output_dir: )" +
                            dir + R"(, seed: 3, threads_per_rank: 1, versions: 16}
 policies:
   - name: solver
-    model: {d_model: 32, layers: 1, heads: 2, kv_heads: 1, ffn_hidden: 64, max_seq_len: 96}
+    # Wide enough that attention is cheap per pair (trainer/micro_batches.hpp's attentionPairCost),
+    # so the trainer shares each group's prompt; the simulated pools never run it.
+    model: {d_model: 256, layers: 1, heads: 2, kv_heads: 1, ffn_hidden: 1024, max_seq_len: 96}
 layout:
   - {role: dataflow, ranks: 1}
   - {role: trainer, policy: solver, ranks: 1}

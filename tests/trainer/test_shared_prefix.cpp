@@ -10,6 +10,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <set>
 
@@ -132,7 +133,9 @@ TEST(SharedPrefix, PlanLaysEachTreeOnceWithinTheBudget) {
         for (std::size_t i = 0; i < m.rows.size(); ++i) {
           const auto r = static_cast<std::size_t>(m.rows[i]);
           const auto P = m.shared[i];
-          if (P > 0) EXPECT_EQ(P, shared.prefix[r]);
+          if (P > 0) {
+            EXPECT_EQ(P, shared.prefix[r]);
+          }
           for (std::int64_t t = 0; t < lengths[r]; ++t) {
             const auto c = t < P ? m.shared_offset[i] + t : m.offset[i] + t - P;
             ASSERT_LT(c, m.width);
@@ -143,13 +146,17 @@ TEST(SharedPrefix, PlanLaysEachTreeOnceWithinTheBudget) {
             o = who;
           }
         }
-        if (budget > 0 && m.rows.size() > 8) EXPECT_LE(m.cells(), budget);
+        if (budget > 0 && m.rows.size() > 8) {
+          EXPECT_LE(m.cells(), budget);
+        }
         // Trees go first-fit into lines, packed or not: fewer lines than units.
         const auto singles = std::count_if(m.rows.begin(), m.rows.end(),
                                            [&](std::int64_t r) { return gid[static_cast<std::size_t>(r)] == 111; });
         const auto units = static_cast<std::int64_t>(groups_here.size() - groups_here.count(111)) + singles;
         EXPECT_LE(m.lines, units);
-        if (budget == 0) EXPECT_LT(m.lines, units);
+        if (budget == 0) {
+          EXPECT_LT(m.lines, units);
+        }
         cells += m.cells();
       }
       EXPECT_EQ(seen, std::multiset<std::int64_t>(rows.begin(), rows.end()));
@@ -193,6 +200,59 @@ TEST(SharedPrefix, LogProbsEqualPadded) {
       }
     }
   }
+}
+
+// A short prompt with long answers: by the attention's cost (pair_cost) a tree stops growing when
+// the next row costs less alone, so a group becomes several small trees, still exact.
+TEST(SharedPrefix, LongAnswersSplitTheTreeByCost) {
+  std::mt19937_64 rng(9);
+  std::vector<TrainingSample> eps;
+  std::vector<std::int64_t> gid;
+  for (int g = 0; g < 3; ++g) {
+    const std::vector<std::int32_t> prompt{1, 2, 3, static_cast<std::int32_t>(4 + g)};
+    for (int k = 0; k < 6; ++k) {
+      TrainingSample e;
+      e.tokens = prompt;
+      e.policy_mask.assign(prompt.size(), 0);
+      for (int t = 0; t < 40; ++t) {
+        e.tokens.push_back(1 + static_cast<std::int32_t>(rng() % 23));
+        e.policy_mask.push_back(1);
+      }
+      e.behav_logprobs.assign(e.tokens.size(), 0.f);
+      eps.push_back(e);
+      gid.push_back(g);
+    }
+  }
+  const TrainBatch b = collate(eps, gid, 0);
+  auto shared = findSharedPrefixes(b.tokens, b.lengths, b.group_ids);
+  // 44-token rows sharing 4: two rows cost 84 + 0.001 × 84² = 91.1 < 2 × (44 + 0.001 × 44²) =
+  // 91.9, a third 139.4 > 91.1 + 45.9: trees of two.
+  shared.pair_cost = 0.001;
+  const auto plan = planMicroBatches(allRows(b.tokens.size(0)), lengthsOf(b), 0, false, &shared);
+  ASSERT_EQ(plan.size(), 1u);
+  const auto& m = plan.front();
+  std::map<std::pair<std::int64_t, std::int64_t>, int> tree_rows;  // (line, prefix offset) -> rows
+  for (std::size_t i = 0; i < m.rows.size(); ++i) {
+    EXPECT_EQ(m.shared[i], 4);
+    tree_rows[{m.line[i], m.shared_offset[i]}]++;
+  }
+  EXPECT_EQ(tree_rows.size(), 9u);  // 3 groups × 3 trees
+  for (const auto& [at, n] : tree_rows) EXPECT_EQ(n, 2);
+  // A cost that long lines never pay back: no tree at all; no cost: one tree a group.
+  shared.pair_cost = 0.01;
+  EXPECT_TRUE(planMicroBatches(allRows(b.tokens.size(0)), lengthsOf(b), 0, false, &shared).front().line.empty());
+  shared.pair_cost = 0;
+  EXPECT_EQ(planMicroBatches(allRows(b.tokens.size(0)), lengthsOf(b), 0, false, &shared).front().width, 4 + 6 * 40);
+  // Split trees are as exact as whole ones.
+  torch::manual_seed(19);
+  PolicyModel model(treeModel());
+  torch::NoGradGuard ng;
+  const auto whole = sequenceLogProbs(*model, b.tokens, b.lengths, 1.0);
+  const auto logp = microBatchLogProbs(*model, m, b.tokens, b.lengths, 1.0);
+  const auto expected = whole.index_select(0, rowIndex(m.rows, torch::kCPU)).narrow(1, 0, logp.size(1));
+  EXPECT_TRUE(logp.allclose(expected, 1e-5, 1e-5)) << (logp - expected).abs().max().item<double>();
+  // The model's own cost: a tiny model's attention is dear per pair, a real one's cheap.
+  EXPECT_GT(attentionPairCost(treeModel()), attentionPairCost(test_support::tinyModel(1000, 512, 8, 8, 4, 1536, 64)));
 }
 
 // The gradient of a weighted sum of log-probs through trees equals the padded one's: the shared
@@ -279,7 +339,9 @@ TEST_P(SharedPrefixStep, SameWeightsAsPadded) {
     EXPECT_NEAR(sw.max_abs_behav_diff, sp.max_abs_behav_diff, 2e-4);
     EXPECT_EQ(sw.sequence_tokens, sp.sequence_tokens);
     EXPECT_LT(sw.forward_tokens * 2, sp.forward_tokens);
-    if (!tc.m2po) EXPECT_GT(sw.clipped_fraction, 0.0);
+    if (!tc.m2po) {
+      EXPECT_GT(sw.clipped_fraction, 0.0);
+    }
   }
   const auto pa = a->orderedParameters(), pb = b->orderedParameters();
   double worst = 0;

@@ -31,10 +31,17 @@ struct MicroBatch {
 // common history). Rows of one group in one micro-batch then go through the forward as a tree:
 // the prefix once, each row's remaining tokens after it, attending to the prefix and to their
 // own earlier tokens — the same log-probs and gradients as each row alone, to float rounding.
+// A group's rows join a tree only while that costs less than laying the next row out alone, by
+// `pair_cost`: the cost of one attended (query, key) pair relative to one token through the
+// linear layers and the head (attentionPairCost; 0: trees are never split).
 struct SharedPrefixes {
   std::vector<std::int64_t> group;   // per batch row
   std::vector<std::int64_t> prefix;  // per batch row: tokens it shares with every row of its group
+  double pair_cost = 0;
 };
+// The FLOPs of one (query, key) pair of attention over those of one token through the model's
+// projections, MLP and output head: a line of W cells costs about W + pair_cost × W² tokens.
+double attentionPairCost(const ModelConfig& model);
 // The shared prefixes of a right-padded host batch (tokens [B,T], lengths [B], group_ids [B]).
 SharedPrefixes findSharedPrefixes(const torch::Tensor& tokens, const torch::Tensor& lengths,
                                   const torch::Tensor& group_ids);
