@@ -88,9 +88,10 @@ MicroBatch finish(const std::vector<const Unit*>& units, const std::vector<std::
 // Rows given as a token span each (any integer type), and their groups.
 template <typename Token>
 SharedPrefixes sharedPrefixesOf(const std::vector<std::span<const Token>>& rows,
-                                const std::vector<std::int64_t>& groups) {
+                                const std::vector<std::int64_t>& groups, double pair_cost) {
   SharedPrefixes s;
   s.group = groups;
+  s.pair_cost = pair_cost;
   s.prefix.assign(rows.size(), 0);
   std::map<std::int64_t, std::size_t> first;    // group -> its first row
   std::map<std::int64_t, std::int64_t> common;  // group -> tokens all its rows so far share
@@ -115,7 +116,7 @@ SharedPrefixes sharedPrefixesOf(const std::vector<std::span<const Token>>& rows,
 }  // namespace
 
 SharedPrefixes findSharedPrefixes(const torch::Tensor& tokens, const torch::Tensor& lengths,
-                                  const torch::Tensor& group_ids) {
+                                  const torch::Tensor& group_ids, double pair_cost) {
   const auto tok = tokens.to(torch::kCPU).contiguous();
   const auto len = lengths.to(torch::kCPU).contiguous();
   const auto grp = group_ids.to(torch::kCPU).contiguous();
@@ -125,8 +126,8 @@ SharedPrefixes findSharedPrefixes(const torch::Tensor& tokens, const torch::Tens
     rows.emplace_back(tok.data_ptr<std::int64_t>() + r * T,
                       static_cast<std::size_t>(std::min(T, len.data_ptr<std::int64_t>()[r])));
   }
-  return sharedPrefixesOf(rows,
-                          std::vector<std::int64_t>(grp.data_ptr<std::int64_t>(), grp.data_ptr<std::int64_t>() + B));
+  return sharedPrefixesOf(
+      rows, std::vector<std::int64_t>(grp.data_ptr<std::int64_t>(), grp.data_ptr<std::int64_t>() + B), pair_cost);
 }
 
 double attentionPairCost(const ModelConfig& m) {
@@ -137,11 +138,11 @@ double attentionPairCost(const ModelConfig& m) {
   return layers * 4.0 * qh / per_token;
 }
 
-SharedPrefixes findSharedPrefixes(const std::vector<TrainingSample>& episodes,
-                                  const std::vector<std::int64_t>& groups) {
+SharedPrefixes findSharedPrefixes(const std::vector<TrainingSample>& episodes, const std::vector<std::int64_t>& groups,
+                                  double pair_cost) {
   std::vector<std::span<const std::int32_t>> rows;
   for (const auto& e : episodes) rows.emplace_back(e.tokens);
-  return sharedPrefixesOf(rows, groups);
+  return sharedPrefixesOf(rows, groups, pair_cost);
 }
 
 std::vector<MicroBatch> planMicroBatches(const std::vector<std::int64_t>& rows,

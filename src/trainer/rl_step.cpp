@@ -174,10 +174,9 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   c.batch = host_batch.to(model_->device());
   const auto host_lengths = host_batch.lengths.to(torch::kCPU).contiguous();
   c.lengths.assign(host_lengths.data_ptr<std::int64_t>(), host_lengths.data_ptr<std::int64_t>() + B);
-  if (config_.shared_prefix) {
-    c.shared = findSharedPrefixes(host_batch.tokens, host_batch.lengths, host_batch.group_ids);
-    c.shared->pair_cost = attentionPairCost(model_->config());
-  }
+  if (config_.shared_prefix)
+    c.shared = findSharedPrefixes(host_batch.tokens, host_batch.lengths, host_batch.group_ids,
+                                  attentionPairCost(model_->config()));
   const AutocastScope autocast(config_.compute.bf16(), model_->device());
   const auto& L = config_.loss;
   c.advantages = groupAdvantages(c.batch.rewards, c.batch.group_ids, L.scale_by_std, L.advantage == "batch");

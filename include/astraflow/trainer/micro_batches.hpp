@@ -42,11 +42,13 @@ struct SharedPrefixes {
 // The FLOPs of one (query, key) pair of attention over those of one token through the model's
 // projections, MLP and output head: a line of W cells costs about W + pair_cost × W² tokens.
 double attentionPairCost(const ModelConfig& model);
-// The shared prefixes of a right-padded host batch (tokens [B,T], lengths [B], group_ids [B]).
+// The shared prefixes of a right-padded host batch (tokens [B,T], lengths [B], group_ids [B]),
+// with the trainer's pair_cost (attentionPairCost of its model; 0: trees never split).
 SharedPrefixes findSharedPrefixes(const torch::Tensor& tokens, const torch::Tensor& lengths,
-                                  const torch::Tensor& group_ids);
+                                  const torch::Tensor& group_ids, double pair_cost = 0);
 // The same for episodes and their groups (one each), before collation.
-SharedPrefixes findSharedPrefixes(const std::vector<TrainingSample>& episodes, const std::vector<std::int64_t>& groups);
+SharedPrefixes findSharedPrefixes(const std::vector<TrainingSample>& episodes, const std::vector<std::int64_t>& groups,
+                                  double pair_cost = 0);
 
 // `rows` (indices into `lengths`) split into micro-batches whose forward input holds at most
 // `budget` tokens (lines × longest), longest sequences first. Packed, sequences go first-fit
