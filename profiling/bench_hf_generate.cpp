@@ -1,10 +1,12 @@
 // bench_hf_generate FOLDER [new_tokens] [threads] [prompt_tokens] [batch] [fp32|bf16]: greedy generation
 // from a Hugging Face folder on the continuous engine, `batch` rows together (row r's prompt is
 // 100 + (7i + r) mod 150, ids the folder's tokenizer has), the way a rollout rank generates; prints one JSON line
-// {"tokens_per_s", "seconds", "in_place_seconds", "in_place_same_ids", "ids": [[row 0], ...]}: the engine as it runs by
-// default, and (in_place_*) with its decode attention always in place over the KV pool. profiling/bench_hf_generate.sh
-// runs transformers' generate and CTranslate2 on the same folder, prompts and threads beside it, checks the greedy
-// continuations agree and prints the ratios.
+// {"tokens_per_s", "seconds", "in_place_seconds", "in_place_same_ids", "prepacked_seconds", "prepacked_same_ids",
+// "ids":
+// [[row 0], ...]}: the engine as it runs by default, with its decode attention always in place over the KV pool
+// (in_place_*), and with its weights packed for MKL's GEMM (packed_*, rollout.prepacked_weights: true).
+// profiling/bench_hf_generate.sh runs transformers' generate and CTranslate2 on the same folder, prompts and threads
+// beside it, checks the greedy continuations agree and prints the ratios.
 #include <torch/torch.h>
 
 #include <chrono>
@@ -50,19 +52,24 @@ int main(int argc, char** argv) {
   // The engine as it runs by default (here, rows of one length: keys gathered into a dense copy
   // for the decode attention), then with the decode attention always in place over the KV pool,
   // side by side: each warmed up once and timed once.
-  auto timed = [&](bool always_in_place, double& seconds) {
+  auto timed = [&](bool always_in_place, bool packed, double& seconds) {
     model->setInPlacePagedDecode(true, always_in_place);
+    model->setPrepackedWeights(packed);
     engine.generate(prompts, o, gen);  // warm-up
     const auto t0 = std::chrono::steady_clock::now();
     auto result = engine.generate(prompts, o, gen);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return result;
   };
-  double s = 0, in_place_s = 0;
-  const auto out = timed(false, s);
-  const auto in_place = timed(true, in_place_s);
-  bool same = in_place.size() == out.size();
-  for (std::size_t r = 0; same && r < out.size(); ++r) same = in_place[r].tokens == out[r].tokens;
+  double s = 0, in_place_s = 0, packed_s = 0;
+  const auto out = timed(false, false, s);
+  const auto in_place = timed(true, false, in_place_s);
+  const auto packed = timed(false, true, packed_s);
+  auto same_ids = [&](const std::vector<Generation>& other) {
+    bool same = other.size() == out.size();
+    for (std::size_t r = 0; same && r < out.size(); ++r) same = other[r].tokens == out[r].tokens;
+    return same ? "true" : "false";
+  };
   std::string ids;
   std::size_t tokens = 0;
   for (const auto& g : out) {
@@ -73,7 +80,7 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "{\"tokens_per_s\": %.3f, \"seconds\": %.3f, \"in_place_seconds\": %.3f, \"in_place_same_ids\": %s, "
-      "\"ids\": [%s]}\n",
-      tokens / s, s, in_place_s, same ? "true" : "false", ids.c_str());
+      "\"prepacked_seconds\": %.3f, \"prepacked_same_ids\": %s, \"ids\": [%s]}\n",
+      tokens / s, s, in_place_s, same_ids(in_place), packed_s, same_ids(packed), ids.c_str());
   return 0;
 }

@@ -2,8 +2,8 @@
 # Greedy generation from a Qwen3-0.6B-shaped random folder on CPU, float32, the same prompts
 # (16 tokens, row r's id i = 100 + (7i + r) mod 150, within the tokenizer), new tokens and thread count on three engines:
 # astraflow's continuous engine (build/bin/bench_hf_generate: as it runs by default and, beside it, with its decode
-# attention always in place over the KV pool), transformers' generate and
-# CTranslate2 (the folder converted with its Qwen3 loader), at each batch size. Each side is
+# attention always in place over the KV pool and with its weights packed, rollout.prepacked_weights), transformers'
+# generate and CTranslate2 (the folder converted with its Qwen3 loader), at each batch size. Each side is
 # warmed up once, then timed once. Checks that the greedy continuations are the same ids and
 # prints tokens/s and the ratios, side by side per batch size.
 #   profiling/bench_hf_generate.sh [new_tokens=32] [threads=2] [preset=qwen3-0.6b] [batches="1 16 64"]
@@ -59,8 +59,10 @@ rate = {"astraflow": sum(len(r) for r in ours["ids"]) / ours["seconds"], "transf
 same_hf = ours["ids"] == hf_ids
 same_ct = [r[:new] for r in ours["ids"]] == [r[:new] for r in ct_ids]
 in_place = sum(len(r) for r in ours["ids"]) / ours["in_place_seconds"]
+packed = sum(len(r) for r in ours["ids"]) / ours["prepacked_seconds"]
 print(f"batch {batch:3d}: tokens/s astraflow {rate['astraflow']:8.2f} (always in place {in_place:8.2f}, "
-      f"{in_place / rate['astraflow']:.2f}x, same ids {ours['in_place_same_ids']})  transformers {rate['transformers']:8.2f}  "
+      f"{in_place / rate['astraflow']:.2f}x, same ids {ours['in_place_same_ids']}; prepacked weights {packed:8.2f}, "
+      f"{packed / rate['astraflow']:.2f}x, same ids {ours['prepacked_same_ids']})  transformers {rate['transformers']:8.2f}  "
       f"ctranslate2 {rate['ctranslate2']:8.2f} | astraflow/transformers {rate['astraflow'] / rate['transformers']:.2f}x  "
       f"astraflow/ctranslate2 {rate['astraflow'] / rate['ctranslate2']:.2f}x | same ids: transformers {same_hf}, "
       f"ctranslate2 {same_ct}")

@@ -141,6 +141,7 @@ void parseRollout(YamlReader r, RolloutSection& s, RunMode run_mode) {
   s.kv_cache_bytes = r.getInt("kv_cache_bytes", s.kv_cache_bytes, 0, std::int64_t{1} << 50, "bytes");
   s.kv_block_size = static_cast<int>(r.getInt("kv_block_size", s.kv_block_size, 1, 4096, "token positions"));
   s.max_prefill_tokens = r.getInt("max_prefill_tokens", s.max_prefill_tokens, 1, std::int64_t{1} << 30, "tokens");
+  s.prepacked_weights = r.getBool("prepacked_weights", s.prepacked_weights);
   // Sync mode trains each batch on one version: its sequences finish under it by default.
   s.on_new_version = r.getEnum(
       "on_new_version", run_mode == RunMode::Sync ? OnNewVersion::Finish : OnNewVersion::Continue, kOnNewVersionNames);

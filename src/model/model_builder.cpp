@@ -53,7 +53,7 @@ void configureThreads(const Config& config, int ranks_on_node, int role_threads)
   }
 }
 
-PolicyModel newPolicyModel(const ModelConfig& m, std::uint64_t seed) {
+PolicyModel newPolicyModel(const ModelConfig& m, std::uint64_t seed, bool uninitialised) {
   // The CPU generator only: torch::manual_seed would also seed the accelerators, and asking
   // LibTorch for its CUDA hooks before the CUDA plug-in is loaded fixes them to the stub for
   // the life of the process (docs/gpu.md).
@@ -62,11 +62,12 @@ PolicyModel newPolicyModel(const ModelConfig& m, std::uint64_t seed) {
     std::lock_guard<std::mutex> lock(cpu.mutex());
     cpu.set_current_seed(seed);
   }
-  return PolicyModel(m);
+  return PolicyModel(m, uninitialised);
 }
 
 PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, const std::string& policy,
-                             const torch::Device& device, torch::ScalarType dtype) {
+                             const torch::Device& device, torch::ScalarType dtype, InitialWeights initial) {
+  const bool from_store = initial == InitialWeights::FromStore;
   const PolicySection* section = policy.empty() ? &config.policies.front() : config.findPolicy(policy);
   if (!section) throw Error(fmt::format("no policy '{}' in {}", policy, config.source));
   ModelConfig m = section->model;
@@ -78,8 +79,8 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
     throw Error(fmt::format("policy '{}': the tokenizer has {} tokens but {}/config.json has vocab_size {}",
                             section->name, tokens.vocab_size, m.hf_path, m.vocab_size));
   }
-  PolicyModel model = newPolicyModel(m, config.run.seed);
-  if (!m.hf_path.empty()) {
+  PolicyModel model = newPolicyModel(m, config.run.seed, from_store);
+  if (!m.hf_path.empty() && !from_store) {
     loadHfWeights(*model, m.hf_path);
     logUnreadHfFields(m.hf_path);
   }
@@ -89,7 +90,12 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
   if (tokens.bos_id >= 0) never.push_back(tokens.bos_id);
   for (std::int64_t id = tokens.vocab_size; id < m.vocab_size; ++id) never.push_back(id);
   model->setNeverGenerate(never);
-  if (device != torch::Device(torch::kCPU) || dtype != torch::kFloat32) model->place(device, dtype);
+  if (device != torch::Device(torch::kCPU) || dtype != torch::kFloat32) {
+    if (from_store)
+      model->placeUninitialised(device, dtype);
+    else
+      model->place(device, dtype);
+  }
   return model;
 }
 
@@ -98,7 +104,9 @@ std::uint64_t weightVersionBytes(const Config& config, const TokenSpec& tokens, 
   if (config.trainer.simulate.enabled && config.trainer.simulate.weight_bytes > 0) {
     return static_cast<std::uint64_t>(config.trainer.simulate.weight_bytes);
   }
-  return packedWeightBytes(*buildPolicyModel(config, tokens, policy));
+  // Only the shapes count: no weights drawn or read.
+  return packedWeightBytes(
+      *buildPolicyModel(config, tokens, policy, torch::kCPU, torch::kFloat32, InitialWeights::FromStore));
 }
 
 }  // namespace astraflow

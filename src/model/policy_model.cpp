@@ -11,6 +11,7 @@
 
 #include "astraflow/core/error.hpp"
 #include "model/autocast_guards.hpp"
+#include "model/packed_linear.hpp"
 #include "model/paged_attention.hpp"
 
 namespace astraflow {
@@ -64,7 +65,7 @@ std::string shapeOf(const torch::Tensor& t) { return fmt::format("[{}]", fmt::jo
 
 }  // namespace
 
-PolicyModelImpl::PolicyModelImpl(const ModelConfig& config) : config_(config) {
+PolicyModelImpl::PolicyModelImpl(const ModelConfig& config, bool uninitialised) : config_(config) {
   if (config_.vocab_size <= 0) throw Error("model: vocab_size must be set (from the tokenizer) before building");
   const auto D = config_.d_model, H = config_.heads, KV = config_.kv_heads, hd = config_.headDim();
   const auto F = config_.ffn_hidden, V = config_.vocab_size;
@@ -79,7 +80,7 @@ PolicyModelImpl::PolicyModelImpl(const ModelConfig& config) : config_(config) {
   };
   // A model from a Hugging Face folder gets its weights from the folder next (importTensors):
   // drawing random ones first would cost seconds for a large model.
-  const bool draw = config_.hf_path.empty();
+  const bool draw = config_.hf_path.empty() && !uninitialised;
   auto normal = [&](torch::IntArrayRef shape, double init_std) {
     return draw ? torch::randn(shape) * init_std : torch::empty(shape);
   };
@@ -208,7 +209,7 @@ torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Ten
     x = x.gather(1, paged->logits_at.view({x.size(0), 1, 1}).expand({x.size(0), 1, x.size(2)}));
   }
   x = rmsNorm(x, final_norm_, config_.rms_eps);
-  auto logits = torch::linear(x, outputWeight()).to(torch::kFloat32);
+  auto logits = linearOf(0, Product::Head, x, outputWeight(), torch::Tensor()).to(torch::kFloat32);
   // Tokens the policy may never emit (<pad>, <bos>) get probability 0 here and in
   // chunkedTokenLogProbs (outputHead), the places both the engine and the trainer go through, so
   // their distributions stay identical.
@@ -294,9 +295,20 @@ torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, c
   auto x = x_in;
   auto h = rmsNorm(x, L.attn_norm, config_.rms_eps);
   // An undefined bias is no bias (torch::linear skips it).
-  auto q = torch::linear(h, L.q, L.q_bias).view({B, T, H, hd}).transpose(1, 2);   // [B,H,T,hd]
-  auto k = torch::linear(h, L.k, L.k_bias).view({B, T, KV, hd}).transpose(1, 2);  // [B,KV,T,hd]
-  auto v = torch::linear(h, L.v, L.v_bias).view({B, T, KV, hd}).transpose(1, 2);
+  torch::Tensor q, k, v;
+  if (const auto* packed = packedFor(l, Product::Qkv, h)) {
+    const auto qkv = packed->apply(h);  // [B,T,(H+2KV)·hd]
+    q = qkv.narrow(-1, 0, H * hd);
+    k = qkv.narrow(-1, H * hd, KV * hd);
+    v = qkv.narrow(-1, (H + KV) * hd, KV * hd);
+  } else {
+    q = torch::linear(h, L.q, L.q_bias);
+    k = torch::linear(h, L.k, L.k_bias);
+    v = torch::linear(h, L.v, L.v_bias);
+  }
+  q = q.reshape({B, T, H, hd}).transpose(1, 2);   // [B,H,T,hd]
+  k = k.reshape({B, T, KV, hd}).transpose(1, 2);  // [B,KV,T,hd]
+  v = v.reshape({B, T, KV, hd}).transpose(1, 2);
   if (config_.qkNorm()) {
     q = rmsNorm(q, L.q_norm, config_.rms_eps);
     k = rmsNorm(k, L.k_norm, config_.rms_eps);
@@ -317,7 +329,7 @@ torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, c
     if (mask.dim() == 2) {  // run() chose the in-place decode (inPlacePagedDecode) and gave the [B,K] mask
       const auto attended = pagedDecodeAttention(q.select(2, 0), paged->keys[l], paged->values[l],
                                                  paged->read_slots.view({B, K}), mask, scale);  // [B,H,hd]
-      return mlp(L, x + torch::linear(attended.reshape({B, 1, H * hd}), L.o, L.o_bias));
+      return mlp(l, x + linearOf(l, Product::O, attended.reshape({B, 1, H * hd}), L.o, L.o_bias));
     }
     k = paged->keys[l].index_select(0, paged->read_slots).view({B, K, KV, hd}).transpose(1, 2);
     v = paged->values[l].index_select(0, paged->read_slots).view({B, K, KV, hd}).transpose(1, 2);
@@ -333,7 +345,7 @@ torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, c
   }
   // reshape, not view: a fused CUDA kernel may return [B,KV,group*T,hd] in another layout.
   out = out.reshape({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
-  return mlp(L, x + torch::linear(out, L.o, L.o_bias));
+  return mlp(l, x + linearOf(l, Product::O, out, L.o, L.o_bias));
 }
 
 // Measured (docs/performance.md): reading keys in place pays when the gather would copy mostly
@@ -349,10 +361,18 @@ bool PolicyModelImpl::inPlacePagedDecode(const PagedKv* paged, std::int64_t posi
   return force_in_place_paged_decode_ || 2 * paged->key_valid.sum().item<std::int64_t>() < paged->key_valid.numel();
 }
 
-torch::Tensor PolicyModelImpl::mlp(const Layer& L, const torch::Tensor& x) const {
+torch::Tensor PolicyModelImpl::mlp(std::size_t l, const torch::Tensor& x) const {
+  const Layer& L = layers_[l];
   const auto h = rmsNorm(x, L.mlp_norm, config_.rms_eps);
-  const auto act = torch::silu(torch::linear(h, L.gate, L.gate_bias)) * torch::linear(h, L.up, L.up_bias);
-  return x + torch::linear(act, L.down, L.down_bias);
+  torch::Tensor act;
+  if (const auto* packed = packedFor(l, Product::GateUp, h)) {
+    const auto gate_up = packed->apply(h);  // [..., 2F]
+    const auto F = L.gate.size(0);
+    act = torch::silu(gate_up.narrow(-1, 0, F)) * gate_up.narrow(-1, F, F);
+  } else {
+    act = torch::silu(torch::linear(h, L.gate, L.gate_bias)) * torch::linear(h, L.up, L.up_bias);
+  }
+  return x + linearOf(l, Product::Down, act, L.down, L.down_bias);
 }
 
 std::vector<torch::Tensor> PolicyModelImpl::blockParameters(std::size_t l) const {
@@ -457,6 +477,14 @@ void PolicyModelImpl::place(const torch::Device& device, torch::ScalarType dtype
   // ordered_ stay those parameters.
   to(device, dtype);
   inv_freq_ = inv_freq_.to(device);  // stays float32: the angles are computed in float32
+  if (never_generate_.defined()) never_generate_ = never_generate_.to(device);
+}
+
+void PolicyModelImpl::placeUninitialised(const torch::Device& device, torch::ScalarType dtype) {
+  torch::NoGradGuard no_grad;
+  const auto options = torch::TensorOptions().device(device).dtype(dtype);
+  for (auto& p : ordered_) p.tensor.set_data(torch::empty(p.tensor.sizes(), options));
+  inv_freq_ = inv_freq_.to(device);
   if (never_generate_.defined()) never_generate_ = never_generate_.to(device);
 }
 

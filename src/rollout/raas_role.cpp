@@ -54,7 +54,8 @@ RolloutRank::RolloutRank(const RolloutPorts& ports)
       p.backend = std::move(sim);
     } else if (spec.http()) {
       // The server generates; this rank keeps a CPU copy only to write each version out.
-      p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy);
+      p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy, torch::kCPU, torch::kFloat32,
+                                 InitialWeights::FromStore);
       std::vector<std::int32_t> never;
       for (auto id : p.model->neverGenerate()) never.push_back(static_cast<std::int32_t>(id));
       auto http =
@@ -66,12 +67,14 @@ RolloutRank::RolloutRank(const RolloutPorts& ports)
           spec.weights_dir.empty() ? ctx_.run_dir / "served_weights" : std::filesystem::path(spec.weights_dir);
       p.folders = std::make_unique<rollout_detail::ServedWeights>(dir, s.policy, p.model, spec.keep_versions);
     } else {
+      // Its weights come from the store: every task waits for a version (waitForVersions).
       p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy, device_,
-                                 computeDtype(ctx_.cfg.rollout.compute));
+                                 computeDtype(ctx_.cfg.rollout.compute), InitialWeights::FromStore);
       const auto& compute = ctx_.cfg.rollout.compute;
       if (!compute.bf16() && compute.engineBf16(p.model->parameterCount()))
-        p.model->place(device_, torch::kBFloat16);  // `auto`, a real-size model, a CPU with bf16 instructions
+        p.model->placeUninitialised(device_, torch::kBFloat16);  // `auto`, a real-size model, bf16 instructions
       p.model->eval();
+      p.model->setPrepackedWeights(ctx_.cfg.rollout.prepacked_weights);  // applies on the CPU in fp32 only
       // bf16 on the CPU: the node's copy is the engine's parameters, no copy of its own.
       p.in_place = canViewWeights(*p.model);
       p.engine = std::make_unique<GenerationEngine>(p.model, tokenizer_->padId(), schedulingFrom(ctx_.cfg));
@@ -186,6 +189,9 @@ void RolloutRank::waitForVersions(const std::vector<Task>& tasks) {
       }
     }
   }
+  // A team's task may call any policy this rank serves, and an engine's weights exist only once
+  // pulled (InitialWeights::FromStore): every one has a version before any task runs.
+  for (const auto& p : served_) needed.emplace(p.name, 0);
   Backoff backoff(2000us);
   auto behind = [&] {
     for (const auto& [policy, version] : needed) {

@@ -21,7 +21,7 @@ torch::Tensor inverseCdf(const torch::Tensor& probs, const torch::Tensor& unifor
 
 }  // namespace
 
-std::vector<SampledToken> sampleRows(const torch::Tensor& logits, const std::vector<RowSampling>& rows) {
+std::vector<SampledToken> sampleRowsWithTensors(const torch::Tensor& logits, const std::vector<RowSampling>& rows) {
   const auto B = static_cast<std::int64_t>(rows.size());
   std::vector<SampledToken> out(rows.size());
   if (B == 0) return out;
@@ -51,7 +51,9 @@ std::vector<SampledToken> sampleRows(const torch::Tensor& logits, const std::vec
   }
   // −inf is legitimate (tokens never emitted); NaN or +inf is not. Such rows draw from a
   // harmless distribution and are flagged.
-  const auto finite = (~(torch::isnan(scaled) | torch::isposinf(scaled))).all(-1);
+  // A row whose every token is masked has no distribution either.
+  const auto finite = (~(torch::isnan(scaled) | torch::isposinf(scaled))).all(-1) &
+                      (scaled.amax(-1) > -std::numeric_limits<float>::infinity());
   const auto logp = torch::log_softmax(torch::where(finite.unsqueeze(-1), scaled, torch::zeros_like(scaled)), -1);
   auto next = torch::zeros({B}, torch::TensorOptions().dtype(torch::kLong).device(device));
   const auto u_all = torch::tensor(uniforms, torch::kFloat64).to(device);
@@ -82,6 +84,27 @@ std::vector<SampledToken> sampleRows(const torch::Tensor& logits, const std::vec
   for (std::int64_t b = 0; b < B; ++b) {
     out[static_cast<std::size_t>(b)] = {static_cast<std::int32_t>(t_a[b]), l_a[b], f_a[b]};
   }
+  return out;
+}
+
+std::vector<SampledToken> sampleRows(const torch::Tensor& logits, const std::vector<RowSampling>& rows) {
+  if (!cpuSamplingApplies(logits)) return sampleRowsWithTensors(logits, rows);
+  // Nucleus rows sort their distribution: the tensor path takes them, the others go row by row.
+  std::vector<std::int64_t> nucleus, plain;
+  for (std::size_t b = 0; b < rows.size(); ++b) {
+    (!rows[b].greedy && rows[b].top_p < 1.0 ? nucleus : plain).push_back(static_cast<std::int64_t>(b));
+  }
+  if (nucleus.empty()) return sampleRowsOnCpu(logits, rows);
+  if (plain.empty()) return sampleRowsWithTensors(logits, rows);
+  auto part = [&](const std::vector<std::int64_t>& idx, auto&& sampler) {
+    std::vector<RowSampling> sub;
+    for (auto b : idx) sub.push_back(rows[static_cast<std::size_t>(b)]);
+    return sampler(logits.index_select(0, torch::tensor(idx, torch::kLong)), sub);
+  };
+  const auto a = part(nucleus, sampleRowsWithTensors), c = part(plain, sampleRowsOnCpu);
+  std::vector<SampledToken> out(rows.size());
+  for (std::size_t i = 0; i < nucleus.size(); ++i) out[static_cast<std::size_t>(nucleus[i])] = a[i];
+  for (std::size_t i = 0; i < plain.size(); ++i) out[static_cast<std::size_t>(plain[i])] = c[i];
   return out;
 }
 

@@ -23,7 +23,17 @@ struct SampledToken {
   bool finite = true;  // false: the logits held NaN or +inf, the token is meaningless
 };
 
-// logits [B,V] float32 on any device; rows.size() == B.
+// logits [B,V] float32 on any device; rows.size() == B. Not changed. A row whose logits hold NaN
+// or +inf, or whose every token is masked, comes back not finite. On the CPU, rows without top-p
+// go through sampleRowsOnCpu; the others, and every row on a GPU, through sampleRowsWithTensors.
 std::vector<SampledToken> sampleRows(const torch::Tensor& logits, const std::vector<RowSampling>& rows);
+
+// LibTorch operations on the whole [B,V] block: any device, every option (token_sampler.cpp).
+std::vector<SampledToken> sampleRowsWithTensors(const torch::Tensor& logits, const std::vector<RowSampling>& rows);
+
+// One pass over each row from memory, the rest in cache (token_sampler_cpu.cpp): CPU float32
+// logits, rows without top-p. The same distribution and inverse-CDF rule as the tensor path.
+bool cpuSamplingApplies(const torch::Tensor& logits);
+std::vector<SampledToken> sampleRowsOnCpu(const torch::Tensor& logits, const std::vector<RowSampling>& rows);
 
 }  // namespace astraflow::engine_detail

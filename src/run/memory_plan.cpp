@@ -10,6 +10,8 @@
 #include <map>
 #include <sstream>
 
+#include "astraflow/model/prepacked_weights.hpp"
+
 namespace astraflow {
 
 namespace {
@@ -25,6 +27,7 @@ std::uint64_t u(std::int64_t v) { return v > 0 ? static_cast<std::uint64_t>(v) :
 
 struct Shape {
   std::int64_t params = 0, vocab = 0, d = 0, f = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, width = 0;
+  std::uint64_t prepacked = 0;  // an fp32 CPU engine's prepacked weights (rollout.prepacked_weights)
 };
 
 Shape shapeOf(const ModelConfig& m, std::int64_t vocab) {
@@ -38,6 +41,9 @@ Shape shapeOf(const ModelConfig& m, std::int64_t vocab) {
   s.kv_heads = m.kv_heads;
   s.head_dim = m.headDim();
   s.width = m.max_seq_len;
+  ModelConfig sized = m;
+  sized.vocab_size = s.vocab;
+  s.prepacked = prepackedWeightBytes(sized);
   return s;
 }
 
@@ -100,6 +106,8 @@ void rolloutItems(const Config& cfg, const Shape& s, const RolloutBackendSpec& b
   // bf16 on the CPU computes from the node's copy in place; otherwise the engine holds its own.
   if (elem == 4 || r.compute.device.cuda())
     out.push_back({fmt::format("engine weights ({})", elem == 2 ? "bf16" : "fp32"), P * elem, "rollout.precision"});
+  if (elem == 4 && !r.compute.device.cuda() && r.prepacked_weights && s.prepacked > 0)
+    out.push_back({"prepacked engine weights (MKL's GEMM layout)", s.prepacked, "rollout.prepacked_weights"});
   // The KV block pool, sized as the engine sizes it (sequence_scheduler.cpp poolBlocks).
   const auto block = static_cast<std::uint64_t>(std::max(1, r.kv_block_size));
   const auto block_bytes = 2 * u(s.layers) * u(s.kv_heads) * u(s.head_dim) * block * elem;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "test_model_config.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -95,6 +96,38 @@ TEST(PolicyModel, Bf16ExportImportRoundTrip) {
     const auto& p = b->orderedParameters()[i];
     EXPECT_TRUE(torch::equal(p.tensor.to(torch::kBFloat16), exported[i].tensor)) << p.name;
   }
+}
+
+// An engine model whose weights a version fills (InitialWeights::FromStore): no weights drawn and
+// none of their pages touched, placed in bf16 without a conversion; a version imported into it
+// then gives what the same weights give elsewhere (the layers hold the reallocated parameters).
+TEST(PolicyModel, AnUninitialisedModelTouchesNoWeightMemoryUntilAVersionFillsIt) {
+  auto residentBytes = [] {
+    long pages = 0, resident = 0;
+    std::FILE* f = std::fopen("/proc/self/statm", "r");
+    if (f == nullptr || std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+    if (f != nullptr) std::fclose(f);
+    return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  };
+  const auto big = test_support::tinyModel(32000, 1024, 4, 8, 4, 2816, 64);  // 80 M parameters, 320 MB in fp32
+  const double before = residentBytes();
+  PolicyModel model(big, /*uninitialised=*/true);
+  model->placeUninitialised(torch::kCPU, torch::kBFloat16);
+  const double grown = residentBytes() - before;
+  EXPECT_LT(grown, 40e6) << "an uninitialised 80 M-parameter model made " << grown << " bytes resident";
+  EXPECT_EQ(model->dtype(), torch::kBFloat16);
+  for (const auto& p : model->orderedParameters()) EXPECT_EQ(p.tensor.scalar_type(), torch::kBFloat16) << p.name;
+
+  torch::manual_seed(8);
+  PolicyModel small(smallConfig(), /*uninitialised=*/true), source(smallConfig());
+  small->placeUninitialised(torch::kCPU, torch::kBFloat16);
+  small->importTensors(source->exportBf16());
+  source->place(torch::kCPU, torch::kBFloat16);
+  torch::NoGradGuard no_grad;
+  const auto tokens = torch::randint(1, 50, {2, 7}, torch::kLong);
+  const auto positions = torch::arange(7, torch::kLong).expand({2, 7});
+  const auto valid = torch::ones({2, 7}, torch::kBool);
+  EXPECT_TRUE(torch::equal(small->forward(tokens, positions, valid), source->forward(tokens, positions, valid)));
 }
 
 TEST(PolicyModel, ImportRefusesWrongShapeNamingTheTensor) {

@@ -1,7 +1,8 @@
 // The memory plan's rollout items against the node-shared weights (docs/memory.md): a policy's
 // node copy is counted once per node — on the node's first rollout rank, two slots for a node of
 // several ranks, one for a rank alone — and a bf16 engine on the CPU, which computes from that
-// copy in place, holds no weights of its own, while an fp32 engine does.
+// copy in place, holds no weights of its own, while an fp32 engine does; an fp32 engine with
+// rollout.prepacked_weights also holds the packed copy MKL says its products take.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/layout.hpp"
+#include "astraflow/model/prepacked_weights.hpp"
 #include "astraflow/run/memory_plan.hpp"
 
 namespace astraflow {
@@ -63,6 +65,30 @@ TEST(MemoryPlan, OnlyAnEngineThatCopiesTheVersionHoldsWeightsOfItsOwn) {
       EXPECT_EQ(item(plans[static_cast<std::size_t>(r)], "engine weights"), precision == "bf16" ? 0 : 4 * P)
           << precision << " rank " << r;
     }
+  }
+}
+
+TEST(MemoryPlan, PackedWeightsAreCountedOnFp32EnginesThatAskForThem) {
+  const std::string wide = R"(
+policies:
+  - name: solver
+    model: {d_model: 1024, layers: 1, heads: 16, kv_heads: 8, ffn_hidden: 3072, max_seq_len: 64}
+layout:
+  - {role: dataflow, ranks: 1}
+  - {role: trainer, policy: solver, ranks: 1}
+  - {role: rollout, policies: [solver], ranks: 1}
+)";
+  auto model = parseConfig(wide, "test_memory_plan").policies.front().model;
+  model.vocab_size = 1000;
+  const std::uint64_t packed = prepackedWeightBytes(model);
+  for (const std::string rollout : {"{precision: fp32, prepacked_weights: true}", "{precision: fp32}",
+                                    "{precision: bf16, prepacked_weights: true}"}) {
+    const Config cfg = parseConfig(wide + "rollout: " + rollout + "\n", "test_memory_plan");
+    const RoleMap map(cfg, cfg.layoutRanks());
+    const auto plans = planMemory(cfg, map, 1000, std::uint64_t{16} << 30);
+    const bool counted = rollout == "{precision: fp32, prepacked_weights: true}";
+    EXPECT_EQ(item(plans[2], "prepacked engine weights"), counted ? packed : 0u) << rollout;
+    EXPECT_EQ(item(plans[1], "prepacked engine weights"), 0u) << "the trainer never packs";
   }
 }
 

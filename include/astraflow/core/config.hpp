@@ -87,10 +87,11 @@ struct RolloutSection {
   double min_new_tokens_growth = 0;  // tokens the minimum (no stop before it) grows by per weight version
   int batch_tasks = 64;              // most tasks a RaaS rank takes from its ring for one generate call
   // The continuous engine (rollout/sequence_scheduler.hpp, docs/rollout-backends.md).
-  int max_running = 64;                                  // sequences stepped together
-  std::int64_t kv_cache_bytes = 0;                       // its KV block pool; 0: sized automatically
-  int kv_block_size = 16;                                // token positions per KV block
-  std::int64_t max_prefill_tokens = 4096;                // padded positions one prefill forward may take
+  int max_running = 64;                    // sequences stepped together
+  std::int64_t kv_cache_bytes = 0;         // its KV block pool; 0: sized automatically
+  int kv_block_size = 16;                  // token positions per KV block
+  std::int64_t max_prefill_tokens = 4096;  // padded positions one prefill forward may take
+  bool prepacked_weights = false;          // a CPU engine in fp32 computes from weights packed once (policy_model.hpp)
   OnNewVersion on_new_version = OnNewVersion::Continue;  // default: continue in async mode, finish in sync
   ComputeOptions compute;  // rollout.device, rollout.precision (the engine's weights and KV cache)
 };

@@ -9,6 +9,7 @@
 #include <torch/nn/pimpl.h>
 #include <torch/utils.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,8 +17,14 @@
 #include "astraflow/core/model_config.hpp"
 #include "astraflow/model/chunked_logprobs.hpp"
 #include "astraflow/model/parameter_shards.hpp"
+#include "astraflow/model/prepacked_weights.hpp"
 
 namespace astraflow {
+
+namespace model_detail {
+struct PrepackedWeights;  // model/packed_linear.hpp
+class PackedLinear;
+}  // namespace model_detail
 
 // Keys and values of every layer for a batch, preallocated to `capacity` positions.
 struct KvCache {
@@ -63,7 +70,10 @@ struct NamedTensor {
 
 class PolicyModelImpl : public torch::nn::Module {
  public:
-  explicit PolicyModelImpl(const ModelConfig& config);
+  // `uninitialised`: the parameters are left as allocated (no random draw, no page touched), for
+  // a model whose weights a version fills before any use; otherwise drawn from the global
+  // generator, or left for the caller to load when config.hf_path is set.
+  explicit PolicyModelImpl(const ModelConfig& config, bool uninitialised = false);
 
   // Full causal forward. tokens, positions: [B,T] int64; valid: [B,T] bool (false = padding,
   // never attended to), on the model's device. Returns logits [B,T,V] in float32.
@@ -121,6 +131,9 @@ class PolicyModelImpl : public torch::nn::Module {
   // Moves the model to `device` with parameters in `dtype` (float32 for a trainer's master
   // weights; bf16 for an engine computing in bf16). The KV caches it makes follow.
   void place(const torch::Device& device, torch::ScalarType dtype);
+  // As place, but the parameters are reallocated uninitialised instead of converted: for a model
+  // whose weights a version fills next (no copy, and no page touched until then).
+  void placeUninitialised(const torch::Device& device, torch::ScalarType dtype);
   torch::Device device() const { return embed_.device(); }
   torch::ScalarType dtype() const { return embed_.scalar_type(); }
   // Tokens whose logits are forced to −inf in every forward (the tokenizer's <pad>, <bos>).
@@ -141,6 +154,16 @@ class PolicyModelImpl : public torch::nn::Module {
     in_place_paged_decode_ = on;
     force_in_place_paged_decode_ = on && always;
   }
+
+  // The CPU engine in float32 (rollout.prepacked_weights): the linear layers compute from their
+  // weights packed once in MKL's GEMM layout (model/packed_linear.hpp) — q, k and v as one
+  // product, gate and up as one — instead of LibTorch repacking each weight at every call; a
+  // packed product is remade when one of its parameters changes (a new version). Only outside
+  // autograd, on the CPU in float32, unsharded; a product of fewer than `min_elements` weight
+  // elements is left to LibTorch (MKL's packed form costs ~8 MB however small the weight).
+  void setPrepackedWeights(bool on, std::int64_t min_elements = kMinPrepackedElements);
+  // The packed copies held now (made on first use).
+  std::uint64_t prepackedBytes() const;
 
   // Parameter sharding (trainer.sharding: parameters): the blocks' weights live in `shards`
   // (which outlives the model's use of it); every forward gathers each block's weights before
@@ -177,7 +200,15 @@ class PolicyModelImpl : public torch::nn::Module {
   // Whether a paged forward of this many positions per row takes model/paged_attention.cpp.
   bool inPlacePagedDecode(const PagedKv* paged, std::int64_t positions_per_row) const;
   // The block's second half: x + MLP(norm(x)).
-  torch::Tensor mlp(const Layer& layer, const torch::Tensor& x) const;
+  torch::Tensor mlp(std::size_t l, const torch::Tensor& x) const;
+  // Layer l's products that pack, and the output head (Head, whatever l is).
+  enum class Product { Qkv, O, GateUp, Down, Head };
+  // The packed form of `which` for input x, made or remade as needed; null where packing does
+  // not apply (then torch::linear computes it).
+  const model_detail::PackedLinear* packedFor(std::size_t l, Product which, const torch::Tensor& x) const;
+  // x·Wᵀ + b from the packed form of a one-weight product when it applies.
+  torch::Tensor linearOf(std::size_t l, Product which, const torch::Tensor& x, const torch::Tensor& w,
+                         const torch::Tensor& b) const;
 
   ModelConfig config_;
   torch::Tensor embed_;
@@ -193,6 +224,7 @@ class PolicyModelImpl : public torch::nn::Module {
   bool force_in_place_paged_decode_ = false;
   std::int64_t logits_chunk_bytes_ = std::int64_t{64} << 20;
   ParameterShards* shards_ = nullptr;
+  std::shared_ptr<model_detail::PrepackedWeights> packed_;  // set by setPrepackedWeights(true)
 };
 
 // x after `layer` of `model`, keeping only x for the backward pass (recomputes the block there).
