@@ -105,10 +105,12 @@ PackedLinear::PackedLinear(std::vector<torch::Tensor> weights, std::vector<torch
   stamps_ = stampsOf(sources_);
 }
 
+// Asked at every product of every step: compared in place, nothing allocated.
 bool PackedLinear::current() const {
-  const auto now = stampsOf(sources_);
-  for (std::size_t i = 0; i < now.size(); ++i) {
-    if (now[i].data != stamps_[i].data || now[i].version != stamps_[i].version) return false;
+  for (std::size_t i = 0; i < sources_.size(); ++i) {
+    const auto& t = sources_[i];
+    if (!t.defined()) continue;  // an absent bias stays absent
+    if (t.data_ptr() != stamps_[i].data || t._version() != stamps_[i].version) return false;
   }
   return true;
 }

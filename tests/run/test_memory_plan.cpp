@@ -16,18 +16,17 @@
 namespace astraflow {
 namespace {
 
+// One dataflow rank, one trainer and `rollouts` rollout ranks of a policy with this model.
+std::string planYaml(const std::string& model, int rollouts) {
+  return "policies:\n  - name: solver\n    model: " + model +
+         "\nlayout:\n  - {role: dataflow, ranks: 1}\n  - {role: trainer, policy: solver, ranks: 1}\n"
+         "  - {role: rollout, policies: [solver], ranks: " +
+         std::to_string(rollouts) + "}\n";
+}
+
 Config threeRollouts(const std::string& precision) {
-  return parseConfig(R"(
-policies:
-  - name: solver
-    model: {d_model: 64, layers: 2, heads: 2, kv_heads: 1, ffn_hidden: 128, max_seq_len: 64}
-layout:
-  - {role: dataflow, ranks: 1}
-  - {role: trainer, policy: solver, ranks: 1}
-  - {role: rollout, policies: [solver], ranks: 3}
-rollout: {precision: )" + precision +
-                         R"(}
-)",
+  return parseConfig(planYaml("{d_model: 64, layers: 2, heads: 2, kv_heads: 1, ffn_hidden: 128, max_seq_len: 64}", 3) +
+                         "rollout: {precision: " + precision + "}\n",
                      "test_memory_plan");
 }
 
@@ -69,15 +68,8 @@ TEST(MemoryPlan, OnlyAnEngineThatCopiesTheVersionHoldsWeightsOfItsOwn) {
 }
 
 TEST(MemoryPlan, PackedWeightsAreCountedOnFp32EnginesThatAskForThem) {
-  const std::string wide = R"(
-policies:
-  - name: solver
-    model: {d_model: 1024, layers: 1, heads: 16, kv_heads: 8, ffn_hidden: 3072, max_seq_len: 64}
-layout:
-  - {role: dataflow, ranks: 1}
-  - {role: trainer, policy: solver, ranks: 1}
-  - {role: rollout, policies: [solver], ranks: 1}
-)";
+  const std::string wide =
+      planYaml("{d_model: 1024, layers: 1, heads: 16, kv_heads: 8, ffn_hidden: 3072, max_seq_len: 64}", 1);
   auto model = parseConfig(wide, "test_memory_plan").policies.front().model;
   model.vocab_size = 1000;
   const std::uint64_t packed = prepackedWeightBytes(model);
