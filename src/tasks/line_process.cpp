@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "tasks/child_process.hpp"
+#include "tasks/spawner_thread.hpp"
 
 extern char** environ;
 
@@ -67,11 +68,14 @@ struct LineProcess::Impl {
 };
 
 LineProcess::LineProcess(const ProcessSpec& spec) : impl_(std::make_unique<Impl>()) {
-  StartedChild started = startChild(spec);
-  impl_->child.emplace(started.cloned.pid);
-  impl_->in = std::move(started.in);
-  impl_->out = std::move(started.out);
-  impl_->err = std::move(started.err);
+  // Cloned from the spawner thread: a pool's worker started by one scoring thread serves others
+  // after that thread has ended (spawner_thread.hpp).
+  std::optional<StartedChild> started;
+  runOnSpawnerThread([&] { started.emplace(startChild(spec)); });
+  impl_->child.emplace(started->cloned.pid);
+  impl_->in = std::move(started->in);
+  impl_->out = std::move(started->out);
+  impl_->err = std::move(started->err);
   for (const UniqueFd* fd : {&impl_->in, &impl_->out, &impl_->err}) setNonBlocking(*fd);
 }
 

@@ -21,8 +21,9 @@ namespace astraflow::detail {
 // answer would sit in its buffer until the caller's timeout.
 std::vector<std::string> lineProcessEnvironment(const std::vector<std::pair<std::string, std::string>>& extra = {});
 
-// Note: a child started here dies with the *thread* that started it (the spawn sets
-// PR_SET_PDEATHSIG, which follows the creating thread): start it from a thread that outlives its use.
+// A child started here is cloned from the process's spawner thread (spawner_thread.hpp): its
+// PR_SET_PDEATHSIG follows that thread, so it dies with the process, not with the thread that
+// asked for it (a worker pool's threads come and go).
 class LineProcess {
  public:
   // Starts spec.executable with spec.argv, spec.env, spec.cwd and spec.isolation (stdin_text,

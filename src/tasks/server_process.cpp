@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "tasks/child_process.hpp"
+#include "tasks/spawner_thread.hpp"
 
 namespace astraflow::detail {
 
@@ -18,7 +19,9 @@ ServerProcess::ServerProcess(const ProcessSpec& spec, const std::string& log_pat
   UniqueFd log(::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
   if (!null.valid() || !log.valid())
     throw Error(fmt::format("cannot open the server log {}: {}", log_path, std::strerror(errno)));
-  impl_->child.emplace(startChildWithStdio(spec, {null.get(), log.get(), log.get()}).pid);
+  pid_t pid = -1;  // cloned from the spawner thread: it outlives the thread that asked (spawner_thread.hpp)
+  runOnSpawnerThread([&] { pid = startChildWithStdio(spec, {null.get(), log.get(), log.get()}).pid; });
+  impl_->child.emplace(pid);
 }
 
 ServerProcess::~ServerProcess() = default;  // the child's destructor kills its group and reaps it

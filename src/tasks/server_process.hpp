@@ -3,7 +3,8 @@
 // rank starts itself (env_openenv.cpp). Its stdout and stderr are appended to a log file, not
 // piped: a server logs at every request, and a pipe nobody drains would stop it once full.
 // Started like the process runner's children (process_spawn.hpp: its own session, fds above 2
-// closed) and, like them, it dies with the thread that started it (PR_SET_PDEATHSIG).
+// closed, PR_SET_PDEATHSIG), cloned from the process's spawner thread so that it dies with the
+// process, not with the thread that asked for it (spawner_thread.hpp).
 #include <sys/types.h>
 
 #include <memory>

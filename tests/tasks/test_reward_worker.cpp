@@ -202,6 +202,21 @@ TEST_F(RewardWorker, MaxItemsStartsItAgainAndThreadsShareAPool) {
   EXPECT_GE(c.restarts, 3U);
 }
 
+// A worker is started by whichever thread first needs it and then serves the others: it must not
+// die when that thread ends (the spawn's PR_SET_PDEATHSIG follows the thread that clones it).
+TEST_F(RewardWorker, AWorkerOutlivesTheThreadThatStartedIt) {
+  RewardWorkerPool pool(options());
+  const auto inputs = generatedInputs(2);
+  std::thread([&] { (void)pool.score(inputs[0]); }).join();     // starts the only worker, then ends
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // time for a death signal to land
+  RewardWorkerPool reference(options());
+  expectSame(pool.score(inputs[1]), reference.score(inputs[1]), 1);
+  const auto c = pool.counters();
+  EXPECT_EQ(c.crashed, 0U);
+  EXPECT_EQ(c.started, 1U);  // the same worker answered both
+  EXPECT_EQ(c.restarts, 0U);
+}
+
 TEST(HttpReward, ScoresThroughTheServiceAndCountsItsFailures) {
   HttpServer server(4, HttpServerLimits{});
   std::atomic<int> calls{0};
