@@ -43,7 +43,9 @@ double maxAbsDiff(const torch::Tensor& a, const torch::Tensor& b) {
 void expectAsClose(const char* what, const torch::Tensor& got, const torch::Tensor& whole, const torch::Tensor& exact) {
   const double scale = exact.abs().max().item<double>();
   const double err = maxAbsDiff(got, exact), whole_err = maxAbsDiff(whole, exact);
-  EXPECT_LE(err, 1.25 * whole_err + 1e-7 * scale) << what << ": whole " << whole_err;
+  // A few float ulps beside the whole path's error: the summation order of a parameter's gradient
+  // changes with LibTorch's thread count (one rank per core under ctest, two threads run alone).
+  EXPECT_LE(err, 1.25 * whole_err + 5e-7 * scale) << what << ": whole " << whole_err;
   EXPECT_LE(err, 1e-5 * scale) << what;
 }
 
