@@ -171,6 +171,7 @@ void printRankReports(const std::vector<StoredRankReport>& reports) {
     std::printf("  rank %d %s, written %.0f s ago:\n", r.report->rank, r.report->label.c_str(), r.age_seconds);
     std::vector<std::string> items{
         fmt::format("peak_rss_mib={:.0f}", static_cast<double>(r.report->peak_rss_bytes) / (1 << 20)),
+        fmt::format("peak_private_mib={:.0f}", static_cast<double>(r.report->peak_private_bytes) / (1 << 20)),
         fmt::format("cpu_seconds={:.1f}", r.report->cpu_seconds)};
     for (const auto& [name, value] : scalarFigures(r.report->figures)) {
       if (value == 0 || value == false) continue;

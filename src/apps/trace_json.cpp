@@ -36,6 +36,8 @@ nlohmann::json rankReportsJson(const std::vector<StoredRankReport>& rank_reports
                    {"cpu_seconds", r.report->cpu_seconds},
                    {"startup_cpu_seconds", r.report->startup_cpu_seconds},
                    {"memory_plan_bytes", r.report->memory_plan_bytes},
+                   {"peak_private_bytes", r.report->peak_private_bytes},
+                   {"memory_plan_private_bytes", r.report->memory_plan_private_bytes},
                    {"figures", std::move(figures)}});
   }
   return out;

@@ -13,7 +13,7 @@ namespace astraflow {
 
 namespace {
 
-constexpr std::uint16_t kRankReportFormat = 5;
+constexpr std::uint16_t kRankReportFormat = 6;
 
 // Writes a struct's fields in their listed order.
 struct Put {
@@ -127,7 +127,7 @@ std::vector<std::byte> encodeRankReport(const RankReport& report) {
   ByteWriter w;
   w.put(kRankReportFormat).put(report.rank).putString(report.label);
   w.put(report.memory_plan_bytes).put(report.peak_rss_bytes).put(report.cpu_seconds);
-  w.put(report.startup_cpu_seconds);
+  w.put(report.startup_cpu_seconds).put(report.memory_plan_private_bytes).put(report.peak_private_bytes);
   w.put(static_cast<std::uint8_t>(report.figures.index()));
   std::visit([&](const auto& f) { std::decay_t<decltype(f)>::fields(f, Put{w}); }, report.figures);
   return w.take();
@@ -147,6 +147,8 @@ RankReport decodeRankReport(std::span<const std::byte> bytes) {
   r.get(out.peak_rss_bytes, "peak_rss_bytes");
   r.get(out.cpu_seconds, "cpu_seconds");
   r.get(out.startup_cpu_seconds, "startup_cpu_seconds");
+  r.get(out.memory_plan_private_bytes, "memory_plan_private_bytes");
+  r.get(out.peak_private_bytes, "peak_private_bytes");
   if (r.get(role, "role") && role >= std::variant_size_v<RoleReport>) {
     r.fail(fmt::format("rank report: role index {} (0..{})", role, std::variant_size_v<RoleReport> - 1));
   }

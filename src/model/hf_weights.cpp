@@ -11,6 +11,7 @@
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/io/safetensors.hpp"
+#include "astraflow/model/finite_values.hpp"
 
 namespace astraflow {
 
@@ -34,28 +35,12 @@ torch::Tensor viewOf(const io::StTensorView& t, const std::filesystem::path& fol
   return torch::from_blob(data, t.shape, torch::TensorOptions().dtype(torchDtype(t, folder)));
 }
 
-// Whether every value is finite, from the bits (an all-ones exponent is inf or NaN): one pass
-// over the mapped bytes, no temporaries — torch::isfinite on a 600 M-element tensor makes
-// several full-size ones.
-template <class Bits>
-bool exponentsFinite(const io::StTensorView& t, Bits exponent_mask) {
-  const auto n = t.bytes.size() / sizeof(Bits);
-  const auto* p = t.bytes.data();
-  Bits bad = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    Bits v;
-    std::memcpy(&v, p + i * sizeof(Bits), sizeof(Bits));
-    bad |= static_cast<Bits>((v & exponent_mask) == exponent_mask);
-  }
-  return bad == 0;
-}
-
 bool allFinite(const io::StTensorView& t) {
   switch (t.dtype) {
-    case io::StDtype::F32: return exponentsFinite<std::uint32_t>(t, 0x7f800000u);
-    case io::StDtype::BF16: return exponentsFinite<std::uint16_t>(t, 0x7f80u);
-    case io::StDtype::F16: return exponentsFinite<std::uint16_t>(t, 0x7c00u);
-    case io::StDtype::F64: return exponentsFinite<std::uint64_t>(t, 0x7ff0000000000000ull);
+    case io::StDtype::F32: return allFiniteBits(t.bytes, FloatBits::F32);
+    case io::StDtype::BF16: return allFiniteBits(t.bytes, FloatBits::BF16);
+    case io::StDtype::F16: return allFiniteBits(t.bytes, FloatBits::F16);
+    case io::StDtype::F64: return allFiniteBits(t.bytes, FloatBits::F64);
     default: return true;  // refused by torchDtype before
   }
 }

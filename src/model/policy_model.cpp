@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "astraflow/core/error.hpp"
+#include "astraflow/model/finite_values.hpp"
 #include "model/autocast_guards.hpp"
 #include "model/packed_linear.hpp"
 #include "model/paged_attention.hpp"
@@ -423,7 +424,7 @@ std::vector<std::size_t> PolicyModelImpl::matchTensors(const std::vector<NamedTe
 }
 
 void PolicyModelImpl::checkFinite(const NamedTensor& t) {
-  if (!torch::isfinite(t.tensor).all().item<bool>()) {
+  if (!allFinite(t.tensor)) {  // no full-size temporaries (finite_values.hpp)
     throw Error(fmt::format("weights: tensor '{}' holds NaN or inf values", t.name));
   }
 }

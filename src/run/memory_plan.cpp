@@ -18,16 +18,26 @@ namespace {
 
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
 // What a rank holds before any of the items below, measured on this machine (docs/memory.md):
-// LibTorch's and oneDNN's code, allocator arenas and thread stacks of a rank that builds a model,
-// and MPI + HDF5 for one that does not.
-constexpr std::uint64_t kModelRankBase = 200 * kMiB;
-constexpr std::uint64_t kPlainRankBase = 150 * kMiB;
+// its private memory (heap, allocator arenas, thread stacks, MPI's and HDF5's buffers: the
+// dataflow rank's sampled RssAnon is 80 MiB, a rollout rank's before its model 65 MiB) and the
+// pages of library code it runs (LibTorch and oneDNN for a rank that builds a model), which are
+// file-backed and shared by the node's ranks through the page cache: the resident peaks (VmHWM)
+// of the quickstart's rollout and dataflow ranks are 170 and 168 MiB.
+constexpr std::uint64_t kModelRankPrivate = 100 * kMiB, kModelRankCode = 100 * kMiB;
+constexpr std::uint64_t kPlainRankPrivate = 80 * kMiB, kPlainRankCode = 70 * kMiB;
+
+void processItems(bool model, std::vector<MemoryItem>& out) {
+  out.push_back({model ? "process: heap, LibTorch, MPI, HDF5" : "process: heap, MPI, HDF5",
+                 model ? kModelRankPrivate : kPlainRankPrivate, ""});
+  out.push_back({"process: library code (file-backed)", model ? kModelRankCode : kPlainRankCode, "", true});
+}
 
 std::uint64_t u(std::int64_t v) { return v > 0 ? static_cast<std::uint64_t>(v) : 0; }
 
 struct Shape {
   std::int64_t params = 0, vocab = 0, d = 0, f = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, width = 0;
   std::uint64_t prepacked = 0;  // an fp32 CPU engine's prepacked weights (rollout.prepacked_weights)
+  bool tied = false;
 };
 
 Shape shapeOf(const ModelConfig& m, std::int64_t vocab) {
@@ -41,6 +51,7 @@ Shape shapeOf(const ModelConfig& m, std::int64_t vocab) {
   s.kv_heads = m.kv_heads;
   s.head_dim = m.headDim();
   s.width = m.max_seq_len;
+  s.tied = m.tied_embeddings;
   ModelConfig sized = m;
   sized.vocab_size = s.vocab;
   s.prepacked = prepackedWeightBytes(sized);
@@ -55,15 +66,20 @@ std::uint64_t activationBytesPerTokenLayer(const Shape& s) {
   return u(4 * (4 * s.d + 2 * qkv + s.heads * s.head_dim + 2 * s.heads * s.width + 4 * s.f));
 }
 
-void trainerItems(const Config& cfg, const Shape& s, int group_size, std::vector<MemoryItem>& out) {
+// `stages`: this rank stages the group's versions (its first rank; PolicyTrainer::packWeights).
+void trainerItems(const Config& cfg, const Shape& s, int group_size, bool stages, std::vector<MemoryItem>& out) {
   const auto& t = cfg.trainer;
   const auto P = u(s.params);
   const bool params_sharded = t.sharding == TrainerSection::Sharding::Parameters;
   const bool state_sharded = t.sharding != TrainerSection::Sharding::None;
   const auto n = static_cast<std::uint64_t>(std::max(1, group_size));
   const std::string shard_keys = "trainer.sharding (with more trainer ranks)";
-  out.push_back({"weights (fp32 masters)", params_sharded ? P * 4 / n : P * 4, shard_keys});
-  out.push_back({"gradients (fp32)", params_sharded ? P * 4 / n : P * 4, shard_keys});
+  // Parameter sharding splits the blocks; the embedding, final norm and head (ZeroOptimizer's
+  // units_[0]) stay whole on every rank, with their gradients (their AdamW state is split).
+  const auto outside_blocks = std::min(P, u(s.vocab * s.d * (s.tied ? 1 : 2) + s.d));
+  const auto held = params_sharded ? (P - outside_blocks) / n + outside_blocks : P;
+  out.push_back({"weights (fp32 masters)", held * 4, shard_keys});
+  out.push_back({"gradients (fp32)", held * 4, shard_keys});
   out.push_back({"AdamW state (fp32 m and v)", state_sharded ? P * 8 / n : P * 8, shard_keys});
   if (t.loss.kl_coef > 0) out.push_back({"KL reference model (fp32)", P * 4, "trainer.loss.kl_coef"});
   // One micro-batch's tokens: the configured budget, or the rank's share of the whole batch
@@ -82,9 +98,10 @@ void trainerItems(const Config& cfg, const Shape& s, int group_size, std::vector
   // The output projection's [V, D] float32 gradient, formed by the head's backward before it is
   // added into .grad (a tied embedding's rows are added into the same buffer: TiedGradient).
   out.push_back({"output head gradient transient", u(s.vocab) * u(s.d) * 4, ""});
-  // Publishing: the packed bf16 version it stages (packWeights converts into it a parameter at a
-  // time). The staging area it writes is the dataflow rank's window, counted there.
-  out.push_back({"weight publishing (packed bf16 version)", P * 2, ""});
+  // Publishing: the packed bf16 version the group's first rank stages (packWeights converts into
+  // it a parameter at a time; the others only send their shards). The staging area it writes is
+  // the dataflow rank's window, counted there.
+  if (stages) out.push_back({"weight publishing (packed bf16 version)", P * 2, ""});
 }
 
 // `node_readers`: the rollout ranks of this rank's node that share the policy's node copy
@@ -95,7 +112,7 @@ void rolloutItems(const Config& cfg, const Shape& s, const RolloutBackendSpec& b
   if (node_readers > 0) {
     const int slots = node_readers == 1 ? 1 : 2;
     out.push_back({fmt::format("node-shared version (bf16 x{}, for the node's {} rollout ranks)", slots, node_readers),
-                   P * 2 * static_cast<std::uint64_t>(slots), ""});
+                   P * 2 * static_cast<std::uint64_t>(slots), "", true});
   }
   if (backend.kind != BackendKind::Engine) {
     if (backend.http()) out.push_back({"served weight folder (bf16, written per version)", P * 2, ""});
@@ -135,13 +152,13 @@ void dataflowItems(const Config& cfg, const RoleMap& map, std::int64_t vocab, st
     // The store's window: published + staging copies, and the delta log (weights.mode delta).
     const auto copies = cfg.weights.mode == WeightsMode::Delta ? 3 : 2;
     out.push_back({"weight store " + g.policy + " (bf16 version x" + std::to_string(copies) + ")", version * copies,
-                   "weights.mode"});
+                   "weights.mode", true});
   }
   std::uint64_t rings = 0;
   for (std::size_t i = 0; i < map.pools().size(); ++i)
     rings += ringBytes(cfg.dataflow.task_ring) + ringBytes(cfg.dataflow.trajectory_ring);
   rings += map.trainerGroups().size() * ringBytes(cfg.dataflow.batch_ring);
-  out.push_back({"rings (task, trajectory, batch windows)", rings, "dataflow.*_ring.slots, slot_bytes"});
+  out.push_back({"rings (task, trajectory, batch windows)", rings, "dataflow.*_ring.slots, slot_bytes", true});
 }
 
 std::uint64_t readMeminfo(const char* key) {
@@ -176,6 +193,12 @@ std::uint64_t RankMemoryPlan::total() const {
   return sum;
 }
 
+std::uint64_t RankMemoryPlan::privateTotal() const {
+  std::uint64_t sum = 0;
+  for (const auto& i : items) sum += i.shared ? 0 : i.bytes;
+  return sum;
+}
+
 std::string gib(std::uint64_t bytes) {
   const auto b = static_cast<double>(bytes);
   return bytes >= (std::uint64_t{1} << 30) ? fmt::format("{:.2f} GiB", b / (1 << 30))
@@ -203,12 +226,16 @@ std::vector<RankMemoryPlan> planMemory(const Config& cfg, const RoleMap& map, st
       case Role::Trainer: {
         const auto* p = cfg.findPolicy(rr.policy);
         const bool model = p && !cfg.trainer.simulate.enabled;
-        plan.items.push_back({"process (LibTorch, MPI, HDF5)", model ? kModelRankBase : kPlainRankBase, ""});
+        processItems(model, plan.items);
         if (model) {
           int group = 1;
-          for (const auto& g : map.trainerGroups())
-            if (g.policy == rr.policy) group = static_cast<int>(g.world_ranks.size());
-          trainerItems(cfg, shapeOf(p->model, vocab), group, plan.items);
+          bool stages = true;
+          for (const auto& g : map.trainerGroups()) {
+            if (g.policy != rr.policy) continue;
+            group = static_cast<int>(g.world_ranks.size());
+            stages = g.world_ranks.front() == rr.world_rank;
+          }
+          trainerItems(cfg, shapeOf(p->model, vocab), group, stages, plan.items);
         }
         break;
       }
@@ -217,7 +244,7 @@ std::vector<RankMemoryPlan> planMemory(const Config& cfg, const RoleMap& map, st
         for (const auto& e : cfg.layout)
           if (e.role == Role::Rollout && e.pool == rr.pool_name) backend = e.backend;
         const bool model = backend.kind == BackendKind::Engine;
-        plan.items.push_back({"process (LibTorch, MPI, HDF5)", model ? kModelRankBase : kPlainRankBase, ""});
+        processItems(model, plan.items);
         for (const auto& name : rr.policies) {
           const auto& [first, readers] = copies.at({nodeOf(rr.world_rank), name});
           if (const auto* p = cfg.findPolicy(name))
@@ -227,7 +254,7 @@ std::vector<RankMemoryPlan> planMemory(const Config& cfg, const RoleMap& map, st
         break;
       }
       default:  // dataflow, gateway
-        plan.items.push_back({"process (MPI, HDF5)", kPlainRankBase, ""});
+        processItems(false, plan.items);
         dataflowItems(cfg, map, vocab, plan.items);
         break;
     }
@@ -274,7 +301,7 @@ std::string formatMemoryPlan(const std::vector<RankMemoryPlan>& ranks, std::uint
   for (const auto& r : ranks) {
     os << fmt::format("  rank {} {:<24} {:>12}\n", r.world_rank, r.label, gib(r.total()));
     for (const auto& i : r.items) {
-      os << fmt::format("      {:<52} {:>12}{}\n", i.what, gib(i.bytes),
+      os << fmt::format("      {:<52} {:>12}{}{}\n", i.what, gib(i.bytes), i.shared ? "  node-shared" : "",
                         i.shrink.empty() ? "" : "  (" + i.shrink + ")");
     }
     sum += r.total();

@@ -17,6 +17,7 @@
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/run/memory_plan.hpp"
+#include "astraflow/run/private_memory_peak.hpp"
 
 namespace astraflow {
 
@@ -26,8 +27,9 @@ fs::path rankReportPath(const fs::path& run_dir, int rank) {
   return run_dir / "trace" / fmt::format("rank_{}.report", rank);
 }
 
-void measureProcess(RankReport& report) {
+void measureProcess(RankReport& report, const PrivateMemoryPeak* private_peak) {
   report.peak_rss_bytes = peakResidentBytes();
+  if (private_peak != nullptr) report.peak_private_bytes = private_peak->peakBytes();
   if (rusage usage{}; getrusage(RUSAGE_SELF, &usage) == 0) {
     const auto seconds = [](const timeval& t) {
       return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
@@ -36,12 +38,12 @@ void measureProcess(RankReport& report) {
   }
 }
 
-RankReportFile::RankReportFile(fs::path path, RankReport base, double seconds)
-    : path_(std::move(path)), base_(std::move(base)), clock_(seconds) {}
+RankReportFile::RankReportFile(fs::path path, RankReport base, double seconds, const PrivateMemoryPeak* private_peak)
+    : path_(std::move(path)), base_(std::move(base)), clock_(seconds), private_peak_(private_peak) {}
 
 void RankReportFile::write(const RoleReport& figures) {
   base_.figures = figures;
-  measureProcess(base_);
+  measureProcess(base_, private_peak_);
   store(base_);
 }
 

@@ -18,6 +18,8 @@
 #include "astraflow/dataflow/run_wiring.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/model/model_setup.hpp"
+#include "astraflow/run/memory_plan.hpp"
+#include "astraflow/run/private_memory_peak.hpp"
 #include "astraflow/run/rank_report_files.hpp"
 #include "astraflow/run/role_entry.hpp"
 #include "astraflow/tasks/environment.hpp"
@@ -109,14 +111,17 @@ RunStart settleRunFolder(const Config& cfg, const RoleMap& map, const Comm& worl
 // This rank's role loop, recording into its own trace file and leaving its report in its report
 // file as it goes (both flushed every run.flush_seconds, so a killed run keeps them); returns the
 // report, whose final form is left there too.
-RankReport runRankRole(RunWiring& w, std::uint64_t memory_plan_bytes) {
+RankReport runRankRole(RunWiring& w, const RankMemoryPlan* plan, const PrivateMemoryPeak& private_peak) {
   const Config& cfg = w.cfg;
   const int me = w.rank();
   RankReport mine{me, w.role().label(), {}};
-  mine.memory_plan_bytes = memory_plan_bytes;
-  measureProcess(mine);  // the start-up's CPU: all of it is behind this rank by now
+  if (plan != nullptr) {
+    mine.memory_plan_bytes = plan->total();
+    mine.memory_plan_private_bytes = plan->privateTotal();
+  }
+  measureProcess(mine, &private_peak);  // the start-up's CPU: all of it is behind this rank by now
   mine.startup_cpu_seconds = mine.cpu_seconds;
-  RankReportFile report_file(rankReportPath(w.run_dir, me), mine, cfg.run.flush_seconds);
+  RankReportFile report_file(rankReportPath(w.run_dir, me), mine, cfg.run.flush_seconds, &private_peak);
   {
     io::TraceWriter trace((w.run_dir / "trace" / fmt::format("rank_{}.h5", me)).string());
     trace.setFlushSeconds(cfg.run.flush_seconds);
@@ -129,7 +134,7 @@ RankReport runRankRole(RunWiring& w, std::uint64_t memory_plan_bytes) {
     w.reports = nullptr;
     trace.markCleanEnd();
   }
-  measureProcess(mine);
+  measureProcess(mine, &private_peak);
   report_file.writeFinal(mine);
   return mine;
 }
@@ -142,6 +147,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   const int df_rank = map.dataflowRank();
   const bool is_df = me == df_rank;
   const bool resume = !options.resume_dir.empty();
+  const PrivateMemoryPeak private_peak;  // sampled from here to the summary (docs/memory.md)
   const RunStart start = settleRunFolder(cfg, map, world, options);
   const fs::path& run_dir = start.run_dir;
   const std::string& run_id = start.run_id;
@@ -172,7 +178,8 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   }
   world.barrier();
   w.t0 = mpiSeconds() - w.clock_offset;
-  const RankReport mine = runRankRole(w, memory_plans.empty() ? 0 : memory_plans[static_cast<std::size_t>(me)].total());
+  const RankReport mine =
+      runRankRole(w, memory_plans.empty() ? nullptr : &memory_plans[static_cast<std::size_t>(me)], private_peak);
 
   std::vector<RankReport> reports;
   for (const auto& bytes : world.gatherBytes(df_rank, encodeRankReport(mine))) {

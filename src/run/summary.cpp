@@ -175,6 +175,8 @@ nlohmann::json rankReportJson(const RankReport& report) {
   // The plan beside what the rank reached (docs/memory.md).
   out["memory_plan_bytes"] = report.memory_plan_bytes;
   out["memory_peak_rss_bytes"] = report.peak_rss_bytes;
+  out["memory_plan_private_bytes"] = report.memory_plan_private_bytes;  // less node-shared items
+  out["memory_peak_private_bytes"] = report.peak_private_bytes;         // sampled RssAnon
   out["cpu_seconds"] = report.cpu_seconds;  // user + system of the process (docs/simulation.md)
   out["startup_cpu_seconds"] = report.startup_cpu_seconds;
   return out;

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "astraflow/comm/mpi.hpp"
+#include "astraflow/model/finite_values.hpp"
 
 namespace astraflow {
 
@@ -25,7 +26,7 @@ bool averageGradients(const std::vector<torch::Tensor>& parameters, bool local_l
   const std::span<float> data(flat.data_ptr<float>(), static_cast<std::size_t>(total));
   comm.reduceSum(data, 0);
   comm.broadcast(data, 0);
-  const bool all_finite = flat[total - 1].item<float>() == 0.0f && torch::isfinite(flat).all().item<bool>();
+  const bool all_finite = flat[total - 1].item<float>() == 0.0f && allFinite(flat);
   flat.narrow(0, 0, total - 1).div_(static_cast<float>(comm.size()));
   offset = 0;
   for (const auto& p : parameters) {

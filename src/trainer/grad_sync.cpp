@@ -2,6 +2,7 @@
 // path, behind GradientAverager.
 #include "astraflow/trainer/grad_sync.hpp"
 
+#include "astraflow/model/finite_values.hpp"
 #include "astraflow/trainer/c10d_group.hpp"
 #include "astraflow/trainer/data_parallel.hpp"
 #include "astraflow/trainer/group_collectives.hpp"
@@ -29,7 +30,7 @@ torch::Tensor flatten(const std::vector<torch::Tensor>& parameters, bool local_l
 // The summed buffer back into the gradients, divided by the group size; whether all was finite.
 bool unflatten(const torch::Tensor& flat, const std::vector<torch::Tensor>& parameters, int group_size) {
   const auto total = flat.numel();
-  const bool all_finite = (flat[total - 1] == 0).logical_and(torch::isfinite(flat).all()).item<bool>();
+  const bool all_finite = flat[total - 1].item<float>() == 0.0f && allFinite(flat);
   flat.narrow(0, 0, total - 1).div_(static_cast<float>(group_size));
   std::int64_t offset = 0;
   for (const auto& p : parameters) {

@@ -145,6 +145,11 @@ s = json.load(open(sys.argv[1]))
 t = [r for r in s["ranks"] if r["role"] == "trainer"][0]
 assert t["peak_rss_bytes"] > 10 << 20, t  # the trainer process's own peak resident set
 assert t["device_peak_bytes"] == 0, t     # on the CPU
+for r in s["ranks"]:  # the sampled private peak (RssAnon) lies within the resident peak (VmHWM)
+    assert 10 << 20 < r["memory_peak_private_bytes"] <= r["memory_peak_rss_bytes"], r
+    assert 0 < r["memory_plan_private_bytes"] <= r["memory_plan_bytes"], r
+df = [r for r in s["ranks"] if r["role"] == "dataflow"][0]
+assert df["memory_plan_private_bytes"] < df["memory_plan_bytes"], df  # its windows are node-shared
 if sys.argv[2] == "sm":
     assert 0 < t["forward_tokens"] < t["sequence_tokens"], t
 else:

@@ -81,6 +81,7 @@ check(all(r["figures"]["pushed"] > 0 for r in by_role.get("rollout", [])) and le
 df = by_role.get("dataflow", [{}])[0].get("figures", {})
 check(df.get("produced", 0) > 0 and df.get("versions", 0) >= 4, f"the dataflow rank's report: {df}")
 check(all(r["peak_rss_bytes"] > 0 for r in reports), "each report has its rank's peak resident set")
+check(all(0 < r["peak_private_bytes"] <= r["peak_rss_bytes"] for r in reports), "and its sampled private peak")
 with h5py.File(f"{run}/trajectories.h5", "r") as f:
     rows = f["reward"].shape[0]
 check(rows > 0, f"trajectories.h5 holds the trajectories written before the kill: {rows} rows")

@@ -79,8 +79,12 @@ TEST(RankReport, EveryRoleRoundTripsFieldForField) {
     }
   }
   // The memory plan's total, the measured peak and the CPU seconds travel with every role's report.
-  RankReport planned{2, "rollout:pool1", RolloutReport{}, 0x0123456789ULL, 0xABCDEF012345ULL, 12.375, 1.5};
+  RankReport planned{
+      2,  "rollout:pool1", RolloutReport{}, 0x0123456789ULL, 0xABCDEF012345ULL, 0x55AA55AAULL, 0x1234ABCDULL, 12.375,
+      1.5};
   const auto planned_back = decodeRankReport(encodeRankReport(planned));
+  EXPECT_EQ(planned_back.memory_plan_private_bytes, 0x55AA55AAULL);
+  EXPECT_EQ(planned_back.peak_private_bytes, 0x1234ABCDULL);
   EXPECT_EQ(planned_back.memory_plan_bytes, 0x0123456789ULL);
   EXPECT_EQ(planned_back.peak_rss_bytes, 0xABCDEF012345ULL);
   EXPECT_DOUBLE_EQ(planned_back.cpu_seconds, 12.375);
@@ -110,10 +114,10 @@ TEST(RankReport, EveryTruncationIsRefusedWithTheField) {
 }
 
 TEST(RankReport, BadTagsAreNamed) {
-  // gateway: the role index follows the format, rank, label, the two memory figures and the two
-  // CPU figures
+  // gateway: the role index follows the format, rank, label, the two memory figures, the two CPU
+  // figures and the two private-memory figures
   auto bytes = encodeRankReport(filledReports()[3]);
-  const std::size_t role_at = 2 + 4 + 4 + std::string("gateway").size() + 8 + 8 + 8 + 8;
+  const std::size_t role_at = 2 + 4 + 4 + std::string("gateway").size() + 8 + 8 + 8 + 8 + 8 + 8;
   ASSERT_EQ(bytes[role_at], std::byte{3});
   bytes[role_at] = std::byte{4};
   try {

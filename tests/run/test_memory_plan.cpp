@@ -2,26 +2,30 @@
 // node copy is counted once per node — on the node's first rollout rank, two slots for a node of
 // several ranks, one for a rank alone — and a bf16 engine on the CPU, which computes from that
 // copy in place, holds no weights of its own, while an fp32 engine does; an fp32 engine with
-// rollout.prepacked_weights also holds the packed copy MKL says its products take.
+// rollout.prepacked_weights also holds the packed copy MKL says its products take. Node-shared
+// items are left out of a rank's private total, which is what its sampled private peak meets.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/layout.hpp"
 #include "astraflow/model/prepacked_weights.hpp"
 #include "astraflow/run/memory_plan.hpp"
+#include "astraflow/run/private_memory_peak.hpp"
 
 namespace astraflow {
 namespace {
 
-// One dataflow rank, one trainer and `rollouts` rollout ranks of a policy with this model.
-std::string planYaml(const std::string& model, int rollouts) {
+// One dataflow rank, `trainers` trainer ranks and `rollouts` rollout ranks of a policy with this model.
+std::string planYaml(const std::string& model, int rollouts, int trainers = 1) {
   return "policies:\n  - name: solver\n    model: " + model +
-         "\nlayout:\n  - {role: dataflow, ranks: 1}\n  - {role: trainer, policy: solver, ranks: 1}\n"
-         "  - {role: rollout, policies: [solver], ranks: " +
-         std::to_string(rollouts) + "}\n";
+         "\nlayout:\n  - {role: dataflow, ranks: 1}\n  - {role: trainer, policy: solver, ranks: " +
+         std::to_string(trainers) + "}\n  - {role: rollout, policies: [solver], ranks: " + std::to_string(rollouts) +
+         "}\n";
 }
 
 Config threeRollouts(const std::string& precision) {
@@ -82,6 +86,65 @@ TEST(MemoryPlan, PackedWeightsAreCountedOnFp32EnginesThatAskForThem) {
     EXPECT_EQ(item(plans[2], "prepacked engine weights"), counted ? packed : 0u) << rollout;
     EXPECT_EQ(item(plans[1], "prepacked engine weights"), 0u) << "the trainer never packs";
   }
+}
+
+// Per rank, the plan is compared with the private resident set (docs/memory.md): the store's
+// windows, the rings, the node's weight copy and library code are shared by the node's ranks,
+// counted in the node's sum but not in the private total of the rank that holds them.
+TEST(MemoryPlan, NodeSharedItemsAreLeftOutOfTheRanksPrivateTotal) {
+  const Config cfg = threeRollouts("bf16");
+  const RoleMap map(cfg, cfg.layoutRanks());
+  const auto plans = planMemory(cfg, map, 1000, std::uint64_t{16} << 30);
+  const auto shared = [](const RankMemoryPlan& p) { return p.total() - p.privateTotal(); };
+  const auto code = [](const RankMemoryPlan& p) { return item(p, "process: library code"); };
+  for (const auto& p : plans) {
+    EXPECT_GT(code(p), 0u) << p.label;
+    EXPECT_GT(item(p, "process: heap"), 0u) << p.label;
+  }
+  // The dataflow rank: the store and the rings are shared.
+  EXPECT_EQ(shared(plans[0]), code(plans[0]) + item(plans[0], "weight store") + item(plans[0], "rings"));
+  EXPECT_GT(item(plans[0], "weight store"), 0u);
+  // The trainer holds nothing else shared; the node copy is shared on the rank that counts it.
+  EXPECT_EQ(shared(plans[1]), code(plans[1]));
+  EXPECT_EQ(shared(plans[2]), code(plans[2]) + item(plans[2], "node-shared version"));
+  EXPECT_GT(item(plans[2], "node-shared version"), 0u);
+  EXPECT_EQ(shared(plans[3]), code(plans[3]));
+}
+
+// Only a group's first rank stages the packed version it publishes; the others send their shards.
+TEST(MemoryPlan, OnlyTheGroupsFirstRankStagesTheVersion) {
+  const std::string yaml =
+      planYaml("{d_model: 64, layers: 2, heads: 2, kv_heads: 1, ffn_hidden: 128, max_seq_len: 64}", 1, 2);
+  const Config cfg = parseConfig(yaml + "trainer: {sharding: parameters}\n", "test_memory_plan");
+  const RoleMap map(cfg, cfg.layoutRanks());
+  const auto P = static_cast<std::uint64_t>(parameterCount(cfg.policies.front().model, 1000));
+  const auto plans = planMemory(cfg, map, 1000, std::uint64_t{16} << 30);
+  ASSERT_EQ(plans[1].label, "trainer:solver");
+  ASSERT_EQ(plans[2].label, "trainer:solver");
+  EXPECT_EQ(item(plans[1], "weight publishing"), 2 * P);
+  EXPECT_EQ(item(plans[2], "weight publishing"), 0u);
+  EXPECT_EQ(item(plans[2], "AdamW state"), 8 * P / 2);  // sharded over the two
+  // The blocks are split; the embedding (tied head) and final norm stay whole on each rank.
+  const std::uint64_t outside = 1000 * 64 + 64;
+  EXPECT_EQ(item(plans[2], "weights (fp32"), 4 * ((P - outside) / 2 + outside));
+  EXPECT_EQ(item(plans[2], "gradients (fp32"), 4 * ((P - outside) / 2 + outside));
+}
+
+// The sampled peak sees a transient that is gone by the time it is read, and the current private
+// size falls back after it: VmHWM would see it too, but counts shared pages as well.
+TEST(PrivateMemoryPeak, KeepsATransientThatIsFreedBeforeItIsRead) {
+  const PrivateMemoryPeak peak(std::chrono::milliseconds(10));
+  const std::uint64_t before = currentPrivateBytes();
+  ASSERT_GT(before, 0u);
+  constexpr std::size_t kBytes = std::size_t{256} << 20;
+  {
+    std::vector<char> transient(kBytes);
+    for (std::size_t i = 0; i < kBytes; i += 4096) transient[i] = static_cast<char>(i);  // every page touched
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));                         // several samples
+    EXPECT_GE(currentPrivateBytes(), before + kBytes * 9 / 10);
+  }
+  EXPECT_LT(currentPrivateBytes(), before + kBytes / 2);  // freed: a mapping this size goes back to the system
+  EXPECT_GE(peak.peakBytes(), before + kBytes * 9 / 10);
 }
 
 }  // namespace

@@ -366,8 +366,11 @@ struct RankReport {
   std::int32_t rank = 0;  // the rank in traces and trajectories (a spawned pool's: 10000·(k+1)+r)
   std::string label;      // "trainer:solver", "rollout:spawn0", …
   RoleReport figures;
-  // The memory plan's total for this rank (0: not checked) and its measured peak resident set.
+  // The memory plan's total for this rank (0: not checked) and its measured peak resident set
+  // (VmHWM, shared pages it touched included); the plan less its node-shared items and the
+  // sampled peak of private memory (RssAnon: run/private_memory_peak.hpp), which compare per rank.
   std::uint64_t memory_plan_bytes = 0, peak_rss_bytes = 0;
+  std::uint64_t memory_plan_private_bytes = 0, peak_private_bytes = 0;
   // User + system CPU seconds of the process so far (this segment), and of its start-up (MPI, the
   // model and windows, up to its role's loop): against the wall time, how much of a core the
   // rank used (docs/simulation.md: many simulated ranks on few cores).

@@ -19,6 +19,10 @@ struct MemoryItem {
   std::string what;  // "AdamW state (fp32 m and v)"
   std::uint64_t bytes = 0;
   std::string shrink;  // the keys that make it smaller; empty when none does
+  // Shared by the node's ranks (MPI shared windows: the store, the rings, the node's weight copy;
+  // library code in the page cache): outside the rank's private resident set, which
+  // docs/memory.md compares with the rest.
+  bool shared = false;
 };
 
 struct RankMemoryPlan {
@@ -26,6 +30,7 @@ struct RankMemoryPlan {
   std::string label;  // "trainer:solver"
   std::vector<MemoryItem> items;
   std::uint64_t total() const;
+  std::uint64_t privateTotal() const;  // less the shared items
 };
 
 // Every world rank of `map`'s plan. `vocab`: the tokenizer's vocabulary for policies whose

@@ -16,14 +16,18 @@ namespace astraflow {
 
 std::filesystem::path rankReportPath(const std::filesystem::path& run_dir, int rank);
 
-// Fills the process's measured figures into `report`: its peak resident set and its CPU seconds.
-void measureProcess(RankReport& report);
+class PrivateMemoryPeak;
+
+// Fills the process's measured figures into `report`: its peak resident set, its private peak
+// (from `private_peak` when given) and its CPU seconds.
+void measureProcess(RankReport& report, const PrivateMemoryPeak* private_peak = nullptr);
 
 class RankReportFile final : public ReportSink {
  public:
   // `base`: the rank, its label and its memory plan; each write adds the figures and the
   // process's figures so far (measureProcess). seconds <= 0: written only at the end.
-  RankReportFile(std::filesystem::path path, RankReport base, double seconds);
+  RankReportFile(std::filesystem::path path, RankReport base, double seconds,
+                 const PrivateMemoryPeak* private_peak = nullptr);
   bool due() const override { return clock_.due(); }
   void write(const RoleReport& figures) override;
   // The rank's final report, due or not.
@@ -35,6 +39,7 @@ class RankReportFile final : public ReportSink {
   std::filesystem::path path_;
   RankReport base_;
   io::FlushClock clock_;
+  const PrivateMemoryPeak* private_peak_ = nullptr;
   bool warned_ = false;  // a failed write is logged once, never thrown: the run goes on
 };
 
