@@ -14,11 +14,9 @@ config=configs/quickstart.yaml
 out=runs/data_algorithms
 mkdir -p "$out"
 
-# Python with Debian's matplotlib for the plot (installed here: only this script needs it).
-if ! /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
-  sudo_=""; [ "$(id -u)" -eq 0 ] || sudo_=sudo
-  $sudo_ apt-get install -y -q python3-matplotlib >/dev/null
-fi
+# The project's .venv python, with matplotlib for the plot (requirements/profiling.txt).
+source profiling/sim_lib.sh
+sim_need_python
 
 warm=$(build/bin/astraflow warm-start-path "$config")
 [ -f "$warm" ] || build/bin/astraflow sft "$config" >/dev/null
@@ -44,7 +42,7 @@ for name in "${order[@]}"; do
   rm -rf "${out:?}/$name"
   echo "data_algorithms: $name" >&2
   mpirun -np 4 build/bin/astraflow run "$config" "${sets[@]}" >"$out/$name.out" 2>"$out/$name.err"
-  /usr/bin/python3 - "$out/$name/summary.json" "$name" >>"$out/results.csv" <<'PY'
+  "$py" - "$out/$name/summary.json" "$name" >>"$out/results.csv" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 print(",".join(str(x) for x in [sys.argv[2], s["versions"], s["eval_accuracy_start"], s["eval_accuracy_end"],
@@ -54,7 +52,7 @@ PY
 done
 column -s, -t <"$out/results.csv"
 
-/usr/bin/python3 - "$out/results.csv" docs/data_algorithms.png <<'PY'
+"$py" - "$out/results.csv" docs/data_algorithms.png <<'PY'
 import csv, sys
 import matplotlib
 matplotlib.use("Agg")

@@ -8,7 +8,8 @@
 # Writes runs/multi_policy/results.csv; docs/multi-policy.md shows a run of it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/env.sh
+source profiling/sim_lib.sh  # env.sh, and $py: the project's .venv python
+sim_need_python
 versions=${1:-60}
 shift || true
 seeds=("$@")
@@ -31,7 +32,7 @@ for seed in "${seeds[@]}"; do
       --set "run.output_dir=$dir" --set "run.seed=$seed" --set "run.versions=$versions" \
       --set run.max_wall_seconds=0 --set "eval.every=$versions" --set "run.init_checkpoint=$warm" \
       --set run.progress_every=20 >"$dir.out" 2>"$dir.err"
-    /usr/bin/python3 - "$dir/summary.json" "$variant" "$seed" >>"$out/results.csv" <<'PY'
+    "$py" - "$dir/summary.json" "$variant" "$seed" >>"$out/results.csv" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 tokens = sum(r.get("generated_tokens", 0) for r in s["ranks"] if r["role"] == "rollout")
@@ -42,7 +43,7 @@ print(",".join(str(x) for x in [sys.argv[2], sys.argv[3], s["versions"], s["eval
 PY
   done
 done
-/usr/bin/python3 - "$out/results.csv" <<'PY'
+"$py" - "$out/results.csv" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
 print(f"{'variant':8} {'seeds':>5} {'acc start':>10} {'acc end (mean ± sd)':>22} {'gain':>7} {'episodes':>9} {'tokens':>9} {'wall s':>7}")

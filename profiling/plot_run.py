@@ -6,7 +6,7 @@
                                     START..END seconds, default the 10 s around mid-run)
 
 Reads RUN_DIR/trace.h5 and RUN_DIR/trajectories.h5 (and summary.json when present) with
-Debian's python3-h5py and python3-matplotlib (profiling/plot_run.sh installs them) and writes:
+h5py and matplotlib from the project's .venv (profiling/plot_run.sh runs it) and writes:
 
   timeline.png     per-rank Gantt of generate / wait / train / weight-pull / publish events
   accuracy.png     mean training reward per version (trajectories.h5) and held-out eval

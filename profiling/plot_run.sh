@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs profiling/plot_run.py with the project's .venv (h5py and matplotlib, pinned in
-# requirements.txt; scripts/setup.sh installs them):
+# requirements/test.txt and profiling.txt; scripts/setup.sh installs them):
 #   profiling/plot_run.sh RUN_DIR [OUT_DIR] [--window START:END]
 set -euo pipefail
 cd "$(dirname "$0")/.."

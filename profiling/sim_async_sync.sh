@@ -11,8 +11,8 @@
 # version is steady from the second one. Prints steady-state seconds per version (second to
 # next-to-last publish), the trainer's wait, trajectories/s, stale drops, the share of this
 # machine's cores the ranks used (all, and the rollout ranks; near 1: CPU-bound, the run measures
-# this machine rather than the modelled accelerators) and the sync / async ratio; --plot writes the figure. Installs Debian's python3-h5py and
-# python3-matplotlib when missing.
+# this machine rather than the modelled accelerators) and the sync / async ratio; --plot writes the figure. Its tables
+# and figure are made with the project's .venv python (h5py, matplotlib: requirements/profiling.txt).
 set -uo pipefail
 source "$(dirname "$0")/sim_lib.sh"
 sim_parse "$@"
@@ -46,4 +46,4 @@ for n in "${pools[@]}"; do
       --set run.output_dir="$out/sync_$n" >"$out/sync_$n.log" 2>&1 || { echo "sync at $n failed:"; tail -5 "$out/sync_$n.log"; }
   fi
 done
-/usr/bin/python3 "$here/profiling/sim_async_sync.py" "$out" "$plot" "${pools[@]}"
+"$py" "$here/profiling/sim_async_sync.py" "$out" "$plot" "${pools[@]}"

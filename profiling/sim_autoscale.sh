@@ -8,8 +8,8 @@
 #   profiling/sim_autoscale.sh [versions=40] [small=8] [large=20] [--plot PNG]
 # Prints wall seconds, rollout rank-seconds (each rollout rank's first to last event, spawned
 # ones included), the trainer's wait and the ratios to `large`; --plot draws each run's pool size
-# and seconds per version against the version. Installs Debian's python3-h5py and
-# python3-matplotlib when missing.
+# and seconds per version against the version. Runs with the project's .venv python
+# (h5py, matplotlib: requirements/profiling.txt).
 set -uo pipefail
 source "$(dirname "$0")/sim_lib.sh"
 sim_parse "$@"
@@ -34,4 +34,4 @@ run small "$small"
 run large "$large"
 run auto "$small" --set elastic.mode=auto --set elastic.g_min="$small" --set elastic.g_max="$large" \
   --set elastic.spawn_max=$((large - small))
-/usr/bin/python3 "$here/profiling/sim_autoscale.py" "$out" "$plot"
+"$py" "$here/profiling/sim_autoscale.py" "$out" "$plot"

@@ -6,7 +6,7 @@ run with a real one (docs/simulation.md, profiling/sim_calibrate.sh).
                                            simulated run with a cost-free accelerator)
     sim_calibrate.py compare REAL SIM      prints time per version of both and their ratio
 
-Reads each run's trajectories.h5 and trace.h5 with Debian's python3-h5py.
+Reads each run's trajectories.h5 and trace.h5 with h5py (the project's .venv).
 
 The engine batches continuously: every step decodes each running sequence by a token and admits
 waiting ones. From each run's summary (its rollout rank's generate seconds, less the episode work

@@ -11,8 +11,8 @@
 #    trajectories.h5) and the trainer to trainer.simulate.
 # The simulated rank's own episode work (a run whose modelled accelerator costs nothing) is taken
 # out of the real runs' generate time before the fit. Prints the fit and both runs' seconds per version and
-# their ratio; docs/simulation.md states the tolerance. Installs Debian's python3-h5py and
-# python3-matplotlib when missing.
+# their ratio; docs/simulation.md states the tolerance. Runs with the project's .venv
+# python (h5py, matplotlib: requirements/profiling.txt).
 set -uo pipefail
 source "$(dirname "$0")/sim_lib.sh"
 cd "$here"
@@ -41,7 +41,7 @@ run real16 --set rollout.max_new_tokens=16
 run free --set rollout.max_new_tokens=16 \
   --set "layout.2.backend={kind: simulated, prefill_tokens_per_second: 1e9, decode_tokens_per_second: 1e9}" \
   --set "trainer.simulate={fixed_seconds: 0}"
-fitted=$(/usr/bin/python3 profiling/sim_calibrate.py fit "$work/free" "$work/fit8" "$work/fit32" "$work/fit8b2" "$work/fit32b2")
+fitted=$("$py" profiling/sim_calibrate.py fit "$work/free" "$work/fit8" "$work/fit32" "$work/fit8b2" "$work/fit32b2")
 backend=$(sed -n 1p <<<"$fitted")
 trainer=$(sed -n 2p <<<"$fitted")
 echo "backend: {$backend}"
@@ -49,4 +49,4 @@ echo "trainer.simulate: {$trainer}"
 run sim16 --set rollout.max_new_tokens=16 \
   --set "layout.2.backend={kind: simulated, $backend, lengths: {kind: empirical, trajectories: $work/real16/trajectories.h5}}" \
   --set "trainer.simulate={$trainer}"
-/usr/bin/python3 profiling/sim_calibrate.py compare "$work/real16" "$work/sim16"
+"$py" profiling/sim_calibrate.py compare "$work/real16" "$work/sim16"

@@ -8,8 +8,8 @@
 # Every run: configs/simulated_longtail.yaml, max_staleness 64 (so the staleness bound does not
 # gate admission), 1 MB versions as deltas, `seconds` of serving. Prints per pool: offered and
 # trained trajectories/s, batches/s, the dataflow rank's CPU share, the rollout ranks' task-wait
-# share, and the ratio trained / offered. Installs Debian's python3-h5py and python3-matplotlib
-# when missing.
+# share, and the ratio trained / offered. Runs with the project's .venv python (h5py,
+# matplotlib: requirements/profiling.txt).
 set -uo pipefail
 source "$(dirname "$0")/sim_lib.sh"
 sim_parse "$@"
@@ -28,4 +28,4 @@ for n in "${pools[@]}"; do
     --set "trainer.simulate={fixed_seconds: 0, seconds_per_token: 0, weight_bytes: 1000000, changed_fraction: 0.05}" \
     --set run.output_dir="$out/pool_$n" >"$out/pool_$n.log" 2>&1 || { echo "$n ranks failed:"; tail -5 "$out/pool_$n.log"; }
 done
-/usr/bin/python3 "$here/profiling/sim_ceiling.py" "$out" "$plot" "${pools[@]}"
+"$py" "$here/profiling/sim_ceiling.py" "$out" "$plot" "${pools[@]}"

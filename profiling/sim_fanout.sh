@@ -7,14 +7,14 @@
 # bytes all readers moved per second. With --node-ranks K each N runs twice, side by side: every
 # reader pulling for itself, then readers sharing a copy per pretend node of K
 # (ASTRAFLOW_NODE_RANKS=K, one pull per node, docs/weights.md), with the ratio of the full
-# version's times. Installs Debian's python3-matplotlib for --plot.
+# version's times. Uses the project's .venv python (requirements/profiling.txt).
 set -uo pipefail
 source "$(dirname "$0")/sim_lib.sh"
 sim_parse "$@"
 mb=${args[0]:-16}
 counts=("${args[@]:1}")
 [ ${#counts[@]} -eq 0 ] && counts=(8 32 128 256)
-[ -n "$plot" ] && sim_need_python
+sim_need_python
 sim_workdir sim_fanout
 k=${opt[node-ranks]:-}
 for n in "${counts[@]}"; do
@@ -30,7 +30,7 @@ for n in "${counts[@]}"; do
   fi
 done
 if [ -n "$k" ]; then
-  /usr/bin/python3 - "$out" "$k" "${counts[@]}" <<'PY'
+  "$py" - "$out" "$k" "${counts[@]}" <<'PY'
 import sys
 out, k, counts = sys.argv[1], sys.argv[2], [int(n) for n in sys.argv[3:]]
 def full(path):
@@ -47,7 +47,7 @@ for n in counts:
         print(f"{n:>8} {a:>13.3f} {b:>11.3f} {a / b:>7.1f}")
 PY
 fi
-/usr/bin/python3 - "$out" "$plot" "$mb" "${counts[@]}" <<'PY'
+"$py" - "$out" "$plot" "$mb" "${counts[@]}" <<'PY'
 import sys
 out, png, mb, counts = sys.argv[1], sys.argv[2], sys.argv[3], [int(n) for n in sys.argv[4:]]
 rows = {}

@@ -2,7 +2,8 @@
 # shares, the Python packages its tables and figures need, and its work folder.
 #   sim_parse "$@"   sets $plot (--plot PNG), $args (the positional arguments) and opt[NAME]
 #                    for every other --NAME VALUE
-#   sim_need_python  installs Debian's python3-h5py and python3-matplotlib when missing
+#   sim_need_python  sets $py to the project's .venv python, refusing when it lacks h5py or
+#                    matplotlib (requirements/profiling.txt: scripts/setup.sh installs them)
 #   sim_workdir NAME sets $out to a new folder, removed on exit unless KEEP is set
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$here/scripts/env.sh"
@@ -19,10 +20,10 @@ sim_parse() {
   done
 }
 sim_need_python() {
-  /usr/bin/python3 -c "import h5py, matplotlib" 2>/dev/null && return
-  local sudo_=""
-  [ "$(id -u)" -eq 0 ] || sudo_=sudo
-  DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -q --no-install-recommends python3-h5py python3-matplotlib >/dev/null
+  py="$here/.venv/bin/python"
+  "$py" -c "import h5py, matplotlib" 2>/dev/null && return
+  echo "profiling: .venv lacks h5py or matplotlib; run scripts/setup.sh (it installs requirements/profiling.txt)" >&2
+  exit 1
 }
 sim_workdir() {
   out=$(mktemp -d)

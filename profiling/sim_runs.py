@@ -1,5 +1,5 @@
 """What the simulation experiments read from a run folder (docs/simulation.md): its trace.h5
-(Debian's python3-h5py) and summary.json. Imported by profiling/sim_*.py."""
+(h5py, from the project's .venv) and summary.json. Imported by profiling/sim_*.py."""
 import json
 import os
 

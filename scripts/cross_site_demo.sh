@@ -12,7 +12,7 @@
 # and their logs next to them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+ASTRAFLOW_REQUIREMENTS=build bash scripts/setup.sh
 source scripts/env.sh
 
 shaped=0 shape_args=() home_args=()

@@ -7,7 +7,7 @@
 # in ASTRAFLOW_MPIRUN_FLAGS (e.g. --enable-recovery for configs/elastic.yaml).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+ASTRAFLOW_REQUIREMENTS=build bash scripts/setup.sh
 source scripts/env.sh
 config=configs/quickstart.yaml
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then config=$1; shift; fi

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Set-up for a fresh Debian 12 machine: installs the Debian packages astraflow builds with
 # (only the missing ones; `apt-get update` once, only when something is missing), the project's
-# Python virtual environment .venv with the pinned wheels of requirements.txt (LibTorch comes
-# from the torch wheel), then configures and builds Release into build/ with -j2.
+# Python virtual environment .venv with the pinned wheels of requirements/<set>.txt (LibTorch
+# comes from the torch wheel), then configures and builds Release into build/ with -j2.
 #
-#   scripts/setup.sh            install + configure + build
-#   ASTRAFLOW_SKIP_BUILD=1 ...  install only
+#   scripts/setup.sh                       install + configure + build
+#   ASTRAFLOW_SKIP_BUILD=1 ...             install only
+#   ASTRAFLOW_REQUIREMENTS=build|test|profiling ...
+#       which wheels: the build's (torch: the quickstart and the demos), the tests' references and
+#       servers with them (scripts/test.sh), or profiling/'s engines and plots too (the default)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
@@ -43,13 +46,19 @@ else
   echo "setup: all ${#packages[@]} Debian packages present"
 fi
 
-# The virtual environment: made once, then brought to requirements.txt (pip does nothing when the
-# pinned versions are there already). ASTRAFLOW_TORCH_DIR (a LibTorch or torch-package folder,
-# holding share/cmake/Torch) builds with a site's own PyTorch instead, and skips the wheel.
+# The virtual environment: made once, then brought to the requirement set (pip does nothing when
+# the pinned versions are there already; a smaller set never removes what a larger one added).
+# ASTRAFLOW_TORCH_DIR (a LibTorch or torch-package folder, holding share/cmake/Torch) builds with a
+# site's own PyTorch instead, and skips the wheels.
+set_name=${ASTRAFLOW_REQUIREMENTS:-profiling}
+case $set_name in
+  build | test | profiling) ;;
+  *) echo "setup: ASTRAFLOW_REQUIREMENTS is '$set_name'; allowed: build, test, profiling" >&2; exit 2 ;;
+esac
 if [ -z "${ASTRAFLOW_TORCH_DIR:-}" ]; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
-  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt; then
-    echo "setup: pip could not install requirements.txt into .venv" >&2
+  if ! .venv/bin/python -m pip install -q --disable-pip-version-check -r "requirements/$set_name.txt"; then
+    echo "setup: pip could not install requirements/$set_name.txt into .venv" >&2
     exit 1
   fi
 fi

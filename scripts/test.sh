@@ -3,7 +3,7 @@
 #   scripts/test.sh [extra ctest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+ASTRAFLOW_REQUIREMENTS=test bash scripts/setup.sh
 source scripts/env.sh
 cd build
 ctest --output-on-failure --timeout 600 "$@"

@@ -22,7 +22,7 @@ if ((${#need[@]})); then
   echo "test_slurm: installing ${need[*]}"
   DEBIAN_FRONTEND=noninteractive "${sudo_[@]}" apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null
 fi
-[ -x build/bin/astraflow ] || bash scripts/setup.sh
+[ -x build/bin/astraflow ] || ASTRAFLOW_REQUIREMENTS=test bash scripts/setup.sh
 
 tmp=$(mktemp -d /tmp/astraflow_slurm.XXXXXX)
 mkdir -p "$tmp/state" "$tmp/spool" "$tmp/munge"

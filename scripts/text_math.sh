@@ -8,7 +8,7 @@
 # Extra arguments go to `astraflow run` (e.g. --set run.max_wall_seconds=60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+ASTRAFLOW_REQUIREMENTS=build bash scripts/setup.sh
 source scripts/env.sh
 out=runs/text_math
 if [ ! -f "$out/model/config.json" ]; then

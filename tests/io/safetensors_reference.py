@@ -1,5 +1,5 @@
 """The reference side of tests/io/test_safetensors.cpp: Hugging Face's `safetensors` package
-(pinned in requirements.txt) writes the files astraflow must read, and reads back the files
+(pinned in requirements/test.txt) writes the files astraflow must read, and reads back the files
 astraflow writes.
 
   safetensors_reference.py write FILE          random tensors of every dtype, with metadata

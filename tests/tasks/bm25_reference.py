@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""BM25 scores from the bm25s library (requirements.txt), the reference tests/tasks/test_bm25.cpp
+"""BM25 scores from the bm25s library (requirements/test.txt), the reference tests/tasks/test_bm25.cpp
 compares astraflow's index with:
 
     bm25_reference.py IN.json OUT.json K1 B
