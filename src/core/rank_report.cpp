@@ -13,7 +13,7 @@ namespace astraflow {
 
 namespace {
 
-constexpr std::uint16_t kRankReportFormat = 6;
+constexpr std::uint16_t kRankReportFormat = 7;
 
 // Writes a struct's fields in their listed order.
 struct Put {

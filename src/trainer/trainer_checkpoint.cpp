@@ -101,6 +101,17 @@ std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& 
   return ec ? 0 : bytes;
 }
 
+std::uint64_t trainerCheckpointBytes(PolicyTrainer& trainer) {
+  const auto& model = *trainer.model();
+  const auto tensors = model.orderedParameters().size();
+  std::uint64_t values = 0;  // the whole parameters' (parameterShape: the full one, sharded or not)
+  for (std::size_t i = 0; i < tensors; ++i)
+    values += static_cast<std::uint64_t>(c10::multiply_integers(model.parameterShape(i)));
+  const std::uint64_t per_value = trainer.optimizerSteps() > 0 ? 12 : 4;  // weights, then m and v
+  // HDF5: a few KiB per dataset and group (object headers, the shape attribute), and the file's own.
+  return values * per_value + tensors * 3 * 8192 + (std::uint64_t{1} << 20);
+}
+
 std::int64_t loadTrainerCheckpoint(const std::string& path, const std::string& policy, PolicyTrainer& trainer) {
   try {
     auto file = io::H5File::openReadOnly(path);

@@ -73,6 +73,7 @@ class TrainerRank {
   PolicyTrainer trainer_;
   std::int64_t version_ = 0;
   std::int64_t last_checkpoint_ = -1;
+  std::uint64_t checkpoints_skipped_ = 0;  // for want of disk space
   std::vector<std::byte> record_, blob_;
   // Report.
   std::uint64_t foreign_ = 0, remote_ = 0;  // trained: other policies' / remote sites' trajectories
@@ -222,6 +223,28 @@ void TrainerRank::stage() {
 }
 
 void TrainerRank::checkpoint(bool final) {
+  // A checkpoint its filesystem cannot hold is skipped (the group decides together: a sharded
+  // write is collective): an HDF5 write that fails part-way aborts the rank, and the run with it.
+  int fits = 1;
+  if (comm_.rank() == 0) {
+    std::error_code ec;
+    const auto dir = trainerCheckpointPath(ctx_.run_dir, version_, policy_).parent_path();
+    std::filesystem::create_directories(dir, ec);
+    const auto space = std::filesystem::space(dir, ec);
+    const auto need = trainerCheckpointBytes(trainer_);
+    if (!ec && space.available < need) {
+      fits = 0;
+      ++checkpoints_skipped_;
+      spdlog::warn("checkpoint v{} of {} skipped: it needs up to {:.2f} GiB, {} has {:.2f} GiB free; the run goes on",
+                   version_, policy_, static_cast<double>(need) / (1 << 30), dir.string(),
+                   static_cast<double>(space.available) / (1 << 30));
+    }
+  }
+  if (comm_.size() > 1) fits = comm_.broadcastValue(0, fits);
+  if (fits == 0) {
+    last_checkpoint_ = version_;
+    return;
+  }
   if (trainer_.zero() && comm_.rank() != 0) {  // sharded: rank 0 gathers from every shard
     saveTrainerCheckpoint(trainerCheckpointPath(ctx_.run_dir, version_, policy_).string(), policy_, trainer_, version_);
   } else if (comm_.rank() == 0) {
@@ -324,6 +347,7 @@ TrainerReport TrainerRank::report() {
   r.max_staleness = max_staleness_;
   r.staleness_violations = stale_violations_;
   r.version_mismatches = version_mismatches_;
+  r.checkpoints_skipped = checkpoints_skipped_;
   r.skipped_steps = trainer_.skippedSteps();
   r.mean_reward = trajectories_ ? reward_sum_ / static_cast<double>(trajectories_) : 0.0;
   r.max_abs_behav_diff = max_abs_behav_diff_;

@@ -9,6 +9,7 @@
 #include "test_model_config.hpp"
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,9 @@ TEST_P(ParameterSharding, MatchesUnshardedHoldsAShardAndResumes) {
                            std::to_string(static_cast<int>(GetParam())) + ".h5";
   saveTrainerCheckpoint(path, "solver", fsdp_trainer, 3);
   comm.barrier();
+  // The size the trainer checks its filesystem for (every rank computes it; rank 0 acts on it)
+  // bounds the file gathered from the shards.
+  EXPECT_GE(trainerCheckpointBytes(fsdp_trainer), std::filesystem::file_size(path)) << "rank " << rank;
   PolicyModel c(twoBlocks()), d(twoBlocks());
   PolicyTrainer resumed_fsdp(c, sharded, 1.0), resumed_plain(d, plain, 1.0);
   resumed_fsdp.setDataParallel(&comm);

@@ -171,6 +171,7 @@ struct TrainerReport {
   // caching allocator's peak of allocated bytes (0 on the CPU).
   std::uint64_t peak_rss_bytes = 0, device_peak_bytes = 0;
   std::uint64_t optimizer_state_bytes = 0;  // this rank's AdamW state (a shard of it with ZeRO-1)
+  std::uint64_t checkpoints_skipped = 0;    // not written: their filesystem could not hold them
 
   double waitFraction() const {
     return batch_wait_seconds + step_seconds > 0 ? batch_wait_seconds / (batch_wait_seconds + step_seconds) : 0.0;
@@ -187,7 +188,7 @@ struct TrainerReport {
     v("max_abs_behav_diff", s.max_abs_behav_diff), v("micro_batches", s.micro_batches);
     v("forward_tokens", s.forward_tokens), v("sequence_tokens", s.sequence_tokens);
     v("peak_rss_bytes", s.peak_rss_bytes), v("device_peak_bytes", s.device_peak_bytes);
-    v("optimizer_state_bytes", s.optimizer_state_bytes);
+    v("optimizer_state_bytes", s.optimizer_state_bytes), v("checkpoints_skipped", s.checkpoints_skipped);
   }
 };
 

@@ -20,6 +20,11 @@ class PolicyTrainer;
 std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& policy, PolicyTrainer& trainer,
                                     std::int64_t version, const std::string& run_id = {});
 
+// An upper bound of the file saveTrainerCheckpoint would write now: fp32 weights, the AdamW state
+// once a step is taken, and HDF5's per-dataset overhead. The trainer skips a checkpoint its
+// filesystem cannot hold (a write that fails part-way would abort the rank; docs/training.md).
+std::uint64_t trainerCheckpointBytes(PolicyTrainer& trainer);
+
 // Loads weights and optimiser state; returns the version. A missing, truncated or foreign file,
 // or a tensor that does not match the config's model, is refused with an Error naming the file
 // and the dataset.
