@@ -13,7 +13,7 @@ namespace astraflow {
 
 namespace {
 
-constexpr std::uint16_t kRankReportFormat = 7;
+constexpr std::uint16_t kRankReportFormat = 8;
 
 // Writes a struct's fields in their listed order.
 struct Put {

@@ -87,6 +87,7 @@ class DataflowRank {
   std::uint64_t malformed_ = 0, unroutable_ = 0, rollout_ended_ = 0;
   bool no_rollout_ = false;  // every pool of some policy is lost: the run ends as at its wall limit
   std::int64_t last_checkpoint_ = -1;
+  std::uint64_t checkpoints_skipped_ = 0;  // for want of disk space (DataflowReport)
   // The next checkpoint version (a multiple of run.checkpoint_every; -1: none). It is taken when
   // the slowest policy publishes it: each trainer checkpoints at its own pace, and a checkpoint
   // must hold every policy at the same version for a team's books to balance on resume.

@@ -3,11 +3,15 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+
+#include "astraflow/core/run_files.hpp"
 #include "dataflow/dataflow_rank.hpp"
 
 namespace astraflow::dataflow_detail {
 
 using namespace std::chrono_literals;
+namespace fs = std::filesystem;
 
 void DataflowRank::restore() {
   const auto snap = readDataflowCheckpoint(w_.run_dir, w_.resume_version);
@@ -127,6 +131,23 @@ void DataflowRank::checkpoint(std::int64_t version) {
     snap.plugins.push_back({key, plugin->saveState(), plugin->counters()});
   }
   snap.run_id = w_.run_id;
+  // A checkpoint its filesystem cannot hold is skipped, not attempted: an HDF5 write that fails
+  // part-way aborts the rank (docs/runtime-notes.md). The bound: the held trajectories (token,
+  // log-prob and mask per token, their records) and the main file's attributes and counters.
+  std::uint64_t need = std::uint64_t{4} << 20;
+  for (const auto& t : snap.held) need += t.tokens.size() * 16 + 8192;
+  std::error_code ec;
+  fs::create_directories(checkpointPath(w_.run_dir, version).parent_path(), ec);
+  const auto space = fs::space(checkpointPath(w_.run_dir, version).parent_path(), ec);
+  if (!ec && space.available < need) {
+    ++checkpoints_skipped_;
+    spdlog::warn(
+        "checkpoint v{} skipped: it needs up to {:.1f} MiB, the run folder's filesystem has {:.1f} MiB free; "
+        "the run goes on",
+        version, static_cast<double>(need) / (1 << 20), static_cast<double>(space.available) / (1 << 20));
+    last_checkpoint_ = version;
+    return;
+  }
   const auto bytes = writeDataflowCheckpoint(w_.run_dir, snap, names);
   w_.event(TraceKind::Checkpoint, t, version, bytes, snap.held.size());
   spdlog::info("checkpoint v{}: {} ({} trajectories buffered)", version, checkpointPath(w_.run_dir, version).string(),
