@@ -22,7 +22,7 @@ std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& 
 
 // An upper bound of the file saveTrainerCheckpoint would write now: fp32 weights, the AdamW state
 // once a step is taken, and HDF5's per-dataset overhead. The trainer skips a checkpoint its
-// filesystem cannot hold (a write that fails part-way would abort the rank; docs/training.md).
+// filesystem cannot hold (a write that fails part-way would abort the rank; docs/runtime-notes.md).
 std::uint64_t trainerCheckpointBytes(PolicyTrainer& trainer);
 
 // Loads weights and optimiser state; returns the version. A missing, truncated or foreign file,
