@@ -45,6 +45,14 @@ std::vector<std::int64_t> completeCheckpoints(const fs::path& run_dir, const std
   return versions;
 }
 
+std::int64_t checkpointSpace(const fs::path& run_dir) {
+  std::error_code ec;
+  const fs::path dir = checkpointPath(run_dir, 0).parent_path();
+  fs::create_directories(dir, ec);
+  const auto space = fs::space(dir, ec);
+  return ec ? -1 : static_cast<std::int64_t>(space.available);
+}
+
 std::int64_t newestCheckpoint(const fs::path& run_dir, const std::vector<std::string>& policies) {
   const auto versions = completeCheckpoints(run_dir, policies);
   return versions.empty() ? -1 : versions.front();

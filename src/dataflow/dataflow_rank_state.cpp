@@ -3,15 +3,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <filesystem>
-
 #include "astraflow/core/run_files.hpp"
 #include "dataflow/dataflow_rank.hpp"
 
 namespace astraflow::dataflow_detail {
 
 using namespace std::chrono_literals;
-namespace fs = std::filesystem;
 
 void DataflowRank::restore() {
   const auto snap = readDataflowCheckpoint(w_.run_dir, w_.resume_version);
@@ -136,15 +133,12 @@ void DataflowRank::checkpoint(std::int64_t version) {
   // log-prob and mask per token, their records) and the main file's attributes and counters.
   std::uint64_t need = std::uint64_t{4} << 20;
   for (const auto& t : snap.held) need += t.tokens.size() * 16 + 8192;
-  std::error_code ec;
-  fs::create_directories(checkpointPath(w_.run_dir, version).parent_path(), ec);
-  const auto space = fs::space(checkpointPath(w_.run_dir, version).parent_path(), ec);
-  if (!ec && space.available < need) {
+  if (const auto free = checkpointSpace(w_.run_dir); free >= 0 && static_cast<std::uint64_t>(free) < need) {
     ++checkpoints_skipped_;
     spdlog::warn(
         "checkpoint v{} skipped: it needs up to {:.1f} MiB, the run folder's filesystem has {:.1f} MiB free; "
         "the run goes on",
-        version, static_cast<double>(need) / (1 << 20), static_cast<double>(space.available) / (1 << 20));
+        version, static_cast<double>(need) / (1 << 20), static_cast<double>(free) / (1 << 20));
     last_checkpoint_ = version;
     return;
   }

@@ -139,6 +139,32 @@ RankReport runRankRole(RunWiring& w, const RankMemoryPlan* plan, const PrivateMe
   return mine;
 }
 
+// The dataflow rank's last step: every rank's trace file (and a resumed run's earlier trace.h5,
+// and the spawned pools' files that can be read) merged into <run>/trace.h5.
+void mergeRunTraces(const fs::path& run_dir, const std::string& run_id, int world_size, bool resume,
+                    std::int64_t resume_version) {
+  std::vector<std::string> inputs;
+  const fs::path merged = run_dir / "trace.h5";
+  if (resume && fs::exists(merged)) {
+    const fs::path before = run_dir / "trace" / fmt::format("before_resume_v{}.h5", resume_version);
+    fs::rename(merged, before);
+    inputs.push_back(before.string());
+  }
+  for (int r = 0; r < world_size; ++r) inputs.push_back((run_dir / "trace" / fmt::format("rank_{}.h5", r)).string());
+  // Spawned pools' ranks wrote their own files; one killed mid-run may have left an unreadable one.
+  for (const auto& entry : fs::directory_iterator(run_dir / "trace")) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("spawn", 0) != 0) continue;
+    try {
+      io::readTraceEvents(entry.path().string());
+      inputs.push_back(entry.path().string());
+    } catch (const std::exception& e) {
+      spdlog::warn("trace: {} left out of trace.h5: {}", entry.path().string(), e.what());
+    }
+  }
+  io::mergeTraceFiles(inputs, merged.string(), run_id);
+}
+
 }  // namespace
 
 RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& comms, const RuntimeOptions& options) {
@@ -196,29 +222,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
     std::ofstream(run_dir / "summary.json") << summary.dump(2) << "\n";
   }
   world.barrier();  // every per-rank trace file is closed
-  if (is_df) {
-    std::vector<std::string> inputs;
-    const fs::path merged = run_dir / "trace.h5";
-    if (resume && fs::exists(merged)) {
-      const fs::path before = run_dir / "trace" / fmt::format("before_resume_v{}.h5", resume_version);
-      fs::rename(merged, before);
-      inputs.push_back(before.string());
-    }
-    for (int r = 0; r < world.size(); ++r)
-      inputs.push_back((run_dir / "trace" / fmt::format("rank_{}.h5", r)).string());
-    // Spawned pools' ranks wrote their own files; one killed mid-run may have left an unreadable one.
-    for (const auto& entry : fs::directory_iterator(run_dir / "trace")) {
-      const std::string name = entry.path().filename().string();
-      if (name.rfind("spawn", 0) != 0) continue;
-      try {
-        io::readTraceEvents(entry.path().string());
-        inputs.push_back(entry.path().string());
-      } catch (const std::exception& e) {
-        spdlog::warn("trace: {} left out of trace.h5: {}", entry.path().string(), e.what());
-      }
-    }
-    io::mergeTraceFiles(inputs, merged.string(), run_id);
-  }
+  if (is_df) mergeRunTraces(run_dir, run_id, world.size(), resume, resume_version);
   world.barrier();
   return outcome;
 }

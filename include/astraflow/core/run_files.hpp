@@ -21,6 +21,10 @@ std::int64_t newestCheckpoint(const std::filesystem::path& run_dir, const std::v
 // The versions of every complete checkpoint, newest first.
 std::vector<std::int64_t> completeCheckpoints(const std::filesystem::path& run_dir,
                                               const std::vector<std::string>& policies);
+// The bytes free for writing into the run's checkpoints/ folder (made when missing), or -1 when
+// the filesystem cannot say: the trainer and the dataflow rank skip a checkpoint that would not
+// fit rather than have HDF5 fail part-way through it (docs/runtime-notes.md).
+std::int64_t checkpointSpace(const std::filesystem::path& run_dir);
 
 // One run per folder (docs/runtime-notes.md, "One run per folder"). What a run writes into its
 // folder: config.yaml, summary.json, trace.h5, trajectories.h5 and the folders trace/,
