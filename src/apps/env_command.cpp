@@ -1,8 +1,9 @@
-// `astraflow env check` (apps/env_command.hpp). The scripted policy: a call of each MCP tool with
-// sample arguments drawn from its schema (a number 1, a string "test", ...) while turns are left,
-// then the environment's reference answer (a dataset row's solution or its \boxed{answer}), or
-// "I do not know." where it has none — so the tools, their replies and the reward program all
-// answer once per episode, and what comes back is printed as the policy would see it.
+// `astraflow env check` (apps/env_command.hpp). The scripted policy: a call of each MCP tool
+// (environment.tools.mcp's and an MCP-style OpenEnv server's own) with sample arguments drawn
+// from its schema (a number 1, a string "test", ...) while turns are left, then the environment's
+// reference answer (a dataset row's solution or its \boxed{answer}), or "I do not know." where it
+// has none — so the tools, their replies and the reward program all answer once per episode, and
+// what comes back is printed as the policy would see it.
 #include "apps/env_command.hpp"
 
 #include <fmt/format.h>
@@ -90,8 +91,15 @@ int envCheck(const EnvCheckArgs& a) {
     const std::uint64_t id = env->trainingId(static_cast<std::uint64_t>(k));
     std::printf("\n=== episode %d (problem %llu) ===\n--- prompt ---\n%s\n", k + 1, static_cast<unsigned long long>(id),
                 tail(env->reset(id), a.show_chars).c_str());
+    // The environment's own tools (an MCP-style OpenEnv server's) are known after its reset.
+    std::vector<McpTool> episode_tools = tools;
+    for (const auto& t : env->servedTools()) {
+      if (k == 0)
+        std::printf("environment tool %s: %s\n", t.name.c_str(), t.functionSchema()["function"].dump().c_str());
+      episode_tools.push_back(t);
+    }
     StepResult r;
-    for (const auto& turn : scriptedTurns(*env, tools)) {
+    for (const auto& turn : scriptedTurns(*env, episode_tools)) {
       std::printf("--- policy (scripted) ---\n%s\n", tail(turn, a.show_chars).c_str());
       r = env->step(turn);
       if (r.done) break;

@@ -213,8 +213,11 @@ void parseOpenEnv(YamlReader r, EnvironmentOptions& e, const std::string& output
   o.env = environmentVariables(r);
   const std::string log_dir = r.getString("log_dir", (std::filesystem::path(output_dir) / "openenv").string());
   o.log_dir = std::filesystem::absolute(log_dir).lexically_normal().string();
+  o.interface = r.getEnum("interface", o.interface, kOpenEnvInterfaceNames);
   o.action_field = r.getString("action_field", o.action_field);
   if (o.action_field.empty()) r.fail("action_field", "is empty; name the action's text field (default: message)");
+  if (o.interface == OpenEnvInterface::Mcp && r.has("action_field"))
+    r.fail("action_field", "belongs to interface: text; with interface: mcp a turn's tool calls are the actions");
   o.observation_field = r.getString("observation_field", o.observation_field);
   o.observation_role = r.getChoice("observation_role", o.observation_role, {"user", "tool"});
   if (const auto reset = r.raw("reset")) {

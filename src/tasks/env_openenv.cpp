@@ -5,6 +5,10 @@
 // are rendered by the policy's chat template as user (or tool) turns with loss mask 0, as the
 // built-in multi-turn environments' replies are. Whatever goes wrong with the server ends the
 // episode with reward 0 and reason `env_error` or `timeout`, counted; it never throws.
+// With `interface: mcp` the server is an MCPEnvironment: its tools are listed once
+// ({"type": "list_tools"} as a step) and shown to the policy by its chat template, each turn's
+// tool call is sent as {"type": "call_tool", "tool_name", "arguments"} and answered as a tool
+// turn, and a turn without a tool call is the episode's end.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -72,6 +76,7 @@ class OpenEnvEnvironment final : public Environment {
   bool rendersWholeSequence() const override { return true; }
   std::vector<std::string> stopStrings() const override { return o_.stop; }
   std::vector<std::string> referenceActions() const override { return {}; }  // the server knows no solutions
+  std::vector<McpTool> servedTools() const override { return env_tools_; }
   int maxTurns() const override { return options_.max_turns; }
   int maxContextTokens() const override { return o_.max_context_tokens; }
   std::uint64_t trainingId(std::uint64_t k) const override { return k % o_.eval_seed_start; }
@@ -96,9 +101,9 @@ class OpenEnvEnvironment final : public Environment {
     endSession();
     json data = reset_data_;
     data[o_.seed_field] = problem_id;
-    std::optional<json> reply = exchange({{"type", "reset"}, {"data", data}});
+    std::optional<json> reply = startEpisode(data);
     // A connection that failed because the server died is tried once more on the revived one.
-    if (!reply && revived_) reply = exchange({{"type", "reset"}, {"data", data}});
+    if (!reply && revived_) reply = startEpisode(data);
     std::string first = reply ? text(*reply) : fmt::format("[the environment could not be reached: {}]", failure_);
     json messages = json::array();
     if (!options_.dataset.system_prompt.empty())
@@ -112,22 +117,72 @@ class OpenEnvEnvironment final : public Environment {
     // The reset failed: the episode ends at its first turn with the failure's reason.
     if (!failure_.empty()) return {"", 0.0, failure_, true};
     if (auto reply = mcpToolReply(action)) return {*reply, 0.0, "", false};
-    const std::optional<json> reply = exchange({{"type", "step"}, {"data", {{o_.action_field, std::string(action)}}}});
+    json step_data = {{o_.action_field, std::string(action)}};
+    std::string role = o_.observation_role;
+    if (o_.interface == OpenEnvInterface::Mcp) {
+      const ParsedToolCall parsed = parseToolCall(action);
+      if (!parsed.present) return ended();  // a turn without a tool call: the policy's answer
+      if (!parsed.call)
+        return {chat_->continuation({{"role", "tool"}, {"content", "error: " + parsed.error}}, chatOptions()), 0.0, "",
+                false};
+      step_data = {{"type", "call_tool"}, {"tool_name", parsed.call->name}, {"arguments", parsed.call->arguments}};
+      role = "tool";
+    }
+    const std::optional<json> reply = exchange({{"type", "step"}, {"data", step_data}});
     if (!reply) return {"", 0.0, failure_, true};
     const json& data = (*reply)["data"];
     const double reward = data.contains("reward") && data["reward"].is_number() ? data["reward"].get<double>() : 0.0;
     total_ += reward;
     last_ = reward;
-    if (data.contains("done") && data["done"].get<bool>()) {  // a bool: isObservation checked it
-      endSession();
-      const double r = o_.reward == "last" ? last_ : total_;
-      return {"", r, r > 0 ? "correct" : "wrong", true};
-    }
-    return {chat_->continuation({{"role", o_.observation_role}, {"content", text(*reply)}}, chatOptions()), 0.0, "",
-            false};
+    if (data.contains("done") && data["done"].get<bool>()) return ended();  // a bool: isObservation checked it
+    return {chat_->continuation({{"role", role}, {"content", text(*reply)}}, chatOptions()), 0.0, "", false};
   }
 
  private:
+  // The episode's end: its reward is the step rewards' sum (or the last one).
+  StepResult ended() {
+    endSession();
+    const double r = o_.reward == "last" ? last_ : total_;
+    return {"", r, r > 0 ? "correct" : "wrong", true};
+  }
+
+  // The episode's session starts with its reset; with interface: mcp the environment's tools are
+  // listed first, once per environment object (the policy's prompt shows them).
+  std::optional<json> startEpisode(const json& reset_data) {
+    if (o_.interface == OpenEnvInterface::Mcp && !env_tools_listed_) {
+      const std::optional<json> listed = exchange({{"type", "step"}, {"data", {{"type", "list_tools"}}}});
+      if (!listed) return std::nullopt;
+      if (!adoptEnvironmentTools((*listed)["data"]["observation"])) return std::nullopt;
+    }
+    return exchange({{"type", "reset"}, {"data", reset_data}});
+  }
+
+  // A ListToolsObservation's {"tools": [{name, description, input_schema}]} into the chat
+  // template's tools, after environment.tools.mcp's (whose calls are answered first). false, the
+  // episode failed (env_error, counted malformed), when it is not a list of named tools.
+  bool adoptEnvironmentTools(const json& observation) {
+    const json tools = observation.contains("tools") ? observation["tools"] : json();
+    bool ok = tools.is_array() && !tools.empty();
+    for (const auto& t : ok ? tools : json::array())
+      ok = ok && t.is_object() && t.contains("name") && t["name"].is_string();
+    if (!ok) {
+      ++server_->counters().malformed;
+      ++server_->counters().errors;
+      failure_ = "env_error";
+      spdlog::warn("environment.openenv: interface: mcp, but the server's list_tools answer holds no tools: {}",
+                   detail::capped(observation.dump(), 300));
+      return false;
+    }
+    for (const auto& t : tools) {
+      env_tools_.push_back(
+          {t["name"].get<std::string>(),
+           t.contains("description") && t["description"].is_string() ? t["description"].get<std::string>() : "",
+           t.contains("input_schema") && t["input_schema"].is_object() ? t["input_schema"] : json::object()});
+      schemas_.push_back(env_tools_.back().functionSchema());
+    }
+    env_tools_listed_ = true;
+    return true;
+  }
   // Ends the episode's session as the protocol does ({"type": "close"}, then the server closes).
   void endSession() {
     if (session_) session_->finish(R"({"type":"close"})", std::chrono::milliseconds(1000));
@@ -159,8 +214,23 @@ class OpenEnvEnvironment final : public Environment {
     return c;
   }
 
+  // What the policy is shown of a reply: a CallToolObservation's result (its content text, or
+  // "error: …" for its error or a failed tool), else the observation's field.
   std::string text(const json& reply) const {
-    return detail::capped(observationText(reply["data"]["observation"], o_.observation_field), o_.observation_bytes);
+    const json& observation = reply["data"]["observation"];
+    if (o_.interface == OpenEnvInterface::Mcp && observation.contains("tool_name")) {
+      std::string shown;
+      if (observation.contains("error") && observation["error"].is_object()) {
+        const json& e = observation["error"];
+        shown = "error: " +
+                (e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : e.dump());
+      } else {
+        auto [result, is_error] = mcpResultText(observation.value("result", json()));
+        shown = is_error ? "error: " + result : result.empty() ? "[no output]" : result;
+      }
+      return detail::capped(shown, o_.observation_bytes);
+    }
+    return detail::capped(observationText(observation, o_.observation_field), o_.observation_bytes);
   }
 
   // A reply's "type" when it is an object with a string one, else "" (a server's JSON is not trusted:
@@ -227,7 +297,9 @@ class OpenEnvEnvironment final : public Environment {
   milliseconds timeout_;
   json reset_data_;
   std::vector<McpBoundTool> tools_;  // environment.tools.mcp
-  json schemas_ = json::array();
+  json schemas_ = json::array();     // environment.tools.mcp's, then (interface: mcp) the environment's
+  bool env_tools_listed_ = false;
+  std::vector<McpTool> env_tools_;  // interface: mcp, the server's own
   std::unique_ptr<WebSocketClient> session_;
   int generation_ = 0;  // the server start session_ was opened on
   std::uint64_t seed_ = 0;

@@ -7,6 +7,7 @@
 
 #include "astraflow/core/config_checks.hpp"
 #include "astraflow/tasks/environment.hpp"
+#include "astraflow/tasks/mcp_client.hpp"
 #include "tasks/builtin_environments.hpp"
 
 namespace astraflow {
@@ -27,6 +28,8 @@ constexpr std::array<EnvironmentEntry, 6> kEnvironments = {{
 }};
 
 }  // namespace
+
+std::vector<McpTool> Environment::servedTools() const { return {}; }
 
 std::unique_ptr<Environment> makeEnvironment(const EnvironmentOptions& options) {
   for (const auto& entry : kEnvironments) {

@@ -31,9 +31,15 @@ std::string stringField(const Json& j, const char* key) {
   return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
 }
 
-// The result's content as the policy sees it: text items joined, others named and skipped.
-std::string contentText(const Json& result) {
-  if (!result.is_object()) return dump(result);
+// A boolean field, false when absent or of another type.
+bool flagField(const Json& j, const char* key) {
+  return j.is_object() && j.contains(key) && j[key].is_boolean() && j[key].get<bool>();
+}
+
+}  // namespace
+
+McpResultText mcpResultText(const Json& result) {
+  if (!result.is_object()) return {dump(result), false};
   std::string text;
   const Json content = result.contains("content") ? result["content"] : Json::array();
   for (const auto& item : content.is_array() ? content : Json::array()) {
@@ -42,11 +48,10 @@ std::string contentText(const Json& result) {
                                        : fmt::format("[{} content skipped]", type.empty() ? "unknown" : type);
     text += (text.empty() ? "" : "\n") + piece;
   }
-  if (text.empty() && result.contains("structuredContent")) text = dump(result["structuredContent"]);
-  return text;
+  for (const char* key : {"structuredContent", "structured_content"})
+    if (text.empty() && result.contains(key) && !result[key].is_null()) text = dump(result[key]);
+  return {std::move(text), flagField(result, "isError") || flagField(result, "is_error")};
 }
-
-}  // namespace
 
 Json McpTool::functionSchema() const {
   return {{"type", "function"},
@@ -215,9 +220,7 @@ std::string McpClient::call(const std::string& tool, const Json& arguments) {
   std::string error;
   const Json result = request("tools/call", {{"name", tool}, {"arguments", arguments}}, error);
   if (!error.empty()) return failed(error);
-  const std::string text = contentText(result);
-  const bool is_error = result.is_object() && result.contains("isError") && result["isError"].is_boolean() &&
-                        result["isError"].get<bool>();
+  auto [text, is_error] = mcpResultText(result);
   if (is_error) return failed(text.empty() ? "the tool failed" : text);
   return text.empty() ? "[no output]" : text;
 }

@@ -1,6 +1,7 @@
 // The `openenv` environment against real servers on 127.0.0.1: the example written with
 // openenv-core (examples/openenv_guess/server.py) and a server that misbehaves on purpose
-// (openenv_faulty_server.py). Each server is started by the environment itself (command).
+// (openenv_faulty_server.py), and its MCP-style twin (examples/openenv_tools/server.py, an
+// MCPEnvironment). Each server is started by the environment itself (command).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -51,6 +52,24 @@ struct Fixture {
 
 Fixture guessGame() { return Fixture("ASTRAFLOW_OPENENV_EXAMPLE", {"--port", "{port}"}); }
 Fixture faultyServer() { return Fixture("ASTRAFLOW_OPENENV_FAULTY", {"{port}"}); }
+// The MCP-style game (interface: mcp) with Qwen3's chat template, which shows tools in the prompt.
+struct ToolsGame : Fixture {
+  ToolsGame() : Fixture("ASTRAFLOW_OPENENV_TOOLS_EXAMPLE", {"--port", "{port}"}) {
+    const char* qwen3 = std::getenv("ASTRAFLOW_QWEN3_CONFIG");
+    if (qwen3 == nullptr) throw std::runtime_error("run under ctest (ASTRAFLOW_QWEN3_CONFIG)");
+    std::filesystem::copy_file(qwen3, dir.file("model") + "/tokenizer_config.json",
+                               std::filesystem::copy_options::overwrite_existing);
+    options.dataset.enable_thinking = "false";
+    options.openenv.interface = OpenEnvInterface::Mcp;
+    options.openenv.observation_field = "prompt";
+    options.openenv.reset_json = R"({"turns": 5})";
+  }
+};
+
+std::string guessCall(int number) {
+  return "<tool_call>\n{\"name\": \"guess\", \"arguments\": {\"number\": " + std::to_string(number) +
+         "}}\n</tool_call>";
+}
 
 // The direct children of this process running `script` (another test may run the same one).
 std::vector<int> childrenRunning(const std::string& script) {
@@ -263,6 +282,95 @@ TEST(OpenEnv, McpToolsAnswerTheirCallsAndTheOtherTurnsGoToTheServer) {
   EXPECT_EQ(sharedOpenEnvCounters().steps - before.steps, 2U);
 }
 
+// interface: mcp — the environment's tools (ListToolsAction) appear in the prompt, and the game is
+// played by tool calls (CallToolAction) whose answers come back as tool turns. The MCP-style game
+// draws its number from the seed as the text game does, so binary search finds the same numbers.
+TEST(OpenEnv, McpInterfacePlaysThroughTheEnvironmentsOwnTools) {
+  ToolsGame f;
+  std::vector<std::unique_ptr<Environment>> envs;
+  std::vector<std::uint64_t> seeds;
+  for (std::uint64_t k = 0; k < 6; ++k) {
+    envs.push_back(makeEnvironment(f.options));
+    seeds.push_back(envs.back()->trainingId(k));
+  }
+  const std::size_t n = envs.size();
+  std::vector<int> low(n, 1), high(n, 16), found(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string prompt = envs[i]->reset(seeds[i]);
+    EXPECT_NE(prompt.find("Find it with the guess tool"), std::string::npos) << prompt;
+    EXPECT_NE(prompt.find("\"name\": \"guess\""), std::string::npos) << prompt;  // the tools, by the template
+    EXPECT_NE(prompt.find("\"name\": \"guesses_left\""), std::string::npos) << prompt;
+    ASSERT_EQ(envs[i]->servedTools().size(), 2U);
+  }
+  for (int turn = 0; turn < 5; ++turn) {  // every episode one turn in turn: sessions must not mix
+    for (std::size_t i = 0; i < n; ++i) {
+      if (found[i] != 0) continue;
+      const int guess = (low[i] + high[i]) / 2;
+      const StepResult s = envs[i]->step(guessCall(guess));
+      if (s.done) {
+        EXPECT_EQ(s.reason, "correct");
+        EXPECT_EQ(s.reward, 1.0);
+        found[i] = guess;
+        continue;
+      }
+      EXPECT_NE(s.observation.find("<tool_response>"), std::string::npos) << s.observation;  // a tool turn
+      if (s.observation.find("higher") != std::string::npos) {
+        low[i] = guess + 1;
+      } else {
+        EXPECT_NE(s.observation.find("lower"), std::string::npos) << s.observation;
+        high[i] = guess - 1;
+      }
+    }
+  }
+  // The text game (openenv_guess) with the same seeds: the same numbers.
+  Fixture text = guessGame();
+  text.options.openenv.reset_json = R"({"turns": 5})";
+  for (std::size_t i = 0; i < n; ++i) {
+    std::vector<std::unique_ptr<Environment>> one;
+    one.push_back(makeEnvironment(text.options));
+    EXPECT_EQ(playAll(one, {seeds[i]}), std::vector<int>{found[i]}) << "seed " << seeds[i];
+  }
+}
+
+// What the policy gets wrong is answered, not fatal: a malformed call is answered "error: …"
+// without reaching the server, an unknown tool or a bad argument by the server's error, and a
+// turn without a tool call is the policy's answer, which ends the episode with the rewards so far.
+TEST(OpenEnv, McpInterfaceAnswersBadCallsAndEndsAtATurnWithoutOne) {
+  ToolsGame f;
+  auto env = makeEnvironment(f.options);
+  env->reset(7);
+  const OpenEnvCounters before = sharedOpenEnvCounters();
+  StepResult s = env->step("<tool_call>\n{\"name\": \"guess\", \"arguments\": {\"number\": 3}\n</tool_call>");
+  EXPECT_FALSE(s.done);
+  EXPECT_NE(s.observation.find("error: "), std::string::npos) << s.observation;
+  EXPECT_EQ(sharedOpenEnvCounters().steps, before.steps);  // never sent
+  s = env->step("<tool_call>\n{\"name\": \"peek\", \"arguments\": {}}\n</tool_call>");
+  EXPECT_FALSE(s.done);
+  EXPECT_NE(s.observation.find("error: Unknown tool"), std::string::npos) << s.observation;
+  s = env->step("<tool_call>\n{\"name\": \"guess\", \"arguments\": {\"number\": \"three\"}}\n</tool_call>");
+  EXPECT_FALSE(s.done);
+  EXPECT_NE(s.observation.find("error: "), std::string::npos) << s.observation;
+  s = env->step("<tool_call>\n{\"name\": \"guesses_left\", \"arguments\": {}}\n</tool_call>");
+  EXPECT_NE(s.observation.find("<tool_response>\n5\n</tool_response>"), std::string::npos) << s.observation;
+  EXPECT_EQ(sharedOpenEnvCounters().steps - before.steps, 3U);
+  EXPECT_EQ(sharedOpenEnvCounters().errors, before.errors);  // tool errors are answers, not failures
+  s = env->step("I think it is 9.");
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(s.reward, 0.0);
+  EXPECT_EQ(s.reason, "wrong");
+
+  // A server that is not MCP-style refuses ListToolsAction: the episode ends env_error, counted.
+  Fixture plain = guessGame();
+  plain.options.openenv.interface = OpenEnvInterface::Mcp;
+  auto wrong = makeEnvironment(plain.options);
+  const OpenEnvCounters at = sharedOpenEnvCounters();
+  wrong->reset(1);
+  s = wrong->step(guessCall(8));
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(s.reason, "env_error");
+  EXPECT_EQ(sharedOpenEnvCounters().errors - at.errors, 1U);
+}
+
 TEST(OpenEnv, ConfigKeys) {
   const char* cli = std::getenv("ASTRAFLOW_CLI");
   ASSERT_NE(cli, nullptr) << "ASTRAFLOW_CLI is not set";
@@ -303,6 +411,7 @@ TEST(OpenEnv, ConfigKeys) {
   EXPECT_EQ(json::parse(o.reset_json), json::parse(R"({"high": 32, "task": "007", "hard": true, "ratio": 0.5,
                                                        "tags": ["a", 1]})"));
   EXPECT_EQ(o.action_field, "text");
+  EXPECT_EQ(o.interface, OpenEnvInterface::Text);
   EXPECT_EQ(o.observation_role, "tool");
   EXPECT_EQ(o.seed_field, "task_seed");
   EXPECT_EQ(o.eval_seed_start, 5000U);
@@ -330,6 +439,12 @@ TEST(OpenEnv, ConfigKeys) {
   refused("environment: {name: openenv, openenv: {url: 'http://h:1', reward: mean}}", "allowed: sum|last");
   refused("environment: {name: openenv, openenv: {url: 'http://h:1', observation_role: system}}", "allowed: user|tool");
   refused("environment: {name: openenv, openenv: {url: 'http://h:1', reset: [1]}}", "environment.openenv.reset");
+  refused("environment: {name: openenv, openenv: {url: 'http://h:1', interface: rpc}}", "allowed: text|mcp");
+  refused("environment: {name: openenv, openenv: {url: 'http://h:1', interface: mcp, action_field: m}}",
+          "belongs to interface: text");
+  EXPECT_EQ(parseConfig(head + "environment: {name: openenv, openenv: {url: 'http://h:1', interface: mcp}}", "t.yaml")
+                .environment.openenv.interface,
+            OpenEnvInterface::Mcp);
   refused("environment: {name: openenv, openenv: {url: 'http://h:1', colour: red}}", "environment.openenv.colour");
   refused("environment: {name: openenv, train: [a.jsonl], openenv: {url: 'http://h:1'}}", "environment.train");
   refused("environment: {name: arithmetic, openenv: {url: 'http://h:1'}}", "environment.openenv");

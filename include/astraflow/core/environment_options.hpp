@@ -86,6 +86,13 @@ struct ToolOptions {
   std::uint64_t document_bytes = 512;  // of each document's text in a reply
 };
 
+// environment.openenv.interface: how a policy's turn becomes an OpenEnv action. text: the turn's
+// text in `action_field`; mcp: the server is an MCPEnvironment, its tools listed with
+// ListToolsAction and each tool call of the turn sent as a CallToolAction.
+enum class OpenEnvInterface { Text, Mcp };
+inline constexpr std::array<EnumName<OpenEnvInterface>, 2> kOpenEnvInterfaceNames{
+    {{"text", OpenEnvInterface::Text}, {"mcp", OpenEnvInterface::Mcp}}};
+
 // The `openenv` environment (config section `environment.openenv`, docs/tasks.md "OpenEnv
 // environments"): each episode is one session on an OpenEnv server's WebSocket endpoint /ws.
 struct OpenEnvOptions {
@@ -94,7 +101,8 @@ struct OpenEnvOptions {
   std::vector<std::string> command;
   std::vector<std::pair<std::string, std::string>> env;  // added to the host's environment
   std::string log_dir;                                   // where a started server's log goes
-  std::string action_field = "message";                  // the action object's field that receives the policy's text
+  OpenEnvInterface interface = OpenEnvInterface::Text;
+  std::string action_field = "message";   // the action object's field that receives the policy's text
   std::string observation_field;          // the observation field shown to the policy; empty: the first string one
   std::string observation_role = "user";  // user | tool: the chat role observations are rendered as
   std::string reset_json = "{}";          // a JSON object merged into every reset's data

@@ -14,6 +14,8 @@
 
 namespace astraflow {
 
+struct McpTool;  // tasks/mcp_client.hpp
+
 struct StepResult {
   std::string observation;  // text the environment appends to the context (may be empty)
   double reward = 0.0;      // final reward on the done step, 0 before
@@ -53,6 +55,9 @@ class Environment {
   // code workflows, docs/multi-policy.md): a dataset row's prompt, or its conversation's last user
   // message. nullopt where the problem is only the prompt reset() returns (the synthetic ones).
   virtual std::optional<std::string> problemText() const { return std::nullopt; }
+  // The tools the environment itself serves (an MCP-style OpenEnv server's, listed at its first
+  // reset) and shows the policy beside environment.tools.mcp's; none by default.
+  virtual std::vector<McpTool> servedTools() const;
 
   // Problems are split by id-derived content into training and held-out sets: evaluation uses
   // held-out ids only, training never sees them. heldOutId(k) is the k-th held-out problem id,

@@ -68,6 +68,16 @@ class McpClient {
   McpCounters counters_;
 };
 
+// A tools/call result as the policy sees it: its text content items joined, other content named
+// and skipped ("[image content skipped]"), else its structured content as JSON. Reads the MCP
+// wire form (isError, structuredContent) and the snake_case form OpenEnv's CallToolObservation
+// serialises (is_error, structured_content).
+struct McpResultText {
+  std::string text;
+  bool is_error = false;
+};
+McpResultText mcpResultText(const nlohmann::ordered_json& result);
+
 // The process's client for this server (episodes are made per task; the server stays).
 std::shared_ptr<McpClient> sharedMcpClient(const McpServerOptions& options);
 // Every shared client's counters summed (a rollout rank's report).
