@@ -12,6 +12,9 @@
 //   --limit-gib G
 //   --hidden H --heads A --kv-heads K --head-dim D --ffn F --vocab V  --checkpointing 0|1
 //   --logits-chunk-bytes B  (trainer.logits_chunk_bytes; 0: whole-vocabulary log-probs)
+//   --checkpoint DIR  after the steps, write the trainer checkpoint into DIR (the group's first rank
+//                     writes, sharded or not) and report each rank's private memory (RssAnon)
+//                     before, at its peak during, and after the write
 #include <mpi.h>
 #include <sys/resource.h>
 
@@ -27,7 +30,9 @@
 
 #include "astraflow/comm/comm.hpp"
 #include "astraflow/model/device.hpp"
+#include "astraflow/run/private_memory_peak.hpp"
 #include "astraflow/trainer/policy_trainer.hpp"
+#include "astraflow/trainer/trainer_checkpoint.hpp"
 
 using namespace astraflow;
 
@@ -36,6 +41,7 @@ namespace {
 struct Options {
   std::string sharding = "none";
   std::string grad_sync = "c10d";
+  std::string checkpoint;  // a folder: write a checkpoint after the steps
   int layers = 28, steps = 3, batch = 4, seq = 64, hidden = 1024, heads = 16, kv_heads = 8, head_dim = 128;
   int ffn = 3072, vocab = 151936, checkpointing = 0;
   double limit_gib = 0;
@@ -81,6 +87,8 @@ Options parse(int argc, char** argv) {
       o.limit_gib = std::atof(v);
     else if (k == "--logits-chunk-bytes")
       o.logits_chunk_bytes = std::atoll(v);
+    else if (k == "--checkpoint")
+      o.checkpoint = v;
     else {
       std::fprintf(stderr, "bench_trainer_memory: unknown option %s\n", k.c_str());
       std::exit(2);
@@ -128,6 +136,8 @@ int main(int argc, char** argv) {
     std::uint64_t state_bytes = 0, resident_bytes = 0;
     std::int64_t params = 0;
     std::uint64_t rss_setup = 0, rss_trained = 0;  // resident after set-up and after the steps
+    // Private (RssAnon) before, at the peak during and after the checkpoint write.
+    std::uint64_t ckpt_before = 0, ckpt_peak = 0, ckpt_after = 0;
     try {
       ModelConfig m;
       m.vocab_size = o.vocab;
@@ -161,6 +171,16 @@ int main(int argc, char** argv) {
       // Weights and gradients held between steps: the model's whole (unsharded), or the shards.
       resident_bytes = trainer.zero() ? trainer.zero()->residentBytes() : static_cast<std::uint64_t>(params) * 8;
       rss_trained = memoryUse(torch::kCPU).rss_bytes;
+      if (!o.checkpoint.empty()) {
+        comm.barrier();
+        ckpt_before = currentPrivateBytes();
+        {
+          PrivateMemoryPeak during(std::chrono::milliseconds(10));
+          saveTrainerCheckpoint(o.checkpoint + "/bench.h5", "bench", trainer, o.steps);
+          ckpt_peak = during.peakBytes();
+        }
+        ckpt_after = currentPrivateBytes();
+      }
     } catch (const std::exception& e) {
       error = e.what();
       const auto nl = error.find('\n');
@@ -177,12 +197,14 @@ int main(int argc, char** argv) {
         "%lld, "
         "\"peak_rss_gib\": %.3f, \"rss_setup_gib\": %.3f, \"rss_trained_gib\": %.3f, \"optimizer_state_gib\": %.3f, "
         "\"weights_grads_gib\": %.3f, "
-        "\"limit_gib\": %.1f, \"logits_chunk_bytes\": %lld, \"step_seconds\": [%s], \"error\": \"%s\"}\n",
+        "\"limit_gib\": %.1f, \"logits_chunk_bytes\": %lld, \"step_seconds\": [%s], \"checkpoint_private_gib\": "
+        "[%.3f, %.3f, %.3f], \"error\": \"%s\"}\n",
         comm.rank(), comm.size(), o.sharding.c_str(), o.grad_sync.c_str(), o.layers, static_cast<long long>(params),
         static_cast<double>(mem.peak_rss_bytes) / (1ULL << 30), static_cast<double>(rss_setup) / (1ULL << 30),
         static_cast<double>(rss_trained) / (1ULL << 30), static_cast<double>(state_bytes) / (1ULL << 30),
         static_cast<double>(resident_bytes) / (1ULL << 30), o.limit_gib, o.logits_chunk_bytes, steps.c_str(),
-        error.c_str());
+        static_cast<double>(ckpt_before) / (1ULL << 30), static_cast<double>(ckpt_peak) / (1ULL << 30),
+        static_cast<double>(ckpt_after) / (1ULL << 30), error.c_str());
     std::fflush(stdout);
     if (!error.empty()) {
       code = 3;

@@ -49,7 +49,10 @@ std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& 
       for (std::size_t i = 0; i < params; ++i) zero->gatherParameter(i);
     }
     if (zero->steps() > 0) {
-      for (std::size_t i = 0; i < params; ++i) zero->gatherState(i);
+      for (std::size_t i = 0; i < params; ++i) {
+        zero->gatherState(i, ZeroOptimizer::Moment::ExpAvg);
+        zero->gatherState(i, ZeroOptimizer::Moment::ExpAvgSq);
+      }
     }
     return 0;
   }
@@ -78,11 +81,10 @@ std::uint64_t saveTrainerCheckpoint(const std::string& path, const std::string& 
         // ZeRO-1: the state gathered from the shards, written as the unsharded trainer writes it,
         // so a checkpoint resumes with any group size, sharded or not.
         if (zero->steps() == 0) break;  // no step taken yet
-        const auto s = zero->gatherState(i);
         auto g = opt.createGroup(name);
         g.writeAttribute("step", zero->steps());
-        writeTensor(g, "exp_avg", s.exp_avg);
-        writeTensor(g, "exp_avg_sq", s.exp_avg_sq);
+        writeTensor(g, "exp_avg", zero->gatherState(i, ZeroOptimizer::Moment::ExpAvg));
+        writeTensor(g, "exp_avg_sq", zero->gatherState(i, ZeroOptimizer::Moment::ExpAvgSq));
         continue;
       }
       auto it = state.find(stateKey(param));

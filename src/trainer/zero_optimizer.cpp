@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <malloc.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,19 @@ namespace astraflow {
 namespace {
 
 constexpr std::int64_t kBucket = std::int64_t{1} << 24;  // 64 MiB of fp32 per collective / AdamW chunk
+
+// A zero-filled float32 buffer in pages of its own, unmapped when its last tensor goes. The
+// checkpoint's gathers allocate one per parameter, and most parameters are under glibc's mmap
+// threshold (which rises to 32 MiB): from its heap, between the HDF5 objects the write keeps, the
+// freed buffers stayed resident — +2.8 GiB on the writing rank at the Qwen3-0.6B shape
+// (docs/memory.md, measured with bench_trainer_memory --checkpoint). Mapped, each goes back.
+torch::Tensor mappedZeros(std::int64_t numel) {
+  const std::size_t bytes = static_cast<std::size_t>(std::max<std::int64_t>(numel, 1)) * sizeof(float);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return torch::from_blob(
+      p, {numel}, [bytes](void* q) { ::munmap(q, bytes); }, torch::kFloat32);
+}
 
 }  // namespace
 
@@ -339,7 +353,7 @@ torch::Tensor ZeroOptimizer::gatherToRoot(std::size_t index, const std::function
   const auto shape = model_.parameterShape(index);
   const auto numel = c10::multiply_integers(shape);
   torch::Tensor out;
-  if (me == 0) out = torch::zeros({numel}, torch::kFloat32);
+  if (me == 0) out = mappedZeros(numel);
   for (int r = 0; r < comm_.size(); ++r) {
     const auto begin = std::max(offset, u.part * r), end = std::min(offset + numel, u.part * (r + 1));
     if (begin >= end || (r != me && me != 0)) continue;
@@ -371,11 +385,9 @@ void ZeroOptimizer::loadPiece(std::size_t index, const torch::Tensor& value,
   }
 }
 
-ZeroOptimizer::ParamState ZeroOptimizer::gatherState(std::size_t index) {
-  ParamState out;
-  out.exp_avg = gatherToRoot(index, [this](const Unit& u) { return exp_avg_.narrow(0, u.state_base, u.part); });
-  out.exp_avg_sq = gatherToRoot(index, [this](const Unit& u) { return exp_avg_sq_.narrow(0, u.state_base, u.part); });
-  return out;
+torch::Tensor ZeroOptimizer::gatherState(std::size_t index, Moment moment) {
+  const torch::Tensor& all = moment == Moment::ExpAvg ? exp_avg_ : exp_avg_sq_;
+  return gatherToRoot(index, [&all](const Unit& u) { return all.narrow(0, u.state_base, u.part); });
 }
 
 torch::Tensor ZeroOptimizer::gatherParameter(std::size_t index) {

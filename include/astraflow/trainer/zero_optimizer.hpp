@@ -62,10 +62,9 @@ class ZeroOptimizer final : public ParameterShards {
   // a sharded parameter, its fp32 value) from the ranks that hold pieces of it (collective over
   // the group; the other ranks get undefined tensors), and every rank loads its own piece from
   // the full tensors. A replicated parameter's value is the model's own (no communication).
-  struct ParamState {
-    torch::Tensor exp_avg, exp_avg_sq;
-  };
-  ParamState gatherState(std::size_t index);
+  // One moment at a time, so the writing rank holds one parameter-sized buffer, not two.
+  enum class Moment { ExpAvg, ExpAvgSq };
+  torch::Tensor gatherState(std::size_t index, Moment moment);
   void loadState(std::size_t index, const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq, std::int64_t step);
   torch::Tensor gatherParameter(std::size_t index);
 
