@@ -2,12 +2,18 @@
 // (runFilesIn, and removeRunFiles for --overwrite), and the run id on the first line of config.yaml.
 #include "astraflow/core/run_files.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <random>
@@ -45,12 +51,36 @@ std::vector<std::int64_t> completeCheckpoints(const fs::path& run_dir, const std
   return versions;
 }
 
-std::int64_t checkpointSpace(const fs::path& run_dir) {
+CheckpointRoom checkpointRoom(const fs::path& run_dir, std::uint64_t bytes) {
   std::error_code ec;
   const fs::path dir = checkpointPath(run_dir, 0).parent_path();
   fs::create_directories(dir, ec);
+  const fs::path probe = dir / fmt::format(".room.{}", ::getpid());
+  const int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return {false, fmt::format("{} cannot be written: {}", dir.string(), std::strerror(errno))};
+  // fallocate(2) itself, not posix_fallocate: where the filesystem cannot reserve, glibc's
+  // fallback would write `bytes` of zeros.
+  // Past a file-size limit (RLIMIT_FSIZE) the kernel also sends SIGXFSZ, whose default ends the
+  // process: ignored for the reservation, so the limit refuses the checkpoint instead.
+  struct sigaction ignore {
+  }, before{};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGXFSZ, &ignore, &before);
+  const int rc = ::fallocate(fd, 0, 0, static_cast<off_t>(std::min<std::uint64_t>(bytes, INT64_MAX)));
+  const int err = rc == 0 ? 0 : errno;
+  ::sigaction(SIGXFSZ, &before, nullptr);
+  ::close(fd);
+  fs::remove(probe, ec);
+  if (rc == 0) return {};
+  if (err != EOPNOTSUPP && err != ENOSYS)  // ENOSPC, EDQUOT (a quota), EFBIG (a file-size limit), ...
+    return {false, fmt::format("{:.2f} GiB cannot be reserved in {}: {}", static_cast<double>(bytes) / (1 << 30),
+                               dir.string(), std::strerror(err))};
   const auto space = fs::space(dir, ec);
-  return ec ? -1 : static_cast<std::int64_t>(space.available);
+  if (!ec && space.available < bytes)
+    return {false,
+            fmt::format("it needs up to {:.2f} GiB, {} has {:.2f} GiB free", static_cast<double>(bytes) / (1 << 30),
+                        dir.string(), static_cast<double>(space.available) / (1 << 30))};
+  return {};
 }
 
 std::int64_t newestCheckpoint(const fs::path& run_dir, const std::vector<std::string>& policies) {

@@ -132,13 +132,10 @@ void DataflowRank::checkpoint(std::int64_t version) {
   // part-way aborts the rank (docs/runtime-notes.md). The bound: the held trajectories (token,
   // log-prob and mask per token, their records) and the main file's attributes and counters.
   std::uint64_t need = std::uint64_t{4} << 20;
-  for (const auto& t : snap.held) need += t.tokens.size() * 16 + 8192;
-  if (const auto free = checkpointSpace(w_.run_dir); free >= 0 && static_cast<std::uint64_t>(free) < need) {
+  for (const auto& h : snap.held) need += h.tokens.size() * 16 + 8192;
+  if (const CheckpointRoom room = checkpointRoom(w_.run_dir, need); !room.fits) {
     ++checkpoints_skipped_;
-    spdlog::warn(
-        "checkpoint v{} skipped: it needs up to {:.1f} MiB, the run folder's filesystem has {:.1f} MiB free; "
-        "the run goes on",
-        version, static_cast<double>(need) / (1 << 20), static_cast<double>(free) / (1 << 20));
+    spdlog::warn("checkpoint v{} skipped: {}; the run goes on", version, room.why);
     last_checkpoint_ = version;
     return;
   }

@@ -227,14 +227,11 @@ void TrainerRank::checkpoint(bool final) {
   // write is collective): an HDF5 write that fails part-way aborts the rank, and the run with it.
   int fits = 1;
   if (comm_.rank() == 0) {
-    const auto free = checkpointSpace(ctx_.run_dir);
-    const auto need = trainerCheckpointBytes(trainer_);
-    if (free >= 0 && static_cast<std::uint64_t>(free) < need) {
+    const CheckpointRoom room = checkpointRoom(ctx_.run_dir, trainerCheckpointBytes(trainer_));
+    if (!room.fits) {
       fits = 0;
       ++checkpoints_skipped_;
-      spdlog::warn("checkpoint v{} of {} skipped: it needs up to {:.2f} GiB, {} has {:.2f} GiB free; the run goes on",
-                   version_, policy_, static_cast<double>(need) / (1 << 30), (ctx_.run_dir / "checkpoints").string(),
-                   static_cast<double>(free) / (1 << 30));
+      spdlog::warn("checkpoint v{} of {} skipped: {}; the run goes on", version_, policy_, room.why);
     }
   }
   if (comm_.size() > 1) fits = comm_.broadcastValue(0, fits);

@@ -21,10 +21,17 @@ std::int64_t newestCheckpoint(const std::filesystem::path& run_dir, const std::v
 // The versions of every complete checkpoint, newest first.
 std::vector<std::int64_t> completeCheckpoints(const std::filesystem::path& run_dir,
                                               const std::vector<std::string>& policies);
-// The bytes free for writing into the run's checkpoints/ folder (made when missing), or -1 when
-// the filesystem cannot say: the trainer and the dataflow rank skip a checkpoint that would not
-// fit rather than have HDF5 fail part-way through it (docs/runtime-notes.md).
-std::int64_t checkpointSpace(const std::filesystem::path& run_dir);
+// Whether `bytes` can be written into the run's checkpoints/ folder (made when missing) now: the
+// space is reserved (fallocate of a scratch file there, released at once), so what the free-space
+// figure cannot show — a quota, a file-size limit, a filesystem's own cap — refuses too; where the
+// filesystem cannot reserve, its free space is compared. The trainer and the dataflow rank skip a
+// checkpoint that would not fit rather than have HDF5 fail part-way through it
+// (docs/runtime-notes.md). `why` says what refused.
+struct CheckpointRoom {
+  bool fits = true;
+  std::string why;
+};
+CheckpointRoom checkpointRoom(const std::filesystem::path& run_dir, std::uint64_t bytes);
 
 // One run per folder (docs/runtime-notes.md, "One run per folder"). What a run writes into its
 // folder: config.yaml, summary.json, trace.h5, trajectories.h5 and the folders trace/,
