@@ -15,7 +15,7 @@
 
 #include "astraflow/tasks/environment.hpp"
 #include "astraflow/tasks/openenv.hpp"
-#include "astraflow/text/hf_tokenizer_files.hpp"
+#include "bench_openenv_game.hpp"
 #include "bench_timing.hpp"
 
 using namespace astraflow;
@@ -66,16 +66,7 @@ int main(int argc, char** argv) {
   }
   const int episodes = argc > 3 ? std::stoi(argv[3]) : 256;
   const auto dir = std::filesystem::temp_directory_path() / fmt::format("bench_openenv_{}", ::getpid());
-  std::filesystem::create_directories(dir / "model");
-  writeByteLevelTokenizer(dir / "model");
-  EnvironmentOptions options;
-  options.name = "openenv";
-  options.max_turns = 5;
-  options.dataset.tokenizer_folders = {(dir / "model").string()};
-  options.openenv.command = {argv[1], argv[2], "--port", "{port}"};
-  options.openenv.log_dir = (dir / "logs").string();
-  options.openenv.reset_json = R"({"turns": 5})";
-  options.openenv.observation_field = "prompt";
+  const EnvironmentOptions options = bench::openenvGuessGame(dir, argv[1], argv[2]);
   play(options, 1, 4);  // the server started and warm
   double one = 0;
   for (const int sessions : {1, 16, 64}) {

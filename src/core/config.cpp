@@ -142,6 +142,8 @@ void parseRollout(YamlReader r, RolloutSection& s, RunMode run_mode) {
   s.kv_block_size = static_cast<int>(r.getInt("kv_block_size", s.kv_block_size, 1, 4096, "token positions"));
   s.max_prefill_tokens = r.getInt("max_prefill_tokens", s.max_prefill_tokens, 1, std::int64_t{1} << 30, "tokens");
   s.prepacked_weights = r.getBool("prepacked_weights", s.prepacked_weights);
+  s.environment_threads = static_cast<int>(
+      r.getInt("environment_threads", s.environment_threads, -1, 256, "threads (-1: auto, 0: the rank's thread)"));
   // Sync mode trains each batch on one version: its sequences finish under it by default.
   s.on_new_version = r.getEnum(
       "on_new_version", run_mode == RunMode::Sync ? OnNewVersion::Finish : OnNewVersion::Continue, kOnNewVersionNames);

@@ -26,6 +26,18 @@ std::uint64_t splitmix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// rollout.environment_threads, auto resolved: threads where the environment's work waits on other
+// processes or servers, so the engine steps the other episodes meanwhile; the in-process
+// environments answer in microseconds and keep to the rank's thread.
+int environmentThreads(const Config& cfg) {
+  if (cfg.rollout.environment_threads >= 0) return cfg.rollout.environment_threads;
+  const EnvironmentOptions& e = cfg.environment;
+  const RewardKind k = e.reward.kind;
+  const bool waits = e.name == "openenv" || e.name == "code_interpreter" || !e.mcp_servers.empty() ||
+                     k == RewardKind::Command || k == RewardKind::Http || k == RewardKind::Code;
+  return waits ? 8 : 0;
+}
+
 }  // namespace
 
 struct HeldTask {
@@ -82,7 +94,7 @@ StreamingLoop::StreamingLoop(RolloutRank& rank)
       capacity_(static_cast<std::size_t>(rank.ctx_.cfg.rollout.batch_tasks)) {
   for (auto& p : rank_.served_) {
     streams_.push_back(std::make_unique<EpisodeStream>(*p.sequences(), *rank_.tokenizer_, ctx_.cfg.environment,
-                                                       p.backend->maxSequenceLength()));
+                                                       p.backend->maxSequenceLength(), environmentThreads(ctx_.cfg)));
   }
 }
 

@@ -86,6 +86,18 @@ TEST(Config, OnNewVersionFollowsTheRunModeUnlessGiven) {
             OnNewVersion::Abort);
 }
 
+TEST(Config, EnvironmentThreadsKey) {
+  EXPECT_EQ(parseConfig(kGood, "a.yaml").rollout.environment_threads, -1);  // auto
+  EXPECT_EQ(
+      parseConfig(std::string(kGood) + "rollout: {environment_threads: 4}\n", "a.yaml").rollout.environment_threads, 4);
+  try {
+    parseConfig(std::string(kGood) + "rollout: {environment_threads: -2}\n", "a.yaml");
+    ADD_FAILURE() << "accepted -2";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("rollout.environment_threads"), std::string::npos) << e.what();
+  }
+}
+
 // Every choice parses into its enum from the name table, and a name outside it is refused with
 // the key and the table's names.
 TEST(Config, ChoicesAreEnumsFromTheirTables) {

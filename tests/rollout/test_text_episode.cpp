@@ -137,8 +137,9 @@ TEST(TextEpisode, EpisodesStartedMidStreamAreTheBatchRunnersEpisodes) {
 
 // Multi-turn episodes (the search environment: a turn without an answer gets an observation, up
 // to max_turns) run one by one on the stream append each next turn to the previous turn's
-// blocks, and end as the batch runner's episodes do (it prefills the whole history every turn).
-TEST(TextEpisode, AMultiTurnEpisodesNextTurnAppendsToItsOwnBlocks) {
+// blocks, and end as the batch runner's episodes do (it prefills the whole history every turn) —
+// with the environment's work on the caller's thread or on environment threads alike.
+void multiTurnStreamMatchesTheBatchRunner(int environment_threads) {
   EnvironmentOptions options;
   options.name = "search";
   options.max_turns = 3;
@@ -157,7 +158,7 @@ TEST(TextEpisode, AMultiTurnEpisodesNextTurnAppendsToItsOwnBlocks) {
   for (std::uint64_t k = 0; k < 5; ++k) ids.push_back(env->trainingId(k));
   const auto batch = runEpisodes(batch_engine, *tok, options, ids, sampling, gen);
 
-  EpisodeStream stream(stream_engine.scheduler(), *tok, options, model->config().max_seq_len);
+  EpisodeStream stream(stream_engine.scheduler(), *tok, options, model->config().max_seq_len, environment_threads);
   for (std::size_t i = 0; i < ids.size(); ++i) stream.start(ids[i], sampling, 1 + i, i);
   std::map<std::uint64_t, Episode> ended;
   for (int step = 0; stream.active() > 0; ++step) {
@@ -179,4 +180,74 @@ TEST(TextEpisode, AMultiTurnEpisodesNextTurnAppendsToItsOwnBlocks) {
   EXPECT_GT(s.reused_context_tokens, 0u);
   EXPECT_LT(s.prefill_tokens, batch_engine.schedulerCounters().prefill_tokens);
   EXPECT_EQ(stream_engine.scheduler().kvBytesInUse(), 0) << "every kept context given back";
+  // Every reset and every turn's answer ran on the threads when there are threads.
+  const std::uint64_t turns = [&] {
+    std::uint64_t n = 0;
+    for (const auto& [tag, e] : ended) n += static_cast<std::uint64_t>(e.turns);
+    return n;
+  }();
+  EXPECT_EQ(stream.counters().environment_jobs, environment_threads > 0 ? ids.size() + turns : 0u);
+}
+
+TEST(TextEpisode, AMultiTurnEpisodesNextTurnAppendsToItsOwnBlocks) { multiTurnStreamMatchesTheBatchRunner(0); }
+TEST(TextEpisode, EnvironmentThreadsMakeTheSameEpisodes) { multiTurnStreamMatchesTheBatchRunner(3); }
+
+// The environment's work on threads against a real server (examples/openenv_guess, written with
+// openenv-core: each reset and answer a WebSocket round trip): the episodes are the ones the
+// caller's thread makes, and the engine stepped other episodes while answers were awaited.
+TEST(TextEpisode, EnvironmentThreadsStepTheEngineWhileAServerAnswers) {
+  const char* python = std::getenv("ASTRAFLOW_PYTHON");
+  const char* script = std::getenv("ASTRAFLOW_OPENENV_EXAMPLE");
+  ASSERT_TRUE(python != nullptr && script != nullptr) << "run under ctest";
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.file("model"));
+  writeByteLevelTokenizer(dir.file("model"));
+  EnvironmentOptions options;
+  options.name = "openenv";
+  options.max_turns = 4;
+  options.dataset.tokenizer_folders = {dir.file("model")};
+  options.openenv.command = {python, script, "--port", "{port}"};
+  options.openenv.log_dir = dir.file("logs");
+  options.openenv.reset_json = R"({"turns": 4})";
+  options.openenv.observation_field = "prompt";
+  const auto tok = makeEnvironmentTokenizer(options);
+  torch::manual_seed(8);
+  PolicyModel model(test_support::tinyModel(tok->vocabSize(), 32, 1, 2, 1, 64, 512));
+  model->setNeverGenerate({tokenSpecOf(*tok).pad_id});
+  SamplingOptions sampling;
+  sampling.greedy = true;
+  sampling.max_new_tokens = 4;
+  struct Run {
+    std::map<std::uint64_t, Episode> ended;
+    EpisodeStreamCounters counters;
+  };
+  auto run = [&](int threads) {
+    GenerationEngine engine(model, tokenSpecOf(*tok).pad_id, {8, 0, 8});
+    EpisodeStream stream(engine.scheduler(), *tok, options, 512, threads);
+    Run out;
+    std::uint64_t started = 0;
+    for (int step = 0; started < 8 || stream.active() > 0; ++step) {
+      if (started < 8 && step % 2 == 0) {  // episodes join while others run and wait
+        stream.start(started, sampling, 5 + started, started);
+        ++started;
+      }
+      for (auto& [tag, e] : stream.step()) out.ended.emplace(tag, std::move(e));
+      if (step > 100000) break;
+    }
+    out.counters = stream.counters();
+    return out;
+  };
+  const Run inline_run = run(0), threaded = run(4);
+  ASSERT_EQ(inline_run.ended.size(), 8u);
+  ASSERT_EQ(threaded.ended.size(), 8u);
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    const Episode &a = inline_run.ended.at(i), &b = threaded.ended.at(i);
+    EXPECT_EQ(b.tokens, a.tokens) << "episode " << i;
+    EXPECT_EQ(b.policy_mask, a.policy_mask) << "episode " << i;
+    EXPECT_EQ(b.turns, a.turns) << "episode " << i;
+    EXPECT_EQ(b.reward_reason, a.reward_reason) << "episode " << i;
+    EXPECT_GT(a.turns, 1) << "the game answers turns";
+  }
+  EXPECT_EQ(inline_run.counters.source_steps_beside_env, 0u);
+  EXPECT_GT(threaded.counters.source_steps_beside_env, 0u) << "the engine waited for every answer";
 }

@@ -92,6 +92,10 @@ struct RolloutSection {
   int kv_block_size = 16;                  // token positions per KV block
   std::int64_t max_prefill_tokens = 4096;  // padded positions one prefill forward may take
   bool prepacked_weights = false;          // a CPU engine in fp32 computes from weights packed once (policy_model.hpp)
+  // Threads that run the environment's work (resets, answers to turns) beside the engine
+  // (rollout/episode_stream.hpp); -1 (auto): 8 where that work waits on other processes or servers
+  // (openenv, MCP tools, code_interpreter, command/http/code rewards), else 0 (the rank's thread).
+  int environment_threads = -1;
   OnNewVersion on_new_version = OnNewVersion::Continue;  // default: continue in async mode, finish in sync
   ComputeOptions compute;  // rollout.device, rollout.precision (the engine's weights and KV cache)
 };
