@@ -13,7 +13,7 @@ namespace astraflow {
 
 namespace {
 
-constexpr std::uint16_t kRankReportFormat = 8;
+constexpr std::uint16_t kRankReportFormat = 9;
 
 // Writes a struct's fields in their listed order.
 struct Put {

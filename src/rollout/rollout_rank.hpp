@@ -8,6 +8,7 @@
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/core/records.hpp"
 #include "astraflow/rollout/episode.hpp"
+#include "astraflow/rollout/episode_stream.hpp"
 #include "astraflow/rollout/generation_backend.hpp"
 #include "astraflow/rollout/raas_role.hpp"
 #include "astraflow/rollout/simulated_backend.hpp"
@@ -113,6 +114,7 @@ class RolloutRank {
   std::uint64_t spanning_versions_ = 0;  // trajectories whose tokens came from more than one version
   RolloutReport reasons_;                // only its reward_* counts: why training episodes got their rewards
   double generate_seconds_ = 0, wait_seconds_ = 0, pull_seconds_ = 0, write_seconds_ = 0;
+  EpisodeStreamCounters stream_counters_;  // the per-episode path's, summed over its streams (rollout_streaming.cpp)
 };
 
 std::vector<std::uint64_t> problemsOf(const std::vector<Task>& tasks);

@@ -94,6 +94,9 @@ RolloutReport RolloutRank::report() {
   r.tasks_returned = returned_;
   r.server_lost = lost_ ? 1 : 0;
   r.weight_write_seconds = write_seconds_;
+  r.environment_jobs = stream_counters_.environment_jobs;
+  r.stream_steps = stream_counters_.source_steps;
+  r.stream_steps_beside_environment = stream_counters_.source_steps_beside_env;
   addEnvironmentProcesses(r);
   for (const auto& p : served_) {
     if (p.http) addHttpBackend(p, r);

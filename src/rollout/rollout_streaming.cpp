@@ -193,6 +193,13 @@ void StreamingLoop::stepStreams() {
     }
   }
   rank_.generate_seconds_ += ctx_.now() - t0;
+  rank_.stream_counters_ = {};
+  for (const auto& stream : streams_) {
+    const EpisodeStreamCounters& c = stream->counters();
+    rank_.stream_counters_.source_steps += c.source_steps;
+    rank_.stream_counters_.source_steps_beside_env += c.source_steps_beside_env;
+    rank_.stream_counters_.environment_jobs += c.environment_jobs;
+  }
   if (stretch_episodes_ >= capacity_) {
     closeStretch();
     if (!held_.empty()) openStretch();

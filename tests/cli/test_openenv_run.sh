@@ -57,6 +57,11 @@ check(all(r["openenv_errors"] >= 1 for r in ranks), f"the kill was seen: {[r['op
 check(all(r["openenv_sessions"] > 0 and r["openenv_steps"] > r["openenv_sessions"] for r in ranks),
       f"every rank played multi-turn episodes: {[(r['openenv_sessions'], r['openenv_steps']) for r in ranks]}")
 check(sum(r["openenv_errors"] for r in ranks) >= reasons["env_error"], "errors counted")
+# openenv runs its environment work on environment threads (rollout.environment_threads auto):
+# each episode's reset and its answers went to them.
+check(all(r["environment_jobs"] > r["openenv_sessions"] > 0 for r in ranks),
+      f"environment work on threads: {[(r['environment_jobs'], r['openenv_sessions']) for r in ranks]}")
+check(all(0 <= r["stream_steps_beside_environment"] <= r["stream_steps"] for r in ranks), "stream steps counted")
 check(sum(r["pushed"] for r in ranks) == s["produced"], "pushed == produced")
 check(s["accepted"] == s["consumed"] + s["buffered"], f"accepted = consumed + buffered: {s['accepted']}, {s['consumed']}, {s['buffered']}")
 check(s["produced"] == s["accepted"] + s["filtered"] + s["stale_dropped"] + s["malformed"] + s["unroutable"],

@@ -17,6 +17,7 @@ std::vector<RankReport> filledReports() {
   RolloutReport ro;
   ro.pushed = 11, ro.eval_pushed = 2, ro.oversize = 1, ro.malformed_tasks = 3, ro.generated_tokens = 4096;
   ro.generate_seconds = 1.25, ro.task_wait_seconds = 0.5, ro.weight_pull_seconds = 0.125;
+  ro.environment_jobs = 40, ro.stream_steps = 100, ro.stream_steps_beside_environment = 60;
   ro.policies.push_back({"solver", 7, 8, 1, 6, 1, 1 << 20, 1 << 18, 2, 0xFEDCBA9876543210ULL});
   ro.policies.push_back({"verifier", 5, 6, 2, 4, 0, 1 << 19, 1 << 17, 0, 42});
 
@@ -127,7 +128,7 @@ TEST(RankReport, BadTagsAreNamed) {
     EXPECT_NE(std::string(e.what()).find("role index 4"), std::string::npos) << e.what();
   }
   bytes = encodeRankReport(filledReports()[3]);
-  bytes[0] = std::byte{9};
+  bytes[0] = std::byte{8};  // an older format
   EXPECT_THROW(decodeRankReport(bytes), Error);
   // home_lost is the last byte before the policy count: make it 2.
   GatewayReport lost_home;

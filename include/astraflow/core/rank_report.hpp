@@ -102,6 +102,10 @@ struct RolloutReport {
   // steps answered, those that failed (of them: timeouts, malformed replies), servers started again.
   std::uint64_t openenv_sessions = 0, openenv_steps = 0, openenv_errors = 0, openenv_timeouts = 0;
   std::uint64_t openenv_malformed = 0, openenv_restarts = 0;
+  // The environment's work on threads beside the engine (rollout.environment_threads,
+  // rollout/episode_stream.hpp): resets and turn answers run on them; the per-episode path's steps
+  // of its sequence sources, and those taken while environment work was in flight.
+  std::uint64_t environment_jobs = 0, stream_steps = 0, stream_steps_beside_environment = 0;
 
   void countRewardReason(std::string_view reason);
 
@@ -140,6 +144,8 @@ struct RolloutReport {
     v("openenv_sessions", s.openenv_sessions), v("openenv_steps", s.openenv_steps);
     v("openenv_errors", s.openenv_errors), v("openenv_timeouts", s.openenv_timeouts);
     v("openenv_malformed", s.openenv_malformed), v("openenv_restarts", s.openenv_restarts);
+    v("environment_jobs", s.environment_jobs), v("stream_steps", s.stream_steps);
+    v("stream_steps_beside_environment", s.stream_steps_beside_environment);
   }
 };
 
