@@ -147,12 +147,18 @@ class OpenEnvEnvironment final : public Environment {
   }
 
   // The episode's session starts with its reset; with interface: mcp the environment's tools are
-  // listed first, once per environment object (the policy's prompt shows them).
+  // known first (the policy's prompt shows them): listed by the process's first episode on the
+  // server, remembered there for the others.
   std::optional<json> startEpisode(const json& reset_data) {
     if (o_.interface == OpenEnvInterface::Mcp && !env_tools_listed_) {
-      const std::optional<json> listed = exchange({{"type", "step"}, {"data", {{"type", "list_tools"}}}});
-      if (!listed) return std::nullopt;
-      if (!adoptEnvironmentTools((*listed)["data"]["observation"])) return std::nullopt;
+      if (const std::string known = server_->listedTools(); !known.empty()) {
+        adoptEnvironmentTools(json::parse(known));
+      } else {
+        const std::optional<json> listed = exchange({{"type", "step"}, {"data", {{"type", "list_tools"}}}});
+        if (!listed) return std::nullopt;
+        if (!adoptEnvironmentTools((*listed)["data"]["observation"])) return std::nullopt;
+        server_->rememberTools((*listed)["data"]["observation"].dump());
+      }
     }
     return exchange({{"type", "reset"}, {"data", reset_data}});
   }

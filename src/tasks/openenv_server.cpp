@@ -114,6 +114,16 @@ void OpenEnvServer::waitHealthy() {
   }
 }
 
+std::string OpenEnvServer::listedTools() const {
+  std::lock_guard lock(mutex_);
+  return tools_json_;
+}
+
+void OpenEnvServer::rememberTools(std::string tools_json) {
+  std::lock_guard lock(mutex_);
+  tools_json_ = std::move(tools_json);
+}
+
 bool OpenEnvServer::reviveIfDead(int generation, std::chrono::milliseconds grace) {
   std::lock_guard lock(mutex_);
   // A session of an earlier start: that server is gone and this one was started after it.

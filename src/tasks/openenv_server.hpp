@@ -36,6 +36,11 @@ class OpenEnvServer {
   // when it was; false when it is alive, not ours, would not start, or was started again already.
   bool reviveIfDead(int generation, std::chrono::milliseconds grace);
 
+  // An MCP-style server's tool list (interface: mcp; ListToolsObservation's "tools" as JSON text),
+  // asked once per process: empty until an episode has listed them.
+  std::string listedTools() const;
+  void rememberTools(std::string tools_json);
+
   // Figures the episodes add to; read by sharedOpenEnvCounters().
   struct Counters {
     std::atomic<std::uint64_t> sessions{0}, steps{0}, errors{0}, timeouts{0}, malformed{0}, restarts{0};
@@ -53,6 +58,7 @@ class OpenEnvServer {
   std::unique_ptr<ServerProcess> process_;
   std::string base_url_;  // http://host:port
   int starts_ = 0;
+  std::string tools_json_;  // listedTools()
   Counters counters_;
 };
 

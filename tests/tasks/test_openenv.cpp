@@ -302,6 +302,11 @@ TEST(OpenEnv, McpInterfacePlaysThroughTheEnvironmentsOwnTools) {
     EXPECT_NE(prompt.find("\"name\": \"guesses_left\""), std::string::npos) << prompt;
     ASSERT_EQ(envs[i]->servedTools().size(), 2U);
   }
+  // The tools are listed once per process: the other episodes' sessions only reset.
+  const OpenEnvCounters after_resets = sharedOpenEnvCounters();
+  auto another = makeEnvironment(f.options);
+  EXPECT_NE(another->reset(99).find("\"name\": \"guess\""), std::string::npos);
+  EXPECT_EQ(sharedOpenEnvCounters().steps - after_resets.steps, 1U);
   for (int turn = 0; turn < 5; ++turn) {  // every episode one turn in turn: sessions must not mix
     for (std::size_t i = 0; i < n; ++i) {
       if (found[i] != 0) continue;
