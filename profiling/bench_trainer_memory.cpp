@@ -117,6 +117,37 @@ TrainBatch randomBatch(const Options& o, int rank, int step) {
   return collate(eps, groups, 0);
 }
 
+ModelConfig modelOf(const Options& o) {
+  ModelConfig m;
+  m.vocab_size = o.vocab;
+  m.d_model = o.hidden;
+  m.layers = o.layers;
+  m.heads = o.heads;
+  m.kv_heads = o.kv_heads;
+  m.head_dim = o.head_dim;
+  m.ffn_hidden = o.ffn;
+  m.max_seq_len = o.seq;
+  return m;
+}
+
+// This rank's private memory (RssAnon) before, at its peak during and after the checkpoint write.
+struct CheckpointMemory {
+  std::uint64_t before = 0, peak = 0, after = 0;
+};
+
+CheckpointMemory writeCheckpoint(const Options& o, PolicyTrainer& trainer, const Comm& comm) {
+  comm.barrier();
+  CheckpointMemory out;
+  out.before = currentPrivateBytes();
+  {
+    PrivateMemoryPeak during(std::chrono::milliseconds(10));
+    saveTrainerCheckpoint(o.checkpoint + "/bench.h5", "bench", trainer, o.steps);
+    out.peak = during.peakBytes();
+  }
+  out.after = currentPrivateBytes();
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -136,20 +167,10 @@ int main(int argc, char** argv) {
     std::uint64_t state_bytes = 0, resident_bytes = 0;
     std::int64_t params = 0;
     std::uint64_t rss_setup = 0, rss_trained = 0;  // resident after set-up and after the steps
-    // Private (RssAnon) before, at the peak during and after the checkpoint write.
-    std::uint64_t ckpt_before = 0, ckpt_peak = 0, ckpt_after = 0;
+    CheckpointMemory checkpoint;
     try {
-      ModelConfig m;
-      m.vocab_size = o.vocab;
-      m.d_model = o.hidden;
-      m.layers = o.layers;
-      m.heads = o.heads;
-      m.kv_heads = o.kv_heads;
-      m.head_dim = o.head_dim;
-      m.ffn_hidden = o.ffn;
-      m.max_seq_len = o.seq;
       torch::manual_seed(7);
-      PolicyModel model(m);
+      PolicyModel model(modelOf(o));
       params = model->parameterCount();
       TrainerSection cfg;
       cfg.lr = 1e-5;
@@ -171,16 +192,7 @@ int main(int argc, char** argv) {
       // Weights and gradients held between steps: the model's whole (unsharded), or the shards.
       resident_bytes = trainer.zero() ? trainer.zero()->residentBytes() : static_cast<std::uint64_t>(params) * 8;
       rss_trained = memoryUse(torch::kCPU).rss_bytes;
-      if (!o.checkpoint.empty()) {
-        comm.barrier();
-        ckpt_before = currentPrivateBytes();
-        {
-          PrivateMemoryPeak during(std::chrono::milliseconds(10));
-          saveTrainerCheckpoint(o.checkpoint + "/bench.h5", "bench", trainer, o.steps);
-          ckpt_peak = during.peakBytes();
-        }
-        ckpt_after = currentPrivateBytes();
-      }
+      if (!o.checkpoint.empty()) checkpoint = writeCheckpoint(o, trainer, comm);
     } catch (const std::exception& e) {
       error = e.what();
       const auto nl = error.find('\n');
@@ -203,8 +215,8 @@ int main(int argc, char** argv) {
         static_cast<double>(mem.peak_rss_bytes) / (1ULL << 30), static_cast<double>(rss_setup) / (1ULL << 30),
         static_cast<double>(rss_trained) / (1ULL << 30), static_cast<double>(state_bytes) / (1ULL << 30),
         static_cast<double>(resident_bytes) / (1ULL << 30), o.limit_gib, o.logits_chunk_bytes, steps.c_str(),
-        static_cast<double>(ckpt_before) / (1ULL << 30), static_cast<double>(ckpt_peak) / (1ULL << 30),
-        static_cast<double>(ckpt_after) / (1ULL << 30), error.c_str());
+        static_cast<double>(checkpoint.before) / (1ULL << 30), static_cast<double>(checkpoint.peak) / (1ULL << 30),
+        static_cast<double>(checkpoint.after) / (1ULL << 30), error.c_str());
     std::fflush(stdout);
     if (!error.empty()) {
       code = 3;
