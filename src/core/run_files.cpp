@@ -59,11 +59,11 @@ CheckpointRoom checkpointRoom(const fs::path& run_dir, std::uint64_t bytes) {
   const int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return {false, fmt::format("{} cannot be written: {}", dir.string(), std::strerror(errno))};
   // fallocate(2) itself, not posix_fallocate: where the filesystem cannot reserve, glibc's
-  // fallback would write `bytes` of zeros.
-  // Past a file-size limit (RLIMIT_FSIZE) the kernel also sends SIGXFSZ, whose default ends the
-  // process: ignored for the reservation, so the limit refuses the checkpoint instead.
-  struct sigaction ignore {
-  }, before{};
+  // fallback would write `bytes` of zeros. Past a file-size limit (RLIMIT_FSIZE) the kernel also
+  // sends SIGXFSZ, whose default ends the process: ignored for the reservation, so the limit
+  // refuses the checkpoint instead.
+  struct sigaction ignore = {};
+  struct sigaction before = {};
   ignore.sa_handler = SIG_IGN;
   ::sigaction(SIGXFSZ, &ignore, &before);
   const int rc = ::fallocate(fd, 0, 0, static_cast<off_t>(std::min<std::uint64_t>(bytes, INT64_MAX)));
