@@ -88,7 +88,7 @@ int envCheck(const EnvCheckArgs& a) {
   const auto env = makeEnvironment(options);
   std::map<std::string, int> reasons;
   for (int k = 0; k < a.episodes; ++k) {
-    const std::uint64_t id = env->trainingId(static_cast<std::uint64_t>(k));
+    const std::uint64_t id = env->referenceId(static_cast<std::uint64_t>(k));
     std::printf("\n=== episode %d (problem %llu) ===\n--- prompt ---\n%s\n", k + 1, static_cast<unsigned long long>(id),
                 tail(env->reset(id), a.show_chars).c_str());
     // The environment's own tools (an MCP-style OpenEnv server's) are known after its reset.

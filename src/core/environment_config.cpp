@@ -213,13 +213,16 @@ void parseOpenEnv(YamlReader r, EnvironmentOptions& e, const std::string& output
   o.env = environmentVariables(r);
   const std::string log_dir = r.getString("log_dir", (std::filesystem::path(output_dir) / "openenv").string());
   o.log_dir = std::filesystem::absolute(log_dir).lexically_normal().string();
+  o.server_per = r.getEnum("server_per", o.server_per, kOpenEnvServerScopeNames);
+  if (o.command.empty() && r.has("server_per"))
+    r.fail("server_per", "belongs to command: a url server is started by whoever runs it");
   o.interface = r.getEnum("interface", o.interface, kOpenEnvInterfaceNames);
   o.action_field = r.getString("action_field", o.action_field);
   if (o.action_field.empty()) r.fail("action_field", "is empty; name the action's text field (default: message)");
   if (o.interface == OpenEnvInterface::Mcp && r.has("action_field"))
     r.fail("action_field", "belongs to interface: text; with interface: mcp a turn's tool calls are the actions");
   o.observation_field = r.getString("observation_field", o.observation_field);
-  o.observation_role = r.getChoice("observation_role", o.observation_role, {"user", "tool"});
+  o.observation_role = r.getEnum("observation_role", o.observation_role, kObservationRoleNames);
   if (const auto reset = r.raw("reset")) {
     if (!reset->IsMap()) r.fail("reset", "given " + describe(*reset) + "; allowed: a mapping (extra fields of /reset)");
     o.reset_json = toJson(*reset).dump();
@@ -227,7 +230,7 @@ void parseOpenEnv(YamlReader r, EnvironmentOptions& e, const std::string& output
   o.seed_field = r.getString("seed_field", o.seed_field);
   o.eval_seed_start = static_cast<std::uint64_t>(r.getInt(
       "eval_seed_start", static_cast<std::int64_t>(o.eval_seed_start), 1, std::int64_t{1} << 53, "(a reset seed)"));
-  o.reward = r.getChoice("reward", o.reward, {"sum", "last"});
+  o.reward = r.getEnum("reward", o.reward, kOpenEnvRewardNames);
   o.timeout_seconds = r.getDouble("timeout_seconds", o.timeout_seconds, 0.1, 3600.0);
   o.start_seconds = r.getDouble("start_seconds", o.start_seconds, 1.0, 3600.0);
   o.max_context_tokens =
@@ -235,6 +238,8 @@ void parseOpenEnv(YamlReader r, EnvironmentOptions& e, const std::string& output
   o.observation_bytes = static_cast<std::uint64_t>(
       r.getInt("observation_bytes", static_cast<std::int64_t>(o.observation_bytes), 16, 1 << 24, "bytes"));
   if (r.has("stop")) o.stop = r.requireStringList("stop");
+  if (r.has("demonstrations"))
+    o.demonstrations = std::filesystem::absolute(r.getString("demonstrations", "")).lexically_normal().string();
   r.finish();
 }
 

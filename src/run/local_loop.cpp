@@ -77,7 +77,15 @@ LocalRunResult runSft(const Config& config) {
   for (int step = 1; step <= config.sft.max_steps; ++step) {
     std::vector<Episode> batch;
     for (int i = 0; i < config.sft.batch_size; ++i) {
-      batch.push_back(referenceEpisode(*tokenizer, config.environment, env->trainingId(rng() >> 32)));
+      const std::uint64_t id = env->referenceId(rng() >> 32);
+      batch.push_back(referenceEpisode(*tokenizer, config.environment, id));
+      if (batch.back().turns == 0) {
+        throw Error(fmt::format("sft: environment '{}' has no reference turns for problem {}{}",
+                                config.environment.name, id,
+                                config.environment.name == "openenv"
+                                    ? " (an OpenEnv server knows no solutions: set environment.openenv.demonstrations)"
+                                    : ""));
+      }
       if (batch.back().tokens.size() > static_cast<std::size_t>(model->config().max_seq_len)) {
         throw Error(
             fmt::format("policies[0].model.max_seq_len ({}) is shorter than a reference episode of "

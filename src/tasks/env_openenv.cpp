@@ -21,6 +21,7 @@
 #include "astraflow/tasks/tool_call.hpp"
 #include "astraflow/text/chat_template.hpp"
 #include "tasks/builtin_environments.hpp"
+#include "tasks/openenv_demonstrations.hpp"
 #include "tasks/openenv_server.hpp"
 #include "tasks/process_registry.hpp"
 #include "tasks/text_match.hpp"
@@ -75,7 +76,18 @@ class OpenEnvEnvironment final : public Environment {
   std::string name() const override { return "openenv"; }
   bool rendersWholeSequence() const override { return true; }
   std::vector<std::string> stopStrings() const override { return o_.stop; }
-  std::vector<std::string> referenceActions() const override { return {}; }  // the server knows no solutions
+  // The server knows no solutions: the user's demonstrations of the current seed, if any.
+  std::vector<std::string> referenceActions() const override {
+    if (o_.demonstrations.empty() || !started_) return {};
+    const auto& actions = demonstrations().actions;
+    const auto it = actions.find(seed_);
+    return it == actions.end() ? std::vector<std::string>{} : it->second;
+  }
+  std::uint64_t referenceId(std::uint64_t k) const override {
+    if (o_.demonstrations.empty()) return trainingId(k);
+    const auto& seeds = demonstrations().seeds;
+    return seeds[k % seeds.size()];
+  }
   std::vector<McpTool> servedTools() const override { return env_tools_; }
   int maxTurns() const override { return options_.max_turns; }
   int maxContextTokens() const override { return o_.max_context_tokens; }
@@ -95,6 +107,7 @@ class OpenEnvEnvironment final : public Environment {
       for (const auto& t : tools_) schemas_.push_back(t.tool.functionSchema());
     }
     seed_ = problem_id;
+    started_ = true;
     turns_ = 0;
     total_ = last_ = 0.0;
     failure_.clear();
@@ -118,7 +131,7 @@ class OpenEnvEnvironment final : public Environment {
     if (!failure_.empty()) return {"", 0.0, failure_, true};
     if (auto reply = mcpToolReply(action)) return {*reply, 0.0, "", false};
     json step_data = {{o_.action_field, std::string(action)}};
-    std::string role = o_.observation_role;
+    std::string role(enumName(kObservationRoleNames, o_.observation_role));
     if (o_.interface == OpenEnvInterface::Mcp) {
       const ParsedToolCall parsed = parseToolCall(action);
       if (!parsed.present) return ended();  // a turn without a tool call: the policy's answer
@@ -139,10 +152,16 @@ class OpenEnvEnvironment final : public Environment {
   }
 
  private:
+  // Read on first use: only the warm start and `env check` ask for them.
+  const detail::OpenEnvDemonstrations& demonstrations() const {
+    if (!demonstrations_) demonstrations_ = detail::sharedDemonstrations(o_.demonstrations, o_.eval_seed_start);
+    return *demonstrations_;
+  }
+
   // The episode's end: its reward is the step rewards' sum (or the last one).
   StepResult ended() {
     endSession();
-    const double r = o_.reward == "last" ? last_ : total_;
+    const double r = o_.reward == OpenEnvReward::Last ? last_ : total_;
     return {"", r, r > 0 ? "correct" : "wrong", true};
   }
 
@@ -309,6 +328,8 @@ class OpenEnvEnvironment final : public Environment {
   std::unique_ptr<WebSocketClient> session_;
   int generation_ = 0;  // the server start session_ was opened on
   std::uint64_t seed_ = 0;
+  bool started_ = false;  // reset() has run: seed_ is the current game's
+  mutable std::shared_ptr<const detail::OpenEnvDemonstrations> demonstrations_;
   int turns_ = 0;
   double total_ = 0.0, last_ = 0.0;
   std::string failure_;

@@ -45,6 +45,19 @@ std::string withPort(std::string argument, int port) {
   return argument;
 }
 
+// The node's folder is per server: the same command, environment and log folder.
+std::string serverKey(const OpenEnvOptions& o) {
+  std::string key = o.url + '\x1d' + o.log_dir;
+  for (const auto& a : o.command) key += '\x1f' + a;
+  for (const auto& [k, v] : o.env) key += '\x1e' + k + '=' + v;
+  return key;
+}
+
+bool answersHealth(const std::string& base_url) {
+  HttpClient client(base_url, std::chrono::milliseconds(1000), std::chrono::milliseconds(5000));
+  return client.get("/health").ok();
+}
+
 }  // namespace
 
 OpenEnvServer::OpenEnvServer(const OpenEnvOptions& options) : options_(options) {
@@ -54,6 +67,28 @@ OpenEnvServer::OpenEnvServer(const OpenEnvOptions& options) : options_(options) 
     waitHealthy();
     return;
   }
+  if (options_.server_per == OpenEnvServerScope::Node) {
+    node_ = std::make_unique<NodeShare>("openenv", serverKey(options_));
+    adoptOrStart();
+    return;
+  }
+  startRetried();
+  generation_ = starts_ - 1;
+}
+
+OpenEnvServer::~OpenEnvServer() {
+  if (!node_ || !process_ || process_->ended()) return;
+  // This rank started the node's server: no rank adopts it from here on, and it stops once the
+  // node's other ranks are done (their locks go with their processes).
+  const auto lock = node_->lockStart();
+  if (!node_->othersDone(kNodeDrain))
+    spdlog::warn("environment.openenv: other ranks of the node still use the server at {} after {} s; stopping it",
+                 base_url_, kNodeDrain.count());
+  if (const auto p = node_->published(); p && p->url == base_url_) node_->withdraw();
+  process_.reset();
+}
+
+void OpenEnvServer::startRetried() {
   try {
     start();
   } catch (const ChildStartError&) {
@@ -64,11 +99,29 @@ OpenEnvServer::OpenEnvServer(const OpenEnvOptions& options) : options_(options) 
   }
 }
 
-OpenEnvServer::~OpenEnvServer() = default;
+bool OpenEnvServer::adoptOrStart() {
+  const auto lock = node_->lockStart();
+  const auto published = node_->published();
+  bool started = false;
+  if (published && answersHealth(published->url)) {
+    if (process_ && process_->ended()) process_.reset();
+    base_url_ = published->url;
+    generation_ = published->generation;
+    spdlog::info("environment.openenv: using the node's server at {} (start {}; {})", base_url_, generation_,
+                 node_->folder());
+  } else {
+    startRetried();
+    generation_ = published ? published->generation + 1 : 0;
+    node_->publish({base_url_, generation_});
+    started = true;
+  }
+  node_->joinUsers();
+  return started;
+}
 
 OpenEnvServer::Endpoint OpenEnvServer::sessionEndpoint() const {
   std::lock_guard lock(mutex_);
-  return {"ws://" + base_url_.substr(std::string_view("http://").size()) + "/ws", std::max(starts_ - 1, 0)};
+  return {"ws://" + base_url_.substr(std::string_view("http://").size()) + "/ws", generation_};
 }
 
 void OpenEnvServer::start() {
@@ -80,9 +133,12 @@ void OpenEnvServer::start() {
   std::filesystem::create_directories(options_.log_dir);
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  const std::string log =
-      (std::filesystem::path(options_.log_dir) / fmt::format("openenv-{}-{}-{}.log", host, ::getpid(), starts_++))
-          .string();
+  // Numbered per process, not per server: two servers of one process never share a log.
+  static std::atomic<int> process_starts{0};
+  ++starts_;
+  const std::string log = (std::filesystem::path(options_.log_dir) /
+                           fmt::format("openenv-{}-{}-{}.log", host, ::getpid(), process_starts++))
+                              .string();
   process_.reset();
   process_ = std::make_unique<ServerProcess>(spec, log);
   base_url_ = fmt::format("http://127.0.0.1:{}", port);
@@ -127,17 +183,29 @@ void OpenEnvServer::rememberTools(std::string tools_json) {
 bool OpenEnvServer::reviveIfDead(int generation, std::chrono::milliseconds grace) {
   std::lock_guard lock(mutex_);
   // A session of an earlier start: that server is gone and this one was started after it.
-  if (!process_ || generation != starts_ - 1) return false;
-  // A dying process closes its sockets before it is a zombie: a connection it dropped can be
-  // seen a moment before it has ended.
-  const auto until = Clock::now() + grace;
-  while (!process_->ended()) {
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (generation != generation_) return false;
+  if (process_) {
+    // A dying process closes its sockets before it is a zombie: a connection it dropped can be
+    // seen a moment before it has ended.
+    const auto until = Clock::now() + grace;
+    while (!process_->ended()) {
+      if (Clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    spdlog::warn("environment.openenv: the server (pid {}) has ended; starting it again{}", process_->pid(), logNote());
+  } else if (!node_ || answersHealth(base_url_)) {
+    return false;  // a url server is not ours to start; another rank's node server still answers
+  } else {
+    spdlog::warn("environment.openenv: the node's server at {} no longer answers; taking the node's next one",
+                 base_url_);
   }
-  spdlog::warn("environment.openenv: the server (pid {}) has ended; starting it again{}", process_->pid(), logNote());
   try {
-    start();
+    if (!node_) {
+      start();
+      generation_ = starts_ - 1;
+    } else if (!adoptOrStart()) {
+      return true;  // another rank of the node started it again already
+    }
   } catch (const Error& e) {
     spdlog::error("environment.openenv: could not start the server again: {}", e.what());
     return false;
@@ -163,10 +231,7 @@ ProcessRegistry<std::string, OpenEnvServer>& servers() {
 }  // namespace
 
 std::shared_ptr<OpenEnvServer> sharedOpenEnvServer(const OpenEnvOptions& o) {
-  std::string key = o.url;
-  for (const auto& a : o.command) key += '\x1f' + a;
-  for (const auto& [k, v] : o.env) key += '\x1e' + k + '=' + v;
-  return servers().get(key, [&] { return std::make_shared<OpenEnvServer>(o); });
+  return servers().get(serverKey(o), [&] { return std::make_shared<OpenEnvServer>(o); });
 }
 
 }  // namespace astraflow::detail

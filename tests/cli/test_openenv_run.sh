@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # An OpenEnv environment in a real mpirun job (examples/openenv_guess, written with openenv-core):
-# each rollout rank starts its own server, every episode is a session of its own on /ws, and the
-# servers are killed (SIGKILL) mid-run: the episodes in flight end with reason env_error (counted),
-# each rank starts its server again, the run finishes and the books balance.
+# each rollout rank starts its own server (or, with ASTRAFLOW_OPENENV_SERVER_PER=node, the node's
+# rollout ranks share the one the first of them starts), every episode is a session of its own on
+# /ws, and the servers are killed (SIGKILL) mid-run: the episodes in flight end with reason
+# env_error (counted), the servers are started again (each rank's, or one for the node), the run
+# finishes and the books balance.
 #   test_openenv_run.sh <astraflow binary> <source dir> <mpiexec> <python with openenv-core> <ranks: 3|4>
 set -uo pipefail
 bin=$1 src=$2 mpiexec=$3 python=$4 ranks=$5
@@ -12,13 +14,18 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 rollouts=$((ranks - 2))
+server_per=${ASTRAFLOW_OPENENV_SERVER_PER:-rank}
+servers_expected=$rollouts
+[ "$server_per" = node ] && servers_expected=1
 "$bin" init-model "$work/model" --hidden-size 16 --layers 1 --heads 2 --kv-heads 1 --intermediate-size 32 \
   --max-positions 512 >/dev/null || fail "init-model"
 # A copy of the example server: this run's servers are the processes running this path.
 cp "$src/examples/openenv_guess/server.py" "$work/guess_server.py"
 sed -e "s#hf: runs/openenv_guess/model#hf: $work/model#" -e "s#output_dir: runs/openenv_guess#output_dir: $work/run#" \
   -e "s#\[.venv/bin/python, examples/openenv_guess/server.py#[$python, $work/guess_server.py#" \
-  -e "s#ranks: 2}#ranks: $rollouts}#" "$src/examples/openenv_guess/config.yaml" >"$work/config.yaml"
+  -e "s#ranks: 2}#ranks: $rollouts}#" -e "s#^    reward: sum#    reward: sum\n    server_per: $server_per#" \
+  "$src/examples/openenv_guess/config.yaml" >"$work/config.yaml"
+grep -q "server_per: $server_per" "$work/config.yaml" || fail "server_per was not set"
 grep -q "$work/guess_server.py" "$work/config.yaml" || fail "the example config's command was not rewritten"
 
 "$mpiexec" -n "$ranks" --oversubscribe "$bin" run "$work/config.yaml" --set run.max_wall_seconds=20 \
@@ -31,17 +38,21 @@ job=$!
 servers=0
 for _ in $(seq 1 600); do
   servers=$(grep -c "environment.openenv: server .* answers at" "$work/err")
-  if [ "$servers" -ge "$rollouts" ] && grep -q "player v2 " "$work/err"; then break; fi
+  if [ "$servers" -ge "$servers_expected" ] && grep -q "player v2 " "$work/err"; then break; fi
   sleep 0.2
 done
-[ "$servers" -ge "$rollouts" ] || fail "expected $rollouts servers answering, found $servers"
+[ "$servers" -eq "$servers_expected" ] || fail "expected $servers_expected servers answering, found $servers"
+if [ "$server_per" = node ]; then
+  grep -q "using the node's server" "$work/err" || fail "no rank took the node's server"
+fi
 pkill -9 -f "$work/guess_server.py" || fail "no server to kill"
 timeout 180 bash -c "while kill -0 $job 2>/dev/null; do sleep 0.5; done" || fail "the run did not end"
 wait $job || fail "mpirun exited $?: $(tail -n 5 "$work/err")"
 
-"$python" - "$work/run/summary.json" "$rollouts" <<'PY' || fail "summary checks (above)"
+logs=$(ls "$work/run/openenv/"openenv-*.log 2>/dev/null | wc -l)
+"$python" - "$work/run/summary.json" "$rollouts" "$server_per" "$logs" <<'PY' || fail "summary checks (above)"
 import json, sys
-s, rollouts = json.load(open(sys.argv[1])), int(sys.argv[2])
+s, rollouts, server_per, logs = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 bad = []
 def check(ok, what):
     if not ok: bad.append(what)
@@ -52,7 +63,13 @@ check(sum(reasons.values()) == s["produced"] > 0, f"every episode has a reason: 
 check(reasons["correct"] + reasons["wrong"] > 0, f"episodes were played to their end: {reasons}")
 # Each rank's server was killed and started again. Episodes in flight at the kill end env_error; a
 # rank caught between episodes has none in flight (its next reset is retried on the new server).
-check(all(r["openenv_restarts"] >= 1 for r in ranks), f"servers started again: {[r['openenv_restarts'] for r in ranks]}")
+restarts = [r["openenv_restarts"] for r in ranks]
+if server_per == "rank":
+    check(all(n >= 1 for n in restarts), f"each rank's server started again: {restarts}")
+else:
+    # One server for the node: one start, then one per death, by whichever rank saw it first.
+    check(sum(restarts) >= 1, f"the node's server started again: {restarts}")
+    check(logs == 1 + sum(restarts), f"one server log per start: {logs} logs, restarts {restarts}")
 check(all(r["openenv_errors"] >= 1 for r in ranks), f"the kill was seen: {[r['openenv_errors'] for r in ranks]}")
 check(all(r["openenv_sessions"] > 0 and r["openenv_steps"] > r["openenv_sessions"] for r in ranks),
       f"every rank played multi-turn episodes: {[(r['openenv_sessions'], r['openenv_steps']) for r in ranks]}")

@@ -19,102 +19,12 @@
 #include "astraflow/tasks/mcp_client.hpp"
 #include "astraflow/tasks/openenv.hpp"
 #include "astraflow/text/chat_template.hpp"
-#include "astraflow/text/hf_tokenizer_files.hpp"
-#include "io/temp_dir.hpp"
-#include "tasks/process_watch.hpp"
+#include "tasks/openenv_fixture.hpp"
 
 using namespace astraflow;
 using json = nlohmann::ordered_json;
 
 namespace openenv_tests {
-
-struct Fixture {
-  test::TempDir dir;
-  EnvironmentOptions options;
-
-  // The server `script_variable` names, started as `python script <port arguments>`.
-  Fixture(const char* script_variable, std::vector<std::string> port_arguments) {
-    const char* python = std::getenv("ASTRAFLOW_PYTHON");
-    const char* script = std::getenv(script_variable);
-    if (python == nullptr || script == nullptr) throw std::runtime_error("run under ctest (ASTRAFLOW_PYTHON)");
-    std::filesystem::create_directories(dir.file("model"));
-    writeByteLevelTokenizer(dir.file("model"));
-    options.name = "openenv";
-    options.max_turns = 5;
-    options.dataset.tokenizer_folders = {dir.file("model")};
-    options.openenv.command = {python, script};
-    for (auto& a : port_arguments) options.openenv.command.push_back(std::move(a));
-    options.openenv.log_dir = dir.file("logs");
-    options.openenv.start_seconds = 120;
-    options.openenv.timeout_seconds = 30;
-  }
-};
-
-Fixture guessGame() { return Fixture("ASTRAFLOW_OPENENV_EXAMPLE", {"--port", "{port}"}); }
-Fixture faultyServer() { return Fixture("ASTRAFLOW_OPENENV_FAULTY", {"{port}"}); }
-// The MCP-style game (interface: mcp) with Qwen3's chat template, which shows tools in the prompt.
-struct ToolsGame : Fixture {
-  ToolsGame() : Fixture("ASTRAFLOW_OPENENV_TOOLS_EXAMPLE", {"--port", "{port}"}) {
-    const char* qwen3 = std::getenv("ASTRAFLOW_QWEN3_CONFIG");
-    if (qwen3 == nullptr) throw std::runtime_error("run under ctest (ASTRAFLOW_QWEN3_CONFIG)");
-    std::filesystem::copy_file(qwen3, dir.file("model") + "/tokenizer_config.json",
-                               std::filesystem::copy_options::overwrite_existing);
-    options.dataset.enable_thinking = "false";
-    options.openenv.interface = OpenEnvInterface::Mcp;
-    options.openenv.observation_field = "prompt";
-    options.openenv.reset_json = R"({"turns": 5})";
-  }
-};
-
-std::string guessCall(int number) {
-  return "<tool_call>\n{\"name\": \"guess\", \"arguments\": {\"number\": " + std::to_string(number) +
-         "}}\n</tool_call>";
-}
-
-// The direct children of this process running `script` (another test may run the same one).
-std::vector<int> childrenRunning(const std::string& script) {
-  std::vector<int> pids;
-  for (const int pid : test::processesWith(script)) {
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string id, comm, state;
-    int parent = 0;
-    stat >> id >> comm >> state >> parent;
-    if (parent == ::getpid() && state != "Z") pids.push_back(pid);
-  }
-  return pids;
-}
-
-// Binary search on every game at once, one turn of each in turn: a session that saw another's
-// game would answer hints for the wrong number and miss. Returns the number each episode found.
-std::vector<int> playAll(std::vector<std::unique_ptr<Environment>>& envs, const std::vector<std::uint64_t>& seeds) {
-  const std::size_t n = envs.size();
-  std::vector<int> low(n, 1), high(n, 16), found(n, 0);
-  std::vector<bool> done(n, false);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::string prompt = envs[i]->reset(seeds[i]);
-    EXPECT_NE(prompt.find("from 1 to 16. You have 5 guesses"), std::string::npos) << prompt;
-  }
-  for (int turn = 0; turn < 5; ++turn) {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (done[i]) continue;
-      const int guess = (low[i] + high[i]) / 2;
-      const StepResult s = envs[i]->step("My guess is " + std::to_string(guess) + ".");
-      if (s.done) {
-        done[i] = true;
-        EXPECT_EQ(s.reason, "correct") << "seed " << seeds[i] << " guess " << guess;
-        EXPECT_EQ(s.reward, 1.0);
-        found[i] = guess;
-      } else if (s.observation.find("Higher.") != std::string::npos) {
-        low[i] = guess + 1;
-      } else {
-        EXPECT_NE(s.observation.find("Lower."), std::string::npos) << s.observation;
-        high[i] = guess - 1;
-      }
-    }
-  }
-  for (std::size_t i = 0; i < n; ++i) EXPECT_TRUE(done[i]) << "seed " << seeds[i];
-  return found;
-}
 
 TEST(OpenEnv, ConcurrentEpisodesPlayTheirOwnGamesOnTheOpenEnvCoreExample) {
   Fixture f = guessGame();
@@ -407,6 +317,7 @@ TEST(OpenEnv, ConfigKeys) {
     max_context_tokens: 400
     observation_bytes: 1000
     stop: ["</guess>"]
+    demonstrations: demos/guess.jsonl
 )",
                          "t.yaml");
   const OpenEnvOptions& o = c.environment.openenv;
@@ -417,12 +328,13 @@ TEST(OpenEnv, ConfigKeys) {
                                                        "tags": ["a", 1]})"));
   EXPECT_EQ(o.action_field, "text");
   EXPECT_EQ(o.interface, OpenEnvInterface::Text);
-  EXPECT_EQ(o.observation_role, "tool");
+  EXPECT_EQ(o.observation_role, ObservationRole::Tool);
   EXPECT_EQ(o.seed_field, "task_seed");
   EXPECT_EQ(o.eval_seed_start, 5000U);
-  EXPECT_EQ(o.reward, "last");
+  EXPECT_EQ(o.reward, OpenEnvReward::Last);
   EXPECT_EQ(o.max_context_tokens, 400);
   EXPECT_EQ(o.stop, std::vector<std::string>{"</guess>"});
+  EXPECT_EQ(o.demonstrations, (std::filesystem::current_path() / "demos/guess.jsonl").string());  // made absolute
   EXPECT_EQ(o.log_dir, dir.file("run") + "/openenv");
   EXPECT_EQ(c.environment.max_turns, 6);
   EXPECT_EQ(c.environment.dataset.system_prompt, "Play well.");

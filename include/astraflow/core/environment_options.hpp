@@ -92,6 +92,19 @@ struct ToolOptions {
 enum class OpenEnvInterface { Text, Mcp };
 inline constexpr std::array<EnumName<OpenEnvInterface>, 2> kOpenEnvInterfaceNames{
     {{"text", OpenEnvInterface::Text}, {"mcp", OpenEnvInterface::Mcp}}};
+// Who starts a `command` server: each rollout rank its own, or one per node that the node's
+// ranks share (the first to need it starts it; docs/tasks.md).
+enum class OpenEnvServerScope { Rank, Node };
+// The episode's reward from the server's step rewards: their sum, or the last one.
+enum class OpenEnvReward { Sum, Last };
+inline constexpr std::array<EnumName<OpenEnvReward>, 2> kOpenEnvRewardNames{
+    {{"sum", OpenEnvReward::Sum}, {"last", OpenEnvReward::Last}}};
+// The chat role observations after the first are rendered as (the names are the roles').
+enum class ObservationRole { User, Tool };
+inline constexpr std::array<EnumName<ObservationRole>, 2> kObservationRoleNames{
+    {{"user", ObservationRole::User}, {"tool", ObservationRole::Tool}}};
+inline constexpr std::array<EnumName<OpenEnvServerScope>, 2> kOpenEnvServerScopeNames{
+    {{"rank", OpenEnvServerScope::Rank}, {"node", OpenEnvServerScope::Node}}};
 
 // The `openenv` environment (config section `environment.openenv`, docs/tasks.md "OpenEnv
 // environments"): each episode is one session on an OpenEnv server's WebSocket endpoint /ws.
@@ -101,20 +114,23 @@ struct OpenEnvOptions {
   std::vector<std::string> command;
   std::vector<std::pair<std::string, std::string>> env;  // added to the host's environment
   std::string log_dir;                                   // where a started server's log goes
+  OpenEnvServerScope server_per = OpenEnvServerScope::Rank;
   OpenEnvInterface interface = OpenEnvInterface::Text;
-  std::string action_field = "message";   // the action object's field that receives the policy's text
-  std::string observation_field;          // the observation field shown to the policy; empty: the first string one
-  std::string observation_role = "user";  // user | tool: the chat role observations are rendered as
-  std::string reset_json = "{}";          // a JSON object merged into every reset's data
-  std::string seed_field = "seed";        // the reset field that carries the episode's seed
+  std::string action_field = "message";  // the action object's field that receives the policy's text
+  std::string observation_field;         // the observation field shown to the policy; empty: the first string one
+  ObservationRole observation_role = ObservationRole::User;
+  std::string reset_json = "{}";    // a JSON object merged into every reset's data
+  std::string seed_field = "seed";  // the reset field that carries the episode's seed
   // Training seeds are 0 … eval_seed_start-1 (cycled); held-out ones eval_seed_start, +1, …
   std::uint64_t eval_seed_start = 1000000;
-  std::string reward = "sum";              // sum | last: of the step rewards, the episode's reward
+  OpenEnvReward reward = OpenEnvReward::Sum;
   double timeout_seconds = 30;             // each connect, reset and step
   double start_seconds = 120;              // a started server's /health must answer within it
   int max_context_tokens = 0;              // an episode past it ends truncated; 0: the model's max_seq_len
   std::uint64_t observation_bytes = 8192;  // of an observation shown to the policy (the rest cut, said so)
   std::vector<std::string> stop;           // text that also ends a turn, beside the end-of-turn token
+  // JSONL of {"seed", "actions"}: the turns `astraflow sft` plays and trains on; empty: none
+  std::string demonstrations;
 };
 
 // The environments over JSONL prompt datasets, encoded with the policy folder's tokenizer and

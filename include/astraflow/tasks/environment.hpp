@@ -64,6 +64,9 @@ class Environment {
   // trainingId(k) the k-th training id; the two sequences never share a problem.
   virtual std::uint64_t trainingId(std::uint64_t k) const = 0;
   virtual std::uint64_t heldOutId(std::uint64_t k) const = 0;
+  // The k-th training problem that has referenceActions() (the warm start's problems): every
+  // training problem by default; an OpenEnv environment's demonstrated seeds.
+  virtual std::uint64_t referenceId(std::uint64_t k) const { return trainingId(k); }
 
   // Metadata of the current problem (e.g. {"difficulty": "2"}) for curricula and traces.
   virtual std::map<std::string, std::string> metadata() const = 0;
