@@ -80,11 +80,16 @@ OpenEnvServer::~OpenEnvServer() {
   if (!node_ || !process_ || process_->ended()) return;
   // This rank started the node's server: no rank adopts it from here on, and it stops once the
   // node's other ranks are done (their locks go with their processes).
-  const auto lock = node_->lockStart();
-  if (!node_->othersDone(kNodeDrain))
-    spdlog::warn("environment.openenv: other ranks of the node still use the server at {} after {} s; stopping it",
-                 base_url_, kNodeDrain.count());
-  if (const auto p = node_->published(); p && p->url == base_url_) node_->withdraw();
+  try {
+    const auto lock = node_->lockStart();
+    if (!node_->othersDone(kNodeDrain))
+      spdlog::warn("environment.openenv: other ranks of the node still use the server at {} after {} s; stopping it",
+                   base_url_, kNodeDrain.count());
+    if (const auto p = node_->published(); p && p->url == base_url_) node_->withdraw();
+  } catch (const Error& e) {
+    // No lock: the server stops now; a rank still using it starts the node's next one.
+    spdlog::warn("environment.openenv: {}; stopping the node's server without waiting", e.what());
+  }
   process_.reset();
 }
 
