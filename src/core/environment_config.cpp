@@ -238,8 +238,9 @@ void parseOpenEnv(YamlReader r, EnvironmentOptions& e, const std::string& output
   o.observation_bytes = static_cast<std::uint64_t>(
       r.getInt("observation_bytes", static_cast<std::int64_t>(o.observation_bytes), 16, 1 << 24, "bytes"));
   if (r.has("stop")) o.stop = r.requireStringList("stop");
-  if (r.has("demonstrations"))
-    o.demonstrations = std::filesystem::absolute(r.getString("demonstrations", "")).lexically_normal().string();
+  o.demonstrations = r.getString("demonstrations", "");
+  if (!o.demonstrations.empty())
+    o.demonstrations = std::filesystem::absolute(o.demonstrations).lexically_normal().string();
   r.finish();
 }
 

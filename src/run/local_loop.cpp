@@ -80,11 +80,11 @@ LocalRunResult runSft(const Config& config) {
       const std::uint64_t id = env->referenceId(rng() >> 32);
       batch.push_back(referenceEpisode(*tokenizer, config.environment, id));
       if (batch.back().turns == 0) {
-        throw Error(fmt::format("sft: environment '{}' has no reference turns for problem {}{}",
-                                config.environment.name, id,
-                                config.environment.name == "openenv"
-                                    ? " (an OpenEnv server knows no solutions: set environment.openenv.demonstrations)"
-                                    : ""));
+        throw Error(fmt::format(
+            "sft: environment '{}' has no reference turns for problem {} (a dataset row needs "
+            "its solution field or an answer with a math, choice or exact reward; an OpenEnv server knows no "
+            "solutions: set environment.openenv.demonstrations)",
+            config.environment.name, id));
       }
       if (batch.back().tokens.size() > static_cast<std::size_t>(model->config().max_seq_len)) {
         throw Error(

@@ -78,7 +78,7 @@ class OpenEnvEnvironment final : public Environment {
   std::vector<std::string> stopStrings() const override { return o_.stop; }
   // The server knows no solutions: the user's demonstrations of the current seed, if any.
   std::vector<std::string> referenceActions() const override {
-    if (o_.demonstrations.empty() || !started_) return {};
+    if (o_.demonstrations.empty() || !server_) return {};  // no game before the first reset
     const auto& actions = demonstrations().actions;
     const auto it = actions.find(seed_);
     return it == actions.end() ? std::vector<std::string>{} : it->second;
@@ -107,7 +107,6 @@ class OpenEnvEnvironment final : public Environment {
       for (const auto& t : tools_) schemas_.push_back(t.tool.functionSchema());
     }
     seed_ = problem_id;
-    started_ = true;
     turns_ = 0;
     total_ = last_ = 0.0;
     failure_.clear();
@@ -328,7 +327,6 @@ class OpenEnvEnvironment final : public Environment {
   std::unique_ptr<WebSocketClient> session_;
   int generation_ = 0;  // the server start session_ was opened on
   std::uint64_t seed_ = 0;
-  bool started_ = false;  // reset() has run: seed_ is the current game's
   mutable std::shared_ptr<const detail::OpenEnvDemonstrations> demonstrations_;
   int turns_ = 0;
   double total_ = 0.0, last_ = 0.0;

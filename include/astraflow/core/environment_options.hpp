@@ -95,6 +95,8 @@ inline constexpr std::array<EnumName<OpenEnvInterface>, 2> kOpenEnvInterfaceName
 // Who starts a `command` server: each rollout rank its own, or one per node that the node's
 // ranks share (the first to need it starts it; docs/tasks.md).
 enum class OpenEnvServerScope { Rank, Node };
+inline constexpr std::array<EnumName<OpenEnvServerScope>, 2> kOpenEnvServerScopeNames{
+    {{"rank", OpenEnvServerScope::Rank}, {"node", OpenEnvServerScope::Node}}};
 // The episode's reward from the server's step rewards: their sum, or the last one.
 enum class OpenEnvReward { Sum, Last };
 inline constexpr std::array<EnumName<OpenEnvReward>, 2> kOpenEnvRewardNames{
@@ -103,8 +105,6 @@ inline constexpr std::array<EnumName<OpenEnvReward>, 2> kOpenEnvRewardNames{
 enum class ObservationRole { User, Tool };
 inline constexpr std::array<EnumName<ObservationRole>, 2> kObservationRoleNames{
     {{"user", ObservationRole::User}, {"tool", ObservationRole::Tool}}};
-inline constexpr std::array<EnumName<OpenEnvServerScope>, 2> kOpenEnvServerScopeNames{
-    {{"rank", OpenEnvServerScope::Rank}, {"node", OpenEnvServerScope::Node}}};
 
 // The `openenv` environment (config section `environment.openenv`, docs/tasks.md "OpenEnv
 // environments"): each episode is one session on an OpenEnv server's WebSocket endpoint /ws.
