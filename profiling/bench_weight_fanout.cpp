@@ -1,11 +1,16 @@
 // bench_weight_fanout — the weight store's pull fan-out (docs/simulation.md): N readers pull one
 // version from the store on the dataflow rank; how long until all of them hold it.
 //
-//   mpirun -np N+2 --oversubscribe build/bin/bench_weight_fanout [megabytes=16] [rounds=5] [changed=0.05] [node]
+//   mpirun -np N+2 --oversubscribe build/bin/bench_weight_fanout [megabytes=16] [rounds=5] [changed=0.05]
+//          [reader|node|relay] [fanout=2] [delta|full]
 //
-// `node`: the readers take each version through their node's shared copy (NodeWeights) as rollout
-// ranks do, one pull from the store per node (ASTRAFLOW_NODE_RANKS=k makes pretend nodes of k
-// readers on one machine); without it, every reader pulls for itself (the store alone).
+// `reader` (the default): every reader pulls for itself (the store alone). `node`: the readers
+// take each version through their node's shared copy (NodeWeights) as rollout ranks do, one pull
+// from the store per node (ASTRAFLOW_NODE_RANKS=k makes pretend nodes of k readers on one
+// machine). `relay`: the same, and full versions go down a tree of nodes, `fanout` children per
+// node (weights.relay_fanout), each node reading from its parent's copy instead of the store.
+// `full` (weights.mode: full): every round is a full version; rounds after the first show the
+// steady state, with every slot's pages already touched once.
 //
 // Rank 0 hosts the store (as the dataflow rank does: it publishes what the trainer staged and
 // keeps MPI progressing, napping with backoff); rank 1 stages versions (the trainer); ranks
@@ -72,11 +77,18 @@ int main(int argc, char** argv) {
   const double changed = argc > 3 ? std::atof(argv[3]) : 0.05;
   const auto bytes = static_cast<std::uint64_t>(megabytes * 1e6) & ~std::uint64_t{7};
   WeightStoreOptions options;
-  options.delta = true;
+  options.delta = !(argc > 6 && std::string(argv[6]) == "full");
   WeightStore store(comm, kHost, bytes, "bench", options);
-  const bool by_node = argc > 4 && std::string(argv[4]) == "node";
-  // Collective on every rank in either mode (a constructor of the store's link); used only by_node.
-  NodeWeights node(comm, by_node && comm.rank() >= 2, bytes, "bench");
+  const std::string mode = argc > 4 ? argv[4] : "reader";
+  if (mode != "reader" && mode != "node" && mode != "relay") {
+    if (comm.rank() == 0)
+      std::fprintf(stderr, "bench_weight_fanout: mode '%s'; allowed: reader, node, relay\n", argv[4]);
+    return 1;
+  }
+  const bool by_node = mode != "reader";
+  const int fanout = mode == "relay" ? (argc > 5 ? std::atoi(argv[5]) : 2) : 0;
+  // Collective on every rank in every mode (a constructor of the store's link); used only by_node.
+  NodeWeights node(comm, by_node && comm.rank() >= 2, bytes, "bench", {.fanout = fanout});
   const int readers = comm.size() - 2;
 
   std::vector<std::byte> blob;
@@ -90,10 +102,14 @@ int main(int argc, char** argv) {
   }
   WeightReplica replica;
   if (comm.rank() == kHost) {
+    const std::string how = mode == "reader" ? "one pull per reader"
+                            : mode == "node"
+                                ? "one pull per node (NodeWeights), all from the store"
+                                : "one pull per node, full versions relayed, fanout " + std::to_string(fanout);
     std::printf("bench_weight_fanout: %d readers, %.1f MB versions, %d delta rounds at %.3f changed, %s\n", readers,
-                bytes / 1e6, rounds, changed, by_node ? "one pull per node (NodeWeights)" : "one pull per reader");
-    std::printf("%6s %6s %12s %14s %14s %12s\n", "round", "pull", "MB/reader", "all updated s", "mean reader s",
-                "agg GB/s");
+                bytes / 1e6, rounds, changed, how.c_str());
+    std::printf("%6s %6s %12s %14s %14s %12s %12s\n", "round", "pull", "MB/reader", "all updated s", "mean reader s",
+                "agg GB/s", "store MB");
   }
   for (int v = 0; v <= rounds; ++v) {
     if (comm.rank() == kTrainer) {
@@ -111,6 +127,7 @@ int main(int argc, char** argv) {
     barrier(comm, store);  // staged: the round starts at the publish
     double t_publish = 0, t_done = 0;
     PullResult pulled;
+    std::uint64_t from_store = 0;
     if (comm.rank() == kHost) {
       Backoff backoff(kHostNap);
       while (store.publishStaged() != v) backoff.wait();
@@ -119,14 +136,19 @@ int main(int argc, char** argv) {
     if (comm.rank() >= 2) {
       // Readers see it as rollout ranks do: the published version number, then the pull.
       Backoff backoff(std::chrono::microseconds(50), 4);
-      while (store.publishedVersion() < v) backoff.wait();
+      while (store.publishedVersion() < v) {
+        node.serve();  // as a rollout rank's loop does: its child nodes' reads of its node's copy
+        backoff.wait();
+      }
       std::int64_t holds = -1;
       if (by_node) {
-        const std::uint64_t before = store.stats().bytes_pulled;
+        const std::uint64_t before = store.stats().bytes_pulled, relayed_before = node.relayStats().bytes;
         holds = node.refresh(store, v).version;
-        pulled.bytes = store.stats().bytes_pulled - before;  // 0 for a reader whose node pulled it
+        from_store = store.stats().bytes_pulled - before;  // 0 for a reader whose node pulled it
+        pulled.bytes = from_store + node.relayStats().bytes - relayed_before;
       } else {
         pulled = store.pull(replica);
+        from_store = pulled.bytes;
         holds = replica.version;
       }
       t_done = now();
@@ -135,18 +157,20 @@ int main(int argc, char** argv) {
     }
     barrier(comm, store);
     std::vector<double> done(comm.rank() == kHost ? comm.size() : 0);
-    std::vector<std::uint64_t> moved(comm.rank() == kHost ? comm.size() : 0);
+    std::vector<std::uint64_t> moved(comm.rank() == kHost ? comm.size() : 0), served(moved.size());
     MPI_Gather(&t_done, 1, MPI_DOUBLE, done.data(), 1, MPI_DOUBLE, kHost, comm.raw());
     MPI_Gather(&pulled.bytes, 1, MPI_UINT64_T, moved.data(), 1, MPI_UINT64_T, kHost, comm.raw());
+    MPI_Gather(&from_store, 1, MPI_UINT64_T, served.data(), 1, MPI_UINT64_T, kHost, comm.raw());
     if (comm.rank() == kHost) {
-      double last = 0, sum = 0, total = 0;
+      double last = 0, sum = 0, total = 0, store_total = 0;
       for (int r = 2; r < comm.size(); ++r) {
         last = std::max(last, done[r] - t_publish);
         sum += done[r] - t_publish;
         total += static_cast<double>(moved[r]);
+        store_total += static_cast<double>(served[r]);
       }
-      std::printf("%6d %6s %12.3f %14.4f %14.4f %12.3f\n", v, v == 0 ? "full" : "delta", total / readers / 1e6, last,
-                  sum / readers, total / last / 1e9);
+      std::printf("%6d %6s %12.3f %14.4f %14.4f %12.3f %12.1f\n", v, v == 0 || !options.delta ? "full" : "delta",
+                  total / readers / 1e6, last, sum / readers, total / last / 1e9, store_total / 1e6);
       std::fflush(stdout);
     }
   }

@@ -2,12 +2,16 @@
 # The weight store's pull fan-out (docs/simulation.md): profiling/bench_weight_fanout at each
 # reader count: N readers pull one version from the store on the dataflow rank.
 #   profiling/sim_fanout.sh [megabytes=16] [reader counts...=8 32 128 256] [--plot PNG] [--node-ranks K]
+#                           [--fanout F]
 # Prints per N the time from the publish to the last reader holding the version, for the full
 # version (round 0) and for deltas (the mean of 5 rounds at 5 % of the words changed), and the
-# bytes all readers moved per second. With --node-ranks K each N runs twice, side by side: every
-# reader pulling for itself, then readers sharing a copy per pretend node of K
-# (ASTRAFLOW_NODE_RANKS=K, one pull per node, docs/weights.md), with the ratio of the full
-# version's times. Uses the project's .venv python (requirements/profiling.txt).
+# bytes all readers moved per second. With --node-ranks K each N also runs three times in
+# weights.mode full (every round a full version), side by side: every reader pulling for itself;
+# readers sharing a copy per pretend node of K (ASTRAFLOW_NODE_RANKS=K, one pull per node, all
+# from the store, docs/weights.md); and the same nodes with full versions relayed down a tree of
+# F children per node (default 2). For each: round 0's time (every slot's pages touched for the
+# first time), the mean of rounds 1-5 (the steady state) and the megabytes the store served per
+# round. Uses the project's .venv python (requirements/profiling.txt).
 set -uo pipefail
 source "$(dirname "$0")/sim_lib.sh"
 sim_parse "$@"
@@ -17,6 +21,7 @@ counts=("${args[@]:1}")
 sim_need_python
 sim_workdir sim_fanout
 k=${opt[node-ranks]:-}
+fanout=${opt[fanout]:-2}
 for n in "${counts[@]}"; do
   echo "sim_fanout: $n readers ..." >&2
   mpirun --oversubscribe -np $((n + 2)) "$here/build/bin/bench_weight_fanout" "$mb" 5 0.05 >"$out/$n.txt" 2>&1 ||
@@ -24,27 +29,42 @@ for n in "${counts[@]}"; do
   if [ -n "$k" ]; then
     # Pretend nodes of k readers: the host and trainer ranks (0, 1) are not readers, so they
     # only shift the grouping of the readers' communicator, which starts at rank 2.
-    ASTRAFLOW_NODE_RANKS=$k mpirun --oversubscribe -x ASTRAFLOW_NODE_RANKS -np $((n + 2)) \
-      "$here/build/bin/bench_weight_fanout" "$mb" 5 0.05 node >"$out/$n.node.txt" 2>&1 ||
-      { echo "$n readers by node failed:"; tail -5 "$out/$n.node.txt"; }
+    for mode in reader node relay; do
+      ASTRAFLOW_NODE_RANKS=$k mpirun --oversubscribe -x ASTRAFLOW_NODE_RANKS -np $((n + 2)) \
+        "$here/build/bin/bench_weight_fanout" "$mb" 5 0.05 $mode "$fanout" full >"$out/$n.$mode.txt" 2>&1 ||
+        { echo "$n readers, $mode failed:"; tail -5 "$out/$n.$mode.txt"; }
+    done
   fi
 done
 if [ -n "$k" ]; then
-  "$py" - "$out" "$k" "${counts[@]}" <<'PY'
+  "$py" - "$out" "$k" "$fanout" "${counts[@]}" <<'PY'
 import sys
-out, k, counts = sys.argv[1], sys.argv[2], [int(n) for n in sys.argv[3:]]
-def full(path):
-    for line in open(path):
-        f = line.split()
-        if len(f) == 6 and f[0] == "0" and f[1] == "full":
-            return float(f[3])
-    return None
-print(f"full version, per reader against one pull per pretend node of {k}")
-print(f"{'readers':>8} {'per reader s':>13} {'per node s':>11} {'ratio':>7}")
+out, k, fanout, counts = sys.argv[1], sys.argv[2], sys.argv[3], [int(n) for n in sys.argv[4:]]
+def rounds(path):
+    """Per round (all full versions): seconds until every reader holds it, MB the store served."""
+    rows = []
+    try:
+        for line in open(path):
+            f = line.split()
+            if len(f) == 7 and f[0].isdigit():
+                rows.append((float(f[3]), float(f[6])))
+    except OSError:
+        pass
+    return rows
+def mean(xs):
+    return sum(xs) / len(xs)
+print(f"full versions: per reader, one pull per pretend node of {k} from the store, relayed (fanout {fanout})")
+print(f"{'readers':>8} {'round 0 s: reader':>18} {'node':>7} {'relayed':>8}"
+      f" {'rounds 1-5 s: reader':>21} {'node':>7} {'relayed':>8} {'reader/relayed':>15}"
+      f" {'store MB: reader':>17} {'node':>6} {'relayed':>8}")
 for n in counts:
-    a, b = full(f"{out}/{n}.txt"), full(f"{out}/{n}.node.txt")
-    if a and b:
-        print(f"{n:>8} {a:>13.3f} {b:>11.3f} {a / b:>7.1f}")
+    r = [rounds(f"{out}/{n}.{m}.txt") for m in ("reader", "node", "relay")]
+    if all(len(x) >= 2 for x in r):
+        cold = [x[0][0] for x in r]
+        warm = [mean([t for t, _ in x[1:]]) for x in r]
+        served = [x[0][1] for x in r]
+        print(f"{n:>8} {cold[0]:>18.3f} {cold[1]:>7.3f} {cold[2]:>8.3f} {warm[0]:>21.3f} {warm[1]:>7.3f} {warm[2]:>8.3f}"
+              f" {warm[0] / warm[2]:>15.1f} {served[0]:>17.0f} {served[1]:>6.0f} {served[2]:>8.0f}")
 PY
 fi
 "$py" - "$out" "$plot" "$mb" "${counts[@]}" <<'PY'
@@ -55,7 +75,7 @@ for n in counts:
     full, deltas, moved = None, [], []
     for line in open(f"{out}/{n}.txt"):
         f = line.split()
-        if len(f) == 6 and f[0].isdigit():
+        if len(f) == 7 and f[0].isdigit():
             if f[1] == "full":
                 full = (float(f[3]), float(f[5]))
             else:

@@ -67,6 +67,23 @@ Win Win::allocate(const Comm& comm, std::size_t local_bytes, const char* what) {
   return w;
 }
 
+Win Win::expose(const Comm& comm, std::byte* base, std::size_t bytes, const char* what) {
+  Win w;
+  const int rc =
+      MPI_Win_create(bytes > 0 ? base : nullptr, static_cast<MPI_Aint>(bytes), 1, MPI_INFO_NULL, comm.raw(), &w.win_);
+  if (rc != MPI_SUCCESS) {
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, text, &len);
+    throw WindowAllocationError(fmt::format("{}: MPI_Win_create of window '{}' ({}) failed: {}", processLocation(),
+                                            what, humanBytes(bytes), text));
+  }
+  ASTRA_MPI_CHECK(MPI_Win_set_errhandler(w.win_, MPI_ERRORS_RETURN));
+  w.base_ = base;
+  w.bytes_ = bytes;
+  return w;
+}
+
 Win::~Win() {
   if (win_ == MPI_WIN_NULL || MpiEnvironment::finalized()) return;
   // MPI_Win_free is collective: freeing while an error unwinds this rank alone would wait

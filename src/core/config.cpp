@@ -223,6 +223,7 @@ void parseWeights(YamlReader r, WeightsSection& w) {
   w.compression = r.getEnum("compression", w.compression, kWeightsCompressionNames);
   w.encode_threads = static_cast<int>(r.getInt("encode_threads", w.encode_threads, 0, 64, "threads"));
   w.pull_every = static_cast<int>(r.getInt("pull_every", w.pull_every, 1, 1 << 20, "versions"));
+  w.relay_fanout = static_cast<int>(r.getInt("relay_fanout", w.relay_fanout, 0, 64, "nodes"));
   r.finish();
 }
 

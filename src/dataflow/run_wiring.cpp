@@ -90,8 +90,9 @@ void wireWindows(RunWiring& w) {
       w.weight_stores.push_back(std::make_unique<WeightStore>(comms.weight_links[g], 0, bytes, group.policy,
                                                               weightStoreOptions(cfg.weights)));
       // The rollout ranks of each node share one copy of the versions they pull.
-      w.node_weights.push_back(
-          std::make_unique<NodeWeights>(comms.weight_links[g], w.role().role == Role::Rollout, bytes, group.policy));
+      w.node_weights.push_back(std::make_unique<NodeWeights>(comms.weight_links[g], w.role().role == Role::Rollout,
+                                                             bytes, group.policy,
+                                                             NodeRelayOptions{.fanout = cfg.weights.relay_fanout}));
     } else {
       w.weight_stores.emplace_back();
       w.node_weights.emplace_back();

@@ -98,6 +98,7 @@ ServedPolicy& RolloutRank::served(const std::string& policy) {
 // (request-based, §8): the first rank of the node to want a version pulls it into the node's
 // shared copy (NodeWeights), and every rank of the node moves to the node's newest version here.
 bool RolloutRank::refreshWeights(bool force) {
+  serveRelays();
   bool pulled = false;
   update_failed_ = false;
   for (auto& p : served_) {

@@ -67,6 +67,11 @@ class RolloutRank {
   SamplingOptions samplingFor(bool eval) const;
   // A newer version is due (weights.pull_every), or a task waits for one.
   bool pullDue() const;
+  // Lets MPI answer child nodes' reads of this node's weight copies (NodeWeights::serve): at
+  // every step of the loop and every refresh.
+  void serveRelays() const {
+    for (const auto& p : served_) p.node->serve();
+  }
   bool needsNewerVersion(const Task& task) const;
   // Pops one task: nullopt when the ring is empty or its next poll is not due yet (task_polls_);
   // an end-of-stream task sets `ended`.

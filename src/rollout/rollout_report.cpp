@@ -74,6 +74,9 @@ PolicyPullFigures pullFigures(const ServedPolicy& p) {
   f.node_ranks = static_cast<std::uint64_t>(p.node->nodeSize());
   f.node_versions_written = node.versions_written;
   f.node_writes_put_off = node.spare_in_use;
+  const NodeRelayStats relay = p.node->relayStats();
+  f.node_versions_relayed = relay.relayed;
+  f.node_relay_bytes = relay.bytes;
   return f;
 }
 

@@ -100,6 +100,7 @@ StreamingLoop::StreamingLoop(RolloutRank& rank)
 
 void StreamingLoop::run() {
   for (;;) {
+    rank_.serveRelays();
     if (rank_.serverLost()) {
       leave();
       return;

@@ -13,16 +13,14 @@
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/win.hpp"
 #include "astraflow/core/error.hpp"
+#include "node_layout.hpp"
+#include "node_relay.hpp"
 
 namespace astraflow {
 
 namespace {
 
-constexpr std::uint64_t kCurrent = 0, kWriter = 8, kCurrentVersion = 16;
-constexpr std::uint64_t kSlots = 64, kSlotRecordBytes = 32, kMembers = 256, kMemberBytes = 16;
-constexpr std::uint64_t kPage = 4096;
-
-std::uint64_t pageAligned(std::uint64_t n) { return (n + kPage - 1) / kPage * kPage; }
+using namespace node_layout;
 
 // A member's process exists and has not ended: a killed rank can stay a zombie until its
 // launcher reaps it, and it holds nothing either.
@@ -35,11 +33,35 @@ bool alive(std::uint64_t pid) {
   return close == std::string::npos || close + 2 >= text.size() || text[close + 2] != 'Z';
 }
 
+// A slot's full version as it arrives, in the slot's progress words, for the child nodes'
+// relays to follow. Marked over when it goes, which is after the slot's record is set: a
+// follower always finds the version in one or the other.
+class SlotProgress final : public FullVersionProgress {
+ public:
+  SlotProgress(const SharedWin& win, std::uint64_t slot) : win_(win), at_(kProgress + kProgressBytes * slot) {}
+  ~SlotProgress() override { win_.word(at_).store(kNone); }
+  SlotProgress(const SlotProgress&) = delete;
+  SlotProgress& operator=(const SlotProgress&) = delete;
+  void begin(std::int64_t version, std::uint64_t hash, std::uint64_t bytes) override {
+    win_.word(at_).store(kNone);
+    win_.word(at_ + 8).store(hash);
+    win_.word(at_ + 16).store(bytes);
+    win_.word(at_ + 24).store(0);
+    win_.word(at_).store(static_cast<std::uint64_t>(version));
+  }
+  void ready(std::uint64_t bytes) override { win_.word(at_ + 24).store(bytes); }
+
+ private:
+  const SharedWin& win_;
+  std::uint64_t at_;
+};
+
 }  // namespace
 
-NodeWeights::NodeWeights(const Comm& link, bool reader, std::uint64_t capacity, std::string policy)
+NodeWeights::NodeWeights(const Comm& link, bool reader, std::uint64_t capacity, std::string policy,
+                         NodeRelayOptions relay)
     : policy_(std::move(policy)), capacity_(capacity), pid_(static_cast<std::uint64_t>(::getpid())) {
-  const Comm readers = link.split(reader ? 0 : -1, link.rank());
+  Comm readers = link.split(reader ? 0 : -1, link.rank());
   // A node that cannot hold its copy stops every rank of the link (the host and trainers too),
   // with the reason, rather than leaving them waiting on ranks that gave up.
   std::string error;
@@ -56,6 +78,8 @@ NodeWeights::NodeWeights(const Comm& link, bool reader, std::uint64_t capacity, 
         error.empty() ? fmt::format("node weights:{}: a rollout rank could not set up its node's copy", policy_)
                       : error);
   }
+  // Every node has its copy now: the relay between them (collective over the readers).
+  if (readers.valid()) relay_ = std::make_unique<NodeRelay>(std::move(readers), node_, win_, capacity_, relay, policy_);
 }
 
 void NodeWeights::setUp(const Comm& readers) {
@@ -70,7 +94,11 @@ void NodeWeights::setUp(const Comm& readers) {
     win_.word(kCurrent).store(kNone);
     win_.word(kWriter).store(0);
     win_.word(kCurrentVersion).store(static_cast<std::uint64_t>(std::int64_t{-1}));
-    for (std::uint64_t s = 0; s < slots_; ++s) setSlotRecord(s, {-1, 0, 0, 0});
+    win_.word(kDataOffset).store(data_);
+    for (std::uint64_t s = 0; s < kMaxSlots; ++s) {  // a node of one slot marks the other empty too
+      setSlotRecord(s, {-1, 0, 0, 0});
+      win_.word(kProgress + kProgressBytes * s).store(kNone);
+    }
   }
   node_.barrier();  // the header is set before anyone reads it
   win_.word(kMembers + kMemberBytes * static_cast<std::uint64_t>(node_.rank())).store(kNone);
@@ -81,6 +109,13 @@ void NodeWeights::setUp(const Comm& readers) {
 NodeWeights::~NodeWeights() {
   if (member()) release();
 }
+
+NodeRelayStats NodeWeights::relayStats() const { return relay_ ? relay_->stats() : NodeRelayStats{}; }
+void NodeWeights::serve() const {
+  if (relay_) relay_->serve();
+}
+int NodeWeights::nodeIndex() const { return relay_ ? relay_->nodeIndex() : 0; }
+int NodeWeights::nodes() const { return relay_ ? relay_->nodes() : 0; }
 
 NodeWeights::SlotRecord NodeWeights::slotRecord(std::uint64_t slot) const {
   const std::uint64_t at = kSlots + kSlotRecordBytes * slot;
@@ -124,14 +159,16 @@ std::uint64_t NodeWeights::writableSlot() {
 
 void NodeWeights::write(WeightStore& store, std::uint64_t slot) {
   const SlotRecord before = slotRecord(slot);
+  SlotProgress progress(win_, slot);  // goes after the record below is set
   WeightReplica replica;
+  replica.progress = &progress;
   replica.slot = slotMemory(slot);
   replica.slot_bytes = before.version >= 0 ? before.bytes : 0;
   replica.version = before.version;
   replica.hash = before.hash;
   replica.deltas_since_full = static_cast<int>(before.deltas_since_full);
   setSlotRecord(slot, {-1, 0, 0, 0});  // being written: an exception leaves it empty
-  store.pull(replica);
+  store.pull(replica, relay_ && relay_->hasAncestors() ? relay_.get() : nullptr);
   if (replica.version < 0) return;  // nothing published yet
   setSlotRecord(slot,
                 {replica.version, replica.hash, replica.size(), static_cast<std::uint64_t>(replica.deltas_since_full)});

@@ -363,7 +363,7 @@ std::int64_t WeightStore::publishedVersion() {
   return v;
 }
 
-PullResult WeightStore::pull(WeightReplica& replica) {
+PullResult WeightStore::pull(WeightReplica& replica, FullVersionSource* relay) {
   if (is_host_) throw Error(fmt::format("weights:{}: the host holds the weights; it does not pull", policy_));
   PullResult result;
   Backoff backoff;
@@ -397,6 +397,8 @@ PullResult WeightStore::pull(WeightReplica& replica) {
         case DeltaPull::Unavailable: break;  // the full version below
       }
     }
+    if (relay && !replica.slot.empty() && pullRelayed(replica, *relay, published, header[kPubBytes / 8], result))
+      return result;
     if (pullFull(replica, header[kPubBytes / 8], header[kPubHash / 8], published, seq, result)) return result;
     backoff.wait();
   }
@@ -437,6 +439,24 @@ WeightStore::DeltaPull WeightStore::pullDeltas(WeightReplica& replica, std::uint
   return DeltaPull::Applied;
 }
 
+bool WeightStore::pullRelayed(WeightReplica& replica, FullVersionSource& relay, std::int64_t published,
+                              std::uint64_t bytes, PullResult& result) {
+  if (bytes > capacity_ || bytes > replica.slot.size()) return false;
+  replica.version = -1;  // written in place: empty until the relay's copy passes its checksum
+  replica.hash = 0;
+  const auto got = relay.fill(published, bytes, replica.reserve(bytes), replica.progress);
+  if (!got) return false;
+  replica.version = got->version;
+  replica.hash = got->hash;
+  replica.deltas_since_full = 0;
+  result.moved = true;
+  result.full = true;
+  result.relayed = true;
+  result.version = got->version;
+  stats_.pulls++;
+  return true;
+}
+
 bool WeightStore::pullFull(WeightReplica& replica, std::uint64_t bytes, std::uint64_t hash, std::int64_t version,
                            std::uint64_t seq, PullResult& result) {
   if (bytes > capacity_) {
@@ -455,7 +475,18 @@ bool WeightStore::pullFull(WeightReplica& replica, std::uint64_t bytes, std::uin
     replica.hash = 0;
     into = replica.reserve(bytes);
   }
-  getBytes(kHeaderBytes, into.data(), bytes);
+  if (replica.progress) {
+    // Piece by piece, each announced as it lands (the child nodes follow it).
+    replica.progress->begin(version, hash, bytes);
+    for (std::uint64_t done = 0; done < bytes;) {
+      const std::uint64_t n = std::min(kFullVersionPiece, bytes - done);
+      getBytes(kHeaderBytes + done, into.data() + done, n);
+      done += n;
+      replica.progress->ready(done);
+    }
+  } else {
+    getBytes(kHeaderBytes, into.data(), bytes);
+  }
   result.bytes += bytes;
   stats_.bytes_pulled += bytes;
   if (atomicRead(kSeq) != seq || weightsHash(into) != hash) {

@@ -4,6 +4,7 @@
 // ranks, two rollout ranks, one dataflow rank.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -174,8 +175,11 @@ TEST(Runtime, ResumeContinuesTheVersionAndKeepsEveryAcceptedTrajectory) {
 
 TEST(Runtime, SyncModeTrainsOnlyOnDataFromTheCurrentVersion) {
   const auto dir = sharedRunDir("sync");
-  // Full-version weight transfer here (delta mode is the async test's).
-  const json s = runJob(tinyConfig(dir, ", versions: 3, mode: sync", "weights: {mode: full}\n"));
+  // Full-version weight transfer here (delta mode is the async test's), with each rollout rank a
+  // pretend node of its own, so that full versions are relayed from node to node (a chain).
+  ::setenv("ASTRAFLOW_NODE_RANKS", "1", 1);
+  const json s = runJob(tinyConfig(dir, ", versions: 3, mode: sync", "weights: {mode: full, relay_fanout: 1}\n"));
+  ::unsetenv("ASTRAFLOW_NODE_RANKS");
   if (worldRank() != 0) return;
   EXPECT_EQ(s["versions"], 3);
   EXPECT_EQ(s["mode"], "sync");
@@ -185,13 +189,19 @@ TEST(Runtime, SyncModeTrainsOnlyOnDataFromTheCurrentVersion) {
     EXPECT_EQ(num(t, "max_staleness"), 0);
     EXPECT_EQ(num(t, "final_version"), 3);
   }
-  std::int64_t full = 0;
+  std::int64_t full = 0, relayed = 0;
   for (const auto& r : ranksOf(s, "rollout")) {
     EXPECT_EQ(r["weights_hash.solver"], trainers.front()["weights_hash"]);
     EXPECT_EQ(num(r, "weight_deltas_applied"), 0);
-    full += num(r, "weight_full_pulls");  // by whichever rank pulled for the node
+    EXPECT_EQ(num(r, "node_ranks.solver"), 1);
+    full += num(r, "weight_full_pulls");
+    relayed += num(r, "node_versions_relayed.solver");
   }
-  EXPECT_GT(full, 0);
+  EXPECT_GT(full, 0);  // the first node takes every version from the store
+  // Which node's version came by relay depends on who asked first; the summary adds them up.
+  const auto& books = s["weights"]["policies"]["solver"];
+  EXPECT_EQ(books["rollout_full_pulls"].get<std::int64_t>(), full);
+  EXPECT_EQ(books["rollout_relayed_pulls"].get<std::int64_t>(), relayed);
   fs::remove_all(dir);
 }
 

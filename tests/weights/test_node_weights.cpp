@@ -20,45 +20,21 @@
 #include "astraflow/weights/delta_codec.hpp"
 #include "astraflow/weights/node_weights.hpp"
 #include "astraflow/weights/weight_store.hpp"
-#include "sparse_versions.hpp"
+#include "node_test_support.hpp"
 
 using namespace astraflow;
 
 namespace {
 
-constexpr std::uint64_t kCapacity = 1 << 19;
-constexpr std::uint64_t kWords = kCapacity / 2;
+using test_support::PretendNodes;
+using test_support::waitAll;
 
-std::vector<std::byte> versionOf(std::int64_t v) { return test_support::sparseVersion(v, kWords); }
+constexpr std::uint64_t kCapacity = test_support::kNodeCapacity;
+
+std::vector<std::byte> versionOf(std::int64_t v) { return test_support::nodeVersion(v); }
 
 bool equalsVersion(std::span<const std::byte> bytes, std::int64_t v) {
-  const auto want = versionOf(v);
-  return bytes.size() == want.size() && std::memcmp(bytes.data(), want.data(), want.size()) == 0;
-}
-
-// ASTRAFLOW_NODE_RANKS for one test.
-class PretendNodes {
- public:
-  explicit PretendNodes(const char* k) {
-    if (k)
-      ::setenv("ASTRAFLOW_NODE_RANKS", k, 1);
-    else
-      ::unsetenv("ASTRAFLOW_NODE_RANKS");
-  }
-  ~PretendNodes() { ::unsetenv("ASTRAFLOW_NODE_RANKS"); }
-};
-
-void waitAll(const Comm& comm, WeightStore& store) {
-  // The host serves gets while it waits for the others (a blocking barrier would starve them).
-  MPI_Request req = MPI_REQUEST_NULL;
-  MPI_Ibarrier(comm.raw(), &req);
-  int done = 0;
-  Backoff backoff(std::chrono::microseconds(50), 64);
-  while (!done) {
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (store.isHost()) store.progress();
-    if (!done) backoff.wait();
-  }
+  return test_support::equalsNodeVersion(bytes, v);
 }
 
 // Versions 1..last staged by rank 1 as fast as the host takes them; the rollout ranks refresh
@@ -124,6 +100,9 @@ void concurrentVersions(const char* node_ranks, bool delta) {
 TEST(NodeWeights, PretendNodesOfTwoShareEveryVersionExactlyDeltaMode) { concurrentVersions("2", true); }
 TEST(NodeWeights, PretendNodesOfTwoShareEveryVersionExactlyFullMode) { concurrentVersions("2", false); }
 TEST(NodeWeights, TheRealNodeSharesEveryVersionExactly) { concurrentVersions(nullptr, true); }
+// Every rollout rank a node of its own: full versions relayed down the tree while the readers
+// refresh at random moments.
+TEST(NodeWeights, PretendNodesOfOneRelayEveryVersionExactly) { concurrentVersions("1", false); }
 
 // Two rollout ranks on one node, in lockstep: rank 3 stays bound to version 1 while rank 2
 // goes on; the write of version 3 is put off until rank 3 moves, then made by deltas on the
@@ -134,14 +113,7 @@ TEST(NodeWeights, ARankStillOnTheSpareSlotPutsTheNextWriteOff) {
   if (comm.size() != 4) GTEST_SKIP() << "runs at 4 ranks: host, trainer, two rollout ranks";
   WeightStore store(comm, 0, kCapacity, "solver", {.delta = true, .delta_log = 8, .full_sync_every = 16});
   NodeWeights node(comm, comm.rank() >= 2, kCapacity, "solver");
-  auto publish = [&](std::int64_t v) {
-    if (comm.rank() == 1) store.stage(v, versionOf(v));
-    waitAll(comm, store);
-    if (comm.rank() == 0) {
-      EXPECT_EQ(store.publishStaged(), v);
-    }
-    waitAll(comm, store);
-  };
+  auto publish = [&](std::int64_t v) { test_support::publishNodeVersion(comm, store, v); };
   auto step = [&](int rank, auto&& body) {
     if (comm.rank() == rank) body();
     waitAll(comm, store);

@@ -34,6 +34,10 @@ class Win {
   // every rank and agreed with an allreduce, so an impossible window fails on all ranks
   // with a WindowAllocationError instead of hanging some of them.
   static Win allocate(const Comm& comm, std::size_t local_bytes, const char* what);
+  // Collective over comm: a window over memory the caller owns and keeps mapped for the
+  // window's life (MPI_Win_create; `bytes` 0 with a null `base` exposes nothing). Used to let
+  // other nodes read memory that is already shared on this one (a node's weight copy).
+  static Win expose(const Comm& comm, std::byte* base, std::size_t bytes, const char* what);
 
   ~Win();
   Win(Win&& o) noexcept
@@ -69,6 +73,7 @@ class Win {
     return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(base_ + offset));
   }
 
+  bool valid() const { return win_ != MPI_WIN_NULL; }
   std::byte* base() const { return base_; }
   std::size_t bytes() const { return bytes_; }
   MPI_Win raw() const { return win_; }

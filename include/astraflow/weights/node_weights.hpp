@@ -12,14 +12,21 @@
 // node stays on the version it has until that member moves. Locks and bindings name their
 // holder's pid, so a member that died holds nothing.
 //
-// Shared window (on the node's first member):
+// A full version comes from the nearest ancestor node that has it when the link has several
+// nodes (NodeRelay, src/weights/node_relay.hpp), from the store otherwise.
+//
+// Shared window (on the node's first member; the layout's constants: src/weights/node_layout.hpp):
 //   [0]  current slot        u64  kNone until the first version
 //   [8]  writer              u64  0: free, else the pid of the member writing
 //   [16] current version     i64  a hint for "is the node behind?" (the slot's own record decides)
+//   [24] data offset         u64  where slot 0 starts (for the child nodes' relay reads)
 //   [64 + 32 s]   slot s: version i64 (−1: empty or being written), xxh3, bytes, deltas since full
+//   [128 + 32 s]  slot s's full version on its way in: version i64 (−1: none), xxh3, bytes,
+//                 bytes in place (child nodes copy what is in place while the rest arrives)
 //   [256 + 16 m]  member m: bound slot (kNone: none), pid
 //   [data]        slot s at data + s · stride (page-aligned), `capacity` bytes each
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -36,6 +43,31 @@ struct NodeWeightsStats {
   std::uint64_t spare_in_use = 0;      // writes put off: another member still used the spare slot
 };
 
+// Full versions relayed between nodes (NodeRelay).
+struct NodeRelayOptions {
+  int fanout = 2;          // child nodes each node relays to (weights.relay_fanout); 0: all from the store
+  double patience_s = 30;  // how long a node waits on a writing ancestor before it asks further up
+};
+
+struct NodeRelayStats {
+  std::uint64_t relayed = 0;         // full versions this member took from an ancestor node
+  std::uint64_t bytes = 0;           // their bytes
+  std::uint64_t waits = 0;           // relays that waited for an ancestor still writing
+  std::uint64_t timeouts = 0;        // ancestors outwaited (patience_s): the next one up asked
+  std::uint64_t torn_retries = 0;    // copies read again because the ancestor moved on mid-read
+  std::uint64_t rejected = 0;        // copies that failed their checksum
+  std::uint64_t ancestors_lost = 0;  // ancestors whose window failed (passed over from then on)
+};
+
+class NodeRelay;
+
+// One slot of a node's copy: its version (−1: empty or being written), checksum, bytes and the
+// deltas applied to it since its last full version.
+struct NodeSlotRecord {
+  std::int64_t version;
+  std::uint64_t hash, bytes, deltas_since_full;
+};
+
 // The version a member is bound to: its bytes in the shared memory (valid while bound).
 struct NodeVersion {
   std::int64_t version = -1;
@@ -48,7 +80,7 @@ class NodeWeights {
   // Collective over `link` (the store's comm, WeightStore's); same order on all its ranks. The
   // `reader` ranks (rollout ranks) are grouped by node (splitIntoNodes); the others only take
   // part in the split. `capacity` bounds one version's bytes (the store's).
-  NodeWeights(const Comm& link, bool reader, std::uint64_t capacity, std::string policy);
+  NodeWeights(const Comm& link, bool reader, std::uint64_t capacity, std::string policy, NodeRelayOptions relay = {});
   ~NodeWeights();
   NodeWeights(const NodeWeights&) = delete;
   NodeWeights& operator=(const NodeWeights&) = delete;
@@ -69,13 +101,19 @@ class NodeWeights {
   std::int64_t nodeVersion() const;
 
   const NodeWeightsStats& stats() const { return stats_; }
+  // Between steps of this rank's loop: lets MPI answer the child nodes' reads of this node's
+  // copy where the transport needs the target to take part (node_relay.hpp). Cheap (an
+  // MPI_Iprobe) on the one rank per node that serves children, nothing elsewhere.
+  void serve() const;
+  // This member's relay figures (zeros on the tree's root node and in a link of one node).
+  NodeRelayStats relayStats() const;
+  // This member's node in the relay tree: its index (0 pulls from the store) and the nodes.
+  int nodeIndex() const;
+  int nodes() const;
   static constexpr std::uint64_t kNone = ~std::uint64_t{0};
 
  private:
-  struct SlotRecord {
-    std::int64_t version;
-    std::uint64_t hash, bytes, deltas_since_full;
-  };
+  using SlotRecord = NodeSlotRecord;
   void setUp(const Comm& readers);  // the node group, the shared memory and its header
   SlotRecord slotRecord(std::uint64_t slot) const;
   void setSlotRecord(std::uint64_t slot, const SlotRecord& r);
@@ -95,6 +133,8 @@ class NodeWeights {
   std::uint64_t bound_ = kNone;
   std::int64_t bound_version_ = -1;  // the newest version this member has bound
   NodeWeightsStats stats_;
+  // After win_: its window over the node's copy is freed before the copy is unmapped.
+  std::unique_ptr<NodeRelay> relay_;
 };
 
 }  // namespace astraflow

@@ -75,13 +75,29 @@ struct TrainerClock {
   double step_seconds = 0;
 };
 
+// Told how a full version comes into a slot replica, piece by piece, so that others can copy
+// the pieces already there while the rest arrives (NodeWeights: the child nodes' relays read a
+// version down the tree while each level still receives it).
+class FullVersionProgress {
+ public:
+  virtual ~FullVersionProgress() = default;
+  virtual void begin(std::int64_t version, std::uint64_t hash, std::uint64_t bytes) = 0;
+  virtual void ready(std::uint64_t bytes) = 0;  // the first `bytes` are in place
+  // The end is the owner's to mark, once the slot's own record says whether the version arrived.
+};
+
+// A full version arrives in pieces of this size when someone follows its progress.
+inline constexpr std::uint64_t kFullVersionPiece = std::uint64_t{4} << 20;
+
 // What a reader holds: its copy of the weights, their version and checksum. The bytes are its
 // own (`blob`), or live in memory it does not own (`slot`: a node-shared slot, NodeWeights) of
-// which the version uses the first `slot_bytes`.
+// which the version uses the first `slot_bytes`; `progress` (slots only, optional) follows a
+// full version's arrival.
 struct WeightReplica {
   std::vector<std::byte> blob;
   std::span<std::byte> slot;
   std::uint64_t slot_bytes = 0;
+  FullVersionProgress* progress = nullptr;
   std::int64_t version = -1;
   std::uint64_t hash = 0;
   int deltas_since_full = 0;
@@ -100,8 +116,28 @@ struct PullResult {
   std::int64_t version = -1;  // the replica's version afterwards (−1: nothing published yet)
   bool moved = false;         // the replica changed
   bool full = false;          // by a full version (else by deltas)
+  bool relayed = false;       // the full version came from a FullVersionSource, not the store
   std::uint64_t bytes = 0;    // read from the window
   std::uint64_t deltas = 0;   // deltas applied
+};
+
+// A full version a reader took from somewhere other than the store.
+struct RelayedVersion {
+  std::int64_t version = -1;
+  std::uint64_t hash = 0;
+};
+
+// Somewhere other than the store a slot replica can take a full version from (NodeWeights'
+// relay: an ancestor node's copy, docs/weights.md "Relayed between nodes"). The store asks it
+// first whenever a full version is due, so the store serves only what no relay has.
+class FullVersionSource {
+ public:
+  virtual ~FullVersionSource() = default;
+  // Writes a version ≥ `version` of `bytes` bytes into `into`, checked against its checksum,
+  // and says which; nullopt when none is at hand (`into` may then hold anything). Reports its
+  // pieces to `progress` when given.
+  virtual std::optional<RelayedVersion> fill(std::int64_t version, std::uint64_t bytes, std::span<std::byte> into,
+                                             FullVersionProgress* progress) = 0;
 };
 
 // What a reader needs to reach the published version (WeightStore::updateFor): the deltas in
@@ -149,8 +185,9 @@ class WeightStore {
   StoreUpdate updateFor(std::int64_t version, std::uint64_t hash, int deltas_since_full, bool force_full);
   // Any rank: the published version number (one 8-byte MPI_Get on remote ranks); −1 if none.
   std::int64_t publishedVersion();
-  // Any non-host rank: brings `replica` to the published version, by deltas when it can.
-  PullResult pull(WeightReplica& replica);
+  // Any non-host rank: brings `replica` to the published version, by deltas when it can. A slot
+  // replica due a full version takes it from `relay` when the relay has it.
+  PullResult pull(WeightReplica& replica, FullVersionSource* relay = nullptr);
 
   // Host: the logged delta that produces `version` (empty when it is not in the log). For
   // inspection and for tests that corrupt it on purpose.
@@ -199,6 +236,8 @@ class WeightStore {
   void logDelta(std::int64_t version);  // host, inside the seqlock
   DeltaPull pullDeltas(WeightReplica& replica, std::uint64_t seq, std::int64_t published,
                        const std::vector<LogEntry>& log, PullResult& result);
+  bool pullRelayed(WeightReplica& replica, FullVersionSource& relay, std::int64_t published, std::uint64_t bytes,
+                   PullResult& result);
   bool pullFull(WeightReplica& replica, std::uint64_t bytes, std::uint64_t hash, std::int64_t version,
                 std::uint64_t seq, PullResult& result);
 

@@ -1,0 +1,208 @@
+// Full weight versions relayed between nodes: the tree, the window over each node's copy and
+// the checked copy from the nearest ancestor that has the version (node_relay.hpp).
+#include "node_relay.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "astraflow/comm/backoff.hpp"
+#include "astraflow/comm/comm.hpp"
+#include "astraflow/comm/shared_win.hpp"
+#include "astraflow/core/error.hpp"
+#include "astraflow/weights/delta_codec.hpp"
+
+namespace astraflow {
+
+using namespace node_layout;
+
+namespace {
+constexpr int kMaxOvertaken = 3;  // copies an ancestor may spoil by moving on before the store serves
+}  // namespace
+
+NodeRelay::NodeRelay(Comm readers_comm, const Comm& node, const SharedWin& segment, std::uint64_t capacity,
+                     NodeRelayOptions options, std::string policy)
+    : readers_(std::move(readers_comm)), policy_(std::move(policy)), options_(options), stride_(pageAligned(capacity)) {
+  const Comm& readers = readers_;
+  const bool first = node.rank() == 0;
+  const Comm firsts = readers.split(first ? 0 : -1, readers.rank());
+  index_ = node.broadcastValue(0, firsts.valid() ? firsts.rank() : 0);
+  nodes_ = node.broadcastValue(0, firsts.valid() ? firsts.size() : 0);
+  // Every node's first rank, by node index.
+  const std::int32_t mine[2] = {index_, first ? readers.rank() : -1};
+  const auto all = readers.allgatherBytes(std::as_bytes(std::span(mine)));
+  std::vector<int> first_rank(static_cast<std::size_t>(nodes_), -1);
+  for (std::size_t at = 0; at + sizeof(mine) <= all.size(); at += sizeof(mine)) {
+    std::int32_t e[2];
+    std::memcpy(e, all.data() + at, sizeof(e));
+    if (e[1] >= 0) first_rank[static_cast<std::size_t>(e[0])] = e[1];
+  }
+  if (options_.fanout <= 0 || nodes_ <= 1) return;  // every node pulls from the store
+  // MPI_Win_create needs a one-sided component that takes memory it did not allocate: osc ucx
+  // does, osc sm (mpirun --mca osc sm) does not. Without it every node pulls from the store.
+  const std::string what = "node relay:" + policy_;
+  std::string error;
+  try {
+    win_ = Win::expose(readers, first ? segment.base() : nullptr, first ? segment.bytes() : 0, what.c_str());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const auto failed = readers.allreduceMax(std::uint64_t{error.empty() ? 0u : 1u});
+  if (failed && win_.valid())
+    throw Error(fmt::format("weights:{}: the node relay's window was created on some rollout ranks only", policy_));
+  if (failed) {
+    if (readers.rank() == 0)
+      spdlog::warn("weights:{}: full versions are not relayed between nodes, each node pulls them from the store ({})",
+                   policy_, error);
+    return;
+  }
+  win_.lockAll();
+  serves_ = first && index_ * options_.fanout + 1 < nodes_;
+  for (int j = index_; j > 0;) {
+    j = (j - 1) / options_.fanout;
+    ancestors_.push_back({first_rank[static_cast<std::size_t>(j)]});
+  }
+}
+
+void NodeRelay::serve() const {
+  if (serves_) readers_.driveProgress();
+}
+
+NodeRelay::Header NodeRelay::readHeader(int rank) const {
+  std::uint64_t w[kHeaderEnd / 8];
+  win_.get(rank, 0, w, sizeof(w));
+  win_.flush(rank);
+  Header h{w[kWriter / 8], w[kDataOffset / 8], {}, {}};
+  for (std::uint64_t s = 0; s < kMaxSlots; ++s) {
+    const std::uint64_t* r = w + (kSlots + kSlotRecordBytes * s) / 8;
+    h.slots[s] = {static_cast<std::int64_t>(r[0]), r[1], r[2], r[3]};
+    const std::uint64_t* p = w + (kProgress + kProgressBytes * s) / 8;
+    h.arriving[s] = {static_cast<std::int64_t>(p[0]), p[1], p[2], p[3]};
+  }
+  return h;
+}
+
+std::optional<NodeRelay::Source> NodeRelay::sourceIn(const Header& h, std::int64_t version, std::uint64_t bytes) {
+  std::optional<Source> best;
+  for (std::uint64_t s = 0; s < kMaxSlots; ++s) {
+    const auto& r = h.slots[s];
+    const auto& in = h.arriving[s];
+    if (r.version >= version && r.bytes == bytes && (!best || r.version > best->version))
+      best = Source{s, r.version, r.hash};
+    if (in.version >= version && in.bytes == bytes && (!best || in.version > best->version))
+      best = Source{s, in.version, in.hash};
+  }
+  return best;
+}
+
+std::optional<RelayedVersion> NodeRelay::fill(std::int64_t version, std::uint64_t bytes, std::span<std::byte> into,
+                                              FullVersionProgress* progress) {
+  for (auto& a : ancestors_) {
+    if (a.lost) continue;
+    try {
+      if (auto got = fillFrom(a, version, bytes, into, progress)) return got;
+    } catch (const Error& e) {
+      // An ancestor whose first rank is gone (or whose window fails otherwise): the next one up,
+      // or the store, serves this node from now on.
+      a.lost = true;
+      stats_.ancestors_lost++;
+      spdlog::warn(
+          "weights:{}: node {} cannot read its ancestor's copy (rank {} of the link's rollout ranks: {}); "
+          "passing it over",
+          policy_, index_, a.rank, e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<RelayedVersion> NodeRelay::fillFrom(Ancestor& a, std::int64_t version, std::uint64_t bytes,
+                                                  std::span<std::byte> into, FullVersionProgress* progress) {
+  const auto patience = std::chrono::duration<double>(options_.patience_s);
+  auto deadline = std::chrono::steady_clock::now() + patience;
+  Backoff backoff;
+  bool waited = false;
+  int overtaken = 0;
+  while (true) {
+    const Header h = readHeader(a.rank);
+    if (h.writer != a.stuck_writer) a.stuck_writer = 0;  // that writer let go: a new one is waited for again
+    if (const auto from = sourceIn(h, version, bytes)) {
+      switch (copy(a, *from, h.data + from->slot * stride_, bytes, into, progress)) {
+        case Copy::Done: break;
+        case Copy::Stalled:
+          a.stuck_writer = h.writer;
+          stats_.timeouts++;
+          return std::nullopt;
+        case Copy::Gone:
+          // The ancestor dropped it or rewrote its slot midway (a node of one slot rewrites it
+          // for every version): look again, but not for ever behind an ancestor that moves on
+          // faster than it can be copied from.
+          stats_.torn_retries++;
+          if (++overtaken == kMaxOvertaken) return std::nullopt;
+          backoff.wait();
+          continue;
+      }
+      if (weightsHash(into.first(bytes)) != from->hash) {
+        stats_.rejected++;
+        spdlog::warn("weights:{}: node {}'s copy of v{} from rank {} fails its checksum; asking further up", policy_,
+                     index_, from->version, a.rank);
+        return std::nullopt;
+      }
+      stats_.relayed++;
+      stats_.bytes += bytes;
+      return RelayedVersion{from->version, from->hash};
+    }
+    // Behind, and not receiving it yet. Writing (pulling, or waiting on its own ancestor): most
+    // likely the version wanted here, soon. Idle, or a writer outwaited before: ask further up.
+    if (h.writer == 0 || h.writer == a.stuck_writer) return std::nullopt;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      a.stuck_writer = h.writer;
+      stats_.timeouts++;
+      return std::nullopt;
+    }
+    if (!waited) stats_.waits++;
+    waited = true;
+    backoff.wait();
+  }
+}
+
+NodeRelay::Copy NodeRelay::copy(const Ancestor& a, const Source& from, std::uint64_t at, std::uint64_t bytes,
+                                std::span<std::byte> into, FullVersionProgress* progress) {
+  if (progress) progress->begin(from.version, from.hash, bytes);
+  const auto patience = std::chrono::duration<double>(options_.patience_s);
+  auto deadline = std::chrono::steady_clock::now() + patience;
+  Backoff backoff;
+  for (std::uint64_t copied = 0;;) {
+    // What of it is in place at the ancestor: all of it once its record names it, else what its
+    // progress says, else it is gone (dropped, or the slot reused for a newer version).
+    const Header h = readHeader(a.rank);
+    const auto& r = h.slots[from.slot];
+    const auto& in = h.arriving[from.slot];
+    std::uint64_t ready = 0;
+    if (r.version == from.version && r.hash == from.hash)
+      ready = bytes;
+    else if (in.version == from.version && in.hash == from.hash)
+      ready = std::min(in.ready, bytes);
+    else
+      return Copy::Gone;
+    if (copied == bytes) return Copy::Done;  // and still there after the last piece
+    if (ready <= copied) {
+      if (std::chrono::steady_clock::now() >= deadline) return Copy::Stalled;
+      backoff.wait();
+      continue;
+    }
+    while (copied < ready) {
+      const std::uint64_t n = std::min(kFullVersionPiece, ready - copied);
+      win_.get(a.rank, at + copied, into.data() + copied, n);
+      win_.flush(a.rank);
+      copied += n;
+      if (progress) progress->ready(copied);
+    }
+    deadline = std::chrono::steady_clock::now() + patience;
+    backoff.reset();
+  }
+}
+
+}  // namespace astraflow

@@ -1,0 +1,99 @@
+#pragma once
+// NodeRelay — full weight versions relayed between nodes (docs/weights.md, "Relayed between
+// nodes"). The nodes of a weight link form a tree, `fanout` children per node, numbered in the
+// order of their first ranks; node 0 takes full versions from the store. A node's writer that
+// is due a full version reads it from the nearest ancestor node that has it: from that node's
+// current slot, through a window over the node's shared copy that the node's first rank
+// exposes. The gets are passive-target, so the relaying node's ranks keep generating: nobody's
+// loop serves them. The store thus sends a full version to the root node, and each node sends
+// it to at most `fanout` others, instead of the store sending it to every node.
+//
+// A version is copied piece by piece as it arrives at the ancestor (the slot's progress words),
+// and announced the same way to this node's own children, so a version goes down every level
+// of the tree at once rather than one level after the other.
+//
+// An ancestor that is behind but writing (its writer lock is held: it is pulling, or waiting
+// on its own ancestor) is waited for, up to `patience`; one that is behind and idle, one past
+// the patience and one whose window fails are passed over for the next ancestor up, and after
+// the last one the store serves. A copy is checked as every pull is: the slot's record read
+// again after the bytes (an ancestor that moved on is read again) and the bytes' XXH3 against
+// the record's, which the ancestor checked against the store's.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "astraflow/comm/comm.hpp"
+#include "astraflow/comm/win.hpp"
+#include "astraflow/weights/node_weights.hpp"
+#include "astraflow/weights/weight_store.hpp"
+#include "node_layout.hpp"
+
+namespace astraflow {
+
+class SharedWin;
+
+class NodeRelay final : public FullVersionSource {
+ public:
+  // Collective over `readers` (every rank that shares node copies of this link). `node` is this
+  // rank's node group and `segment` its node's copy, whose first rank exposes it; `capacity` is
+  // one slot's bytes (the same on every node).
+  NodeRelay(Comm readers, const Comm& node, const SharedWin& segment, std::uint64_t capacity, NodeRelayOptions options,
+            std::string policy);
+  // On a node's first rank with child nodes: lets MPI serve the children's gets. Transports
+  // without one-sided reads of memory MPI did not allocate (UCX between processes that cannot
+  // read each other's memory directly, or over TCP) answer a get only inside an MPI call of the
+  // target, so the rollout loop calls this at every step.
+  void serve() const;
+
+  bool hasAncestors() const { return !ancestors_.empty(); }
+  int nodeIndex() const { return index_; }
+  int nodes() const { return nodes_; }
+  std::optional<RelayedVersion> fill(std::int64_t version, std::uint64_t bytes, std::span<std::byte> into,
+                                     FullVersionProgress* progress) override;
+  const NodeRelayStats& stats() const { return stats_; }
+
+ private:
+  struct Ancestor {
+    int rank;                        // its first rank, in the readers' numbering (the window's)
+    bool lost = false;               // its window failed: passed over from then on
+    std::uint64_t stuck_writer = 0;  // a writer outwaited once: not waited for again
+  };
+  // A slot's full version on its way in (node_layout.hpp's progress words).
+  struct Arriving {
+    std::int64_t version;
+    std::uint64_t hash, bytes, ready;
+  };
+  struct Header {
+    std::uint64_t writer, data;
+    NodeSlotRecord slots[node_layout::kMaxSlots];
+    Arriving arriving[node_layout::kMaxSlots];
+  };
+  // Where an ancestor holds (or is receiving) a version ≥ the one wanted.
+  struct Source {
+    std::uint64_t slot;
+    std::int64_t version;
+    std::uint64_t hash;
+  };
+  enum class Copy { Done, Gone, Stalled };
+  std::optional<RelayedVersion> fillFrom(Ancestor& a, std::int64_t version, std::uint64_t bytes,
+                                         std::span<std::byte> into, FullVersionProgress* progress);
+  static std::optional<Source> sourceIn(const Header& h, std::int64_t version, std::uint64_t bytes);
+  // Copies `from` (at byte `at` of the ancestor's window) into `into` as its pieces arrive;
+  // Gone when the ancestor dropped it midway, Stalled when nothing came for `patience_s`.
+  Copy copy(const Ancestor& a, const Source& from, std::uint64_t at, std::uint64_t bytes, std::span<std::byte> into,
+            FullVersionProgress* progress);
+  Header readHeader(int rank) const;
+
+  Comm readers_;
+  std::string policy_;
+  NodeRelayOptions options_;
+  bool serves_ = false;  // this rank exposes its node's copy to child nodes
+  std::uint64_t stride_;
+  int index_ = 0, nodes_ = 1;
+  std::vector<Ancestor> ancestors_;  // nearest first
+  Win win_;
+  NodeRelayStats stats_;
+};
+
+}  // namespace astraflow

@@ -1,0 +1,99 @@
+// Full versions relayed between nodes (NodeRelay, docs/weights.md "Relayed between nodes") at 4
+// and 6 ranks: rank 0 hosts the store, rank 1 stages versions, each rollout rank is a pretend
+// node of its own (ASTRAFLOW_NODE_RANKS=1), so node i is rank i + 2. The store serves a full
+// version to the first node that asks while no ancestor has it; every node below takes it from
+// its nearest ancestor that has it, byte-exact, and the store sends it nothing. An ancestor
+// that is behind and idle is passed over; the tree's shape (fanout 2) or a chain (fanout 1)
+// decides which node is asked.
+#include <gtest/gtest.h>
+
+#include "astraflow/comm/comm.hpp"
+#include "astraflow/weights/node_weights.hpp"
+#include "astraflow/weights/weight_store.hpp"
+#include "node_test_support.hpp"
+
+using namespace astraflow;
+using test_support::equalsNodeVersion;
+using test_support::kNodeCapacity;
+using test_support::nodeVersion;
+using test_support::PretendNodes;
+using test_support::waitAll;
+
+namespace {
+
+class NodeRelayTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(NodeRelayTest, FullVersionsComeFromTheNearestAncestorThatHasThem) {
+  const int fanout = GetParam();
+  PretendNodes pretend("1");
+  Comm comm = Comm::duplicate(MPI_COMM_WORLD);
+  if (comm.size() < 4) GTEST_SKIP() << "needs two rollout ranks (two nodes) beside the host and the trainer";
+  const int nodes = comm.size() - 2;
+  WeightStore store(comm, 0, kNodeCapacity, "solver", {.delta = false});
+  NodeWeights node(comm, comm.rank() >= 2, kNodeCapacity, "solver", {.fanout = fanout, .patience_s = 5});
+  const int me = comm.rank() - 2;  // this rank's node, for the rollout ranks
+  if (me >= 0) {
+    EXPECT_EQ(node.nodeIndex(), me);
+    EXPECT_EQ(node.nodes(), nodes);
+  }
+  auto publish = [&](std::int64_t v) { test_support::publishNodeVersion(comm, store, v); };
+  // Node `n` refreshes to `v` while the others wait; says whether the store sent it the version.
+  auto refresh = [&](int n, std::int64_t v, bool from_store) {
+    if (me == n) {
+      const auto full_before = store.stats().full_pulls;
+      const auto relayed_before = node.relayStats().relayed;
+      const NodeVersion got = node.refresh(store, v);
+      EXPECT_EQ(got.version, v) << "node " << n;
+      EXPECT_TRUE(equalsNodeVersion(got.bytes, v)) << "node " << n << " holds other bytes than v" << v;
+      EXPECT_EQ(store.stats().full_pulls - full_before, from_store ? 1u : 0u) << "node " << n;
+      EXPECT_EQ(node.relayStats().relayed - relayed_before, from_store ? 0u : 1u) << "node " << n;
+    }
+    waitAll(comm, store);
+  };
+
+  // Version 1 top down: the root from the store, everyone else relayed.
+  publish(1);
+  for (int n = 0; n < nodes; ++n) refresh(n, 1, /*from_store=*/n == 0);
+  if (me > 0) {
+    EXPECT_EQ(store.stats().bytes_pulled, 0u) << "a relayed node reads nothing from the store";
+    EXPECT_EQ(node.relayStats().bytes, kNodeCapacity);
+  }
+
+  // Version 2 bottom up: the last node's ancestors all hold v1 and are not writing: the store.
+  publish(2);
+  refresh(nodes - 1, 2, /*from_store=*/true);
+  if (nodes >= 4) {
+    // Node 2 from the store (nodes 0 and 1 are behind); then node 3 relays from node 2 only in
+    // a chain (its parent there). In the tree its ancestors are nodes 1 and 0, both behind.
+    publish(3);
+    refresh(2, 3, /*from_store=*/true);
+    refresh(3, 3, /*from_store=*/fanout != 1);
+  }
+  // Nobody waited: no ancestor was writing when it was asked.
+  if (me >= 0) {
+    EXPECT_EQ(node.relayStats().waits, 0u);
+    EXPECT_EQ(node.relayStats().timeouts, 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fanout, NodeRelayTest, ::testing::Values(2, 1));
+
+// weights.relay_fanout 0: every node pulls from the store, as before the relay.
+TEST(NodeRelay, FanoutZeroPullsEveryNodeFromTheStore) {
+  PretendNodes pretend("1");
+  Comm comm = Comm::duplicate(MPI_COMM_WORLD);
+  if (comm.size() < 4) GTEST_SKIP() << "needs two rollout ranks (two nodes) beside the host and the trainer";
+  WeightStore store(comm, 0, kNodeCapacity, "solver", {.delta = false});
+  NodeWeights node(comm, comm.rank() >= 2, kNodeCapacity, "solver", {.fanout = 0});
+  test_support::publishNodeVersion(comm, store, 1);
+  for (int n = 0; n < comm.size() - 2; ++n) {
+    if (comm.rank() == n + 2) {
+      EXPECT_TRUE(equalsNodeVersion(node.refresh(store, 1).bytes, 1));
+      EXPECT_EQ(store.stats().full_pulls, 1u);
+      EXPECT_EQ(node.relayStats().relayed, 0u);
+    }
+    waitAll(comm, store);
+  }
+}
+
+}  // namespace
