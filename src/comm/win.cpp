@@ -132,6 +132,33 @@ void Win::get(int target, std::uint64_t offset, void* out, std::uint64_t n) cons
   }
 }
 
+RmaRequest Win::rget(int target, std::uint64_t offset, void* out, std::uint64_t n) const {
+  if (n > kRmaPiece) throw Error(fmt::format("Win::rget: {} bytes in one request; at most {}", n, kRmaPiece));
+  const int count = static_cast<int>(n);
+  MPI_Request r = MPI_REQUEST_NULL;
+  ASTRA_MPI_CHECK(MPI_Rget(out, count, MPI_BYTE, target, static_cast<MPI_Aint>(offset), count, MPI_BYTE, win_, &r));
+  return RmaRequest(r);
+}
+
+RmaRequest::~RmaRequest() {
+  if (req_ != MPI_REQUEST_NULL && !MpiEnvironment::finalized()) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+}
+
+RmaRequest& RmaRequest::operator=(RmaRequest&& o) noexcept {
+  if (this != &o) {
+    RmaRequest dying(std::move(*this));
+    req_ = std::exchange(o.req_, MPI_REQUEST_NULL);
+  }
+  return *this;
+}
+
+bool RmaRequest::test() {
+  if (req_ == MPI_REQUEST_NULL) return true;
+  int done = 0;
+  ASTRA_MPI_CHECK(MPI_Test(&req_, &done, MPI_STATUS_IGNORE));
+  return done != 0;
+}
+
 void Win::put(int target, std::uint64_t offset, const void* in, std::uint64_t n) const {
   const auto* at = static_cast<const std::byte*>(in);
   for (std::uint64_t done = 0; done < n; done += kRmaPiece) {

@@ -20,61 +20,101 @@ namespace astraflow {
 using namespace node_layout;
 
 namespace {
-constexpr int kMaxOvertaken = 3;  // copies an ancestor may spoil by moving on before the store serves
+constexpr int kMaxOvertaken = 3;          // copies an ancestor may spoil by moving on before the store serves
+constexpr std::uint32_t kSpinTests = 64;  // a read's tests (each with a yield) before its backoff sleeps
 }  // namespace
 
 NodeRelay::NodeRelay(Comm readers_comm, const Comm& node, const SharedWin& segment, std::uint64_t capacity,
                      NodeRelayOptions options, std::string policy)
     : readers_(std::move(readers_comm)), policy_(std::move(policy)), options_(options), stride_(pageAligned(capacity)) {
-  const Comm& readers = readers_;
-  const bool first = node.rank() == 0;
-  const Comm firsts = readers.split(first ? 0 : -1, readers.rank());
-  index_ = node.broadcastValue(0, firsts.valid() ? firsts.rank() : 0);
-  nodes_ = node.broadcastValue(0, firsts.valid() ? firsts.size() : 0);
-  // Every node's first rank, by node index.
-  const std::int32_t mine[2] = {index_, first ? readers.rank() : -1};
-  const auto all = readers.allgatherBytes(std::as_bytes(std::span(mine)));
-  std::vector<int> first_rank(static_cast<std::size_t>(nodes_), -1);
-  for (std::size_t at = 0; at + sizeof(mine) <= all.size(); at += sizeof(mine)) {
-    std::int32_t e[2];
-    std::memcpy(e, all.data() + at, sizeof(e));
-    if (e[1] >= 0) first_rank[static_cast<std::size_t>(e[0])] = e[1];
-  }
+  const std::vector<int> first_rank = numberNodes(node);
   if (options_.fanout <= 0 || nodes_ <= 1) return;  // every node pulls from the store
-  // MPI_Win_create needs a one-sided component that takes memory it did not allocate: osc ucx
-  // does, osc sm (mpirun --mca osc sm) does not. Without it every node pulls from the store.
-  const std::string what = "node relay:" + policy_;
-  std::string error;
-  try {
-    win_ = Win::expose(readers, first ? segment.base() : nullptr, first ? segment.bytes() : 0, what.c_str());
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  const auto failed = readers.allreduceMax(std::uint64_t{error.empty() ? 0u : 1u});
-  if (failed && win_.valid())
-    throw Error(fmt::format("weights:{}: the node relay's window was created on some rollout ranks only", policy_));
-  if (failed) {
-    if (readers.rank() == 0)
-      spdlog::warn("weights:{}: full versions are not relayed between nodes, each node pulls them from the store ({})",
-                   policy_, error);
-    return;
-  }
-  win_.lockAll();
-  serves_ = first && index_ * options_.fanout + 1 < nodes_;
+  if (!expose(node.rank() == 0 ? &segment : nullptr)) return;
+  serves_ = node.rank() == 0 && index_ * options_.fanout + 1 < nodes_;
   for (int j = index_; j > 0;) {
     j = (j - 1) / options_.fanout;
     ancestors_.push_back({first_rank[static_cast<std::size_t>(j)]});
   }
 }
 
+std::vector<int> NodeRelay::numberNodes(const Comm& node) {
+  const bool first = node.rank() == 0;
+  const Comm firsts = readers_.split(first ? 0 : -1, readers_.rank());
+  index_ = node.broadcastValue(0, firsts.valid() ? firsts.rank() : 0);
+  nodes_ = node.broadcastValue(0, firsts.valid() ? firsts.size() : 0);
+  const std::int32_t mine[2] = {index_, first ? readers_.rank() : -1};
+  const auto all = readers_.allgatherBytes(std::as_bytes(std::span(mine)));
+  std::vector<int> first_rank(static_cast<std::size_t>(nodes_), -1);
+  for (std::size_t at = 0; at + sizeof(mine) <= all.size(); at += sizeof(mine)) {
+    std::int32_t e[2];
+    std::memcpy(e, all.data() + at, sizeof(e));
+    if (e[1] >= 0) first_rank[static_cast<std::size_t>(e[0])] = e[1];
+  }
+  return first_rank;
+}
+
+bool NodeRelay::expose(const SharedWin* segment) {
+  // MPI_Win_create needs a one-sided component that takes memory it did not allocate: osc ucx
+  // does, osc sm (mpirun --mca osc sm) does not. Without it every node pulls from the store.
+  const std::string what = "node relay:" + policy_;
+  std::string error;
+  try {
+    win_ = Win::expose(readers_, segment ? segment->base() : nullptr, segment ? segment->bytes() : 0, what.c_str());
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  const auto failed = readers_.allreduceMax(std::uint64_t{error.empty() ? 0u : 1u});
+  if (failed && win_.valid())
+    throw Error(fmt::format("weights:{}: the node relay's window was created on some rollout ranks only", policy_));
+  if (failed) {
+    if (readers_.rank() == 0)
+      spdlog::warn("weights:{}: full versions are not relayed between nodes, each node pulls them from the store ({})",
+                   policy_, error);
+    return false;
+  }
+  win_.lockAll();
+  return true;
+}
+
 void NodeRelay::serve() const {
   if (serves_) readers_.driveProgress();
 }
 
-NodeRelay::Header NodeRelay::readHeader(int rank) const {
+bool NodeRelay::read(Ancestor& a, std::uint64_t offset, void* out, std::uint64_t n, Clock::time_point by) {
+  std::vector<std::byte> buffer = std::move(bounce_);
+  buffer.resize(n);
+  RmaRequest request = win_.rget(a.rank, offset, buffer.data(), n);
+  // Polled, each test letting MPI progress (what answers the read where the transport needs
+  // both sides), yielding, then with backoff sleeps: the target may be in a long call. More
+  // yields were faster at 4 pretend nodes here and slower at 16 (130 processes on 2 cores).
+  Backoff backoff(std::chrono::microseconds(50), kSpinTests);
+  while (!request.test()) {
+    if (Clock::now() >= by) {
+      // Its rank is inside a long call and the transport needs it to answer: pass it over until
+      // the read completes (a moved vector keeps its bytes where the read writes them).
+      a.unanswered++;
+      stats_.unanswered++;
+      unanswered_.push_back({static_cast<std::size_t>(&a - ancestors_.data()), std::move(buffer), std::move(request)});
+      return false;
+    }
+    backoff.wait();
+  }
+  std::memcpy(out, buffer.data(), n);
+  bounce_ = std::move(buffer);
+  return true;
+}
+
+void NodeRelay::reapUnanswered() {
+  std::erase_if(unanswered_, [this](Unanswered& u) {
+    if (!u.request.test()) return false;
+    ancestors_[u.ancestor].unanswered--;
+    return true;
+  });
+}
+
+std::optional<NodeRelay::Header> NodeRelay::readHeader(Ancestor& a, Clock::time_point by) {
   std::uint64_t w[kHeaderEnd / 8];
-  win_.get(rank, 0, w, sizeof(w));
-  win_.flush(rank);
+  if (!read(a, 0, w, sizeof(w), by)) return std::nullopt;
   Header h{w[kWriter / 8], w[kDataOffset / 8], {}, {}};
   for (std::uint64_t s = 0; s < kMaxSlots; ++s) {
     const std::uint64_t* r = w + (kSlots + kSlotRecordBytes * s) / 8;
@@ -100,8 +140,9 @@ std::optional<NodeRelay::Source> NodeRelay::sourceIn(const Header& h, std::int64
 
 std::optional<RelayedVersion> NodeRelay::fill(std::int64_t version, std::uint64_t bytes, std::span<std::byte> into,
                                               FullVersionProgress* progress) {
+  reapUnanswered();
   for (auto& a : ancestors_) {
-    if (a.lost) continue;
+    if (a.lost || a.unanswered > 0) continue;
     try {
       if (auto got = fillFrom(a, version, bytes, into, progress)) return got;
     } catch (const Error& e) {
@@ -125,12 +166,16 @@ std::optional<RelayedVersion> NodeRelay::fillFrom(Ancestor& a, std::int64_t vers
   Backoff backoff;
   bool waited = false;
   int overtaken = 0;
+  const auto answer = std::chrono::duration<double>(options_.answer_s);
   while (true) {
-    const Header h = readHeader(a.rank);
+    const auto read = readHeader(a, Clock::now() + std::chrono::duration_cast<Clock::duration>(answer));
+    if (!read) return std::nullopt;
+    const Header& h = *read;
     if (h.writer != a.stuck_writer) a.stuck_writer = 0;  // that writer let go: a new one is waited for again
     if (const auto from = sourceIn(h, version, bytes)) {
       switch (copy(a, *from, h.data + from->slot * stride_, bytes, into, progress)) {
         case Copy::Done: break;
+        case Copy::Unanswered: return std::nullopt;
         case Copy::Stalled:
           a.stuck_writer = h.writer;
           stats_.timeouts++;
@@ -168,16 +213,19 @@ std::optional<RelayedVersion> NodeRelay::fillFrom(Ancestor& a, std::int64_t vers
   }
 }
 
-NodeRelay::Copy NodeRelay::copy(const Ancestor& a, const Source& from, std::uint64_t at, std::uint64_t bytes,
+NodeRelay::Copy NodeRelay::copy(Ancestor& a, const Source& from, std::uint64_t at, std::uint64_t bytes,
                                 std::span<std::byte> into, FullVersionProgress* progress) {
   if (progress) progress->begin(from.version, from.hash, bytes);
   const auto patience = std::chrono::duration<double>(options_.patience_s);
+  const auto answer = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.answer_s));
   auto deadline = std::chrono::steady_clock::now() + patience;
   Backoff backoff;
   for (std::uint64_t copied = 0;;) {
     // What of it is in place at the ancestor: all of it once its record names it, else what its
     // progress says, else it is gone (dropped, or the slot reused for a newer version).
-    const Header h = readHeader(a.rank);
+    const auto read_header = readHeader(a, Clock::now() + answer);
+    if (!read_header) return Copy::Unanswered;
+    const Header& h = *read_header;
     const auto& r = h.slots[from.slot];
     const auto& in = h.arriving[from.slot];
     std::uint64_t ready = 0;
@@ -195,8 +243,7 @@ NodeRelay::Copy NodeRelay::copy(const Ancestor& a, const Source& from, std::uint
     }
     while (copied < ready) {
       const std::uint64_t n = std::min(kFullVersionPiece, ready - copied);
-      win_.get(a.rank, at + copied, into.data() + copied, n);
-      win_.flush(a.rank);
+      if (!read(a, at + copied, into.data() + copied, n, Clock::now() + answer)) return Copy::Unanswered;
       copied += n;
       if (progress) progress->ready(copied);
     }

@@ -18,6 +18,7 @@
 // the last one the store serves. A copy is checked as every pull is: the slot's record read
 // again after the bytes (an ancestor that moved on is read again) and the bytes' XXH3 against
 // the record's, which the ancestor checked against the store's.
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,8 +58,16 @@ class NodeRelay final : public FullVersionSource {
   struct Ancestor {
     int rank;                        // its first rank, in the readers' numbering (the window's)
     bool lost = false;               // its window failed: passed over from then on
+    int unanswered = 0;              // reads of it still in flight past answer_s: passed over meanwhile
     std::uint64_t stuck_writer = 0;  // a writer outwaited once: not waited for again
   };
+  // A read given up on: its buffer lives until MPI completes it (reapUnanswered).
+  struct Unanswered {
+    std::size_t ancestor;
+    std::vector<std::byte> buffer;
+    RmaRequest request;
+  };
+  using Clock = std::chrono::steady_clock;
   // A slot's full version on its way in (node_layout.hpp's progress words).
   struct Arriving {
     std::int64_t version;
@@ -75,15 +84,24 @@ class NodeRelay final : public FullVersionSource {
     std::int64_t version;
     std::uint64_t hash;
   };
-  enum class Copy { Done, Gone, Stalled };
+  enum class Copy { Done, Gone, Stalled, Unanswered };
+  // Collective over the readers: this node's index, the node count, and every node's first rank.
+  std::vector<int> numberNodes(const Comm& node);
+  // Collective over the readers: the window over each node's copy (`segment` on first ranks);
+  // false, on every rank, when MPI cannot make it.
+  bool expose(const SharedWin* segment);
   std::optional<RelayedVersion> fillFrom(Ancestor& a, std::int64_t version, std::uint64_t bytes,
                                          std::span<std::byte> into, FullVersionProgress* progress);
   static std::optional<Source> sourceIn(const Header& h, std::int64_t version, std::uint64_t bytes);
   // Copies `from` (at byte `at` of the ancestor's window) into `into` as its pieces arrive;
   // Gone when the ancestor dropped it midway, Stalled when nothing came for `patience_s`.
-  Copy copy(const Ancestor& a, const Source& from, std::uint64_t at, std::uint64_t bytes, std::span<std::byte> into,
+  Copy copy(Ancestor& a, const Source& from, std::uint64_t at, std::uint64_t bytes, std::span<std::byte> into,
             FullVersionProgress* progress);
-  Header readHeader(int rank) const;
+  // Reads `n` bytes at `offset` of the ancestor's window into `out` through a bounce buffer
+  // (so that a read given up on never lands in a slot); false when unanswered by `by`.
+  bool read(Ancestor& a, std::uint64_t offset, void* out, std::uint64_t n, Clock::time_point by);
+  std::optional<Header> readHeader(Ancestor& a, Clock::time_point by);
+  void reapUnanswered();
 
   Comm readers_;
   std::string policy_;
@@ -93,6 +111,8 @@ class NodeRelay final : public FullVersionSource {
   int index_ = 0, nodes_ = 1;
   std::vector<Ancestor> ancestors_;  // nearest first
   Win win_;
+  std::vector<std::byte> bounce_;
+  std::vector<Unanswered> unanswered_;  // after win_: completed (waited for) before the window goes
   NodeRelayStats stats_;
 };
 

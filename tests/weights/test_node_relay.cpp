@@ -7,6 +7,9 @@
 // decides which node is asked.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "astraflow/comm/comm.hpp"
 #include "astraflow/weights/node_weights.hpp"
 #include "astraflow/weights/weight_store.hpp"
@@ -77,6 +80,36 @@ TEST_P(NodeRelayTest, FullVersionsComeFromTheNearestAncestorThatHasThem) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fanout, NodeRelayTest, ::testing::Values(2, 1));
+
+// An ancestor whose rank is inside a long call that makes no MPI call: where the transport needs
+// it to answer reads (UCX without cross-process reads, as in a container), the child gives the
+// read up after answer_s and takes the version from the store instead of waiting for the call
+// to end; where the read is one-sided it relays at once. Either way the child holds the version
+// long before the ancestor's call ends.
+TEST(NodeRelay, AnAncestorInsideALongCallDoesNotHoldItsChildBack) {
+  PretendNodes pretend("1");
+  Comm comm = Comm::duplicate(MPI_COMM_WORLD);
+  if (comm.size() < 4) GTEST_SKIP() << "needs two rollout ranks (two nodes) beside the host and the trainer";
+  WeightStore store(comm, 0, kNodeCapacity, "solver", {.delta = false});
+  NodeWeights node(comm, comm.rank() >= 2, kNodeCapacity, "solver", {.fanout = 2, .patience_s = 5, .answer_s = 0.3});
+  test_support::publishNodeVersion(comm, store, 1);
+  if (comm.rank() == 2) {
+    EXPECT_TRUE(equalsNodeVersion(node.refresh(store, 1).bytes, 1));
+  }
+  waitAll(comm, store);
+  constexpr auto kLongCall = std::chrono::seconds(3);
+  if (comm.rank() == 2) {
+    std::this_thread::sleep_for(kLongCall);  // generating, no MPI call
+  } else if (comm.rank() == 3) {
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_TRUE(equalsNodeVersion(node.refresh(store, 1).bytes, 1));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, kLongCall / 2) << "the child waited for its ancestor's call";
+    const auto relayed = node.relayStats().relayed, from_store = store.stats().full_pulls;
+    EXPECT_EQ(relayed + from_store, 1u);
+    EXPECT_EQ(node.relayStats().unanswered, from_store) << "it went to the store only for an unanswered read";
+  }
+  waitAll(comm, store);
+}
 
 // weights.relay_fanout 0: every node pulls from the store, as before the relay.
 TEST(NodeRelay, FanoutZeroPullsEveryNodeFromTheStore) {

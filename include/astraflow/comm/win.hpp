@@ -26,6 +26,24 @@ class WindowAllocationError : public Error {
 std::uint64_t availableMemoryBytes();
 std::string humanBytes(std::uint64_t bytes);
 
+// One request-based RMA operation (MPI_Rget). Completion means the bytes are in the caller's
+// buffer, which must live until then; a request not yet complete when dropped is waited for.
+class RmaRequest {
+ public:
+  RmaRequest() = default;
+  explicit RmaRequest(MPI_Request r) : req_(r) {}
+  ~RmaRequest();
+  RmaRequest(RmaRequest&& o) noexcept : req_(std::exchange(o.req_, MPI_REQUEST_NULL)) {}
+  RmaRequest& operator=(RmaRequest&& o) noexcept;
+  RmaRequest(const RmaRequest&) = delete;
+  RmaRequest& operator=(const RmaRequest&) = delete;
+  // Lets MPI progress; true once the operation has completed (and from then on).
+  bool test();
+
+ private:
+  MPI_Request req_ = MPI_REQUEST_NULL;
+};
+
 class Win {
  public:
   Win() = default;
@@ -67,6 +85,9 @@ class Win {
   // `n` bytes of the window on `target` from `offset` into `out` (get) or from `in` (put), in
   // calls of at most 1 GiB (MPI counts are ints). Not flushed: flush(target) completes them.
   void get(int target, std::uint64_t offset, void* out, std::uint64_t n) const;
+  // The same as one request the caller can poll and give up waiting on (at most 1 GiB): for
+  // reads from a target that may not take part for a while (a transport that needs it to).
+  RmaRequest rget(int target, std::uint64_t offset, void* out, std::uint64_t n) const;
   void put(int target, std::uint64_t offset, const void* in, std::uint64_t n) const;
   // A word of this rank's own window, for the host's local-only words (never touched by RMA).
   std::atomic_ref<std::uint64_t> localWord(std::uint64_t offset) const {

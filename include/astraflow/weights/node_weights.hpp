@@ -47,6 +47,7 @@ struct NodeWeightsStats {
 struct NodeRelayOptions {
   int fanout = 2;          // child nodes each node relays to (weights.relay_fanout); 0: all from the store
   double patience_s = 30;  // how long a node waits on a writing ancestor before it asks further up
+  double answer_s = 2;     // how long one read of an ancestor may go unanswered (its rank inside a long call)
 };
 
 struct NodeRelayStats {
@@ -57,6 +58,7 @@ struct NodeRelayStats {
   std::uint64_t torn_retries = 0;    // copies read again because the ancestor moved on mid-read
   std::uint64_t rejected = 0;        // copies that failed their checksum
   std::uint64_t ancestors_lost = 0;  // ancestors whose window failed (passed over from then on)
+  std::uint64_t unanswered = 0;      // reads an ancestor left unanswered past answer_s (passed over meanwhile)
 };
 
 class NodeRelay;
