@@ -141,7 +141,8 @@ RmaRequest Win::rget(int target, std::uint64_t offset, void* out, std::uint64_t 
 }
 
 RmaRequest::~RmaRequest() {
-  if (req_ != MPI_REQUEST_NULL && !MpiEnvironment::finalized()) MPI_Wait(&req_, MPI_STATUS_IGNORE);
+  if (req_ == MPI_REQUEST_NULL || MpiEnvironment::finalized() || std::uncaught_exceptions() > 0) return;
+  MPI_Wait(&req_, MPI_STATUS_IGNORE);
 }
 
 RmaRequest& RmaRequest::operator=(RmaRequest&& o) noexcept {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <exception>
 
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/comm.hpp"
@@ -64,8 +65,11 @@ bool NodeRelay::expose(const SharedWin* segment) {
     error = e.what();
   }
   const auto failed = readers_.allreduceMax(std::uint64_t{error.empty() ? 0u : 1u});
-  if (failed && win_.valid())
-    throw Error(fmt::format("weights:{}: the node relay's window was created on some rollout ranks only", policy_));
+  // Made on some ranks only: every rank stops here (a window that exists on some ranks only
+  // would hang the collectives that follow).
+  if (failed && readers_.allreduceMax(std::uint64_t{win_.valid() ? 1u : 0u}))
+    throw Error(fmt::format("weights:{}: the node relay's window was created on some rollout ranks only ({})", policy_,
+                            error.empty() ? "another rank failed" : error));
   if (failed) {
     if (readers_.rank() == 0)
       spdlog::warn("weights:{}: full versions are not relayed between nodes, each node pulls them from the store ({})",
@@ -74,6 +78,16 @@ bool NodeRelay::expose(const SharedWin* segment) {
   }
   win_.lockAll();
   return true;
+}
+
+NodeRelay::~NodeRelay() {
+  // While an error unwinds, reads still in flight are not waited for (their ranks may be gone):
+  // their buffers are left to the process's end, so that a late answer lands in live memory.
+  if (std::uncaught_exceptions() == 0) return;
+  for (auto& u : unanswered_) {
+    u.request.abandon();
+    new std::vector<std::byte>(std::move(u.buffer));  // NOLINT: leaked on purpose
+  }
 }
 
 void NodeRelay::serve() const {
@@ -106,8 +120,19 @@ bool NodeRelay::read(Ancestor& a, std::uint64_t offset, void* out, std::uint64_t
 
 void NodeRelay::reapUnanswered() {
   std::erase_if(unanswered_, [this](Unanswered& u) {
-    if (!u.request.test()) return false;
-    ancestors_[u.ancestor].unanswered--;
+    Ancestor& a = ancestors_[u.ancestor];
+    try {
+      if (!u.request.test()) return false;
+    } catch (const Error& e) {
+      // The read failed (its rank is gone): that ancestor is passed over from now on, and the
+      // request is dropped without a wait (its buffer with it: MPI is done with both).
+      u.request.abandon();
+      if (!a.lost) stats_.ancestors_lost++;
+      a.lost = true;
+      spdlog::warn("weights:{}: node {}'s read of rank {} failed ({}); passing that ancestor over", policy_, index_,
+                   a.rank, e.what());
+    }
+    a.unanswered--;
     return true;
   });
 }
@@ -229,13 +254,17 @@ NodeRelay::Copy NodeRelay::copy(Ancestor& a, const Source& from, std::uint64_t a
     const auto& r = h.slots[from.slot];
     const auto& in = h.arriving[from.slot];
     std::uint64_t ready = 0;
-    if (r.version == from.version && r.hash == from.hash)
+    const bool recorded = r.version == from.version && r.hash == from.hash;
+    if (recorded)
       ready = bytes;
     else if (in.version == from.version && in.hash == from.hash)
       ready = std::min(in.ready, bytes);
     else
       return Copy::Gone;
-    if (copied == bytes) return Copy::Done;  // and still there after the last piece
+    // Done once the ancestor's record names the version after the last piece: its progress
+    // words alone may belong to a pull it then found torn and abandoned.
+    if (copied == bytes && recorded) return Copy::Done;
+    if (ready < copied) copied = 0;  // the ancestor started it again: so does this copy
     if (ready <= copied) {
       if (std::chrono::steady_clock::now() >= deadline) return Copy::Stalled;
       backoff.wait();

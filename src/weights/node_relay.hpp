@@ -1,12 +1,14 @@
 #pragma once
 // NodeRelay — full weight versions relayed between nodes (docs/weights.md, "Relayed between
-// nodes"). The nodes of a weight link form a tree, `fanout` children per node, numbered in the
-// order of their first ranks; node 0 takes full versions from the store. A node's writer that
-// is due a full version reads it from the nearest ancestor node that has it: from that node's
-// current slot, through a window over the node's shared copy that the node's first rank
-// exposes. The gets are passive-target, so the relaying node's ranks keep generating: nobody's
-// loop serves them. The store thus sends a full version to the root node, and each node sends
-// it to at most `fanout` others, instead of the store sending it to every node.
+// nodes"; weights.relay_fanout, off by default). The nodes of a weight link form a tree,
+// `fanout` children per node, numbered in the order of their first ranks; node 0 takes full
+// versions from the store. A node's writer that is due a full version reads it from the
+// nearest ancestor node that has it — from any slot of that node's shared copy that holds or is
+// receiving it — through a window the node's first rank exposes over the copy. Whether those
+// reads need the relaying rank depends on the transport (over RDMA they do not; elsewhere its
+// loop answers them at every step, serve()). The store sends a full version to the root node,
+// and each node sends it to at most `fanout` others, instead of the store sending it to every
+// node.
 //
 // A version is copied piece by piece as it arrives at the ancestor (the slot's progress words),
 // and announced the same way to this node's own children, so a version goes down every level
@@ -46,6 +48,10 @@ class NodeRelay final : public FullVersionSource {
   // read each other's memory directly, or over TCP) answer a get only inside an MPI call of the
   // target, so the rollout loop calls this at every step.
   void serve() const;
+
+  ~NodeRelay();
+  NodeRelay(const NodeRelay&) = delete;
+  NodeRelay& operator=(const NodeRelay&) = delete;
 
   bool hasAncestors() const { return !ancestors_.empty(); }
   int nodeIndex() const { return index_; }

@@ -200,9 +200,11 @@ NodeVersion NodeWeights::refresh(WeightStore& store, std::int64_t target) {
       break;
     }
     // Another rank of the node is writing — most likely the version wanted here: wait for it
-    // (one pull's time) rather than pull the same version again or go on without it.
+    // (one pull's time) rather than pull the same version again or go on without it. A first
+    // rank keeps answering its child nodes meanwhile: they are likely reading that version.
     if (!waited) stats_.writer_busy++;
     waited = true;
+    serve();
     backoff.wait();
   }
   return bind();

@@ -27,7 +27,8 @@ std::uint64_t availableMemoryBytes();
 std::string humanBytes(std::uint64_t bytes);
 
 // One request-based RMA operation (MPI_Rget). Completion means the bytes are in the caller's
-// buffer, which must live until then; a request not yet complete when dropped is waited for.
+// buffer, which must live until then; a request not yet complete when dropped is waited for,
+// except while an error unwinds (the peer may be gone: the abort that follows ends it).
 class RmaRequest {
  public:
   RmaRequest() = default;
@@ -39,6 +40,8 @@ class RmaRequest {
   RmaRequest& operator=(const RmaRequest&) = delete;
   // Lets MPI progress; true once the operation has completed (and from then on).
   bool test();
+  // Forgets the request without waiting (after it failed, or while an error unwinds).
+  void abandon() noexcept { req_ = MPI_REQUEST_NULL; }
 
  private:
   MPI_Request req_ = MPI_REQUEST_NULL;

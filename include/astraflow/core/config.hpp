@@ -216,7 +216,7 @@ struct WeightsSection {
   WeightsCompression compression = WeightsCompression::None;
   int encode_threads = 0;  // threads of the store host's delta encode; 0: the cores this process may run on, ≤ 8
   int pull_every = 1;      // a rollout rank pulls once the store is this many versions ahead of it
-  int relay_fanout = 2;    // nodes each node relays full versions to (a tree); 0: every node pulls from the store
+  int relay_fanout = 0;    // nodes each node relays full versions to (a tree); 0: every node pulls from the store
 };
 
 // The balance report and the three-zone policy (docs/elastic.md, paper §4.2.1).

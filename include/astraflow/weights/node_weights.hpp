@@ -45,7 +45,7 @@ struct NodeWeightsStats {
 
 // Full versions relayed between nodes (NodeRelay).
 struct NodeRelayOptions {
-  int fanout = 2;          // child nodes each node relays to (weights.relay_fanout); 0: all from the store
+  int fanout = 0;          // child nodes each node relays to (weights.relay_fanout); 0: all from the store
   double patience_s = 30;  // how long a node waits on a writing ancestor before it asks further up
   double answer_s = 2;     // how long one read of an ancestor may go unanswered (its rank inside a long call)
 };
