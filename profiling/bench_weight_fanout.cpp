@@ -7,8 +7,9 @@
 // `reader` (the default): every reader pulls for itself (the store alone). `node`: the readers
 // take each version through their node's shared copy (NodeWeights) as rollout ranks do, one pull
 // from the store per node (ASTRAFLOW_NODE_RANKS=k makes pretend nodes of k readers on one
-// machine). `relay`: the same, and full versions go down a tree of nodes, `fanout` children per
-// node (weights.relay_fanout), each node reading from its parent's copy instead of the store.
+// machine). `relay`: the same, and versions go down a tree of nodes, `fanout` children per node
+// (weights.relay_fanout), each node reading from its parent's copy (a full version) or delta
+// ring (deltas) instead of the store.
 // `full` (weights.mode: full): every round is a full version; rounds after the first show the
 // steady state, with every slot's pages already touched once.
 //
@@ -88,7 +89,8 @@ int main(int argc, char** argv) {
   const bool by_node = mode != "reader";
   const int fanout = mode == "relay" ? (argc > 5 ? std::atoi(argv[5]) : 2) : 0;
   // Collective on every rank in every mode (a constructor of the store's link); used only by_node.
-  NodeWeights node(comm, by_node && comm.rank() >= 2, bytes, "bench", {.fanout = fanout});
+  NodeWeights node(comm, by_node && comm.rank() >= 2, bytes, "bench",
+                   {.fanout = fanout, .delta_ring = options.delta && fanout > 0 ? relayDeltaRingBytes(bytes) : 0});
   const int readers = comm.size() - 2;
 
   std::vector<std::byte> blob;
@@ -103,9 +105,8 @@ int main(int argc, char** argv) {
   WeightReplica replica;
   if (comm.rank() == kHost) {
     const std::string how = mode == "reader" ? "one pull per reader"
-                            : mode == "node"
-                                ? "one pull per node (NodeWeights), all from the store"
-                                : "one pull per node, full versions relayed, fanout " + std::to_string(fanout);
+                            : mode == "node" ? "one pull per node (NodeWeights), all from the store"
+                                             : "one pull per node, versions relayed, fanout " + std::to_string(fanout);
     std::printf("bench_weight_fanout: %d readers, %.1f MB versions, %d delta rounds at %.3f changed, %s\n", readers,
                 bytes / 1e6, rounds, changed, how.c_str());
     std::printf("%6s %6s %12s %14s %14s %12s %12s\n", "round", "pull", "MB/reader", "all updated s", "mean reader s",

@@ -92,7 +92,7 @@ void wireWindows(RunWiring& w) {
       // The rollout ranks of each node share one copy of the versions they pull.
       w.node_weights.push_back(std::make_unique<NodeWeights>(comms.weight_links[g], w.role().role == Role::Rollout,
                                                              bytes, group.policy,
-                                                             NodeRelayOptions{.fanout = cfg.weights.relay_fanout}));
+                                                             nodeRelayOptions(cfg.weights, bytes)));
     } else {
       w.weight_stores.emplace_back();
       w.node_weights.emplace_back();

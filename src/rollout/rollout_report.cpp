@@ -76,6 +76,7 @@ PolicyPullFigures pullFigures(const ServedPolicy& p) {
   f.node_writes_put_off = node.spare_in_use;
   const NodeRelayStats relay = p.node->relayStats();
   f.node_versions_relayed = relay.relayed;
+  f.node_deltas_relayed = relay.deltas;
   f.node_relay_bytes = relay.bytes;
   return f;
 }

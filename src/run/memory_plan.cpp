@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "astraflow/model/prepacked_weights.hpp"
+#include "astraflow/weights/node_weights.hpp"
 
 namespace astraflow {
 
@@ -113,6 +114,10 @@ void rolloutItems(const Config& cfg, const Shape& s, const RolloutBackendSpec& b
     const int slots = node_readers == 1 ? 1 : 2;
     out.push_back({fmt::format("node-shared version (bf16 x{}, for the node's {} rollout ranks)", slots, node_readers),
                    P * 2 * static_cast<std::uint64_t>(slots), "", true});
+    // Counted on every node: which nodes have child nodes is known only once the ranks run.
+    if (cfg.weights.relay_fanout > 0 && cfg.weights.mode == WeightsMode::Delta)
+      out.push_back(
+          {"relayed deltas (a node with child nodes)", relayDeltaRingBytes(P * 2), "weights.relay_fanout", true});
   }
   if (backend.kind != BackendKind::Engine) {
     if (backend.http()) out.push_back({"served weight folder (bf16, written per version)", P * 2, ""});

@@ -25,33 +25,38 @@ constexpr int kMaxOvertaken = 3;          // copies an ancestor may spoil by mov
 constexpr std::uint32_t kSpinTests = 64;  // a read's tests (each with a yield) before its backoff sleeps
 }  // namespace
 
-NodeRelay::NodeRelay(Comm readers_comm, const Comm& node, const SharedWin& segment, std::uint64_t capacity,
-                     NodeRelayOptions options, std::string policy)
-    : readers_(std::move(readers_comm)), policy_(std::move(policy)), options_(options), stride_(pageAligned(capacity)) {
-  const std::vector<int> first_rank = numberNodes(node);
-  if (options_.fanout <= 0 || nodes_ <= 1) return;  // every node pulls from the store
-  if (!expose(node.rank() == 0 ? &segment : nullptr)) return;
-  serves_ = node.rank() == 0 && index_ * options_.fanout + 1 < nodes_;
-  for (int j = index_; j > 0;) {
-    j = (j - 1) / options_.fanout;
-    ancestors_.push_back({first_rank[static_cast<std::size_t>(j)]});
-  }
-}
-
-std::vector<int> NodeRelay::numberNodes(const Comm& node) {
+NodeNumbering numberNodes(const Comm& readers, const Comm& node) {
   const bool first = node.rank() == 0;
-  const Comm firsts = readers_.split(first ? 0 : -1, readers_.rank());
-  index_ = node.broadcastValue(0, firsts.valid() ? firsts.rank() : 0);
-  nodes_ = node.broadcastValue(0, firsts.valid() ? firsts.size() : 0);
-  const std::int32_t mine[2] = {index_, first ? readers_.rank() : -1};
-  const auto all = readers_.allgatherBytes(std::as_bytes(std::span(mine)));
-  std::vector<int> first_rank(static_cast<std::size_t>(nodes_), -1);
+  const Comm firsts = readers.split(first ? 0 : -1, readers.rank());
+  NodeNumbering n;
+  n.index = node.broadcastValue(0, firsts.valid() ? firsts.rank() : 0);
+  n.nodes = node.broadcastValue(0, firsts.valid() ? firsts.size() : 0);
+  const std::int32_t mine[2] = {n.index, first ? readers.rank() : -1};
+  const auto all = readers.allgatherBytes(std::as_bytes(std::span(mine)));
+  n.first_rank.assign(static_cast<std::size_t>(n.nodes), -1);
   for (std::size_t at = 0; at + sizeof(mine) <= all.size(); at += sizeof(mine)) {
     std::int32_t e[2];
     std::memcpy(e, all.data() + at, sizeof(e));
-    if (e[1] >= 0) first_rank[static_cast<std::size_t>(e[0])] = e[1];
+    if (e[1] >= 0) n.first_rank[static_cast<std::size_t>(e[0])] = e[1];
   }
-  return first_rank;
+  return n;
+}
+
+NodeRelay::NodeRelay(Comm readers_comm, const Comm& node, NodeNumbering nodes, const SharedWin& segment,
+                     std::uint64_t capacity, NodeRelayOptions options, std::string policy)
+    : readers_(std::move(readers_comm)),
+      policy_(std::move(policy)),
+      options_(options),
+      stride_(pageAligned(capacity)),
+      index_(nodes.index),
+      nodes_(nodes.nodes) {
+  if (options_.fanout <= 0 || nodes_ <= 1) return;  // every node pulls from the store
+  if (!expose(node.rank() == 0 ? &segment : nullptr)) return;
+  serves_ = node.rank() == 0 && nodes.hasChildren(options_.fanout);
+  for (int j = index_; j > 0;) {
+    j = (j - 1) / options_.fanout;
+    ancestors_.push_back({nodes.first_rank[static_cast<std::size_t>(j)]});
+  }
 }
 
 bool NodeRelay::expose(const SharedWin* segment) {
@@ -140,14 +145,37 @@ void NodeRelay::reapUnanswered() {
 std::optional<NodeRelay::Header> NodeRelay::readHeader(Ancestor& a, Clock::time_point by) {
   std::uint64_t w[kHeaderEnd / 8];
   if (!read(a, 0, w, sizeof(w), by)) return std::nullopt;
-  Header h{w[kWriter / 8], w[kDataOffset / 8], {}, {}};
+  Header h{w[kWriter / 8], w[kDataOffset / 8], w[kDeltaRing / 8], w[kDeltaRingBytes / 8], w[kDeltaSeq / 8], {}, {}, {}};
   for (std::uint64_t s = 0; s < kMaxSlots; ++s) {
     const std::uint64_t* r = w + (kSlots + kSlotRecordBytes * s) / 8;
     h.slots[s] = {static_cast<std::int64_t>(r[0]), r[1], r[2], r[3]};
     const std::uint64_t* p = w + (kProgress + kProgressBytes * s) / 8;
     h.arriving[s] = {static_cast<std::int64_t>(p[0]), p[1], p[2], p[3]};
   }
+  for (std::uint64_t i = 0; i < kDeltaEntries; ++i) {
+    const std::uint64_t* e = w + (kDeltaTable + kDeltaEntryBytes * i) / 8;
+    h.entries[i] = {static_cast<std::int64_t>(e[0]), e[1], e[2]};
+  }
   return h;
+}
+
+bool NodeRelay::Header::receivingFull() const {
+  return std::any_of(std::begin(arriving), std::end(arriving), [](const Arriving& in) { return in.version >= 0; });
+}
+
+NodeRelay::Clock::time_point NodeRelay::answerBy() const {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.answer_s));
+}
+
+void NodeRelay::passOver(Ancestor& a, const Error& e) {
+  // An ancestor whose first rank is gone (or whose window fails otherwise): the next one up, or
+  // the store, serves this node from now on.
+  a.lost = true;
+  stats_.ancestors_lost++;
+  spdlog::warn(
+      "weights:{}: node {} cannot read its ancestor's copy (rank {} of the link's rollout ranks: {}); passing it "
+      "over",
+      policy_, index_, a.rank, e.what());
 }
 
 std::optional<NodeRelay::Source> NodeRelay::sourceIn(const Header& h, std::int64_t version, std::uint64_t bytes) {
@@ -164,41 +192,33 @@ std::optional<NodeRelay::Source> NodeRelay::sourceIn(const Header& h, std::int64
 }
 
 std::optional<RelayedVersion> NodeRelay::fill(std::int64_t version, std::uint64_t bytes, std::span<std::byte> into,
-                                              FullVersionProgress* progress) {
+                                              SlotObserver* observer) {
   reapUnanswered();
   for (auto& a : ancestors_) {
     if (a.lost || a.unanswered > 0) continue;
     try {
-      if (auto got = fillFrom(a, version, bytes, into, progress)) return got;
+      if (auto got = fillFrom(a, version, bytes, into, observer)) return got;
     } catch (const Error& e) {
-      // An ancestor whose first rank is gone (or whose window fails otherwise): the next one up,
-      // or the store, serves this node from now on.
-      a.lost = true;
-      stats_.ancestors_lost++;
-      spdlog::warn(
-          "weights:{}: node {} cannot read its ancestor's copy (rank {} of the link's rollout ranks: {}); "
-          "passing it over",
-          policy_, index_, a.rank, e.what());
+      passOver(a, e);
     }
   }
   return std::nullopt;
 }
 
 std::optional<RelayedVersion> NodeRelay::fillFrom(Ancestor& a, std::int64_t version, std::uint64_t bytes,
-                                                  std::span<std::byte> into, FullVersionProgress* progress) {
+                                                  std::span<std::byte> into, SlotObserver* observer) {
   const auto patience = std::chrono::duration<double>(options_.patience_s);
   auto deadline = std::chrono::steady_clock::now() + patience;
   Backoff backoff;
   bool waited = false;
   int overtaken = 0;
-  const auto answer = std::chrono::duration<double>(options_.answer_s);
   while (true) {
-    const auto read = readHeader(a, Clock::now() + std::chrono::duration_cast<Clock::duration>(answer));
+    const auto read = readHeader(a, answerBy());
     if (!read) return std::nullopt;
     const Header& h = *read;
     if (h.writer != a.stuck_writer) a.stuck_writer = 0;  // that writer let go: a new one is waited for again
     if (const auto from = sourceIn(h, version, bytes)) {
-      switch (copy(a, *from, h.data + from->slot * stride_, bytes, into, progress)) {
+      switch (copy(a, *from, h.data + from->slot * stride_, bytes, into, observer)) {
         case Copy::Done: break;
         case Copy::Unanswered: return std::nullopt;
         case Copy::Stalled:
@@ -239,16 +259,15 @@ std::optional<RelayedVersion> NodeRelay::fillFrom(Ancestor& a, std::int64_t vers
 }
 
 NodeRelay::Copy NodeRelay::copy(Ancestor& a, const Source& from, std::uint64_t at, std::uint64_t bytes,
-                                std::span<std::byte> into, FullVersionProgress* progress) {
-  if (progress) progress->begin(from.version, from.hash, bytes);
+                                std::span<std::byte> into, SlotObserver* observer) {
+  if (observer) observer->begin(from.version, from.hash, bytes);
   const auto patience = std::chrono::duration<double>(options_.patience_s);
-  const auto answer = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.answer_s));
   auto deadline = std::chrono::steady_clock::now() + patience;
   Backoff backoff;
   for (std::uint64_t copied = 0;;) {
     // What of it is in place at the ancestor: all of it once its record names it, else what its
     // progress says, else it is gone (dropped, or the slot reused for a newer version).
-    const auto read_header = readHeader(a, Clock::now() + answer);
+    const auto read_header = readHeader(a, answerBy());
     if (!read_header) return Copy::Unanswered;
     const Header& h = *read_header;
     const auto& r = h.slots[from.slot];
@@ -272,13 +291,106 @@ NodeRelay::Copy NodeRelay::copy(Ancestor& a, const Source& from, std::uint64_t a
     }
     while (copied < ready) {
       const std::uint64_t n = std::min(kFullVersionPiece, ready - copied);
-      if (!read(a, at + copied, into.data() + copied, n, Clock::now() + answer)) return Copy::Unanswered;
+      if (!read(a, at + copied, into.data() + copied, n, answerBy())) return Copy::Unanswered;
       copied += n;
-      if (progress) progress->ready(copied);
+      if (observer) observer->ready(copied);
     }
     deadline = std::chrono::steady_clock::now() + patience;
     backoff.reset();
   }
+}
+
+bool NodeRelay::deltas(std::int64_t from, std::int64_t to, std::vector<std::vector<std::byte>>& out) {
+  if (from < 0 || to <= from || to - from > static_cast<std::int64_t>(kDeltaEntries)) return false;
+  reapUnanswered();
+  for (auto& a : ancestors_) {
+    if (a.lost || a.unanswered > 0) continue;
+    try {
+      if (!deltasFrom(a, from, to, out)) continue;
+    } catch (const Error& e) {
+      passOver(a, e);
+      continue;
+    }
+    stats_.deltas += static_cast<std::uint64_t>(to - from);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(to - from); ++i) stats_.bytes += out[i].size();
+    return true;
+  }
+  return false;
+}
+
+bool NodeRelay::deltasFrom(Ancestor& a, std::int64_t from, std::int64_t to, std::vector<std::vector<std::byte>>& out) {
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.patience_s));
+  Backoff backoff;
+  bool waited = false;
+  int overtaken = 0;
+  while (true) {
+    const auto read_header = readHeader(a, answerBy());
+    if (!read_header) return false;
+    const Header& h = *read_header;
+    if (h.ring_bytes == 0) return false;  // it keeps no deltas (no children, or full mode)
+    if (h.writer != a.stuck_writer) a.stuck_writer = 0;
+    if (h.ring_seq % 2 == 0) {
+      switch (readDeltas(a, h, from, to, out)) {
+        case Deltas::Read: return true;
+        case Deltas::Unanswered: return false;
+        case Deltas::Moved:
+          // A delta was written into the ring while these were read: read again, a few times.
+          stats_.torn_retries++;
+          if (++overtaken == kMaxOvertaken) return false;
+          backoff.wait();
+          continue;
+        case Deltas::Missing: break;
+      }
+    }
+    // Not all there. Waiting helps only while the ones missing are newer than any it holds, it
+    // is writing, and what it writes is not a full version (which brings no deltas).
+    std::int64_t newest = -1, first_missing = to;
+    for (const auto& e : h.entries) newest = std::max(newest, e.version);
+    for (std::int64_t v = to; v > from; --v)
+      if (!entryFor(h, v)) first_missing = v;
+    if (h.ring_seq % 2 == 0 && newest >= first_missing) return false;
+    if (h.writer == 0 || h.writer == a.stuck_writer || h.receivingFull()) return false;
+    if (Clock::now() >= deadline) {
+      a.stuck_writer = h.writer;
+      stats_.timeouts++;
+      return false;
+    }
+    if (!waited) stats_.waits++;
+    waited = true;
+    backoff.wait();
+  }
+}
+
+std::optional<NodeRelay::DeltaEntry> NodeRelay::entryFor(const Header& h, std::int64_t version) {
+  const DeltaEntry& e = h.entries[static_cast<std::uint64_t>(version) % kDeltaEntries];
+  if (e.version != version || e.bytes > h.ring_bytes || e.offset > h.ring_bytes - e.bytes) return std::nullopt;
+  return e;
+}
+
+NodeRelay::Deltas NodeRelay::readDeltas(Ancestor& a, const Header& h, std::int64_t from, std::int64_t to,
+                                        std::vector<std::vector<std::byte>>& out) {
+  const auto n = static_cast<std::size_t>(to - from);
+  std::vector<DeltaEntry> entries;
+  for (std::int64_t v = from + 1; v <= to; ++v) {
+    const auto e = entryFor(h, v);
+    if (!e) return Deltas::Missing;
+    entries.push_back(*e);
+  }
+  if (out.size() < n) out.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i].resize(entries[i].bytes);
+    // In pieces, each answered within answer_s like a full version's.
+    for (std::uint64_t done = 0; done < entries[i].bytes;) {
+      const std::uint64_t piece = std::min(kFullVersionPiece, entries[i].bytes - done);
+      if (!read(a, h.ring + entries[i].offset + done, out[i].data() + done, piece, answerBy()))
+        return Deltas::Unanswered;
+      done += piece;
+    }
+  }
+  std::uint64_t seq = 0;
+  if (!read(a, kDeltaSeq, &seq, sizeof seq, answerBy())) return Deltas::Unanswered;
+  return seq == h.ring_seq ? Deltas::Read : Deltas::Moved;
 }
 
 }  // namespace astraflow

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <string>
 
 #include "astraflow/comm/backoff.hpp"
 #include "astraflow/comm/win.hpp"
+#include "astraflow/core/config.hpp"
 #include "astraflow/core/error.hpp"
 #include "node_layout.hpp"
 #include "node_relay.hpp"
@@ -33,15 +35,16 @@ bool alive(std::uint64_t pid) {
   return close == std::string::npos || close + 2 >= text.size() || text[close + 2] != 'Z';
 }
 
-// A slot's full version as it arrives, in the slot's progress words, for the child nodes'
-// relays to follow. Marked over when it goes, which is after the slot's record is set: a
-// follower always finds the version in one or the other.
-class SlotProgress final : public FullVersionProgress {
+// What the writer does to a slot, told to the child nodes' relays: a full version as it arrives,
+// in the slot's progress words (marked over when it goes, which is after the slot's record is
+// set: a follower always finds the version in one or the other), and each delta it applies, in
+// the node's delta ring when the node keeps one.
+class SlotAnnouncer final : public SlotObserver {
  public:
-  SlotProgress(const SharedWin& win, std::uint64_t slot) : win_(win), at_(kProgress + kProgressBytes * slot) {}
-  ~SlotProgress() override { win_.word(at_).store(kNone); }
-  SlotProgress(const SlotProgress&) = delete;
-  SlotProgress& operator=(const SlotProgress&) = delete;
+  SlotAnnouncer(const SharedWin& win, std::uint64_t slot) : win_(win), at_(kProgress + kProgressBytes * slot) {}
+  ~SlotAnnouncer() override { win_.word(at_).store(kNone); }
+  SlotAnnouncer(const SlotAnnouncer&) = delete;
+  SlotAnnouncer& operator=(const SlotAnnouncer&) = delete;
   void begin(std::int64_t version, std::uint64_t hash, std::uint64_t bytes) override {
     win_.word(at_).store(kNone);
     win_.word(at_ + 8).store(hash);
@@ -50,13 +53,50 @@ class SlotProgress final : public FullVersionProgress {
     win_.word(at_).store(static_cast<std::uint64_t>(version));
   }
   void ready(std::uint64_t bytes) override { win_.word(at_ + 24).store(bytes); }
+  void deltaApplied(std::int64_t version, std::span<const std::byte> delta) override;
 
  private:
   const SharedWin& win_;
   std::uint64_t at_;
 };
 
+std::uint64_t entryAt(std::uint64_t i) { return kDeltaTable + kDeltaEntryBytes * i; }
+
+void SlotAnnouncer::deltaApplied(std::int64_t version, std::span<const std::byte> delta) {
+  const std::uint64_t ring = win_.word(kDeltaRing).load(), ring_bytes = win_.word(kDeltaRingBytes).load();
+  const std::uint64_t n = delta.size();
+  if (ring_bytes == 0 || n > ring_bytes) return;  // none kept, or too large to keep: children ask further up
+  // A node of two slots applies each delta twice (once per slot): kept once.
+  for (std::uint64_t i = 0; i < kDeltaEntries; ++i)
+    if (static_cast<std::int64_t>(win_.word(entryAt(i)).load()) >= version) return;
+  // Odd while written (a writer that died midway left it odd: made odd again all the same).
+  const std::uint64_t seq = win_.word(kDeltaSeq).load() | 1;
+  win_.word(kDeltaSeq).store(seq);
+  std::uint64_t at = win_.word(kDeltaHead).load();
+  if (at > ring_bytes - n) at = 0;
+  for (std::uint64_t i = 0; i < kDeltaEntries; ++i) {  // the entries whose bytes it overwrites go
+    const std::uint64_t e = entryAt(i);
+    const std::uint64_t offset = win_.word(e + 8).load(), bytes = win_.word(e + 16).load();
+    if (offset < at + n && at < offset + bytes) win_.word(e).store(kNone);
+  }
+  std::memcpy(win_.base() + ring + at, delta.data(), n);
+  const std::uint64_t e = entryAt(static_cast<std::uint64_t>(version) % kDeltaEntries);
+  win_.word(e).store(kNone);
+  win_.word(e + 8).store(at);
+  win_.word(e + 16).store(n);
+  win_.word(e).store(static_cast<std::uint64_t>(version));
+  win_.word(kDeltaHead).store(at + n);
+  win_.word(kDeltaSeq).store(seq + 1);
+}
+
 }  // namespace
+
+NodeRelayOptions nodeRelayOptions(const WeightsSection& weights, std::uint64_t capacity) {
+  NodeRelayOptions o;
+  o.fanout = weights.relay_fanout;
+  o.delta_ring = weights.relay_fanout > 0 && weights.mode == WeightsMode::Delta ? relayDeltaRingBytes(capacity) : 0;
+  return o;
+}
 
 NodeWeights::NodeWeights(const Comm& link, bool reader, std::uint64_t capacity, std::string policy,
                          NodeRelayOptions relay)
@@ -65,9 +105,10 @@ NodeWeights::NodeWeights(const Comm& link, bool reader, std::uint64_t capacity, 
   // A node that cannot hold its copy stops every rank of the link (the host and trainers too),
   // with the reason, rather than leaving them waiting on ranks that gave up.
   std::string error;
+  NodeNumbering nodes;
   if (readers.valid()) {
     try {
-      setUp(readers);
+      nodes = setUp(readers, relay);
     } catch (const Error& e) {
       error = e.what();
     }
@@ -79,22 +120,31 @@ NodeWeights::NodeWeights(const Comm& link, bool reader, std::uint64_t capacity, 
                       : error);
   }
   // Every node has its copy now: the relay between them (collective over the readers).
-  if (readers.valid()) relay_ = std::make_unique<NodeRelay>(std::move(readers), node_, win_, capacity_, relay, policy_);
+  if (readers.valid())
+    relay_ = std::make_unique<NodeRelay>(std::move(readers), node_, std::move(nodes), win_, capacity_, relay, policy_);
 }
 
-void NodeWeights::setUp(const Comm& readers) {
+NodeNumbering NodeWeights::setUp(const Comm& readers, const NodeRelayOptions& relay) {
   node_ = splitIntoNodes(readers);
+  NodeNumbering nodes = numberNodes(readers, node_);
   const auto members = static_cast<std::uint64_t>(node_.size());
   slots_ = members == 1 ? 1 : 2;  // a lone member refreshes only while it computes nothing: one slot
   stride_ = pageAligned(capacity_);
   data_ = pageAligned(kMembers + kMemberBytes * members);
+  // The delta ring, after the slots, only on a node whose children would read it.
+  const std::uint64_t ring_bytes = nodes.hasChildren(relay.fanout) ? relay.delta_ring : 0;
   const std::string what = "node weights:" + policy_;
-  win_ = SharedWin::allocate(node_, data_ + slots_ * stride_, what.c_str());
+  win_ = SharedWin::allocate(node_, data_ + slots_ * stride_ + ring_bytes, what.c_str());
   if (node_.rank() == 0) {
     win_.word(kCurrent).store(kNone);
     win_.word(kWriter).store(0);
     win_.word(kCurrentVersion).store(static_cast<std::uint64_t>(std::int64_t{-1}));
     win_.word(kDataOffset).store(data_);
+    win_.word(kDeltaRing).store(data_ + slots_ * stride_);
+    win_.word(kDeltaRingBytes).store(ring_bytes);
+    win_.word(kDeltaHead).store(0);
+    win_.word(kDeltaSeq).store(0);
+    for (std::uint64_t i = 0; i < kDeltaEntries; ++i) win_.word(entryAt(i)).store(kNone);
     for (std::uint64_t s = 0; s < kMaxSlots; ++s) {  // a node of one slot marks the other empty too
       setSlotRecord(s, {-1, 0, 0, 0});
       win_.word(kProgress + kProgressBytes * s).store(kNone);
@@ -104,6 +154,7 @@ void NodeWeights::setUp(const Comm& readers) {
   win_.word(kMembers + kMemberBytes * static_cast<std::uint64_t>(node_.rank())).store(kNone);
   win_.word(kMembers + kMemberBytes * static_cast<std::uint64_t>(node_.rank()) + 8).store(pid_);
   node_.barrier();  // every member's entry is set before anyone writes
+  return nodes;
 }
 
 NodeWeights::~NodeWeights() {
@@ -159,9 +210,9 @@ std::uint64_t NodeWeights::writableSlot() {
 
 void NodeWeights::write(WeightStore& store, std::uint64_t slot) {
   const SlotRecord before = slotRecord(slot);
-  SlotProgress progress(win_, slot);  // goes after the record below is set
+  SlotAnnouncer announcer(win_, slot);  // goes after the record below is set
   WeightReplica replica;
-  replica.progress = &progress;
+  replica.observer = &announcer;
   replica.slot = slotMemory(slot);
   replica.slot_bytes = before.version >= 0 ? before.bytes : 0;
   replica.version = before.version;

@@ -1,10 +1,10 @@
-// Full versions relayed between nodes (NodeRelay, docs/weights.md "Relayed between nodes") at 4
+// Versions relayed between nodes (NodeRelay, docs/weights.md "Relayed between nodes") at 4
 // and 6 ranks: rank 0 hosts the store, rank 1 stages versions, each rollout rank is a pretend
 // node of its own (ASTRAFLOW_NODE_RANKS=1), so node i is rank i + 2. The store serves a full
 // version to the first node that asks while no ancestor has it; every node below takes it from
 // its nearest ancestor that has it, byte-exact, and the store sends it nothing. An ancestor
 // that is behind and idle is passed over; the tree's shape (fanout 2) or a chain (fanout 1)
-// decides which node is asked.
+// decides which node is asked. In delta mode the deltas go the same way.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -80,6 +80,64 @@ TEST_P(NodeRelayTest, FullVersionsComeFromTheNearestAncestorThatHasThem) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fanout, NodeRelayTest, ::testing::Values(2, 1));
+
+// Delta mode: a node that is due deltas takes them from the nearest ancestor whose ring holds
+// them all — the deltas that ancestor applied, byte for byte the store's — and reads nothing
+// from the store; an ancestor that is behind and idle is passed over, and the store serves.
+TEST_P(NodeRelayTest, DeltasComeFromTheNearestAncestorThatAppliedThem) {
+  const int fanout = GetParam();
+  PretendNodes pretend("1");
+  Comm comm = Comm::duplicate(MPI_COMM_WORLD);
+  if (comm.size() < 4) GTEST_SKIP() << "needs two rollout ranks (two nodes) beside the host and the trainer";
+  const int nodes = comm.size() - 2;
+  WeightStore store(comm, 0, kNodeCapacity, "solver", {.delta = true, .delta_log = 8, .full_sync_every = 16});
+  NodeWeights node(comm, comm.rank() >= 2, kNodeCapacity, "solver",
+                   {.fanout = fanout, .patience_s = 5, .delta_ring = kNodeCapacity / 4});
+  const int me = comm.rank() - 2;
+  auto publish = [&](std::int64_t v) { test_support::publishNodeVersion(comm, store, v); };
+  // Node `n` refreshes to `v` by `deltas` deltas while the others wait; says whether the store
+  // sent them.
+  auto refresh = [&](int n, std::int64_t v, std::uint64_t deltas, bool from_store) {
+    if (me == n) {
+      const auto bytes_before = store.stats().bytes_pulled, applied_before = store.stats().deltas_applied;
+      const auto relayed_before = node.relayStats().deltas, full_before = store.stats().full_pulls;
+      const NodeVersion got = node.refresh(store, v);
+      EXPECT_EQ(got.version, v) << "node " << n;
+      EXPECT_TRUE(equalsNodeVersion(got.bytes, v)) << "node " << n << " holds other bytes than v" << v;
+      EXPECT_EQ(store.stats().deltas_applied - applied_before, deltas) << "node " << n;
+      EXPECT_EQ(store.stats().full_pulls, full_before) << "node " << n << ": only its first version in full";
+      EXPECT_EQ(node.relayStats().deltas - relayed_before, from_store ? 0u : deltas) << "node " << n;
+      if (from_store)
+        EXPECT_GT(store.stats().bytes_pulled, bytes_before) << "node " << n;
+      else
+        EXPECT_EQ(store.stats().bytes_pulled, bytes_before) << "node " << n << " read the store";
+    }
+    waitAll(comm, store);
+  };
+  // Version 1 in full from the store, every node (the relay of full versions is tested above).
+  publish(1);
+  for (int n = 0; n < nodes; ++n) {
+    if (me == n) node.refresh(store, 1);
+    waitAll(comm, store);
+  }
+  std::uint64_t full_relayed = node.relayStats().relayed;
+  // Version 2 top down: the root by a delta from the store, every other node by its ancestor's.
+  publish(2);
+  for (int n = 0; n < nodes; ++n) refresh(n, 2, 1, /*from_store=*/n == 0);
+  // Versions 3 and 4 top down: two deltas each, relayed below the root.
+  publish(3);
+  publish(4);
+  for (int n = 0; n < nodes; ++n) refresh(n, 4, 2, /*from_store=*/n == 0);
+  // Version 5 bottom up: the last node's ancestors hold v4 and are not writing: the store.
+  publish(5);
+  refresh(nodes - 1, 5, 1, /*from_store=*/true);
+  if (me >= 0) {
+    EXPECT_EQ(node.relayStats().relayed, full_relayed) << "no full version after the first";
+    EXPECT_EQ(node.relayStats().waits, 0u);
+    EXPECT_EQ(node.relayStats().timeouts, 0u);
+    EXPECT_EQ(store.stats().deltas_rejected, 0u);
+  }
+}
 
 // An ancestor whose rank is inside a long call that makes no MPI call: where the transport needs
 // it to answer reads (UCX without cross-process reads, as in a container), the child gives the

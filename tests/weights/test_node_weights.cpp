@@ -46,7 +46,8 @@ void concurrentVersions(const char* node_ranks, bool delta) {
   constexpr std::int64_t kLast = 30;
   WeightStore store(comm, 0, kCapacity, "solver", {.delta = delta, .delta_log = 8, .full_sync_every = 16});
   const bool reader = comm.rank() >= 2;
-  NodeWeights node(comm, reader, kCapacity, "solver", {.fanout = 2});  // relayed where there are several nodes
+  // Relayed where there are several nodes: full versions, and in delta mode the deltas too.
+  NodeWeights node(comm, reader, kCapacity, "solver", {.fanout = 2, .delta_ring = delta ? kCapacity / 4 : 0});
   EXPECT_EQ(node.member(), reader);
   std::uint64_t written = 0, bound = 0;
   if (comm.rank() == 0) {
@@ -100,9 +101,10 @@ void concurrentVersions(const char* node_ranks, bool delta) {
 TEST(NodeWeights, PretendNodesOfTwoShareEveryVersionExactlyDeltaMode) { concurrentVersions("2", true); }
 TEST(NodeWeights, PretendNodesOfTwoShareEveryVersionExactlyFullMode) { concurrentVersions("2", false); }
 TEST(NodeWeights, TheRealNodeSharesEveryVersionExactly) { concurrentVersions(nullptr, true); }
-// Every rollout rank a node of its own: full versions relayed down the tree while the readers
-// refresh at random moments.
+// Every rollout rank a node of its own: full versions (and deltas) relayed down the tree while
+// the readers refresh at random moments.
 TEST(NodeWeights, PretendNodesOfOneRelayEveryVersionExactly) { concurrentVersions("1", false); }
+TEST(NodeWeights, PretendNodesOfOneRelayEveryVersionExactlyDeltaMode) { concurrentVersions("1", true); }
 
 // Two rollout ranks on one node, in lockstep: rank 3 stays bound to version 1 while rank 2
 // goes on; the write of version 3 is put off until rank 3 moves, then made by deltas on the

@@ -47,9 +47,10 @@ struct PolicyPullFigures {
   std::uint64_t node_ranks = 0;
   std::uint64_t node_versions_written = 0;
   std::uint64_t node_writes_put_off = 0;
-  // Full versions this rank took for its node from an ancestor node instead of the store, and
-  // their bytes (docs/weights.md, "Relayed between nodes").
+  // Full versions and deltas this rank took for its node from an ancestor node instead of the
+  // store, and the bytes of both (docs/weights.md, "Relayed between nodes").
   std::uint64_t node_versions_relayed = 0;
+  std::uint64_t node_deltas_relayed = 0;
   std::uint64_t node_relay_bytes = 0;
 
   template <class S, class V>
@@ -60,7 +61,8 @@ struct PolicyPullFigures {
     v("weight_version_bytes", s.weight_version_bytes), v("torn_retries", s.torn_retries);
     v("weights_hash", s.weights_hash), v("node_ranks", s.node_ranks);
     v("node_versions_written", s.node_versions_written), v("node_writes_put_off", s.node_writes_put_off);
-    v("node_versions_relayed", s.node_versions_relayed), v("node_relay_bytes", s.node_relay_bytes);
+    v("node_versions_relayed", s.node_versions_relayed), v("node_deltas_relayed", s.node_deltas_relayed);
+    v("node_relay_bytes", s.node_relay_bytes);
   }
 };
 

@@ -12,29 +12,36 @@
 // node stays on the version it has until that member moves. Locks and bindings name their
 // holder's pid, so a member that died holds nothing.
 //
-// A full version comes from the nearest ancestor node that has it when the link has several
-// nodes (NodeRelay, src/weights/node_relay.hpp), from the store otherwise.
+// A full version or the deltas due come from the nearest ancestor node that has them when the
+// link has several nodes (NodeRelay, src/weights/node_relay.hpp), from the store otherwise.
 //
 // Shared window (on the node's first member; the layout's constants: src/weights/node_layout.hpp):
 //   [0]  current slot        u64  kNone until the first version
 //   [8]  writer              u64  0: free, else the pid of the member writing
 //   [16] current version     i64  a hint for "is the node behind?" (the slot's own record decides)
 //   [24] data offset         u64  where slot 0 starts (for the child nodes' relay reads)
+//   [32] delta ring offset, [40] its bytes (0: none), [48] its write position, [56] its seq
+//                                 (odd while a delta is written)
 //   [64 + 32 s]   slot s: version i64 (−1: empty or being written), xxh3, bytes, deltas since full
 //   [128 + 32 s]  slot s's full version on its way in: version i64 (−1: none), xxh3, bytes,
 //                 bytes in place (child nodes copy what is in place while the rest arrives)
-//   [256 + 16 m]  member m: bound slot (kNone: none), pid
-//   [data]        slot s at data + s · stride (page-aligned), `capacity` bytes each
+//   [192 + 24 i]  delta ring entry i (of 8): version i64 (−1: none), offset in the ring, bytes
+//   [512 + 16 m]  member m: bound slot (kNone: none), pid
+//   [data]        slot s at data + s · stride (page-aligned), `capacity` bytes each; then the
+//                 delta ring, on nodes with child nodes in delta mode
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "astraflow/comm/comm.hpp"
 #include "astraflow/comm/shared_win.hpp"
 #include "astraflow/weights/weight_store.hpp"
 
 namespace astraflow {
+
+struct WeightsSection;
 
 struct NodeWeightsStats {
   std::uint64_t versions_written = 0;  // versions this member pulled for its node
@@ -48,11 +55,23 @@ struct NodeRelayOptions {
   int fanout = 0;          // child nodes each node relays to (weights.relay_fanout); 0: all from the store
   double patience_s = 30;  // how long a node waits on a writing ancestor before it asks further up
   double answer_s = 2;     // how long one read of an ancestor may go unanswered (its rank inside a long call)
+  // Bytes of the ring in which a node with child nodes keeps the deltas its writers applied, for
+  // the children to take instead of the store's (delta mode); 0: deltas come from the store.
+  std::uint64_t delta_ring = 0;
 };
+
+// The delta ring of a node with child nodes, for versions of `capacity` bytes: a quarter of a
+// version, room for the last several deltas at the densities RL updates give (a delta larger
+// than the ring is not kept; the children take it from the store).
+constexpr std::uint64_t relayDeltaRingBytes(std::uint64_t capacity) { return capacity / 4; }
+
+// The relay the config's `weights` section asks for (the delta ring in delta mode only).
+NodeRelayOptions nodeRelayOptions(const WeightsSection& weights, std::uint64_t capacity);
 
 struct NodeRelayStats {
   std::uint64_t relayed = 0;         // full versions this member took from an ancestor node
-  std::uint64_t bytes = 0;           // their bytes
+  std::uint64_t deltas = 0;          // deltas it took from an ancestor node
+  std::uint64_t bytes = 0;           // the bytes of both
   std::uint64_t waits = 0;           // relays that waited for an ancestor still writing
   std::uint64_t timeouts = 0;        // ancestors outwaited (patience_s): the next one up asked
   std::uint64_t torn_retries = 0;    // copies read again because the ancestor moved on mid-read
@@ -62,6 +81,15 @@ struct NodeRelayStats {
 };
 
 class NodeRelay;
+
+// Where a rollout rank's node stands among the link's nodes (NodeRelay's tree): its index, in
+// the order of the nodes' first ranks, the node count, and each node's first rank among the
+// link's rollout ranks.
+struct NodeNumbering {
+  int index = 0, nodes = 1;
+  std::vector<int> first_rank;
+  bool hasChildren(int fanout) const { return fanout > 0 && index * fanout + 1 < nodes; }
+};
 
 // One slot of a node's copy: its version (−1: empty or being written), checksum, bytes and the
 // deltas applied to it since its last full version.
@@ -116,7 +144,8 @@ class NodeWeights {
 
  private:
   using SlotRecord = NodeSlotRecord;
-  void setUp(const Comm& readers);  // the node group, the shared memory and its header
+  // The node group, the shared memory and its header; the relay's view of the nodes.
+  NodeNumbering setUp(const Comm& readers, const NodeRelayOptions& relay);
   SlotRecord slotRecord(std::uint64_t slot) const;
   void setSlotRecord(std::uint64_t slot, const SlotRecord& r);
   std::span<std::byte> slotMemory(std::uint64_t slot) const;

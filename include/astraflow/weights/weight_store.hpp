@@ -75,15 +75,18 @@ struct TrainerClock {
   double step_seconds = 0;
 };
 
-// Told how a full version comes into a slot replica, piece by piece, so that others can copy
-// the pieces already there while the rest arrives (NodeWeights: the child nodes' relays read a
-// version down the tree while each level still receives it).
-class FullVersionProgress {
+// Told how a slot replica changes, so that others can follow it (NodeWeights: the child nodes'
+// relays read a full version down the tree while each level still receives it, and take the
+// deltas a node applied from that node instead of the store).
+class SlotObserver {
  public:
-  virtual ~FullVersionProgress() = default;
+  virtual ~SlotObserver() = default;
+  // A full version arriving piece by piece.
   virtual void begin(std::int64_t version, std::uint64_t hash, std::uint64_t bytes) = 0;
   virtual void ready(std::uint64_t bytes) = 0;  // the first `bytes` are in place
   // The end is the owner's to mark, once the slot's own record says whether the version arrived.
+  // `delta` (as logged by the store) has just brought the slot to `version`.
+  virtual void deltaApplied(std::int64_t version, std::span<const std::byte> delta) = 0;
 };
 
 // A full version arrives in pieces of this size when someone follows its progress.
@@ -91,13 +94,13 @@ inline constexpr std::uint64_t kFullVersionPiece = std::uint64_t{4} << 20;
 
 // What a reader holds: its copy of the weights, their version and checksum. The bytes are its
 // own (`blob`), or live in memory it does not own (`slot`: a node-shared slot, NodeWeights) of
-// which the version uses the first `slot_bytes`; `progress` (slots only, optional) follows a
-// full version's arrival.
+// which the version uses the first `slot_bytes`; `observer` (slots only, optional) follows the
+// slot's changes.
 struct WeightReplica {
   std::vector<std::byte> blob;
   std::span<std::byte> slot;
   std::uint64_t slot_bytes = 0;
-  FullVersionProgress* progress = nullptr;
+  SlotObserver* observer = nullptr;
   std::int64_t version = -1;
   std::uint64_t hash = 0;
   int deltas_since_full = 0;
@@ -116,8 +119,8 @@ struct PullResult {
   std::int64_t version = -1;  // the replica's version afterwards (−1: nothing published yet)
   bool moved = false;         // the replica changed
   bool full = false;          // by a full version (else by deltas)
-  bool relayed = false;       // the full version came from a FullVersionSource, not the store
-  std::uint64_t bytes = 0;    // read from the window
+  bool relayed = false;       // the full version or the deltas came from a VersionRelay, not the store
+  std::uint64_t bytes = 0;    // read from the store's window
   std::uint64_t deltas = 0;   // deltas applied
 };
 
@@ -127,17 +130,21 @@ struct RelayedVersion {
   std::uint64_t hash = 0;
 };
 
-// Somewhere other than the store a slot replica can take a full version from (NodeWeights'
-// relay: an ancestor node's copy, docs/weights.md "Relayed between nodes"). The store asks it
-// first whenever a full version is due, so the store serves only what no relay has.
-class FullVersionSource {
+// Somewhere other than the store a slot replica can take versions from (NodeWeights' relay: an
+// ancestor node's copy, docs/weights.md "Relayed between nodes"). The store asks it first
+// whenever a full version or deltas are due, so the store serves only what no relay has.
+class VersionRelay {
  public:
-  virtual ~FullVersionSource() = default;
+  virtual ~VersionRelay() = default;
   // Writes a version ≥ `version` of `bytes` bytes into `into`, checked against its checksum,
   // and says which; nullopt when none is at hand (`into` may then hold anything). Reports its
-  // pieces to `progress` when given.
+  // pieces to `observer` when given.
   virtual std::optional<RelayedVersion> fill(std::int64_t version, std::uint64_t bytes, std::span<std::byte> into,
-                                             FullVersionProgress* progress) = 0;
+                                             SlotObserver* observer) = 0;
+  // The store's deltas to versions from + 1 .. to, in order, into `out` (resized to to − from);
+  // false when not all of them are at hand. Their own checks (base version and checksum, the
+  // result's checksum) decide whether they apply.
+  virtual bool deltas(std::int64_t from, std::int64_t to, std::vector<std::vector<std::byte>>& out) = 0;
 };
 
 // What a reader needs to reach the published version (WeightStore::updateFor): the deltas in
@@ -186,8 +193,8 @@ class WeightStore {
   // Any rank: the published version number (one 8-byte MPI_Get on remote ranks); −1 if none.
   std::int64_t publishedVersion();
   // Any non-host rank: brings `replica` to the published version, by deltas when it can. A slot
-  // replica due a full version takes it from `relay` when the relay has it.
-  PullResult pull(WeightReplica& replica, FullVersionSource* relay = nullptr);
+  // replica takes the deltas or the full version it is due from `relay` when the relay has them.
+  PullResult pull(WeightReplica& replica, VersionRelay* relay = nullptr);
 
   // Host: the logged delta that produces `version` (empty when it is not in the log). For
   // inspection and for tests that corrupt it on purpose.
@@ -236,7 +243,11 @@ class WeightStore {
   void logDelta(std::int64_t version);  // host, inside the seqlock
   DeltaPull pullDeltas(WeightReplica& replica, std::uint64_t seq, std::int64_t published,
                        const std::vector<LogEntry>& log, PullResult& result);
-  bool pullRelayed(WeightReplica& replica, FullVersionSource& relay, std::int64_t published, std::uint64_t bytes,
+  // Applies pending_[0, n) in order; false (the replica then needs a full version) at the first
+  // that fails its checks.
+  bool applyPending(WeightReplica& replica, std::size_t n, PullResult& result);
+  bool pullRelayedDeltas(WeightReplica& replica, VersionRelay& relay, std::int64_t published, PullResult& result);
+  bool pullRelayed(WeightReplica& replica, VersionRelay& relay, std::int64_t published, std::uint64_t bytes,
                    PullResult& result);
   bool pullFull(WeightReplica& replica, std::uint64_t bytes, std::uint64_t hash, std::int64_t version,
                 std::uint64_t seq, PullResult& result);
