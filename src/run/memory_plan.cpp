@@ -106,16 +106,16 @@ void trainerItems(const Config& cfg, const Shape& s, int group_size, bool stages
 }
 
 // `node_readers`: the rollout ranks of this rank's node that share the policy's node copy
-// (NodeWeights); 0 when this rank is not the one the copy is counted on.
+// (NodeWeights); 0 when this rank is not the one the copy is counted on. `relays_deltas`: the
+// node has child nodes in the relay's tree and keeps the deltas it applies for them.
 void rolloutItems(const Config& cfg, const Shape& s, const RolloutBackendSpec& backend, std::uint64_t host_bytes,
-                  int node_readers, std::vector<MemoryItem>& out) {
+                  int node_readers, bool relays_deltas, std::vector<MemoryItem>& out) {
   const auto P = u(s.params);
   if (node_readers > 0) {
     const int slots = node_readers == 1 ? 1 : 2;
     out.push_back({fmt::format("node-shared version (bf16 x{}, for the node's {} rollout ranks)", slots, node_readers),
                    P * 2 * static_cast<std::uint64_t>(slots), "", true});
-    // Counted on every node: which nodes have child nodes is known only once the ranks run.
-    if (cfg.weights.relay_fanout > 0 && cfg.weights.mode == WeightsMode::Delta)
+    if (relays_deltas)
       out.push_back(
           {"relayed deltas (a node with child nodes)", relayDeltaRingBytes(P * 2), "weights.relay_fanout", true});
   }
@@ -224,6 +224,20 @@ std::vector<RankMemoryPlan> planMemory(const Config& cfg, const RoleMap& map, st
       it->second.second++;
     }
   }
+  // The copies that keep relayed deltas: those with child nodes in each policy's tree, whose
+  // nodes are numbered by their first rank (NodeRelay's numbering).
+  std::map<std::pair<int, std::string>, bool> relays_deltas;
+  if (cfg.weights.relay_fanout > 0 && cfg.weights.mode == WeightsMode::Delta) {
+    std::map<std::string, std::vector<std::pair<int, int>>> firsts;  // policy -> (first rank, node)
+    for (const auto& [key, copy] : copies) firsts[key.second].push_back({copy.first, key.first});
+    for (auto& [name, nodes] : firsts) {
+      std::sort(nodes.begin(), nodes.end());
+      for (std::size_t j = 0; j < nodes.size(); ++j) {
+        const NodeNumbering numbering{static_cast<int>(j), static_cast<int>(nodes.size()), {}};
+        relays_deltas[{nodes[j].second, name}] = numbering.hasChildren(cfg.weights.relay_fanout);
+      }
+    }
+  }
   std::vector<RankMemoryPlan> out;
   for (const auto& rr : map.ranks()) {
     RankMemoryPlan plan{rr.world_rank, rr.label(), {}};
@@ -252,9 +266,10 @@ std::vector<RankMemoryPlan> planMemory(const Config& cfg, const RoleMap& map, st
         processItems(model, plan.items);
         for (const auto& name : rr.policies) {
           const auto& [first, readers] = copies.at({nodeOf(rr.world_rank), name});
+          const bool mine = first == rr.world_rank;
+          const bool keeps = mine && relays_deltas[{nodeOf(rr.world_rank), name}];
           if (const auto* p = cfg.findPolicy(name))
-            rolloutItems(cfg, shapeOf(p->model, vocab), backend, host_bytes, first == rr.world_rank ? readers : 0,
-                         plan.items);
+            rolloutItems(cfg, shapeOf(p->model, vocab), backend, host_bytes, mine ? readers : 0, keeps, plan.items);
         }
         break;
       }

@@ -18,7 +18,10 @@ constexpr std::uint64_t kProgress = 128, kProgressBytes = 32;
 // The delta ring's table: entry i holds the delta to a version ≡ i (mod kDeltaEntries):
 // version (−1: none), offset in the ring, bytes.
 constexpr std::uint64_t kDeltaTable = kProgress + kProgressBytes * kMaxSlots, kDeltaEntryBytes = 24, kDeltaEntries = 8;
-constexpr std::uint64_t kHeaderEnd = kDeltaTable + kDeltaEntryBytes * kDeltaEntries;  // what a relay reads
+// The newest delta the node's writers applied, kept or not (one larger than the ring is not):
+// a child stops waiting for a delta the ring will never hold.
+constexpr std::uint64_t kDeltaNewest = kDeltaTable + kDeltaEntryBytes * kDeltaEntries;
+constexpr std::uint64_t kHeaderEnd = kDeltaNewest + 8;  // what a relay reads
 constexpr std::uint64_t kMembers = 512, kMemberBytes = 16;
 constexpr std::uint64_t kPage = 4096;
 static_assert(kHeaderEnd <= kMembers);

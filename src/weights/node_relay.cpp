@@ -51,7 +51,10 @@ NodeRelay::NodeRelay(Comm readers_comm, const Comm& node, NodeNumbering nodes, c
       index_(nodes.index),
       nodes_(nodes.nodes) {
   if (options_.fanout <= 0 || nodes_ <= 1) return;  // every node pulls from the store
-  if (!expose(node.rank() == 0 ? &segment : nullptr)) return;
+  if (!expose(node.rank() == 0 ? &segment : nullptr)) {
+    if (node.rank() == 0) segment.word(kDeltaRingBytes).store(0);  // no child reads it: nothing kept
+    return;
+  }
   serves_ = node.rank() == 0 && nodes.hasChildren(options_.fanout);
   for (int j = index_; j > 0;) {
     j = (j - 1) / options_.fanout;
@@ -145,7 +148,15 @@ void NodeRelay::reapUnanswered() {
 std::optional<NodeRelay::Header> NodeRelay::readHeader(Ancestor& a, Clock::time_point by) {
   std::uint64_t w[kHeaderEnd / 8];
   if (!read(a, 0, w, sizeof(w), by)) return std::nullopt;
-  Header h{w[kWriter / 8], w[kDataOffset / 8], w[kDeltaRing / 8], w[kDeltaRingBytes / 8], w[kDeltaSeq / 8], {}, {}, {}};
+  Header h{w[kWriter / 8],
+           w[kDataOffset / 8],
+           w[kDeltaRing / 8],
+           w[kDeltaRingBytes / 8],
+           w[kDeltaSeq / 8],
+           static_cast<std::int64_t>(w[kDeltaNewest / 8]),
+           {},
+           {},
+           {}};
   for (std::uint64_t s = 0; s < kMaxSlots; ++s) {
     const std::uint64_t* r = w + (kSlots + kSlotRecordBytes * s) / 8;
     h.slots[s] = {static_cast<std::int64_t>(r[0]), r[1], r[2], r[3]};
@@ -325,17 +336,23 @@ bool NodeRelay::deltasFrom(Ancestor& a, std::int64_t from, std::int64_t to, std:
   bool waited = false;
   int overtaken = 0;
   while (true) {
+    // The sequence word alone first: one get does not read its bytes in any given order, so the
+    // header's own copy of it says nothing about when its table was read.
+    std::uint64_t seq = 0;
+    if (!read(a, kDeltaSeq, &seq, sizeof seq, answerBy())) return false;
     const auto read_header = readHeader(a, answerBy());
     if (!read_header) return false;
     const Header& h = *read_header;
     if (h.ring_bytes == 0) return false;  // it keeps no deltas (no children, or full mode)
     if (h.writer != a.stuck_writer) a.stuck_writer = 0;
-    if (h.ring_seq % 2 == 0) {
-      switch (readDeltas(a, h, from, to, out)) {
+    const bool stable = seq % 2 == 0 && h.ring_seq == seq;
+    if (stable) {
+      switch (readDeltas(a, h, seq, from, to, out)) {
         case Deltas::Read: return true;
         case Deltas::Unanswered: return false;
         case Deltas::Moved:
-          // A delta was written into the ring while these were read: read again, a few times.
+          // A delta was written into the ring while these were read (or what was read does not
+          // hold together): read again, a few times.
           stats_.torn_retries++;
           if (++overtaken == kMaxOvertaken) return false;
           backoff.wait();
@@ -345,11 +362,12 @@ bool NodeRelay::deltasFrom(Ancestor& a, std::int64_t from, std::int64_t to, std:
     }
     // Not all there. Waiting helps only while the ones missing are newer than any it holds, it
     // is writing, and what it writes is not a full version (which brings no deltas).
-    std::int64_t newest = -1, first_missing = to;
+    // Its newest delta counts those it applied without keeping them (larger than the ring).
+    std::int64_t newest = h.newest_delta, first_missing = to;
     for (const auto& e : h.entries) newest = std::max(newest, e.version);
     for (std::int64_t v = to; v > from; --v)
       if (!entryFor(h, v)) first_missing = v;
-    if (h.ring_seq % 2 == 0 && newest >= first_missing) return false;
+    if (stable && newest >= first_missing) return false;
     if (h.writer == 0 || h.writer == a.stuck_writer || h.receivingFull()) return false;
     if (Clock::now() >= deadline) {
       a.stuck_writer = h.writer;
@@ -368,8 +386,8 @@ std::optional<NodeRelay::DeltaEntry> NodeRelay::entryFor(const Header& h, std::i
   return e;
 }
 
-NodeRelay::Deltas NodeRelay::readDeltas(Ancestor& a, const Header& h, std::int64_t from, std::int64_t to,
-                                        std::vector<std::vector<std::byte>>& out) {
+NodeRelay::Deltas NodeRelay::readDeltas(Ancestor& a, const Header& h, std::uint64_t seq, std::int64_t from,
+                                        std::int64_t to, std::vector<std::vector<std::byte>>& out) {
   const auto n = static_cast<std::size_t>(to - from);
   std::vector<DeltaEntry> entries;
   for (std::int64_t v = from + 1; v <= to; ++v) {
@@ -388,9 +406,21 @@ NodeRelay::Deltas NodeRelay::readDeltas(Ancestor& a, const Header& h, std::int64
       done += piece;
     }
   }
-  std::uint64_t seq = 0;
-  if (!read(a, kDeltaSeq, &seq, sizeof seq, answerBy())) return Deltas::Unanswered;
-  return seq == h.ring_seq ? Deltas::Read : Deltas::Moved;
+  std::uint64_t after = 0;
+  if (!read(a, kDeltaSeq, &after, sizeof after, answerBy())) return Deltas::Unanswered;
+  if (after != seq) return Deltas::Moved;
+  // Each one whole (its payload checksum) and the next in the chain, before the replica is
+  // touched: a read that went wrong is read again rather than costing a full version.
+  for (std::size_t i = 0; i < n; ++i) {
+    try {
+      const DeltaSummary d = inspectDelta(out[i]);
+      if (d.base_version != from + static_cast<std::int64_t>(i) || d.target_version != d.base_version + 1)
+        return Deltas::Moved;
+    } catch (const DeltaError&) {
+      return Deltas::Moved;
+    }
+  }
+  return Deltas::Read;
 }
 
 }  // namespace astraflow

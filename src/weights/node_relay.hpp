@@ -22,8 +22,9 @@
 // the last one the store serves. A copy is checked as every pull is: the slot's record read
 // again after the bytes (an ancestor that moved on is read again) and the bytes' XXH3 against
 // the record's, which the ancestor checked against the store's. Deltas are read between two
-// reads of the ring's sequence word (a ring that moved meanwhile is read again), and their own
-// checks decide when they are applied, as the store's do.
+// reads of the ring's sequence word, each whole and in sequence by its payload checksum and
+// versions (a ring that moved meanwhile is read again), and their own checks decide when they
+// are applied, as the store's do.
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -95,6 +96,7 @@ class NodeRelay final : public VersionRelay {
   struct Header {
     std::uint64_t writer, data;
     std::uint64_t ring, ring_bytes, ring_seq;  // the delta ring (ring_bytes 0: none)
+    std::int64_t newest_delta;                 // the newest delta applied, kept or not
     NodeSlotRecord slots[node_layout::kMaxSlots];
     Arriving arriving[node_layout::kMaxSlots];
     DeltaEntry entries[node_layout::kDeltaEntries];
@@ -118,7 +120,9 @@ class NodeRelay final : public VersionRelay {
   // writing and not receiving a full version: it is most likely applying them.
   bool deltasFrom(Ancestor& a, std::int64_t from, std::int64_t to, std::vector<std::vector<std::byte>>& out);
   static std::optional<DeltaEntry> entryFor(const Header& h, std::int64_t version);  // checked against the ring
-  Deltas readDeltas(Ancestor& a, const Header& h, std::int64_t from, std::int64_t to,
+  // The deltas the header's table names, between `seq` (read before the header) and the same
+  // word read again; Moved when it changed or what was read does not hold together.
+  Deltas readDeltas(Ancestor& a, const Header& h, std::uint64_t seq, std::int64_t from, std::int64_t to,
                     std::vector<std::vector<std::byte>>& out);
   static std::optional<Source> sourceIn(const Header& h, std::int64_t version, std::uint64_t bytes);
   // Copies `from` (at byte `at` of the ancestor's window) into `into` as its pieces arrive;

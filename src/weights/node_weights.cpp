@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -65,23 +66,27 @@ std::uint64_t entryAt(std::uint64_t i) { return kDeltaTable + kDeltaEntryBytes *
 void SlotAnnouncer::deltaApplied(std::int64_t version, std::span<const std::byte> delta) {
   const std::uint64_t ring = win_.word(kDeltaRing).load(), ring_bytes = win_.word(kDeltaRingBytes).load();
   const std::uint64_t n = delta.size();
-  if (ring_bytes == 0 || n > ring_bytes) return;  // none kept, or too large to keep: children ask further up
-  // A node of two slots applies each delta twice (once per slot): kept once.
-  for (std::uint64_t i = 0; i < kDeltaEntries; ++i)
-    if (static_cast<std::int64_t>(win_.word(entryAt(i)).load()) >= version) return;
+  if (ring_bytes == 0) return;
+  if (static_cast<std::int64_t>(win_.word(kDeltaNewest).load()) < version)
+    win_.word(kDeltaNewest).store(static_cast<std::uint64_t>(version));
+  if (n > ring_bytes) return;  // too large to keep: children ask further up
+  // A node of two slots applies each delta twice (once per slot): kept once. Its table entry
+  // holds it already, or a newer delta that it must not replace.
+  const std::uint64_t e = entryAt(static_cast<std::uint64_t>(version) % kDeltaEntries);
+  if (static_cast<std::int64_t>(win_.word(e).load()) >= version) return;
   // Odd while written (a writer that died midway left it odd: made odd again all the same).
   const std::uint64_t seq = win_.word(kDeltaSeq).load() | 1;
   win_.word(kDeltaSeq).store(seq);
+  std::atomic_thread_fence(std::memory_order_release);  // the odd word before any byte below
   std::uint64_t at = win_.word(kDeltaHead).load();
   if (at > ring_bytes - n) at = 0;
   for (std::uint64_t i = 0; i < kDeltaEntries; ++i) {  // the entries whose bytes it overwrites go
-    const std::uint64_t e = entryAt(i);
-    const std::uint64_t offset = win_.word(e + 8).load(), bytes = win_.word(e + 16).load();
-    if (offset < at + n && at < offset + bytes) win_.word(e).store(kNone);
+    const std::uint64_t other = entryAt(i);
+    const std::uint64_t offset = win_.word(other + 8).load(), bytes = win_.word(other + 16).load();
+    if (offset < at + n && at < offset + bytes) win_.word(other).store(kNone);
   }
-  std::memcpy(win_.base() + ring + at, delta.data(), n);
-  const std::uint64_t e = entryAt(static_cast<std::uint64_t>(version) % kDeltaEntries);
   win_.word(e).store(kNone);
+  std::memcpy(win_.base() + ring + at, delta.data(), n);
   win_.word(e + 8).store(at);
   win_.word(e + 16).store(n);
   win_.word(e).store(static_cast<std::uint64_t>(version));
@@ -144,6 +149,7 @@ NodeNumbering NodeWeights::setUp(const Comm& readers, const NodeRelayOptions& re
     win_.word(kDeltaRingBytes).store(ring_bytes);
     win_.word(kDeltaHead).store(0);
     win_.word(kDeltaSeq).store(0);
+    win_.word(kDeltaNewest).store(kNone);
     for (std::uint64_t i = 0; i < kDeltaEntries; ++i) win_.word(entryAt(i)).store(kNone);
     for (std::uint64_t s = 0; s < kMaxSlots; ++s) {  // a node of one slot marks the other empty too
       setSlotRecord(s, {-1, 0, 0, 0});

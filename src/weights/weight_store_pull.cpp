@@ -71,6 +71,7 @@ PullResult WeightStore::pull(WeightReplica& replica, VersionRelay* relay) {
   if (is_host_) throw Error(fmt::format("weights:{}: the host holds the weights; it does not pull", policy_));
   PullResult result;
   Backoff backoff;
+  bool relay_asked = false;  // for deltas: once per pull (a torn store read does not ask again)
   // One read of the published metadata and the log table: [8, 64 + 24·log).
   const std::uint64_t table_end = kLogTable + kLogEntryBytes * static_cast<std::uint64_t>(options_.delta_log);
   std::vector<std::uint64_t> header(table_end / 8);
@@ -90,7 +91,10 @@ PullResult WeightStore::pull(WeightReplica& replica, VersionRelay* relay) {
                            replica.deltas_since_full + behind <= options_.full_sync_every &&
                            replica.size() == header[kPubBytes / 8];
     const bool relays = relay && !replica.slot.empty();
-    if (by_deltas && relays && pullRelayedDeltas(replica, *relay, published, result)) return result;
+    if (by_deltas && relays && !relay_asked) {
+      relay_asked = true;
+      if (pullRelayedDeltas(replica, *relay, published, result)) return result;
+    }
     if (by_deltas && replica.version >= 0) {  // (a relayed delta that failed its checks leaves it at −1)
       std::vector<LogEntry> log(static_cast<std::size_t>(options_.delta_log));
       for (std::size_t i = 0; i < log.size(); ++i) {

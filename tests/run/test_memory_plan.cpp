@@ -58,20 +58,27 @@ TEST(MemoryPlan, TheNodeCopyIsCountedOncePerNode) {
   EXPECT_EQ(item(plans[4], "node-shared version"), 2 * P);
 }
 
-// weights.relay_fanout in delta mode: each node's copy also holds the ring of the deltas it
-// applied, for its child nodes (a quarter of a version), beside the copy; not in full mode.
-TEST(MemoryPlan, RelayedDeltasAreCountedBesideTheNodeCopy) {
+// weights.relay_fanout in delta mode: a node with child nodes in the relay's tree also holds the
+// ring of the deltas it applied, for them (a quarter of a version), beside its copy; a leaf node
+// does not, and nothing does in full mode.
+TEST(MemoryPlan, RelayedDeltasAreCountedOnNodesWithChildren) {
   const std::string model = "{d_model: 64, layers: 2, heads: 2, kv_heads: 1, ffn_hidden: 128, max_seq_len: 64}";
   for (const char* mode : {"delta", "full"}) {
     const Config cfg =
         parseConfig(planYaml(model, 3) + "weights: {mode: " + mode + ", relay_fanout: 2}\n", "test_memory_plan");
     const RoleMap map(cfg, cfg.layoutRanks());
     const auto P = static_cast<std::uint64_t>(parameterCount(cfg.policies.front().model, 1000));
-    const auto plans = planMemory(cfg, map, 1000, std::uint64_t{16} << 30, {0, 0, 0, 0, 1});
+    // Ranks 2 and 3 on node 0 (the tree's root), rank 4 alone on node 1 (a leaf).
+    auto plans = planMemory(cfg, map, 1000, std::uint64_t{16} << 30, {0, 0, 0, 0, 1});
     const std::uint64_t ring = std::string(mode) == "delta" ? 2 * P / 4 : 0;
     EXPECT_EQ(item(plans[2], "relayed deltas"), ring) << mode;
     EXPECT_EQ(item(plans[3], "relayed deltas"), 0u) << mode << ": counted once per node";
-    EXPECT_EQ(item(plans[4], "relayed deltas"), ring) << mode;
+    EXPECT_EQ(item(plans[4], "relayed deltas"), 0u) << mode << ": a leaf keeps none";
+    // Three nodes of one rank each, fanout 2: the root has both others as children.
+    plans = planMemory(cfg, map, 1000, std::uint64_t{16} << 30, {0, 0, 0, 1, 2});
+    EXPECT_EQ(item(plans[2], "relayed deltas"), ring) << mode;
+    EXPECT_EQ(item(plans[3], "relayed deltas"), 0u) << mode;
+    EXPECT_EQ(item(plans[4], "relayed deltas"), 0u) << mode;
   }
 }
 

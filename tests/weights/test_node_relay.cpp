@@ -114,7 +114,8 @@ TEST_P(NodeRelayTest, DeltasComeFromTheNearestAncestorThatAppliedThem) {
     }
     waitAll(comm, store);
   };
-  // Version 1 in full from the store, every node (the relay of full versions is tested above).
+  // Version 1 in full: the root from the store, the others by the full-version relay (tested
+  // above).
   publish(1);
   for (int n = 0; n < nodes; ++n) {
     if (me == n) node.refresh(store, 1);
