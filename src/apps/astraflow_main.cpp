@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 
 #include "apps/balance_replay.hpp"
 #include "apps/env_command.hpp"
@@ -15,6 +17,7 @@
 #include "apps/text_commands.hpp"
 #include "apps/trace_command.hpp"
 #include "astraflow/core/config.hpp"
+#include "astraflow/core/config_doc.hpp"
 #include "astraflow/core/error.hpp"
 #include "astraflow/core/layout.hpp"
 #include "astraflow/core/log.hpp"
@@ -33,6 +36,34 @@ bool firstRankByEnvironment() {
     if (const char* v = std::getenv(var)) return std::atoi(v) == 0;
   }
   return true;
+}
+
+// Without a file: the generated sections of docs/configuration.md. With one: that file with its
+// generated regions rewritten, on stdout, or in place with --write.
+int configDocCommand(const std::string& path, bool write) {
+  try {
+    if (path.empty()) {
+      for (const auto& section : astraflow::configSchemaDocs())
+        std::printf("## `%s`\n\n%s\n", section.name.c_str(), astraflow::markdownSection(section).c_str());
+      return 0;
+    }
+    std::ifstream in(path);
+    if (!in) throw astraflow::Error("config-doc: cannot read " + path);
+    const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string regenerated = astraflow::regenerateConfigDoc(doc);
+    if (!write) {
+      std::fputs(regenerated.c_str(), stdout);
+      return 0;
+    }
+    std::ofstream out(path, std::ios::trunc);
+    out << regenerated;
+    if (!out) throw astraflow::Error("config-doc: cannot write " + path);
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), regenerated == doc ? "unchanged" : "generated tables rewritten");
+    return 0;
+  } catch (const astraflow::Error& e) {
+    std::fprintf(stderr, "astraflow: %s\n", e.what());
+    return 2;
+  }
 }
 
 int validateCommand(const std::string& path) {
@@ -141,11 +172,11 @@ int runCommand(int argc, char** argv, std::string config_path, const std::vector
 // The job's own subcommands (the model, text, reward, serve and env ones register themselves)
 // and what they were given.
 struct JobCommands {
-  std::string config_path, log_level, resume_dir, trace_path, trace_format = "text";
-  bool overwrite = false;
+  std::string config_path, log_level, resume_dir, trace_path, trace_format = "text", doc_path;
+  bool overwrite = false, doc_write = false;
   int balance_every = 0;
   std::vector<std::string> overrides;
-  CLI::App *spawned, *run, *validate, *plan, *layout_size, *warm_start, *trace, *sft, *train_local;
+  CLI::App *spawned, *run, *validate, *plan, *layout_size, *warm_start, *trace, *sft, *train_local, *config_doc;
 
   void add(CLI::App& app) {
     spawned = app.add_subcommand("spawned-pool", "");  // started by MPI_Comm_spawn (elastic.mode), not by hand
@@ -167,6 +198,11 @@ struct JobCommands {
     plan = app.add_subcommand("plan", "print a config's memory plan (every rank on this node) without running");
     plan->add_option("config", config_path, "YAML config")->required();
     addSet(plan, "override a config key: key.path=value (repeatable)");
+    config_doc = app.add_subcommand("config-doc",
+                                    "print the config reference the schema declares (docs/configuration.md's tables)");
+    config_doc->add_option("file", doc_path,
+                           "a doc with generated regions (<!-- schema: NAME -->): print it regenerated");
+    config_doc->add_flag("--write", doc_write, "rewrite the file's generated regions in place");
     layout_size = app.add_subcommand("layout-size", "print the number of ranks a config's layout needs");
     layout_size->add_option("config", config_path, "YAML config")->required();
     warm_start = app.add_subcommand(
@@ -198,6 +234,7 @@ struct JobCommands {
     if (*sft) return localCommand(config_path, overrides, log_level, true);
     if (*train_local) return localCommand(config_path, overrides, log_level, false);
     if (*validate) return validateCommand(config_path);
+    if (*config_doc) return configDocCommand(doc_path, doc_write);
     if (*layout_size) return layoutSizeCommand(config_path);
     if (*plan) return planCommand(config_path, overrides);
     if (*warm_start) return warmStartCommand(config_path, overrides);

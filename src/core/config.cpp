@@ -15,6 +15,7 @@
 #include "core/dataflow_config.hpp"
 #include "core/environment_config.hpp"
 #include "core/layout_config.hpp"
+#include "core/section_schemas.hpp"
 #include "core/simulation_config.hpp"
 #include "core/workflow_config.hpp"
 #include "core/yaml_reader.hpp"
@@ -194,39 +195,6 @@ void parseTrainer(YamlReader r, TrainerSection& t) {
   r.finish();
 }
 
-void parseSft(YamlReader r, SftSection& s) {
-  s.max_steps = static_cast<int>(r.getInt("max_steps", s.max_steps, 0, 1 << 24, "steps"));
-  s.batch_size = static_cast<int>(r.getInt("batch_size", s.batch_size, 1, 1 << 20, "sequences"));
-  s.lr = r.getDouble("lr", s.lr, 0.0, 10.0);
-  s.target_accuracy = r.getDouble("target_accuracy", s.target_accuracy, 0.0, 1.0);
-  s.eval_every = static_cast<int>(r.getInt("eval_every", s.eval_every, 1, 1 << 24, "steps"));
-  s.checkpoint = r.getString("checkpoint", s.checkpoint);
-  r.finish();
-}
-
-void parseEval(YamlReader r, EvalSection& e) {
-  e.problems = static_cast<int>(r.getInt("problems", e.problems, 0, 1 << 20, "problems"));
-  e.every = static_cast<int>(r.getInt("every", e.every, 1, 1 << 24, "steps"));
-  e.samples = static_cast<int>(r.getInt("samples", e.samples, 1, 1024, "samples"));
-  e.temperature = r.getDouble("temperature", e.temperature, 0.0, 100.0);
-  if (e.samples > 1 && e.temperature == 0.0)
-    r.fail("samples", fmt::format("is {} with eval.temperature 0 (greedy), which gives one answer {} times; set "
-                                  "eval.temperature (e.g. 0.6) or eval.samples: 1",
-                                  e.samples, e.samples));
-  r.finish();
-}
-
-void parseWeights(YamlReader r, WeightsSection& w) {
-  w.mode = r.getEnum("mode", w.mode, kWeightsModeNames);
-  w.full_sync_every = static_cast<int>(r.getInt("full_sync_every", w.full_sync_every, 1, 1 << 20, "versions"));
-  w.delta_log = static_cast<int>(r.getInt("delta_log", w.delta_log, 1, 64, "versions"));
-  w.compression = r.getEnum("compression", w.compression, kWeightsCompressionNames);
-  w.encode_threads = static_cast<int>(r.getInt("encode_threads", w.encode_threads, 0, 64, "threads"));
-  w.pull_every = static_cast<int>(r.getInt("pull_every", w.pull_every, 1, 1 << 20, "versions"));
-  w.relay_fanout = static_cast<int>(r.getInt("relay_fanout", w.relay_fanout, 0, 64, "nodes"));
-  r.finish();
-}
-
 void parseCrossSite(YamlReader r, Config& cfg) {
   auto& c = cfg.cross_site;
   c.listen = r.getString("listen", c.listen);
@@ -257,38 +225,6 @@ void parseCrossSite(YamlReader r, Config& cfg) {
   if (cfg.isGatewaySite() && !c.listen.empty()) {
     r.fail("listen", "set in a gateway site's job; allowed: only at the home site (its dataflow rank listens)");
   }
-  r.finish();
-}
-
-void parseElastic(YamlReader r, ElasticSection& e) {
-  e.every = static_cast<int>(r.getInt("every", e.every, 0, 1 << 20, "versions"));
-  e.tau_low = r.getDouble("tau_low", e.tau_low, 0.0, 1.0);
-  e.tau_high = r.getDouble("tau_high", e.tau_high, 0.0, 1.0);
-  e.rho = r.getDouble("rho", e.rho, 0.01, 100.0);
-  e.g_min = static_cast<int>(r.getInt("g_min", e.g_min, 1, 1 << 20, "rollout ranks"));
-  e.g_max = static_cast<int>(r.getInt("g_max", e.g_max, 1, 1 << 20, "rollout ranks"));
-  e.mode = r.getEnum("mode", e.mode, kElasticModeNames);
-  e.command = r.getString("command", e.command);
-  e.command_timeout_s = r.getDouble("command_timeout_s", e.command_timeout_s, 0.1, 3600.0);
-  e.target_file = r.getString("target_file", e.target_file);
-  e.lease_seconds = r.getDouble("lease_seconds", e.lease_seconds, 0.5, 86400.0);
-  e.spawn_max = static_cast<int>(r.getInt("spawn_max", e.spawn_max, 1, 1024, "ranks"));
-  if (e.mode != ElasticMode::Off && e.every == 0) {
-    r.fail("every", fmt::format("0 with mode {}; allowed: >= 1 (decisions come with the reports)",
-                                enumName(kElasticModeNames, e.mode)));
-  }
-  if (e.tau_low > e.tau_high) {
-    r.fail("tau_low", fmt::format("given {} above tau_high {}; allowed: tau_low <= tau_high (the dead band)", e.tau_low,
-                                  e.tau_high));
-  }
-  if (e.g_max < e.g_min) r.fail("g_max", fmt::format("given {}; allowed: >= g_min ({})", e.g_max, e.g_min));
-  r.finish();
-}
-
-void parseLocal(YamlReader r, LocalSection& l) {
-  l.steps = static_cast<int>(r.getInt("steps", l.steps, 0, 1 << 24, "steps"));
-  l.max_wall_seconds = r.getDouble("max_wall_seconds", l.max_wall_seconds, 0.0, 1e9);
-  l.init_checkpoint = r.getString("init_checkpoint", l.init_checkpoint);
   r.finish();
 }
 
@@ -420,12 +356,12 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   parseRollout(top.child("rollout"), cfg.rollout, cfg.run.mode);
   parseTrainer(top.child("trainer"), cfg.trainer);
   detail::checkSimulation(cfg);
-  parseSft(top.child("sft"), cfg.sft);
-  parseEval(top.child("eval"), cfg.eval);
+  detail::sftSchema().read(top.child("sft"), cfg.sft);
+  detail::evalSchema().read(top.child("eval"), cfg.eval);
   detail::checkEnvironment(cfg);
-  parseWeights(top.child("weights"), cfg.weights);
+  detail::weightsSchema().read(top.child("weights"), cfg.weights);
   parseCrossSite(top.child("cross_site"), cfg);
-  parseElastic(top.child("elastic"), cfg.elastic);
+  detail::elasticSchema().read(top.child("elastic"), cfg.elastic);
   // Spawned ranks take the first rollout pool's backend (src/dataflow/pool_view.hpp); a
   // server-backed pool cannot grow that way: its servers are the pool's, and a failed request's
   // returned record is handled for the layout's own pools only.
@@ -437,7 +373,7 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
                     "ranks would share that pool's servers)",
                     cfg.source, enumName(kElasticModeNames, cfg.elastic.mode), first_pool->pool));
   }
-  parseLocal(top.child("local"), cfg.local);
+  detail::localSchema().read(top.child("local"), cfg.local);
   if (cfg.sft.checkpoint.empty()) cfg.sft.checkpoint = cfg.run.output_dir + "/sft.h5";
   top.finish();
   return cfg;

@@ -1,0 +1,88 @@
+// How a declared config section reads in docs/configuration.md: bounds and defaults as text, the
+// section's table and checks, and the generated regions of the doc rewritten from them.
+#include "core/config_schema.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "astraflow/core/error.hpp"
+
+namespace astraflow {
+
+namespace detail {
+
+std::string rangeText(std::int64_t min, std::int64_t max) {
+  return max >= kUnboundedInt ? fmt::format("≥ {}", min) : fmt::format("{}–{}", min, max);
+}
+
+std::string numberText(double v) { return fmt::format("{}", v); }
+
+std::string rangeText(double min, double max) {
+  return max >= kUnboundedNumber ? "≥ " + numberText(min) : numberText(min) + "–" + numberText(max);
+}
+
+std::string allowedText(const char* unit, const std::string& range, const char* note) {
+  std::string out;
+  for (const std::string& part : {std::string(unit), range, std::string(note)}) {
+    if (!part.empty()) out += (out.empty() ? "" : ", ") + part;
+  }
+  return out;
+}
+
+}  // namespace detail
+
+std::string markdownSection(const SectionDoc& section) {
+  std::ostringstream os;
+  os << "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
+  for (const auto& k : section.keys) {
+    os << "| `" << k.key << "` | " << k.type << " | " << k.default_value << " | " << k.allowed << " | " << k.meaning
+       << " |\n";
+  }
+  if (!section.rules.empty()) {
+    os << "\nChecks across keys (an error names the key it blames):\n\n";
+    for (const auto& r : section.rules) os << "- `" << r.name << "`: " << r.text << "\n";
+  }
+  return os.str();
+}
+
+std::string regenerateConfigDoc(const std::string& doc) {
+  constexpr std::string_view kOpen = "<!-- schema: ", kClose = "<!-- /schema -->";
+  std::map<std::string, SectionDoc> sections;
+  for (auto& s : configSchemaDocs()) sections.emplace(s.name, std::move(s));
+  std::set<std::string> written;
+  std::istringstream in(doc);
+  std::ostringstream out;
+  std::string line;
+  bool skipping = false;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (skipping) {
+      if (line != kClose) continue;
+      skipping = false;
+    } else if (line.rfind(kOpen, 0) == 0 && line.size() > kOpen.size() + 4 && line.ends_with(" -->")) {
+      const std::string name = line.substr(kOpen.size(), line.size() - kOpen.size() - 4);
+      const auto it = sections.find(name);
+      if (it == sections.end())
+        throw Error(
+            fmt::format("config doc, line {}: a generated region for '{}', which no schema declares", number, name));
+      out << line << "\n" << markdownSection(it->second);
+      written.insert(name);
+      skipping = true;
+      continue;
+    }
+    out << line << "\n";
+  }
+  if (skipping) throw Error("config doc: a generated region has no closing " + std::string(kClose));
+  for (const auto& [name, section] : sections) {
+    if (!written.count(name))
+      throw Error(
+          fmt::format("config doc: no generated region for section '{}' (a line '{}{} -->')", name, kOpen, name));
+  }
+  return out.str();
+}
+
+}  // namespace astraflow

@@ -1,0 +1,112 @@
+#pragma once
+// SectionSchema — one config section declared once: each key's name, type, bounds, unit (or the
+// names of its choice), one line of meaning and, from the section type's own initialiser, its
+// default; and the checks that span keys, by name. The same declaration reads the YAML
+// (YamlReader: file:line, key, given and allowed in every error) and writes the section's table
+// in docs/configuration.md (config_doc.hpp).
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "astraflow/core/config_doc.hpp"
+#include "astraflow/core/enum_names.hpp"
+#include "core/yaml_reader.hpp"
+
+namespace astraflow::detail {
+
+// How a bound reads in the docs: "1–64", "≥ 1" (an upper bound at or past `kUnbounded*` is
+// left out), numbers in their shortest form ("0.05", "3e-06").
+inline constexpr std::int64_t kUnboundedInt = std::int64_t{1} << 20;
+inline constexpr double kUnboundedNumber = 1e6;
+std::string rangeText(std::int64_t min, std::int64_t max);
+std::string rangeText(double min, double max);
+std::string numberText(double v);
+// "unit, range, note" without the empty parts.
+std::string allowedText(const char* unit, const std::string& range, const char* note);
+
+template <class S>
+class SectionSchema {
+ public:
+  using Check = std::function<void(YamlReader&, const S&)>;
+
+  explicit SectionSchema(std::string name) : name_(std::move(name)) {}
+
+  // An integer in [min, max]; `note` adds to the allowed column (e.g. "0 = none").
+  template <class I>
+  SectionSchema& integer(const char* key, I S::*member, std::int64_t min, std::int64_t max, const char* unit,
+                         const char* meaning, const char* note = "") {
+    add(key, "integer", "`" + std::to_string(S{}.*member) + "`", allowedText(unit, rangeText(min, max), note), meaning,
+        [=](YamlReader& r, S& s) {
+          s.*member = static_cast<I>(r.getInt(key, static_cast<std::int64_t>(s.*member), min, max, unit));
+        });
+    return *this;
+  }
+  SectionSchema& number(const char* key, double S::*member, double min, double max, const char* unit,
+                        const char* meaning, const char* note = "") {
+    add(key, "number", "`" + numberText(S{}.*member) + "`", allowedText(unit, rangeText(min, max), note), meaning,
+        [=](YamlReader& r, S& s) { s.*member = r.getDouble(key, s.*member, min, max); });
+    return *this;
+  }
+  // A string; `shown_default` for a default the section type does not hold (derived at run time).
+  SectionSchema& text(const char* key, std::string S::*member, const char* allowed, const char* meaning,
+                      const char* shown_default = nullptr) {
+    const std::string value = S{}.*member;
+    const std::string shown = shown_default ? shown_default : value.empty() ? "empty" : "`" + value + "`";
+    add(key, "string", shown, allowed, meaning, [=](YamlReader& r, S& s) { s.*member = r.getString(key, s.*member); });
+    return *this;
+  }
+  // A choice: one of the enum's names (core/enum_names.hpp).
+  template <class E, std::size_t N>
+  SectionSchema& choice(const char* key, E S::*member, const std::array<EnumName<E>, N>& names, const char* meaning) {
+    std::string allowed;
+    for (const auto& n : names) allowed += (allowed.empty() ? "" : "\\|") + std::string(n.name);
+    add(key, "string", "`" + std::string(enumName(names, S{}.*member)) + "`", "`" + allowed + "`", meaning,
+        [=, &names](YamlReader& r, S& s) { s.*member = r.getEnum(key, s.*member, names); });
+    return *this;
+  }
+  // A check over several keys, after they are all read: `check` calls YamlReader::fail with the
+  // key it blames and why.
+  SectionSchema& rule(const char* name, const char* text, Check check) {
+    rules_.push_back({{name, text}, std::move(check)});
+    return *this;
+  }
+
+  // Reads the section's keys into `s` (absent keys keep what `s` holds), applies the checks and
+  // refuses keys the schema does not declare.
+  void read(YamlReader r, S& s) const {
+    for (const auto& k : keys_) k.read(r, s);
+    for (const auto& rule : rules_) rule.check(r, s);
+    r.finish();
+  }
+
+  SectionDoc doc() const {
+    SectionDoc d{name_, {}, {}};
+    for (const auto& k : keys_) d.keys.push_back(k.doc);
+    for (const auto& rule : rules_) d.rules.push_back(rule.doc);
+    return d;
+  }
+
+ private:
+  struct Key {
+    KeyDoc doc;
+    std::function<void(YamlReader&, S&)> read;
+  };
+  struct Rule {
+    RuleDoc doc;
+    Check check;
+  };
+  void add(const char* key, const char* type, std::string shown_default, std::string allowed, const char* meaning,
+           std::function<void(YamlReader&, S&)> read) {
+    keys_.push_back(
+        {{name_ + "." + key, type, std::move(shown_default), std::move(allowed), meaning}, std::move(read)});
+  }
+
+  std::string name_;
+  std::vector<Key> keys_;
+  std::vector<Rule> rules_;
+};
+
+}  // namespace astraflow::detail

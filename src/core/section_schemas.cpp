@@ -1,0 +1,154 @@
+// The sections declared as schemas: sft, eval, weights, elastic and local (the others are still
+// read by hand in config.cpp and its siblings, and documented by hand).
+#include "core/section_schemas.hpp"
+
+#include <fmt/format.h>
+
+namespace astraflow {
+
+namespace detail {
+
+const SectionSchema<SftSection>& sftSchema() {
+  static const auto schema =
+      SectionSchema<SftSection>("sft")
+          .integer("max_steps", &SftSection::max_steps, 0, 1 << 24, "steps", "stop after this many steps")
+          .integer("batch_size", &SftSection::batch_size, 1, 1 << 20, "sequences", "reference episodes per step")
+          .number("lr", &SftSection::lr, 0.0, 10.0, "", "learning rate during SFT")
+          .number("target_accuracy", &SftSection::target_accuracy, 0.0, 1.0, "fraction",
+                  "stop once held-out greedy accuracy reaches it")
+          .integer("eval_every", &SftSection::eval_every, 1, 1 << 24, "steps", "evaluation period")
+          .text("checkpoint", &SftSection::checkpoint, "path",
+                "checkpoint written (with a multi-agent workflow: every policy of the team, each trained on its "
+                "role's reference examples; later roles start from the first role's result when their models have "
+                "the same shape)",
+                "`<output_dir>/sft.h5`");
+  return schema;
+}
+
+const SectionSchema<EvalSection>& evalSchema() {
+  static const auto schema =
+      SectionSchema<EvalSection>("eval")
+          .integer("problems", &EvalSection::problems, 0, 1 << 20, "problems", "held-out problems per evaluation",
+                   "0 = no evaluation")
+          .integer("samples", &EvalSection::samples, 1, 1024, "samples",
+                   "answers per problem in `astraflow run`'s evaluations: the round's accuracy is their mean reward "
+                   "(pass@1 as avg@k) and pass@k the fraction of problems with an answer of full reward (summary "
+                   "`eval_pass_at_k_end`, trace `eval_pass_at_k`); > 1 needs `eval.temperature` > 0")
+          .number("temperature", &EvalSection::temperature, 0.0, 100.0, "",
+                  "sampling temperature of evaluation answers in `astraflow run` (the field's report: `samples: 4, "
+                  "temperature: 0.6`); `train-local` and `sft` always evaluate greedily",
+                  "0 = greedy")
+          .integer("every", &EvalSection::every, 1, 1 << 24, "steps",
+                   "evaluation period of `train-local` (optimiser steps) and of `astraflow run` (weight versions). A "
+                   "run evaluates at its start, every K versions and at its final version; evaluation tasks travel "
+                   "the task rings like training tasks (greedy, ahead of queued training work) and are not counted "
+                   "as produced trajectories")
+          .rule("sampled_answers", "`samples` > 1 needs `temperature` > 0 (greedy answers are all the same)",
+                [](YamlReader& r, const EvalSection& e) {
+                  if (e.samples > 1 && e.temperature == 0.0)
+                    r.fail("samples",
+                           fmt::format("is {} with eval.temperature 0 (greedy), which gives one answer {} times; set "
+                                       "eval.temperature (e.g. 0.6) or eval.samples: 1",
+                                       e.samples, e.samples));
+                });
+  return schema;
+}
+
+const SectionSchema<WeightsSection>& weightsSchema() {
+  static const auto schema =
+      SectionSchema<WeightsSection>("weights")
+          .choice("mode", &WeightsSection::mode, kWeightsModeNames,
+                  "`full`: a rollout rank pulls the whole bf16 version; `delta`: the weight store also encodes each "
+                  "version as a sparse bf16 delta against the previous one (changed elements only, bit-exact, "
+                  "checksummed) and readers that are close behind apply deltas in place")
+          .integer("full_sync_every", &WeightsSection::full_sync_every, 1, 1 << 20, "versions",
+                   "a reader applies at most this many deltas in a row, then pulls a full version")
+          .integer("delta_log", &WeightsSection::delta_log, 1, 64, "versions",
+                   "deltas the store keeps per policy; a reader further behind pulls a full version. The log's ring "
+                   "takes one version's bytes of the dataflow rank's memory per policy")
+          .choice("compression", &WeightsSection::compression, kWeightsCompressionNames,
+                  "zstd (level 1) on top of the delta encoding, kept only when smaller")
+          .integer("encode_threads", &WeightsSection::encode_threads, 0, 64, "threads",
+                   "threads of the dataflow rank's delta encode (zstd's workers too); `0`: the cores the rank may "
+                   "run on (its affinity mask, as mpirun binds it), at most 8. The encode runs on the store's worker "
+                   "thread, off the dataflow loop")
+          .integer("pull_every", &WeightsSection::pull_every, 1, 1 << 20, "versions",
+                   "a rollout rank pulls once the store is at least this many versions ahead of it (between batches "
+                   "of episodes); a task that needs a newer version (sync mode, evaluation) always pulls")
+          .integer("relay_fanout", &WeightsSection::relay_fanout, 0, 64, "nodes",
+                   "versions travel between nodes as a tree: the first node's rollout ranks pull a version (full, "
+                   "or its deltas) from the store and every node passes it on to at most this many others, which "
+                   "read it from the node's shared copy or, in delta mode, from the ring of deltas the node applied "
+                   "(a quarter of a version's bytes on each node with children; docs/weights.md, \"Relayed between "
+                   "nodes\"); `0` (the default): every node pulls from the store. Worth it with many nodes on RDMA; "
+                   "without RDMA each relayed read waits for the relaying rank's next loop step");
+  return schema;
+}
+
+const SectionSchema<ElasticSection>& elasticSchema() {
+  static const auto schema =
+      SectionSchema<ElasticSection>("elastic")
+          .integer("every", &ElasticSection::every, 0, 1 << 20, "versions",
+                   "K: a balance report every K versions of the first policy, in the log and as "
+                   "`<run>/balance/report_<V>.json`; 0: none")
+          .number("tau_low", &ElasticSection::tau_low, 0.0, 1.0, "",
+                  "trainer wait fraction below which the pool is over-allocated (scale down)")
+          .number("tau_high", &ElasticSection::tau_high, 0.0, 1.0, "",
+                  "wait fraction above which the trainer starves (scale up)")
+          .number("rho", &ElasticSection::rho, 0.01, 100.0, "", "shrink margin of the scale-down target")
+          .integer("g_min", &ElasticSection::g_min, 1, 1 << 20, "rollout ranks", "lower bound of G_target")
+          .integer("g_max", &ElasticSection::g_max, 1, 1 << 20, "rollout ranks", "upper bound of G_target")
+          .choice("mode", &ElasticSection::mode, kElasticModeNames,
+                  "`auto`: spawn / retire rollout ranks to follow G_target; `external`: a maintainer command (or "
+                  "target file) decides; mpirun needs `--enable-recovery`; spawned ranks take the first rollout "
+                  "pool's backend, so not with an http pool")
+          .text("command", &ElasticSection::command, "shell command",
+                "external: run with the report's JSON path as last argument; the last stdout line is the target "
+                "size")
+          .number("command_timeout_s", &ElasticSection::command_timeout_s, 0.1, 3600.0, "seconds",
+                  "external: the command is killed after this; the pool keeps its size")
+          .text("target_file", &ElasticSection::target_file, "path",
+                "external without a command: a file holding the target size, read at each report",
+                "`<run>/balance/target`")
+          .number("lease_seconds", &ElasticSection::lease_seconds, 0.5, 86400.0, "seconds",
+                  "a spawned pool silent this long while holding tasks is lost; its tasks are re-issued")
+          .integer("spawn_max", &ElasticSection::spawn_max, 1, 1024, "ranks", "ranks one spawn adds at most")
+          .rule("reports_for_decisions",
+                "a `mode` other than `off` needs `every` ≥ 1 (decisions come with the reports)",
+                [](YamlReader& r, const ElasticSection& e) {
+                  if (e.mode != ElasticMode::Off && e.every == 0)
+                    r.fail("every", fmt::format("0 with mode {}; allowed: >= 1 (decisions come with the reports)",
+                                                enumName(kElasticModeNames, e.mode)));
+                })
+          .rule("dead_band", "`tau_low` ≤ `tau_high`",
+                [](YamlReader& r, const ElasticSection& e) {
+                  if (e.tau_low > e.tau_high)
+                    r.fail("tau_low",
+                           fmt::format("given {} above tau_high {}; allowed: tau_low <= tau_high (the dead band)",
+                                       e.tau_low, e.tau_high));
+                })
+          .rule("pool_bounds", "`g_max` ≥ `g_min`", [](YamlReader& r, const ElasticSection& e) {
+            if (e.g_max < e.g_min) r.fail("g_max", fmt::format("given {}; allowed: >= g_min ({})", e.g_max, e.g_min));
+          });
+  return schema;
+}
+
+const SectionSchema<LocalSection>& localSchema() {
+  static const auto schema =
+      SectionSchema<LocalSection>("local")
+          .integer("steps", &LocalSection::steps, 0, 1 << 24, "steps", "optimiser steps")
+          .number("max_wall_seconds", &LocalSection::max_wall_seconds, 0.0, 1e9, "seconds", "stop after this wall time",
+                  "0 = no limit")
+          .text("init_checkpoint", &LocalSection::init_checkpoint, "path",
+                "warm start; an explicit path that does not exist is an error", "`<sft.checkpoint>` if present");
+  return schema;
+}
+
+}  // namespace detail
+
+std::vector<SectionDoc> configSchemaDocs() {
+  using namespace detail;
+  return {sftSchema().doc(), evalSchema().doc(), weightsSchema().doc(), elasticSchema().doc(), localSchema().doc()};
+}
+
+}  // namespace astraflow

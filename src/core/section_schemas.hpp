@@ -1,0 +1,15 @@
+#pragma once
+// The config sections declared as schemas (config_schema.hpp): each key once, read by
+// parseConfig and written into docs/configuration.md by `astraflow config-doc`.
+#include "astraflow/core/config.hpp"
+#include "core/config_schema.hpp"
+
+namespace astraflow::detail {
+
+const SectionSchema<SftSection>& sftSchema();
+const SectionSchema<EvalSection>& evalSchema();
+const SectionSchema<WeightsSection>& weightsSchema();
+const SectionSchema<ElasticSection>& elasticSchema();
+const SectionSchema<LocalSection>& localSchema();
+
+}  // namespace astraflow::detail

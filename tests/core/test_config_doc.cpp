@@ -1,0 +1,136 @@
+// The config schema (src/core/section_schemas.cpp) against docs/configuration.md: the doc in the
+// repository holds exactly the tables the schema generates; every documented key of a declared
+// section is read by the parser, with its documented default a value the parser takes and its
+// documented bounds the ones it enforces; the doc's generated regions are checked for.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "astraflow/core/config.hpp"
+#include "astraflow/core/config_doc.hpp"
+#include "astraflow/core/error.hpp"
+
+using namespace astraflow;
+
+namespace {
+
+const std::string kDocLayout =
+    "policies:\n  - name: solver\nlayout:\n  - {role: dataflow, ranks: 1}\n  - {role: trainer, policy: solver}\n"
+    "  - {role: rollout, policies: [solver]}\n";
+
+std::string readFile(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// "sft.max_steps" -> "sft:\n  max_steps: VALUE\n"
+std::string sectionYaml(const std::string& key, const std::string& value) {
+  const auto dot = key.find('.');
+  return key.substr(0, dot) + ":\n  " + key.substr(dot + 1) + ": " + value + "\n";
+}
+
+bool refused(const std::string& yaml, const std::string& key) {
+  try {
+    parseConfig(kDocLayout + yaml, "doc.yaml");
+  } catch (const Error& e) {
+    return std::string(e.what()).find(key) != std::string::npos;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(ConfigDoc, TheReferenceInTheRepositoryIsWhatTheSchemaGenerates) {
+  const char* root = std::getenv("ASTRAFLOW_SOURCE_DIR");
+  ASSERT_NE(root, nullptr) << "ctest sets ASTRAFLOW_SOURCE_DIR";
+  const std::string path = std::string(root) + "/docs/configuration.md";
+  const std::string doc = readFile(path);
+  ASSERT_FALSE(doc.empty()) << path;
+  const std::string generated = regenerateConfigDoc(doc);
+  if (generated == doc) return;
+  // The first line that differs, not the whole file.
+  std::size_t at = 0, line = 1;
+  while (at < doc.size() && at < generated.size() && doc[at] == generated[at]) line += doc[at++] == '\n';
+  const auto lineOf = [&](const std::string& text) {
+    const auto start = text.rfind('\n', at == 0 ? 0 : at - 1);
+    const auto from = start == std::string::npos || at == 0 ? 0 : start + 1;
+    return text.substr(from, text.find('\n', from) - from);
+  };
+  ADD_FAILURE() << path << ":" << line << " differs from what the schema generates:\n  file:      " << lineOf(doc)
+                << "\n  generated: " << lineOf(generated)
+                << "\nrun: build/bin/astraflow config-doc --write docs/configuration.md";
+}
+
+TEST(ConfigDoc, EveryDocumentedKeyIsReadWithItsDefaultAndBounds) {
+  for (const auto& section : configSchemaDocs()) {
+    ASSERT_FALSE(section.keys.empty()) << section.name;
+    for (const auto& k : section.keys) {
+      // The default as documented (a derived default, `<...>`, is not a literal value).
+      const std::string value =
+          k.default_value.size() > 2 && k.default_value.front() == '`' && k.default_value[1] != '<'
+              ? k.default_value.substr(1, k.default_value.size() - 2)
+              : "";
+      if (!value.empty()) {
+        EXPECT_NO_THROW(parseConfig(kDocLayout + sectionYaml(k.key, value), "doc.yaml")) << k.key;
+      }
+      // A value of the wrong kind is refused, naming the key: the parser reads this key.
+      if (k.type == "integer" || k.type == "number") {
+        EXPECT_TRUE(refused(sectionYaml(k.key, "not-a-number"), k.key)) << k.key;
+      }
+      // A documented lower bound of 1 is enforced just below it.
+      const bool from_one = k.allowed.find("≥ 1") != std::string::npos || k.allowed.find(" 1–") != std::string::npos ||
+                            k.allowed.rfind("1–", 0) == 0;
+      if (k.type == "integer" && from_one) {
+        EXPECT_TRUE(refused(sectionYaml(k.key, "0"), k.key)) << k.key << " allows " << k.allowed;
+      }
+    }
+  }
+}
+
+TEST(ConfigDoc, ChoicesListTheNamesTheParserTakes) {
+  bool seen = false;
+  for (const auto& section : configSchemaDocs()) {
+    for (const auto& k : section.keys) {
+      if (k.allowed.empty() || k.allowed.front() != '`') continue;
+      seen = true;
+      std::string names = k.allowed.substr(1, k.allowed.size() - 2);
+      for (std::size_t at = 0; at <= names.size();) {
+        const auto bar = names.find("\\|", at);
+        const std::string name = names.substr(at, bar == std::string::npos ? std::string::npos : bar - at);
+        EXPECT_NO_THROW(parseConfig(kDocLayout + sectionYaml(k.key, name), "doc.yaml")) << k.key << ": " << name;
+        if (bar == std::string::npos) break;
+        at = bar + 2;
+      }
+      EXPECT_TRUE(refused(sectionYaml(k.key, "no_such_choice"), k.key)) << k.key;
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
+TEST(ConfigDoc, CrossKeyChecksAreDocumentedAndEnforced) {
+  // elastic's dead band: tau_low above tau_high is refused, naming tau_low.
+  EXPECT_TRUE(refused("elastic: {tau_low: 0.5, tau_high: 0.2}\n", "elastic.tau_low"));
+  EXPECT_TRUE(refused("eval: {samples: 4}\n", "eval.samples"));
+  bool documented = false;
+  for (const auto& section : configSchemaDocs()) {
+    for (const auto& r : section.rules) documented |= r.name == "dead_band";
+  }
+  EXPECT_TRUE(documented);
+}
+
+TEST(ConfigDoc, RegionsAreCheckedFor) {
+  // A declared section without its region, and a region no schema declares, are errors.
+  EXPECT_THROW(regenerateConfigDoc("# nothing generated here\n"), Error);
+  std::string all;
+  for (const auto& s : configSchemaDocs()) all += "<!-- schema: " + s.name + " -->\n<!-- /schema -->\n";
+  EXPECT_NO_THROW(regenerateConfigDoc(all));
+  EXPECT_THROW(regenerateConfigDoc(all + "<!-- schema: nonsense -->\n<!-- /schema -->\n"), Error);
+  EXPECT_THROW(regenerateConfigDoc("<!-- schema: weights -->\n"), Error);  // never closed
+  // The generated text replaces whatever the region held.
+  const std::string once = regenerateConfigDoc(all);
+  EXPECT_NE(once.find("`weights.relay_fanout`"), std::string::npos);
+  EXPECT_EQ(regenerateConfigDoc(once), once);
+}
