@@ -49,34 +49,9 @@ constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
 
 // device, precision and threads of a role that holds a model (trainer, rollout).
 void parseCompute(YamlReader& r, ComputeOptions& c) {
-  const std::string device = r.getString("device", c.device.text());
-  if (!parseDeviceRequest(device, c.device)) {
-    r.fail("device", "given '" + device + "'; allowed: cpu, cuda, cuda:N (N = a GPU index on the node)");
-  }
-  c.precision = r.getEnum("precision", Precision::Auto, kPrecisionNames);
-  c.threads = static_cast<int>(r.getInt("threads", c.threads, 0, 1024, "threads"));
-}
-
-void parseRun(YamlReader r, RunSection& run) {
-  run.name = r.getString("name", run.name);
-  if (!isIdentifier(run.name)) {
-    r.fail("name", "given '" + run.name + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
-  }
-  run.output_dir = r.getString("output_dir", "runs/" + run.name);
-  run.seed = static_cast<std::uint64_t>(
-      r.getInt("seed", static_cast<std::int64_t>(run.seed), 0, std::numeric_limits<std::int64_t>::max()));
-  run.log_level = r.getChoice("log_level", run.log_level, {"trace", "debug", "info", "warn", "error"});
-  run.threads_per_rank = static_cast<int>(r.getInt("threads_per_rank", run.threads_per_rank, 0, 1024, "threads"));
-  run.mode = r.getEnum("mode", run.mode, kRunModeNames);
-  run.versions = static_cast<int>(r.getInt("versions", run.versions, 1, kMaxInt, "versions"));
-  run.max_wall_seconds = r.getDouble("max_wall_seconds", run.max_wall_seconds, 0.0, 1e9);
-  run.checkpoint_every = static_cast<int>(r.getInt("checkpoint_every", run.checkpoint_every, 0, kMaxInt, "versions"));
-  run.flush_seconds = r.getDouble("flush_seconds", run.flush_seconds, 0.0, 1e6);
-  run.memory_check = r.getEnum("memory_check", RunSection::MemoryCheck::Refuse, kMemoryCheckNames);
-  run.export_hf_every = static_cast<int>(r.getInt("export_hf_every", run.export_hf_every, 0, kMaxInt, "versions"));
-  run.progress_every = static_cast<int>(r.getInt("progress_every", run.progress_every, 1, kMaxInt, "versions"));
-  run.init_checkpoint = r.getString("init_checkpoint", run.init_checkpoint);
-  r.finish();
+  detail::readDevice(r, c);
+  detail::readPrecision(r, c);
+  detail::readThreads(r, c);
 }
 
 // policies[i].model: {hf: FOLDER}: the folder's config.json gives every size; beside it only the
@@ -149,49 +124,6 @@ void parseRollout(YamlReader r, RolloutSection& s, RunMode run_mode) {
   s.on_new_version = r.getEnum(
       "on_new_version", run_mode == RunMode::Sync ? OnNewVersion::Finish : OnNewVersion::Continue, kOnNewVersionNames);
   parseCompute(r, s.compute);
-  r.finish();
-}
-
-void parseTrainer(YamlReader r, TrainerSection& t) {
-  t.lr = r.getDouble("lr", t.lr, 0.0, 10.0);
-  t.beta1 = r.getDouble("beta1", t.beta1, 0.0, 0.999999);
-  t.beta2 = r.getDouble("beta2", t.beta2, 0.0, 0.999999);
-  t.weight_decay = r.getDouble("weight_decay", t.weight_decay, 0.0, 10.0);
-  t.grad_clip = r.getDouble("grad_clip", t.grad_clip, 0.0, 1e6);
-  t.groups_per_step = static_cast<int>(r.getInt("groups_per_step", t.groups_per_step, 1, 1 << 20, "groups"));
-  t.ppo_epochs = static_cast<int>(r.getInt("ppo_epochs", t.ppo_epochs, 1, 64, "passes"));
-  t.mini_batches = static_cast<int>(r.getInt("mini_batches", t.mini_batches, 1, 1024, "optimiser steps"));
-  t.micro_batch_tokens = r.getInt("micro_batch_tokens", t.micro_batch_tokens, 0, std::int64_t{1} << 40, "tokens");
-  t.packing = r.getBool("packing", t.packing);
-  t.shared_prefix = r.getBool("shared_prefix", t.shared_prefix);
-  t.activation_checkpointing = r.getBool("activation_checkpointing", t.activation_checkpointing);
-  t.logits_chunk_bytes = r.getInt("logits_chunk_bytes", t.logits_chunk_bytes, 0, std::int64_t{1} << 40, "bytes");
-  t.lr_schedule = r.getEnum("lr_schedule", TrainerSection::LrSchedule::Constant, kLrScheduleNames);
-  t.warmup_steps = static_cast<int>(r.getInt("warmup_steps", t.warmup_steps, 0, 1 << 30, "steps"));
-  t.lr_floor = r.getDouble("lr_floor", t.lr_floor, 0.0, 1.0);
-  t.decay_steps = static_cast<int>(r.getInt("decay_steps", t.decay_steps, 0, 1 << 30, "steps"));
-  parseCompute(r, t.compute);
-  if (r.has("simulate")) detail::parseTrainerSimulation(r.child("simulate"), t.simulate);
-  t.grad_sync = r.getEnum("grad_sync", TrainerSection::GradSync::Auto, kGradSyncNames);
-  t.sharding = r.getEnum("sharding", TrainerSection::Sharding::None, kShardingNames);
-  YamlReader l = r.child("loss");
-  LossSection& s = t.loss;
-  s.kind = l.getEnum("kind", s.kind, kLossKindNames);
-  s.clip_low = l.getDouble("clip_low", s.clip_low, 0.0, 1.0);
-  s.clip_high = l.getDouble("clip_high", s.clip_high, 0.0, 10.0);
-  s.kl_coef = l.getDouble("kl_coef", s.kl_coef, 0.0, 100.0);
-  s.kl_estimator = l.getChoice("kl_estimator", s.kl_estimator, {"k1", "k3"});
-  s.m2po = l.getBool("m2po", s.m2po);
-  s.m2_threshold = l.getDouble("m2_threshold", s.m2_threshold, 0.0, 100.0);
-  s.advantage = l.getChoice("advantage", s.advantage, {"group", "batch"});
-  s.scale_by_std = l.getBool("scale_by_std", s.scale_by_std);
-  l.finish();
-  if (t.sharding == TrainerSection::Sharding::Parameters && s.kl_coef > 0) {
-    // The KL penalty's frozen reference would be a whole replica on every rank.
-    r.fail("sharding",
-           "parameters cannot be combined with trainer.loss.kl_coef > 0 (the frozen KL reference is not "
-           "sharded); use sharding: optimizer or kl_coef: 0");
-  }
   r.finish();
 }
 
@@ -347,14 +279,14 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
     cfg.text = out.c_str();
   }
   YamlReader top(root, "", cfg.source);
-  parseRun(top.child("run"), cfg.run);
+  detail::runSchema().read(top.child("run"), cfg.run);
   cfg.policies = parsePolicies(top, cfg.source);
   cfg.layout = parseLayout(top, cfg.policies, cfg.source);
   detail::parseDataflow(top.child("dataflow"), cfg.dataflow);
   detail::parseEnvironment(top.child("environment"), cfg);
   parseWorkflow(top.child("workflow"), cfg);
   parseRollout(top.child("rollout"), cfg.rollout, cfg.run.mode);
-  parseTrainer(top.child("trainer"), cfg.trainer);
+  detail::trainerSchema().read(top.child("trainer"), cfg.trainer);
   detail::checkSimulation(cfg);
   detail::sftSchema().read(top.child("sft"), cfg.sft);
   detail::evalSchema().read(top.child("eval"), cfg.eval);

@@ -58,6 +58,43 @@ class SectionSchema {
     add(key, "string", shown, allowed, meaning, [=](YamlReader& r, S& s) { s.*member = r.getString(key, s.*member); });
     return *this;
   }
+  // A string whose fallback depends on keys read before it (`run.output_dir`: from the name).
+  SectionSchema& textFrom(const char* key, std::string S::*member, std::function<std::string(const S&)> fallback,
+                          const char* allowed, const char* meaning, const char* shown_default) {
+    add(key, "string", shown_default, allowed, meaning,
+        [=](YamlReader& r, S& s) { s.*member = r.getString(key, fallback(s)); });
+    return *this;
+  }
+  // A string that must be one of `names` (kept as a string: handed on by name, e.g. to spdlog).
+  SectionSchema& textChoice(const char* key, std::string S::*member, std::vector<std::string> names,
+                            const char* meaning) {
+    std::string allowed;
+    for (const auto& n : names) allowed += (allowed.empty() ? "" : "\\|") + n;
+    add(key, "string", "`" + S{}.*member + "`", "`" + allowed + "`", meaning,
+        [=](YamlReader& r, S& s) { s.*member = r.getChoice(key, s.*member, names); });
+    return *this;
+  }
+  SectionSchema& boolean(const char* key, bool S::*member, const char* meaning) {
+    add(key, "bool", S{}.*member ? "`true`" : "`false`", "", meaning,
+        [=](YamlReader& r, S& s) { s.*member = r.getBool(key, s.*member); });
+    return *this;
+  }
+  // A key read its own way (a device request, an optional mapping), documented as given.
+  SectionSchema& custom(const char* key, const char* type, std::string shown_default, std::string allowed,
+                        const char* meaning, std::function<void(YamlReader&, S&)> read) {
+    add(key, type, std::move(shown_default), std::move(allowed), meaning, std::move(read));
+    return *this;
+  }
+  // A nested mapping declared by its own schema (named with the full path, "trainer.loss"):
+  // its keys and checks are listed in this section's table.
+  template <class Sub>
+  SectionSchema& nested(const char* key, Sub S::*member, const SectionSchema<Sub>& sub) {
+    const SectionDoc d = sub.doc();
+    docs_.insert(docs_.end(), d.keys.begin(), d.keys.end());
+    rule_docs_.insert(rule_docs_.end(), d.rules.begin(), d.rules.end());
+    readers_.push_back([key, member, &sub](YamlReader& r, S& s) { sub.read(r.child(key), s.*member); });
+    return *this;
+  }
   // A choice: one of the enum's names (core/enum_names.hpp).
   template <class E, std::size_t N>
   SectionSchema& choice(const char* key, E S::*member, const std::array<EnumName<E>, N>& names, const char* meaning) {
@@ -70,43 +107,33 @@ class SectionSchema {
   // A check over several keys, after they are all read: `check` calls YamlReader::fail with the
   // key it blames and why.
   SectionSchema& rule(const char* name, const char* text, Check check) {
-    rules_.push_back({{name, text}, std::move(check)});
+    rule_docs_.push_back({name, text});
+    checks_.push_back(std::move(check));
     return *this;
   }
 
   // Reads the section's keys into `s` (absent keys keep what `s` holds), applies the checks and
   // refuses keys the schema does not declare.
   void read(YamlReader r, S& s) const {
-    for (const auto& k : keys_) k.read(r, s);
-    for (const auto& rule : rules_) rule.check(r, s);
+    for (const auto& read_key : readers_) read_key(r, s);
+    for (const auto& check : checks_) check(r, s);
     r.finish();
   }
 
-  SectionDoc doc() const {
-    SectionDoc d{name_, {}, {}};
-    for (const auto& k : keys_) d.keys.push_back(k.doc);
-    for (const auto& rule : rules_) d.rules.push_back(rule.doc);
-    return d;
-  }
+  SectionDoc doc() const { return {name_, docs_, rule_docs_}; }
 
  private:
-  struct Key {
-    KeyDoc doc;
-    std::function<void(YamlReader&, S&)> read;
-  };
-  struct Rule {
-    RuleDoc doc;
-    Check check;
-  };
   void add(const char* key, const char* type, std::string shown_default, std::string allowed, const char* meaning,
            std::function<void(YamlReader&, S&)> read) {
-    keys_.push_back(
-        {{name_ + "." + key, type, std::move(shown_default), std::move(allowed), meaning}, std::move(read)});
+    docs_.push_back({name_ + "." + key, type, std::move(shown_default), std::move(allowed), meaning});
+    readers_.push_back(std::move(read));
   }
 
   std::string name_;
-  std::vector<Key> keys_;
-  std::vector<Rule> rules_;
+  std::vector<KeyDoc> docs_;
+  std::vector<std::function<void(YamlReader&, S&)>> readers_;  // declaration order; a nested section: one
+  std::vector<RuleDoc> rule_docs_;
+  std::vector<Check> checks_;
 };
 
 }  // namespace astraflow::detail

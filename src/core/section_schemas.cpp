@@ -1,12 +1,217 @@
-// The sections declared as schemas: sft, eval, weights, elastic and local (the others are still
-// read by hand in config.cpp and its siblings, and documented by hand).
+// The sections declared as schemas: run, trainer (with trainer.loss), sft, eval, weights, elastic
+// and local (the others are still read by hand in config.cpp and its siblings, and documented by
+// hand).
 #include "core/section_schemas.hpp"
 
 #include <fmt/format.h>
 
+#include <limits>
+
+#include "core/layout_config.hpp"
+#include "core/simulation_config.hpp"
+
 namespace astraflow {
 
 namespace detail {
+
+namespace {
+constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
+}  // namespace
+
+void readDevice(YamlReader& r, ComputeOptions& c) {
+  const std::string device = r.getString("device", c.device.text());
+  if (!parseDeviceRequest(device, c.device))
+    r.fail("device", "given '" + device + "'; allowed: cpu, cuda, cuda:N (N = a GPU index on the node)");
+}
+
+void readPrecision(YamlReader& r, ComputeOptions& c) {
+  c.precision = r.getEnum("precision", Precision::Auto, kPrecisionNames);
+}
+
+void readThreads(YamlReader& r, ComputeOptions& c) {
+  c.threads = static_cast<int>(r.getInt("threads", c.threads, 0, 1024, "threads"));
+}
+
+const SectionSchema<RunSection>& runSchema() {
+  static const auto schema =
+      SectionSchema<RunSection>("run")
+          .text("name", &RunSection::name, "`[A-Za-z0-9_-]{1,64}`", "name of the run")
+          .textFrom(
+              "output_dir", &RunSection::output_dir, [](const RunSection& r) { return "runs/" + r.name; }, "path",
+              "the run folder (traces, checkpoints, summary)", "`runs/<name>`")
+          .integer("seed", &RunSection::seed, 0, std::numeric_limits<std::int64_t>::max(), "",
+                   "base seed of every random stream")
+          .textChoice("log_level", &RunSection::log_level, {"trace", "debug", "info", "warn", "error"},
+                      "log level; `--log-level` overrides")
+          .integer("threads_per_rank", &RunSection::threads_per_rank, 0, 1024, "threads",
+                   "LibTorch/OpenBLAS threads per rank; 0 = cores on the node ÷ ranks on the node. "
+                   "`trainer.threads` and `rollout.threads` set a role's own")
+          .choice("mode", &RunSection::mode, kRunModeNames,
+                  "`async`: the dataflow runtime with bounded staleness; `sync`: the colocated-synchronous "
+                  "baseline (rollouts for one batch with the current weights, then one step, then the next batch) "
+                  "on the same ranks, for comparisons")
+          .integer("versions", &RunSection::versions, 1, kMaxInt, "weight versions",
+                   "the run ends once every policy's trainer has published this version")
+          .number("max_wall_seconds", &RunSection::max_wall_seconds, 0.0, 1e9, "seconds",
+                  "after this long (per segment: a resumed run gets its own budget) the dataflow rank stops "
+                  "serving new batches; the batches already served are trained, then the final evaluation, "
+                  "checkpoint and summary follow",
+                  "0 = none")
+          .integer("checkpoint_every", &RunSection::checkpoint_every, 0, kMaxInt, "versions",
+                   "checkpoint every K versions, plus one at the end (`<run>/checkpoints/step_<V>.*`); a trainer "
+                   "checkpoint its filesystem cannot hold is skipped and counted (docs/runtime-notes.md)",
+                   "0 = final only")
+          .number("flush_seconds", &RunSection::flush_seconds, 0.0, 1e6, "seconds",
+                  "trace events, trajectories and each rank's report (`trace/rank_<r>.report`) reach their files "
+                  "at least this often (and every 256 records), so a killed run leaves what it did up to the last "
+                  "flush; `astraflow trace RUN` reads such a run from its per-rank files",
+                  "0 = by count only")
+          .choice("memory_check", &RunSection::memory_check, kMemoryCheckNames,
+                  "the memory plan at the start (docs/memory.md): every rank's estimate, summed per node against "
+                  "its available memory; `refuse` stops a run that does not fit with one message naming the "
+                  "largest items and the keys that shrink them, `warn` logs it and starts, `off` skips it")
+          .integer("export_hf_every", &RunSection::export_hf_every, 0, kMaxInt, "versions",
+                   "each trainer group also writes its policy as a Hugging Face folder every K versions and at the "
+                   "end (`<run>/hf/<policy>_step_<V>/`, written as `.tmp` then renamed; a failed export is a "
+                   "warning, the checkpoint stays); such versions are checkpointed too",
+                   "0 = none")
+          .integer("progress_every", &RunSection::progress_every, 1, kMaxInt, "versions",
+                   "one progress line on stderr every K versions (per policy)")
+          .text("init_checkpoint", &RunSection::init_checkpoint, "path",
+                "warm start for every policy; empty: `sft.checkpoint` (`<output_dir>/sft.h5`) when that file "
+                "exists, else random weights with a warning. A path that does not exist is an error.")
+          .rule("run_name", "`name` is 1-64 characters of `[A-Za-z0-9_-]` (it names files and the run)",
+                [](YamlReader& r, const RunSection& run) {
+                  if (!isIdentifier(run.name))
+                    r.fail("name", "given '" + run.name + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
+                });
+  return schema;
+}
+
+const SectionSchema<LossSection>& lossSchema() {
+  static const auto schema =
+      SectionSchema<LossSection>("trainer.loss")
+          .choice("kind", &LossSection::kind, kLossKindNames,
+                  "PPO-clip against the behaviour policy, or decoupled PPO (ratio against the proximal policy, "
+                  "weighted by π_prox/π_behav)")
+          .number("clip_low", &LossSection::clip_low, 0.0, 1.0, "", "ratio clipped to [1 − clip_low, 1 + clip_high]")
+          .number("clip_high", &LossSection::clip_high, 0.0, 10.0, "", "see `clip_low`")
+          .number("kl_coef", &LossSection::kl_coef, 0.0, 100.0, "",
+                  "KL penalty to a frozen reference (the weights at the start of training); 0 = off")
+          .choice("kl_estimator", &LossSection::kl_estimator, kKlEstimatorNames, "per-token KL estimator")
+          .boolean("m2po", &LossSection::m2po,
+                   "M2PO: mask the tokens with the largest Δ² until the mean Δ² of the kept tokens ≤ `m2_threshold`")
+          .number("m2_threshold", &LossSection::m2_threshold, 0.0, 100.0, "", "τ of M2PO")
+          .choice("advantage", &LossSection::advantage, kAdvantageNames,
+                  "GRPO normalisation: by the group's std, or by the batch's std")
+          .boolean("scale_by_std", &LossSection::scale_by_std, "divide group-centred rewards by the group std");
+  return schema;
+}
+
+const SectionSchema<TrainerSection>& trainerSchema() {
+  using T = TrainerSection;
+  static const auto schema =
+      SectionSchema<T>("trainer")
+          .number("lr", &T::lr, 0.0, 10.0, "", "AdamW learning rate (the peak, with a schedule)")
+          .choice("lr_schedule", &T::lr_schedule, kLrScheduleNames,
+                  "the rate by optimiser step: a linear warm-up over `warmup_steps`, then constant, or "
+                  "linear/cosine decay to `lr_floor × lr` at `decay_steps` (docs/training.md). The step is AdamW's "
+                  "own count, kept in checkpoints: a resumed run continues the schedule")
+          .integer("warmup_steps", &T::warmup_steps, 0, 1 << 30, "optimiser steps",
+                   "linear warm-up from `lr / warmup_steps` to `lr`")
+          .number("lr_floor", &T::lr_floor, 0.0, 1.0, "fraction of `lr`", "where the decay ends")
+          .integer("decay_steps", &T::decay_steps, 0, 1 << 30, "optimiser steps",
+                   "the schedule's length; 0: `run.versions × ppo_epochs × mini_batches` (`train-local`: "
+                   "`local.steps × ppo_epochs × mini_batches`)")
+          .number("beta1", &T::beta1, 0.0, 0.999999, "", "AdamW's first-moment decay")
+          .number("beta2", &T::beta2, 0.0, 0.999999, "", "AdamW's second-moment decay")
+          .number("weight_decay", &T::weight_decay, 0.0, 10.0, "", "AdamW decoupled weight decay")
+          .number("grad_clip", &T::grad_clip, 0.0, 1e6, "global L2 norm", "gradient clipping", "0 = off")
+          .integer("groups_per_step", &T::groups_per_step, 1, 1 << 20, "groups",
+                   "prompts per RL step (× `group_size` samples)")
+          .integer("ppo_epochs", &T::ppo_epochs, 1, 64, "passes",
+                   "passes over each RL batch (the clip bounds the later steps)")
+          .integer("mini_batches", &T::mini_batches, 1, 1024, "optimiser steps per pass",
+                   "PPO mini-batches: each pass visits the batch in a fresh shuffled order cut into this many "
+                   "slices, one optimiser step each; behaviour and proximal log-probs and advantages are the "
+                   "batch's (docs/training.md)")
+          .integer("micro_batch_tokens", &T::micro_batch_tokens, 0, std::int64_t{1} << 40, "tokens",
+                   "gradient accumulation: a step's sequences go through the model in micro-batches of at most this "
+                   "many tokens (lines × longest sequence), longest first; the loss stays the token-mean over the "
+                   "whole step. A longer sequence goes alone",
+                   "0 = off")
+          .boolean("packing", &T::packing,
+                   "sequence packing: a micro-batch's sequences share lines as wide as its longest one (first fit), "
+                   "each attending only to itself with positions from 0; same loss as padded, less padding "
+                   "(`forward_tokens` vs `sequence_tokens` in the summary)")
+          .boolean("shared_prefix", &T::shared_prefix,
+                   "the rows of a group go through the forward as a tree: the tokens they all start with (a GRPO "
+                   "group's prompt, a multi-turn group's common history) once, each row's own tokens after it, "
+                   "attending to the prefix and to themselves — the same log-probs and gradients as each row alone, "
+                   "to float rounding, for far fewer forward tokens (docs/training.md). Trees go first-fit into "
+                   "lines even when `packing` is off")
+          .boolean("activation_checkpointing", &T::activation_checkpointing,
+                   "keep only each transformer block's input in the forward and recompute the block in the "
+                   "backward: same gradients, less activation memory, about one more forward per step")
+          .integer("logits_chunk_bytes", &T::logits_chunk_bytes, 0, std::int64_t{1} << 40, "bytes",
+                   "log-probs (the loss's, the KL reference's) are computed from the hidden states with about this "
+                   "many bytes of float32 logits at a time, and the backward recomputes each chunk: at Qwen3's "
+                   "151,936-token vocabulary a micro-batch of 2,048 tokens never holds its 1.2 GB logits tensor. 0: "
+                   "every token at once")
+          .custom("device", "string", "`cpu`", "`cpu\\|cuda\\|cuda:N`",
+                  "where each trainer rank's model, optimiser and loss live (as `rollout.device`); `train-local` "
+                  "and `sft` run their one model here too",
+                  [](YamlReader& r, T& t) { readDevice(r, t.compute); })
+          .custom("precision", "string", "`auto`", "`auto\\|fp32\\|bf16`",
+                  "compute dtype: `bf16` runs forward and backward under autocast to bf16; master weights and "
+                  "AdamW state stay fp32. `auto`: bf16 on CUDA, fp32 on the CPU",
+                  [](YamlReader& r, T& t) { readPrecision(r, t.compute); })
+          .custom("threads", "integer", "`0`", "threads, 0–1024",
+                  "LibTorch/OpenBLAS threads of each trainer rank; `0`: `run.threads_per_rank`'s rule. A trainer "
+                  "that works while its node's rollout ranks mostly wait (the text demo) gains from more than an "
+                  "even share of the cores",
+                  [](YamlReader& r, T& t) { readThreads(r, t.compute); })
+          .custom("simulate", "mapping", "absent",
+                  "`{fixed_seconds, seconds_per_token, weight_bytes, changed_fraction}`",
+                  "docs/simulation.md: the trainer consumes real batches but sleeps `fixed_seconds + "
+                  "seconds_per_token × forward tokens` instead of a backward pass (the tokens its share's forward "
+                  "passes would hold, micro-batched and padded as `micro_batch_tokens`, `packing` and "
+                  "`shared_prefix` say, every mini-batch and PPO epoch), and publishes synthetic weight versions "
+                  "of `weight_bytes` (0: the model's packed size; even), `changed_fraction` (default 0.05) of "
+                  "their bf16 words changed per version. Every rollout pool must then have `backend: {kind: "
+                  "simulated}`",
+                  [](YamlReader& r, T& t) {
+                    if (r.has("simulate")) parseTrainerSimulation(r.child("simulate"), t.simulate);
+                  })
+          .choice("grad_sync", &T::grad_sync, kGradSyncNames,
+                  "how a data-parallel group averages gradients: `auto` is NCCL on CUDA and MPI on the CPU (faster "
+                  "than Gloo within a node: docs/performance.md); `c10d` a c10d process group (Gloo on the CPU, "
+                  "NCCL on CUDA; rendezvous through a TCPStore on the group's first rank, address shared over MPI; "
+                  "`ASTRAFLOW_C10D_HOST` overrides the host it announces, `GLOO_SOCKET_IFNAME` the interface Gloo "
+                  "uses), or MPI reduce-to-rank-0 + broadcast over the group's communicator. Both give every rank "
+                  "bit-identical gradients")
+          .choice("sharding", &T::sharding, kShardingNames,
+                  "`optimizer`: ZeRO-1 over the policy's data-parallel trainer group — each rank keeps AdamW's "
+                  "state for one 1/N shard of the flattened parameters; gradients are reduce-scattered, parameters "
+                  "all-gathered, over `grad_sync`'s transport (`auto`: MPI on the CPU, NCCL on CUDA; `c10d`: Gloo "
+                  "or NCCL; `mpi`). `parameters`: FSDP-style — each transformer block's weights, gradients and "
+                  "AdamW state are sharded too, a block is gathered for its forward and again for its backward "
+                  "(which recomputes it, as activation checkpointing does) and freed after; the embeddings, final "
+                  "norm and output head stay whole on every rank with their AdamW state sharded. Refused with "
+                  "`trainer.loss.kl_coef > 0` (the frozen reference is not sharded). Checkpoints keep the "
+                  "unsharded format (rank 0 gathers weights and state), so a run resumes with any group size and "
+                  "any sharding (docs/training.md). No effect with one trainer rank")
+          .nested("loss", &T::loss, lossSchema())
+          .rule("sharded_kl_reference",
+                "`sharding: parameters` needs `loss.kl_coef` 0 (the frozen KL reference is not sharded)",
+                [](YamlReader& r, const T& t) {
+                  if (t.sharding == T::Sharding::Parameters && t.loss.kl_coef > 0)
+                    r.fail("sharding",
+                           "parameters cannot be combined with trainer.loss.kl_coef > 0 (the frozen KL reference is "
+                           "not sharded); use sharding: optimizer or kl_coef: 0");
+                });
+  return schema;
+}
 
 const SectionSchema<SftSection>& sftSchema() {
   static const auto schema =
@@ -148,7 +353,8 @@ const SectionSchema<LocalSection>& localSchema() {
 
 std::vector<SectionDoc> configSchemaDocs() {
   using namespace detail;
-  return {sftSchema().doc(), evalSchema().doc(), weightsSchema().doc(), elasticSchema().doc(), localSchema().doc()};
+  return {runSchema().doc(),     trainerSchema().doc(), sftSchema().doc(),  evalSchema().doc(),
+          weightsSchema().doc(), elasticSchema().doc(), localSchema().doc()};
 }
 
 }  // namespace astraflow

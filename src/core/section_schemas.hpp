@@ -6,10 +6,17 @@
 
 namespace astraflow::detail {
 
+const SectionSchema<RunSection>& runSchema();
+const SectionSchema<TrainerSection>& trainerSchema();
 const SectionSchema<SftSection>& sftSchema();
 const SectionSchema<EvalSection>& evalSchema();
 const SectionSchema<WeightsSection>& weightsSchema();
 const SectionSchema<ElasticSection>& elasticSchema();
 const SectionSchema<LocalSection>& localSchema();
+
+// A model-holding role's device, precision and threads (trainer, rollout): one key each.
+void readDevice(YamlReader& r, ComputeOptions& c);
+void readPrecision(YamlReader& r, ComputeOptions& c);
+void readThreads(YamlReader& r, ComputeOptions& c);
 
 }  // namespace astraflow::detail

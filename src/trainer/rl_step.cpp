@@ -45,7 +45,7 @@ PolicyLossOptions lossOptions(const LossSection& L) {
   opts.clip_high = L.clip_high;
   opts.decoupled = L.kind == LossKind::Decoupled;
   opts.kl_coef = L.kl_coef;
-  opts.kl_estimator = L.kl_estimator == "k1" ? KlEstimator::K1 : KlEstimator::K3;
+  opts.kl_estimator = L.kl_estimator == LossSection::Kl::K1 ? KlEstimator::K1 : KlEstimator::K3;
   opts.m2po = L.m2po;
   opts.m2_threshold = L.m2_threshold;
   return opts;
@@ -179,7 +179,8 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
                                   attentionPairCost(model_->config()));
   const AutocastScope autocast(config_.compute.bf16(), model_->device());
   const auto& L = config_.loss;
-  c.advantages = groupAdvantages(c.batch.rewards, c.batch.group_ids, L.scale_by_std, L.advantage == "batch");
+  c.advantages =
+      groupAdvantages(c.batch.rewards, c.batch.group_ids, L.scale_by_std, L.advantage == LossSection::Advantage::Batch);
   c.opts = lossOptions(L);
   std::vector<std::int64_t> all(static_cast<std::size_t>(B));
   for (std::int64_t i = 0; i < B; ++i) all[static_cast<std::size_t>(i)] = i;

@@ -26,10 +26,31 @@ std::string readFile(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// "sft.max_steps" -> "sft:\n  max_steps: VALUE\n"
+// "trainer.loss.kind" -> "trainer:\n  loss:\n    kind: VALUE\n"
 std::string sectionYaml(const std::string& key, const std::string& value) {
-  const auto dot = key.find('.');
-  return key.substr(0, dot) + ":\n  " + key.substr(dot + 1) + ": " + value + "\n";
+  std::string yaml, indent;
+  std::size_t at = 0;
+  for (auto dot = key.find('.'); dot != std::string::npos; at = dot + 1, dot = key.find('.', at)) {
+    yaml += indent + key.substr(at, dot - at) + ":\n";
+    indent += "  ";
+  }
+  return yaml + indent + key.substr(at) + ": " + value + "\n";
+}
+
+// A list of names, `a\|b\|c` (not a pattern, nor a form such as cuda:N).
+bool namesOnly(const std::string& allowed) {
+  if (allowed.size() < 3 || allowed.front() != '`' || allowed.back() != '`') return false;
+  const std::string inner = allowed.substr(1, allowed.size() - 2);
+  if (inner.find("\\|") == std::string::npos) return false;
+  for (std::size_t i = 0; i < inner.size(); ++i) {
+    const char c = inner[i];
+    if (c == '\\' && i + 1 < inner.size() && inner[i + 1] == '|') {
+      ++i;
+      continue;
+    }
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  }
+  return true;
 }
 
 bool refused(const std::string& yaml, const std::string& key) {
@@ -77,7 +98,7 @@ TEST(ConfigDoc, EveryDocumentedKeyIsReadWithItsDefaultAndBounds) {
         EXPECT_NO_THROW(parseConfig(kDocLayout + sectionYaml(k.key, value), "doc.yaml")) << k.key;
       }
       // A value of the wrong kind is refused, naming the key: the parser reads this key.
-      if (k.type == "integer" || k.type == "number") {
+      if (k.type == "integer" || k.type == "number" || k.type == "bool") {
         EXPECT_TRUE(refused(sectionYaml(k.key, "not-a-number"), k.key)) << k.key;
       }
       // A documented lower bound of 1 is enforced just below it.
@@ -94,7 +115,7 @@ TEST(ConfigDoc, ChoicesListTheNamesTheParserTakes) {
   bool seen = false;
   for (const auto& section : configSchemaDocs()) {
     for (const auto& k : section.keys) {
-      if (k.allowed.empty() || k.allowed.front() != '`') continue;
+      if (k.type != "string" || !namesOnly(k.allowed)) continue;
       seen = true;
       std::string names = k.allowed.substr(1, k.allowed.size() - 2);
       for (std::size_t at = 0; at <= names.size();) {

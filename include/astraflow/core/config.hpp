@@ -111,12 +111,17 @@ struct LossSection {
   double clip_low = 0.2;
   double clip_high = 0.28;
   double kl_coef = 0.0;
-  std::string kl_estimator = "k3";  // k1 | k3
+  enum class Kl { K1, K3 } kl_estimator = Kl::K3;  // the per-token KL estimator
   bool m2po = false;
   double m2_threshold = 0.04;
-  std::string advantage = "group";  // group | batch (normalisation of GRPO advantages)
+  // The normalisation of GRPO advantages: by the group's std, or by the batch's.
+  enum class Advantage { Group, Batch } advantage = Advantage::Group;
   bool scale_by_std = true;
 };
+inline constexpr std::array<EnumName<LossSection::Kl>, 2> kKlEstimatorNames{
+    {{"k1", LossSection::Kl::K1}, {"k3", LossSection::Kl::K3}}};
+inline constexpr std::array<EnumName<LossSection::Advantage>, 2> kAdvantageNames{
+    {{"group", LossSection::Advantage::Group}, {"batch", LossSection::Advantage::Batch}}};
 
 struct TrainerSection {
   double lr = 1e-3;
