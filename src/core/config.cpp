@@ -45,15 +45,6 @@ const PolicySection* Config::findPolicy(const std::string& name) const {
 
 namespace {
 
-constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
-
-// device, precision and threads of a role that holds a model (trainer, rollout).
-void parseCompute(YamlReader& r, ComputeOptions& c) {
-  detail::readDevice(r, c);
-  detail::readPrecision(r, c);
-  detail::readThreads(r, c);
-}
-
 // policies[i].model: {hf: FOLDER}: the folder's config.json gives every size; beside it only the
 // run-time choices (context limit, attention kernel) may be set.
 void parseHfModel(YamlReader& r, ModelConfig& m) {
@@ -102,28 +93,6 @@ void parseModel(YamlReader r, ModelConfig& m) {
     r.fail("head_dim",
            fmt::format("head size {} is odd; allowed: an even size (rotary embeddings pair dimensions)", m.headDim()));
   }
-  r.finish();
-}
-
-void parseRollout(YamlReader r, RolloutSection& s, RunMode run_mode) {
-  s.group_size = static_cast<int>(r.getInt("group_size", s.group_size, 1, 4096, "samples"));
-  s.temperature = r.getDouble("temperature", s.temperature, 1e-3, 100.0);
-  s.top_p = r.getDouble("top_p", s.top_p, 1e-3, 1.0);
-  s.max_new_tokens = static_cast<int>(r.getInt("max_new_tokens", s.max_new_tokens, 1, 1 << 20, "tokens"));
-  s.max_new_tokens_growth = r.getDouble("max_new_tokens_growth", s.max_new_tokens_growth, 0.0, 1e6);
-  s.min_new_tokens_growth = r.getDouble("min_new_tokens_growth", s.min_new_tokens_growth, 0.0, 1e6);
-  s.batch_tasks = static_cast<int>(r.getInt("batch_tasks", s.batch_tasks, 1, 1 << 20, "tasks"));
-  s.max_running = static_cast<int>(r.getInt("max_running", s.max_running, 1, 1 << 16, "sequences"));
-  s.kv_cache_bytes = r.getInt("kv_cache_bytes", s.kv_cache_bytes, 0, std::int64_t{1} << 50, "bytes");
-  s.kv_block_size = static_cast<int>(r.getInt("kv_block_size", s.kv_block_size, 1, 4096, "token positions"));
-  s.max_prefill_tokens = r.getInt("max_prefill_tokens", s.max_prefill_tokens, 1, std::int64_t{1} << 30, "tokens");
-  s.prepacked_weights = r.getBool("prepacked_weights", s.prepacked_weights);
-  s.environment_threads = static_cast<int>(
-      r.getInt("environment_threads", s.environment_threads, -1, 256, "threads (-1: auto, 0: the rank's thread)"));
-  // Sync mode trains each batch on one version: its sequences finish under it by default.
-  s.on_new_version = r.getEnum(
-      "on_new_version", run_mode == RunMode::Sync ? OnNewVersion::Finish : OnNewVersion::Continue, kOnNewVersionNames);
-  parseCompute(r, s.compute);
   r.finish();
 }
 
@@ -285,7 +254,9 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   detail::parseDataflow(top.child("dataflow"), cfg.dataflow);
   detail::parseEnvironment(top.child("environment"), cfg);
   parseWorkflow(top.child("workflow"), cfg);
-  parseRollout(top.child("rollout"), cfg.rollout, cfg.run.mode);
+  // Sync mode trains each batch on one version: its sequences finish under it by default.
+  cfg.rollout.on_new_version = cfg.run.mode == RunMode::Sync ? OnNewVersion::Finish : OnNewVersion::Continue;
+  detail::rolloutSchema().read(top.child("rollout"), cfg.rollout);
   detail::trainerSchema().read(top.child("trainer"), cfg.trainer);
   detail::checkSimulation(cfg);
   detail::sftSchema().read(top.child("sft"), cfg.sft);

@@ -7,6 +7,7 @@
 namespace astraflow::detail {
 
 const SectionSchema<RunSection>& runSchema();
+const SectionSchema<RolloutSection>& rolloutSchema();
 const SectionSchema<TrainerSection>& trainerSchema();
 const SectionSchema<SftSection>& sftSchema();
 const SectionSchema<EvalSection>& evalSchema();
