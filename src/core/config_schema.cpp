@@ -15,6 +15,12 @@ namespace astraflow {
 namespace detail {
 
 std::string rangeText(std::int64_t min, std::int64_t max) {
+  // A large power of two is a real bound (2^24 slots); past 2^20 otherwise, a guard against overflow.
+  if (max >= (1 << 16) && (max & (max - 1)) == 0) {
+    int k = 0;
+    while ((std::int64_t{1} << k) < max) ++k;
+    return fmt::format("{}–2^{}", min, k);
+  }
   return max >= kUnboundedInt ? fmt::format("≥ {}", min) : fmt::format("{}–{}", min, max);
 }
 

@@ -17,8 +17,9 @@
 
 namespace astraflow::detail {
 
-// How a bound reads in the docs: "1–64", "≥ 1" (an upper bound at or past `kUnbounded*` is
-// left out), numbers in their shortest form ("0.05", "3e-06").
+// How a bound reads in the docs: "1–64", "1–2^24" (a power of two from 2^16), "≥ 1" (any other
+// upper bound at or past `kUnbounded*` is left out), numbers in their shortest form ("0.05",
+// "3e-06").
 inline constexpr std::int64_t kUnboundedInt = std::int64_t{1} << 20;
 inline constexpr double kUnboundedNumber = 1e6;
 std::string rangeText(std::int64_t min, std::int64_t max);
@@ -31,6 +32,8 @@ template <class S>
 class SectionSchema {
  public:
   using Check = std::function<void(YamlReader&, const S&)>;
+  // A key's default as the docs show it, from the section's default values.
+  using Shown = std::function<std::string(const S&)>;
 
   explicit SectionSchema(std::string name) : name_(std::move(name)) {}
 
@@ -38,7 +41,9 @@ class SectionSchema {
   template <class I>
   SectionSchema& integer(const char* key, I S::*member, std::int64_t min, std::int64_t max, const char* unit,
                          const char* meaning, const char* note = "") {
-    add(key, "integer", "`" + std::to_string(S{}.*member) + "`", allowedText(unit, rangeText(min, max), note), meaning,
+    add(
+        key, "integer", [member](const S& d) { return "`" + std::to_string(d.*member) + "`"; },
+        allowedText(unit, rangeText(min, max), note), meaning,
         [=](YamlReader& r, S& s) {
           s.*member = static_cast<I>(r.getInt(key, static_cast<std::int64_t>(s.*member), min, max, unit));
         });
@@ -46,22 +51,25 @@ class SectionSchema {
   }
   SectionSchema& number(const char* key, double S::*member, double min, double max, const char* unit,
                         const char* meaning, const char* note = "") {
-    add(key, "number", "`" + numberText(S{}.*member) + "`", allowedText(unit, rangeText(min, max), note), meaning,
+    add(
+        key, "number", [member](const S& d) { return "`" + numberText(d.*member) + "`"; },
+        allowedText(unit, rangeText(min, max), note), meaning,
         [=](YamlReader& r, S& s) { s.*member = r.getDouble(key, s.*member, min, max); });
     return *this;
   }
   // A string; `shown_default` for a default the section type does not hold (derived at run time).
   SectionSchema& text(const char* key, std::string S::*member, const char* allowed, const char* meaning,
                       const char* shown_default = nullptr) {
-    const std::string value = S{}.*member;
-    const std::string shown = shown_default ? shown_default : value.empty() ? "empty" : "`" + value + "`";
-    add(key, "string", shown, allowed, meaning, [=](YamlReader& r, S& s) { s.*member = r.getString(key, s.*member); });
+    Shown shown = [member](const S& d) { return (d.*member).empty() ? std::string("empty") : "`" + d.*member + "`"; };
+    if (shown_default) shown = fixed(shown_default);
+    add(key, "string", std::move(shown), allowed, meaning,
+        [=](YamlReader& r, S& s) { s.*member = r.getString(key, s.*member); });
     return *this;
   }
   // A string whose fallback depends on keys read before it (`run.output_dir`: from the name).
   SectionSchema& textFrom(const char* key, std::string S::*member, std::function<std::string(const S&)> fallback,
                           const char* allowed, const char* meaning, const char* shown_default) {
-    add(key, "string", shown_default, allowed, meaning,
+    add(key, "string", fixed(shown_default), allowed, meaning,
         [=](YamlReader& r, S& s) { s.*member = r.getString(key, fallback(s)); });
     return *this;
   }
@@ -70,28 +78,32 @@ class SectionSchema {
                             const char* meaning) {
     std::string allowed;
     for (const auto& n : names) allowed += (allowed.empty() ? "" : "\\|") + n;
-    add(key, "string", "`" + S{}.*member + "`", "`" + allowed + "`", meaning,
+    add(
+        key, "string", [member](const S& d) { return "`" + d.*member + "`"; }, "`" + allowed + "`", meaning,
         [=](YamlReader& r, S& s) { s.*member = r.getChoice(key, s.*member, names); });
     return *this;
   }
   SectionSchema& boolean(const char* key, bool S::*member, const char* meaning) {
-    add(key, "bool", S{}.*member ? "`true`" : "`false`", "", meaning,
+    add(
+        key, "bool", [member](const S& d) { return std::string(d.*member ? "`true`" : "`false`"); }, "", meaning,
         [=](YamlReader& r, S& s) { s.*member = r.getBool(key, s.*member); });
     return *this;
   }
   // A key read its own way (a device request, an optional mapping), documented as given.
   SectionSchema& custom(const char* key, const char* type, std::string shown_default, std::string allowed,
                         const char* meaning, std::function<void(YamlReader&, S&)> read) {
-    add(key, type, std::move(shown_default), std::move(allowed), meaning, std::move(read));
+    add(key, type, fixed(std::move(shown_default)), std::move(allowed), meaning, std::move(read));
     return *this;
   }
-  // A nested mapping declared by its own schema (named with the full path, "trainer.loss"):
-  // its keys and checks are listed in this section's table.
+  // A nested mapping declared by its own schema; its keys (named under this one's, "trainer.loss.kind",
+  // with defaults from this section's member) and checks are listed in this section's table.
   template <class Sub>
   SectionSchema& nested(const char* key, Sub S::*member, const SectionSchema<Sub>& sub) {
-    const SectionDoc d = sub.doc();
-    docs_.insert(docs_.end(), d.keys.begin(), d.keys.end());
-    rule_docs_.insert(rule_docs_.end(), d.rules.begin(), d.rules.end());
+    docs_.push_back([key, member, &sub](const std::string& prefix, const S& defaults, SectionDoc& out) {
+      const SectionDoc d = sub.doc(prefix + "." + key, defaults.*member);
+      out.keys.insert(out.keys.end(), d.keys.begin(), d.keys.end());
+      for (const auto& rule : d.rules) out.rules.push_back({std::string(key) + "." + rule.name, rule.text});
+    });
     readers_.push_back([key, member, &sub](YamlReader& r, S& s) { sub.read(r.child(key), s.*member); });
     return *this;
   }
@@ -100,14 +112,16 @@ class SectionSchema {
   SectionSchema& choice(const char* key, E S::*member, const std::array<EnumName<E>, N>& names, const char* meaning) {
     std::string allowed;
     for (const auto& n : names) allowed += (allowed.empty() ? "" : "\\|") + std::string(n.name);
-    add(key, "string", "`" + std::string(enumName(names, S{}.*member)) + "`", "`" + allowed + "`", meaning,
+    add(
+        key, "string", [member, &names](const S& d) { return "`" + std::string(enumName(names, d.*member)) + "`"; },
+        "`" + allowed + "`", meaning,
         [=, &names](YamlReader& r, S& s) { s.*member = r.getEnum(key, s.*member, names); });
     return *this;
   }
   // A check over several keys, after they are all read: `check` calls YamlReader::fail with the
   // key it blames and why.
   SectionSchema& rule(const char* name, const char* text, Check check) {
-    rule_docs_.push_back({name, text});
+    docs_.push_back([name, text](const std::string&, const S&, SectionDoc& out) { out.rules.push_back({name, text}); });
     checks_.push_back(std::move(check));
     return *this;
   }
@@ -120,19 +134,31 @@ class SectionSchema {
     r.finish();
   }
 
-  SectionDoc doc() const { return {name_, docs_, rule_docs_}; }
+  // The section's table: keys named under `name`, defaults as `defaults` holds them.
+  SectionDoc doc(const std::string& name, const S& defaults) const {
+    SectionDoc out{name, {}, {}};
+    for (const auto& d : docs_) d(name, defaults, out);
+    return out;
+  }
+  SectionDoc doc() const { return doc(name_, S{}); }
 
  private:
-  void add(const char* key, const char* type, std::string shown_default, std::string allowed, const char* meaning,
+  static Shown fixed(std::string text) {
+    return [text = std::move(text)](const S&) { return text; };
+  }
+  void add(const char* key, const char* type, Shown shown, std::string allowed, const char* meaning,
            std::function<void(YamlReader&, S&)> read) {
-    docs_.push_back({name_ + "." + key, type, std::move(shown_default), std::move(allowed), meaning});
+    docs_.push_back([=](const std::string& prefix, const S& defaults, SectionDoc& out) {
+      out.keys.push_back({prefix + "." + key, type, shown(defaults), allowed, meaning});
+    });
     readers_.push_back(std::move(read));
   }
 
   std::string name_;
-  std::vector<KeyDoc> docs_;
-  std::vector<std::function<void(YamlReader&, S&)>> readers_;  // declaration order; a nested section: one
-  std::vector<RuleDoc> rule_docs_;
+  // In declaration order: each key's (or nested section's, or check's) part of the docs, and
+  // each key's (or nested section's) reader.
+  std::vector<std::function<void(const std::string&, const S&, SectionDoc&)>> docs_;
+  std::vector<std::function<void(YamlReader&, S&)>> readers_;
   std::vector<Check> checks_;
 };
 

@@ -1,4 +1,4 @@
-// The sections declared as schemas: run, rollout, trainer (with trainer.loss), sft, eval, weights, elastic
+// The sections declared as schemas: run, dataflow, rollout, trainer (with trainer.loss), sft, eval, weights, elastic
 // and local (the others are still read by hand in config.cpp and its siblings, and documented by
 // hand).
 #include "core/section_schemas.hpp"
@@ -7,6 +7,7 @@
 
 #include <limits>
 
+#include "core/dataflow_config.hpp"
 #include "core/layout_config.hpp"
 #include "core/simulation_config.hpp"
 
@@ -429,8 +430,8 @@ const SectionSchema<LocalSection>& localSchema() {
 
 std::vector<SectionDoc> configSchemaDocs() {
   using namespace detail;
-  return {runSchema().doc(),  rolloutSchema().doc(), trainerSchema().doc(), sftSchema().doc(),
-          evalSchema().doc(), weightsSchema().doc(), elasticSchema().doc(), localSchema().doc()};
+  return {runSchema().doc(),  dataflowSchema().doc(), rolloutSchema().doc(), trainerSchema().doc(), sftSchema().doc(),
+          evalSchema().doc(), weightsSchema().doc(),  elasticSchema().doc(), localSchema().doc()};
 }
 
 }  // namespace astraflow
