@@ -96,27 +96,11 @@ void parseModel(YamlReader r, ModelConfig& m) {
   r.finish();
 }
 
+// cross_site's keys (section_schemas.cpp), then what depends on the layout: a gateway site's
+// job connects home and does not listen; a home job does not connect.
 void parseCrossSite(YamlReader r, Config& cfg) {
-  auto& c = cfg.cross_site;
-  c.listen = r.getString("listen", c.listen);
-  c.connect = r.getString("connect", c.connect);
-  c.site = r.getString("site", c.site);
-  if (!isIdentifier(c.site)) r.fail("site", "given '" + c.site + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
-  c.token = r.getString("token", c.token);
-  c.token_env = r.getString("token_env", c.token_env);
-  c.wait_for_sites = static_cast<int>(r.getInt("wait_for_sites", c.wait_for_sites, 0, 1024, "gateways"));
-  c.wait_seconds = r.getDouble("wait_seconds", c.wait_seconds, 0.0, 86400.0);
-  c.tasks_in_flight = static_cast<int>(r.getInt("tasks_in_flight", c.tasks_in_flight, 1, 1 << 20, "tasks"));
-  c.outbox_bytes = static_cast<std::uint64_t>(r.getInt("outbox_bytes", 0, 0, std::int64_t{1} << 40, "bytes"));
-  c.stall_seconds = r.getDouble("stall_seconds", c.stall_seconds, 0.1, 86400.0);
-  for (const auto& [key, value] : {std::pair{"listen", c.listen}, std::pair{"connect", c.connect}}) {
-    const auto colon = value.rfind(':');
-    if (!value.empty() && (colon == std::string::npos || colon == 0 || colon + 1 == value.size() ||
-                           value.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
-                           std::stoul(value.substr(colon + 1)) > 65535)) {
-      r.fail(key, "given '" + value + "'; allowed: host:port (port 0-65535)");
-    }
-  }
+  detail::crossSiteSchema().read(r, cfg.cross_site);
+  const auto& c = cfg.cross_site;
   if (cfg.isGatewaySite() && c.connect.empty()) {
     r.fail("connect", "missing; a layout with a gateway needs cross_site.connect: <home host>:<port>");
   }
@@ -126,7 +110,6 @@ void parseCrossSite(YamlReader r, Config& cfg) {
   if (cfg.isGatewaySite() && !c.listen.empty()) {
     r.fail("listen", "set in a gateway site's job; allowed: only at the home site (its dataflow rank listens)");
   }
-  r.finish();
 }
 
 std::vector<PolicySection> parsePolicies(YamlReader& top, const std::string& source) {

@@ -1,5 +1,5 @@
-// The sections declared as schemas: run, dataflow, rollout, trainer (with trainer.loss), sft, eval, weights, elastic
-// and local (the others are still read by hand in config.cpp and its siblings, and documented by
+// The sections declared as schemas: run, dataflow, rollout, cross_site, trainer (with trainer.loss), sft, eval,
+// weights, elastic and local (the others are still read by hand in config.cpp and its siblings, and documented by
 // hand).
 #include "core/section_schemas.hpp"
 
@@ -162,6 +162,57 @@ const SectionSchema<RolloutSection>& rolloutSchema() {
           .custom("threads", "integer", "`0`", "threads, 0–1024",
                   "LibTorch/OpenBLAS threads of each rollout rank; `0`: `run.threads_per_rank`'s rule",
                   [](YamlReader& r, R& s) { readThreads(r, s.compute); });
+  return schema;
+}
+
+// "host:port", port 0-65535 (empty: not set).
+bool isAddress(const std::string& value) {
+  const auto colon = value.rfind(':');
+  return value.empty() || (colon != std::string::npos && colon != 0 && colon + 1 != value.size() &&
+                           value.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+                           value.size() - colon - 1 <= 5 && std::stoul(value.substr(colon + 1)) <= 65535);
+}
+
+const SectionSchema<CrossSiteSection>& crossSiteSchema() {
+  using C = CrossSiteSection;
+  static const auto schema =
+      SectionSchema<C>("cross_site")
+          .text("listen", &C::listen, "`host:port`",
+                "home job: the dataflow rank accepts gateways here (port 0: any free port, logged). Empty: no "
+                "remote sites")
+          .text("connect", &C::connect, "`host:port`",
+                "remote job (required with a `gateway` layout entry): the home dataflow rank's address")
+          .text("site", &C::site, "1-64 of `[A-Za-z0-9_-]`",
+                "remote job: this site's name in logs and the home summary")
+          .text("token_env", &C::token_env, "variable name",
+                "environment variable holding the shared secret (preferred over `token`): the key of the link's "
+                "challenge-response and frame tags, never sent (docs/cross-site.md)")
+          .text("token", &C::token, "", "the shared secret itself, when no environment variable is set")
+          .integer("wait_for_sites", &C::wait_for_sites, 0, 1024, "gateways",
+                   "home: wait for this many gateways before the first task (bounded by `wait_seconds`)")
+          .number("wait_seconds", &C::wait_seconds, 0.0, 86400.0, "seconds",
+                  "home: how long to wait for them; gateway: how long to keep trying to reach home")
+          .integer("tasks_in_flight", &C::tasks_in_flight, 1, 1 << 20, "tasks",
+                   "gateway: tasks held between home and the local task ring at most (credit)")
+          .integer("outbox_bytes", &C::outbox_bytes, 0, std::int64_t{1} << 40, "bytes",
+                   "home: a site whose outbox (frames handed to its link, not yet sent) holds more gets no tasks "
+                   "and its weight requests wait until it drains; `0` = two full versions of the largest policy + 1 "
+                   "MiB")
+          .number("stall_seconds", &C::stall_seconds, 0.1, 86400.0, "seconds",
+                  "home: a site is declared lost (its leased tasks re-issued) when its oldest queued frame has "
+                  "waited this long, or when it owes home trajectories (holds tasks) or its end and has said "
+                  "nothing this long while nothing of home's is queued to it; set it above the time one full "
+                  "weight version takes on the slowest link. The dataflow loop never waits on a site")
+          .rule("site_name", "`site` is 1-64 characters of `[A-Za-z0-9_-]`",
+                [](YamlReader& r, const C& c) {
+                  if (!isIdentifier(c.site))
+                    r.fail("site", "given '" + c.site + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
+                })
+          .rule("addresses", "`listen` and `connect` are `host:port` (port 0-65535) when set",
+                [](YamlReader& r, const C& c) {
+                  for (const auto& [key, value] : {std::pair{"listen", c.listen}, std::pair{"connect", c.connect}})
+                    if (!isAddress(value)) r.fail(key, "given '" + value + "'; allowed: host:port (port 0-65535)");
+                });
   return schema;
 }
 
@@ -430,8 +481,9 @@ const SectionSchema<LocalSection>& localSchema() {
 
 std::vector<SectionDoc> configSchemaDocs() {
   using namespace detail;
-  return {runSchema().doc(),  dataflowSchema().doc(), rolloutSchema().doc(), trainerSchema().doc(), sftSchema().doc(),
-          evalSchema().doc(), weightsSchema().doc(),  elasticSchema().doc(), localSchema().doc()};
+  return {runSchema().doc(),     dataflowSchema().doc(), rolloutSchema().doc(), trainerSchema().doc(),
+          sftSchema().doc(),     evalSchema().doc(),     weightsSchema().doc(), crossSiteSchema().doc(),
+          elasticSchema().doc(), localSchema().doc()};
 }
 
 }  // namespace astraflow

@@ -12,6 +12,7 @@ const SectionSchema<TrainerSection>& trainerSchema();
 const SectionSchema<SftSection>& sftSchema();
 const SectionSchema<EvalSection>& evalSchema();
 const SectionSchema<WeightsSection>& weightsSchema();
+const SectionSchema<CrossSiteSection>& crossSiteSchema();
 const SectionSchema<ElasticSection>& elasticSchema();
 const SectionSchema<LocalSection>& localSchema();
 
