@@ -71,29 +71,7 @@ void parseModel(YamlReader r, ModelConfig& m) {
     parseHfModel(r, m);
     return;
   }
-  m.d_model = static_cast<int>(r.getInt("d_model", m.d_model, 8, 65536, "units"));
-  m.layers = static_cast<int>(r.getInt("layers", m.layers, 1, 512, "blocks"));
-  m.heads = static_cast<int>(r.getInt("heads", m.heads, 1, 1024, "heads"));
-  m.kv_heads = static_cast<int>(r.getInt("kv_heads", m.kv_heads, 1, 1024, "heads"));
-  m.head_dim = static_cast<int>(r.getInt("head_dim", m.head_dim, 0, 4096, "units"));
-  m.ffn_hidden = static_cast<int>(r.getInt("ffn_hidden", m.ffn_hidden, 1, 1 << 20, "units"));
-  m.max_seq_len = static_cast<int>(r.getInt("max_seq_len", m.max_seq_len, 8, 1 << 20, "tokens"));
-  m.tied_embeddings = r.getBool("tied_embeddings", m.tied_embeddings);
-  m.rope_theta = r.getDouble("rope_theta", m.rope_theta, 1.0, 1e9);
-  m.rms_eps = r.getDouble("rms_eps", m.rms_eps, 1e-12, 1e-2);
-  m.attention = r.getEnum("attention", AttentionKind::Sdpa, kAttentionKindNames);
-  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0) {
-    r.fail("kv_heads", fmt::format("given {}; allowed: a divisor of heads ({})", m.kv_heads, m.heads));
-  }
-  if (m.head_dim == 0 && m.d_model % m.heads != 0) {
-    r.fail("heads",
-           fmt::format("given {}; allowed: a divisor of d_model ({}) unless head_dim is set", m.heads, m.d_model));
-  }
-  if (m.headDim() % 2 != 0) {
-    r.fail("head_dim",
-           fmt::format("head size {} is odd; allowed: an even size (rotary embeddings pair dimensions)", m.headDim()));
-  }
-  r.finish();
+  detail::modelSchema().read(r, m);
 }
 
 // cross_site's keys (section_schemas.cpp), then what depends on the layout: a gateway site's

@@ -1,12 +1,14 @@
 #pragma once
 // The config sections declared as schemas (config_schema.hpp): each key once, read by
-// parseConfig and written into docs/configuration.md by `astraflow config-doc`.
+// parseConfig and written into docs/configuration.md by `astraflow config-doc`. Defined in
+// section_schemas.cpp and role_schemas.cpp (rollout, trainer, the policies' model).
 #include "astraflow/core/config.hpp"
 #include "core/config_schema.hpp"
 
 namespace astraflow::detail {
 
 const SectionSchema<RunSection>& runSchema();
+const SectionSchema<ModelConfig>& modelSchema();
 const SectionSchema<RolloutSection>& rolloutSchema();
 const SectionSchema<TrainerSection>& trainerSchema();
 const SectionSchema<SftSection>& sftSchema();

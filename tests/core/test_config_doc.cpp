@@ -17,17 +17,27 @@ using namespace astraflow;
 
 namespace {
 
+const std::string kDocPolicies = "policies:\n  - name: solver\n";
 const std::string kDocLayout =
-    "policies:\n  - name: solver\nlayout:\n  - {role: dataflow, ranks: 1}\n  - {role: trainer, policy: solver}\n"
+    "layout:\n  - {role: dataflow, ranks: 1}\n  - {role: trainer, policy: solver}\n"
     "  - {role: rollout, policies: [solver]}\n";
+
+// A whole config around one section's YAML (which may be the policies themselves).
+std::string docConfig(const std::string& section) {
+  return (section.rfind("policies:", 0) == 0 ? "" : kDocPolicies) + kDocLayout + section;
+}
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// "trainer.loss.kind" -> "trainer:\n  loss:\n    kind: VALUE\n"
+// "trainer.loss.kind" -> "trainer:\n  loss:\n    kind: VALUE\n"; a key of the policies' model
+// goes into the one policy's model.
 std::string sectionYaml(const std::string& key, const std::string& value) {
+  const std::string model = "policies[i].model.";
+  if (key.rfind(model, 0) == 0)
+    return "policies:\n  - name: solver\n    model:\n      " + key.substr(model.size()) + ": " + value + "\n";
   std::string yaml, indent;
   std::size_t at = 0;
   for (auto dot = key.find('.'); dot != std::string::npos; at = dot + 1, dot = key.find('.', at)) {
@@ -53,9 +63,11 @@ bool namesOnly(const std::string& allowed) {
   return true;
 }
 
-bool refused(const std::string& yaml, const std::string& key) {
+// The config is refused with an error naming `key` (a list's `[i]` as the one element, `[0]`).
+bool refused(const std::string& yaml, std::string key) {
+  if (const auto at = key.find("[i]"); at != std::string::npos) key.replace(at, 3, "[0]");
   try {
-    parseConfig(kDocLayout + yaml, "doc.yaml");
+    parseConfig(docConfig(yaml), "doc.yaml");
   } catch (const Error& e) {
     return std::string(e.what()).find(key) != std::string::npos;
   }
@@ -96,7 +108,7 @@ TEST(ConfigDoc, EveryDocumentedKeyIsReadWithItsDefaultAndBounds) {
           d.size() > 2 && d.front() == '`' && d.back() == '`' && d[1] != '<' && d.find('`', 1) == d.size() - 1;
       const std::string value = literal ? d.substr(1, d.size() - 2) : "";
       if (!value.empty()) {
-        EXPECT_NO_THROW(parseConfig(kDocLayout + sectionYaml(k.key, value), "doc.yaml")) << k.key;
+        EXPECT_NO_THROW(parseConfig(docConfig(sectionYaml(k.key, value)), "doc.yaml")) << k.key;
       }
       // A value of the wrong kind is refused, naming the key: the parser reads this key.
       if (k.type == "integer" || k.type == "number" || k.type == "bool") {
@@ -122,7 +134,7 @@ TEST(ConfigDoc, ChoicesListTheNamesTheParserTakes) {
       for (std::size_t at = 0; at <= names.size();) {
         const auto bar = names.find("\\|", at);
         const std::string name = names.substr(at, bar == std::string::npos ? std::string::npos : bar - at);
-        EXPECT_NO_THROW(parseConfig(kDocLayout + sectionYaml(k.key, name), "doc.yaml")) << k.key << ": " << name;
+        EXPECT_NO_THROW(parseConfig(docConfig(sectionYaml(k.key, name)), "doc.yaml")) << k.key << ": " << name;
         if (bar == std::string::npos) break;
         at = bar + 2;
       }
