@@ -24,79 +24,91 @@ void readThreads(YamlReader& r, ComputeOptions& c) {
   c.threads = static_cast<int>(r.getInt("threads", c.threads, 0, 1024, "threads"));
 }
 
+// device, precision and threads: what a model-holding role computes on (its ComputeOptions).
+template <class S>
+SectionSchema<S>& computeKeys(SectionSchema<S>& s, ComputeOptions S::*compute, const char* device,
+                              const char* precision, const char* threads) {
+  s.custom("device", "string", "`cpu`", "`cpu\\|cuda\\|cuda:N`", device,
+           [compute](YamlReader& r, S& x) { readDevice(r, x.*compute); })
+      .custom("precision", "string", "`auto`", "`auto\\|fp32\\|bf16`", precision,
+              [compute](YamlReader& r, S& x) { readPrecision(r, x.*compute); })
+      .custom("threads", "integer", "`0`", "threads, 0–1024", threads,
+              [compute](YamlReader& r, S& x) { readThreads(r, x.*compute); });
+  return s;
+}
+
 const SectionSchema<RolloutSection>& rolloutSchema() {
   using R = RolloutSection;
-  static const auto schema =
-      SectionSchema<R>("rollout")
-          .integer("group_size", &R::group_size, 1, 4096, "samples", "GRPO group")
-          .number("temperature", &R::temperature, 1e-3, 100.0, "",
-                  "sampling temperature; behaviour log-probs are under the temperature-scaled distribution, and "
-                  "the trainer scores with the same temperature")
-          .number("top_p", &R::top_p, 1e-3, 1.0, "", "nucleus sampling")
-          .integer("max_new_tokens", &R::max_new_tokens, 1, 1 << 20, "tokens", "the cap on tokens per agent turn")
-          .number("max_new_tokens_growth", &R::max_new_tokens_growth, 0.0, 1e6, "tokens per version",
-                  "the training cap grows by this many tokens per weight version (within `max_seq_len`): a "
-                  "workload whose generations lengthen over the run, as long-reasoning RL runs do "
-                  "(`profiling/bench_autoscale.sh`); evaluation keeps the base cap")
-          .number("min_new_tokens_growth", &R::min_new_tokens_growth, 0.0, 1e6, "tokens per version",
-                  "training episodes cannot stop before this many tokens per weight version (stop tokens are "
-                  "masked until then; the behaviour log-probs are those of the masked distribution): with "
-                  "`max_new_tokens_growth`, generations that really lengthen, for benchmarks")
-          .integer("batch_tasks", &R::batch_tasks, 1, 1 << 20, "tasks",
-                   "most tasks a RaaS rank holds at once: on the engine backend with a single-agent environment, "
-                   "episodes running one by one (a new one starts as soon as one ends); otherwise a batch for one "
-                   "generate call (docs/rollout-backends.md)")
-          .integer("max_running", &R::max_running, 1, 1 << 16, "sequences",
-                   "the continuous engine: sequences stepped together; one that ends leaves at once and a waiting "
-                   "one is admitted (docs/rollout-backends.md, \"The continuous engine\")")
-          .integer("kv_cache_bytes", &R::kv_cache_bytes, 0, std::int64_t{1} << 50, "bytes",
-                   "the engine's KV block pool; 0: enough for `max_running` full contexts, at most a quarter of the "
-                   "host's memory (never less than one full context). Too small is a config error naming the least "
-                   "size",
-                   "0 or at least one full context")
-          .integer("kv_block_size", &R::kv_block_size, 1, 4096, "token positions",
-                   "positions per KV block: the unit of allocation and of prompt sharing")
-          .integer("max_prefill_tokens", &R::max_prefill_tokens, 1, std::int64_t{1} << 30, "tokens",
-                   "padded positions (rows × longest) one prefill forward takes; a longer single context is "
-                   "prefilled alone")
-          .boolean("prepacked_weights", &R::prepacked_weights,
-                   "a CPU engine in fp32: its linear layers compute from their weights packed once in MKL's GEMM "
-                   "layout (q, k, v as one product; gate and up as one; the head), repacked when a version arrives, "
-                   "instead of MKL repacking every weight at every step: 1.3–1.4× the decode tokens/s of a "
-                   "Qwen3-0.6B-shaped model at batch 4–16, 1.0–1.3× at 64, for a packed copy of 1.6× the weights' "
-                   "bytes (counted in the memory plan). Products under 1 M weight elements are never packed. No "
-                   "effect on bf16 or CUDA engines, or where LibTorch has no MKL (docs/performance.md, \"Prepacked "
-                   "weights\")")
-          .integer("environment_threads", &R::environment_threads, -1, 256, "threads (-1: auto, 0: the rank's thread)",
-                   "threads that run the environment's work (resets, answers to turns: server round trips, tool "
-                   "calls, reward programs) while the engine steps the other episodes, on the per-episode path; "
-                   "`-1`: 8 where the environment waits on other processes or servers (`openenv`, "
-                   "`code_interpreter`, MCP tools, `command`/`http`/`code` rewards), else 0 (the rank's thread) "
-                   "(docs/rollout-backends.md)")
-          // Its default follows run.mode: parseConfig sets it before this section is read.
-          .custom("on_new_version", "string", "`continue` (async), `finish` (sync)", "`finish\\|continue\\|abort`",
-                  "the engine backend: what running sequences do when the rank pulls a new version. `continue`: "
-                  "they go on under the new weights from the next step, their K/V recomputed, each token recording "
-                  "its version; `abort`: the same on the engine; `finish`: the pull waits until they end "
-                  "(docs/rollout-backends.md, \"Generation across versions\"). The http backend's is `update_mode`",
-                  [](YamlReader& r, R& s) {
-                    s.on_new_version = r.getEnum("on_new_version", s.on_new_version, kOnNewVersionNames);
-                  })
-          .custom("device", "string", "`cpu`", "`cpu\\|cuda\\|cuda:N`",
-                  "where each rollout rank's engine (weights, KV cache, sampling) runs; plain `cuda`: the GPU of "
-                  "the rank's node-local slot modulo the visible GPUs (docs/gpu.md). Refused by `astraflow "
-                  "validate` and at start on a machine without a GPU",
-                  [](YamlReader& r, R& s) { readDevice(r, s.compute); })
-          .custom("precision", "string", "`auto`", "`auto\\|fp32\\|bf16`",
-                  "the engine's weight and KV-cache dtype; `auto`: bf16 on CUDA; on the CPU bf16 for a model of "
-                  "100 M parameters or more when the CPU has bf16 instructions (AVX-512 BF16 or AMX: 2.6–2.8× "
-                  "fp32's tokens/s at the Qwen3-0.6B shape, docs/performance.md), else fp32 (small models run "
-                  "faster in fp32). A bf16 CPU engine computes from its node's shared copy of the weights in place "
-                  "(docs/weights.md). The weights it receives are bf16 either way",
-                  [](YamlReader& r, R& s) { readPrecision(r, s.compute); })
-          .custom("threads", "integer", "`0`", "threads, 0–1024",
-                  "LibTorch/OpenBLAS threads of each rollout rank; `0`: `run.threads_per_rank`'s rule",
-                  [](YamlReader& r, R& s) { readThreads(r, s.compute); });
+  static const auto schema = [] {
+    SectionSchema<R> s =
+        SectionSchema<R>("rollout")
+            .integer("group_size", &R::group_size, 1, 4096, "samples", "GRPO group")
+            .number("temperature", &R::temperature, 1e-3, 100.0, "",
+                    "sampling temperature; behaviour log-probs are under the temperature-scaled distribution, and "
+                    "the trainer scores with the same temperature")
+            .number("top_p", &R::top_p, 1e-3, 1.0, "", "nucleus sampling")
+            .integer("max_new_tokens", &R::max_new_tokens, 1, 1 << 20, "tokens", "the cap on tokens per agent turn")
+            .number("max_new_tokens_growth", &R::max_new_tokens_growth, 0.0, 1e6, "tokens per version",
+                    "the training cap grows by this many tokens per weight version (within `max_seq_len`): a "
+                    "workload whose generations lengthen over the run, as long-reasoning RL runs do "
+                    "(`profiling/bench_autoscale.sh`); evaluation keeps the base cap")
+            .number("min_new_tokens_growth", &R::min_new_tokens_growth, 0.0, 1e6, "tokens per version",
+                    "training episodes cannot stop before this many tokens per weight version (stop tokens are "
+                    "masked until then; the behaviour log-probs are those of the masked distribution): with "
+                    "`max_new_tokens_growth`, generations that really lengthen, for benchmarks")
+            .integer("batch_tasks", &R::batch_tasks, 1, 1 << 20, "tasks",
+                     "most tasks a RaaS rank holds at once: on the engine backend with a single-agent environment, "
+                     "episodes running one by one (a new one starts as soon as one ends); otherwise a batch for one "
+                     "generate call (docs/rollout-backends.md)")
+            .integer("max_running", &R::max_running, 1, 1 << 16, "sequences",
+                     "the continuous engine: sequences stepped together; one that ends leaves at once and a waiting "
+                     "one is admitted (docs/rollout-backends.md, \"The continuous engine\")")
+            .integer("kv_cache_bytes", &R::kv_cache_bytes, 0, std::int64_t{1} << 50, "bytes",
+                     "the engine's KV block pool; 0: enough for `max_running` full contexts, at most a quarter of the "
+                     "host's memory (never less than one full context). Too small is a config error naming the least "
+                     "size",
+                     "0 or at least one full context")
+            .integer("kv_block_size", &R::kv_block_size, 1, 4096, "token positions",
+                     "positions per KV block: the unit of allocation and of prompt sharing")
+            .integer("max_prefill_tokens", &R::max_prefill_tokens, 1, std::int64_t{1} << 30, "tokens",
+                     "padded positions (rows × longest) one prefill forward takes; a longer single context is "
+                     "prefilled alone")
+            .boolean("prepacked_weights", &R::prepacked_weights,
+                     "a CPU engine in fp32: its linear layers compute from their weights packed once in MKL's GEMM "
+                     "layout (q, k, v as one product; gate and up as one; the head), repacked when a version arrives, "
+                     "instead of MKL repacking every weight at every step: 1.3–1.4× the decode tokens/s of a "
+                     "Qwen3-0.6B-shaped model at batch 4–16, 1.0–1.3× at 64, for a packed copy of 1.6× the weights' "
+                     "bytes (counted in the memory plan). Products under 1 M weight elements are never packed. No "
+                     "effect on bf16 or CUDA engines, or where LibTorch has no MKL (docs/performance.md, \"Prepacked "
+                     "weights\")")
+            .integer("environment_threads", &R::environment_threads, -1, 256,
+                     "threads (-1: auto, 0: the rank's thread)",
+                     "threads that run the environment's work (resets, answers to turns: server round trips, tool "
+                     "calls, reward programs) while the engine steps the other episodes, on the per-episode path; "
+                     "`-1`: 8 where the environment waits on other processes or servers (`openenv`, "
+                     "`code_interpreter`, MCP tools, `command`/`http`/`code` rewards), else 0 (the rank's thread) "
+                     "(docs/rollout-backends.md)")
+            // Its default follows run.mode: parseConfig sets it before this section is read.
+            .custom("on_new_version", "string", "`continue` (async), `finish` (sync)", "`finish\\|continue\\|abort`",
+                    "the engine backend: what running sequences do when the rank pulls a new version. `continue`: "
+                    "they go on under the new weights from the next step, their K/V recomputed, each token recording "
+                    "its version; `abort`: the same on the engine; `finish`: the pull waits until they end "
+                    "(docs/rollout-backends.md, \"Generation across versions\"). The http backend's is `update_mode`",
+                    [](YamlReader& r, R& rollout) {
+                      rollout.on_new_version = r.getEnum("on_new_version", rollout.on_new_version, kOnNewVersionNames);
+                    });
+    return computeKeys(
+        s, &R::compute,
+        "where each rollout rank's engine (weights, KV cache, sampling) runs; plain `cuda`: the GPU of "
+        "the rank's node-local slot modulo the visible GPUs (docs/gpu.md). Refused by `astraflow "
+        "validate` and at start on a machine without a GPU",
+        "the engine's weight and KV-cache dtype; `auto`: bf16 on CUDA; on the CPU bf16 for a model of "
+        "100 M parameters or more when the CPU has bf16 instructions (AVX-512 BF16 or AMX: 2.6–2.8× "
+        "fp32's tokens/s at the Qwen3-0.6B shape, docs/performance.md), else fp32 (small models run "
+        "faster in fp32). A bf16 CPU engine computes from its node's shared copy of the weights in place "
+        "(docs/weights.md). The weights it receives are bf16 either way",
+        "LibTorch/OpenBLAS threads of each rollout rank; `0`: `run.threads_per_rank`'s rule");
+  }();
   return schema;
 }
 
@@ -220,31 +232,26 @@ void batchKeys(SectionSchema<T>& s) {
 }
 
 // Where and how it computes, a simulated trainer, and how a data-parallel group shares the work.
-void computeKeys(SectionSchema<T>& s) {
-  s.custom("device", "string", "`cpu`", "`cpu\\|cuda\\|cuda:N`",
-           "where each trainer rank's model, optimiser and loss live (as `rollout.device`); `train-local` "
-           "and `sft` run their one model here too",
-           [](YamlReader& r, T& t) { readDevice(r, t.compute); })
-      .custom("precision", "string", "`auto`", "`auto\\|fp32\\|bf16`",
+void trainerComputeKeys(SectionSchema<T>& s) {
+  computeKeys(s, &T::compute,
+              "where each trainer rank's model, optimiser and loss live (as `rollout.device`); `train-local` "
+              "and `sft` run their one model here too",
               "compute dtype: `bf16` runs forward and backward under autocast to bf16; master weights and "
               "AdamW state stay fp32. `auto`: bf16 on CUDA, fp32 on the CPU",
-              [](YamlReader& r, T& t) { readPrecision(r, t.compute); })
-      .custom("threads", "integer", "`0`", "threads, 0–1024",
               "LibTorch/OpenBLAS threads of each trainer rank; `0`: `run.threads_per_rank`'s rule. A trainer "
               "that works while its node's rollout ranks mostly wait (the text demo) gains from more than an "
-              "even share of the cores",
-              [](YamlReader& r, T& t) { readThreads(r, t.compute); })
-      .custom("simulate", "mapping", "absent", "`{fixed_seconds, seconds_per_token, weight_bytes, changed_fraction}`",
-              "docs/simulation.md: the trainer consumes real batches but sleeps `fixed_seconds + "
-              "seconds_per_token × forward tokens` instead of a backward pass (the tokens its share's forward "
-              "passes would hold, micro-batched and padded as `micro_batch_tokens`, `packing` and "
-              "`shared_prefix` say, every mini-batch and PPO epoch), and publishes synthetic weight versions "
-              "of `weight_bytes` (0: the model's packed size; even), `changed_fraction` (default 0.05) of "
-              "their bf16 words changed per version. Every rollout pool must then have `backend: {kind: "
-              "simulated}`",
-              [](YamlReader& r, T& t) {
-                if (r.has("simulate")) parseTrainerSimulation(r.child("simulate"), t.simulate);
-              })
+              "even share of the cores");
+  s.custom("simulate", "mapping", "absent", "`{fixed_seconds, seconds_per_token, weight_bytes, changed_fraction}`",
+           "docs/simulation.md: the trainer consumes real batches but sleeps `fixed_seconds + "
+           "seconds_per_token × forward tokens` instead of a backward pass (the tokens its share's forward "
+           "passes would hold, micro-batched and padded as `micro_batch_tokens`, `packing` and "
+           "`shared_prefix` say, every mini-batch and PPO epoch), and publishes synthetic weight versions "
+           "of `weight_bytes` (0: the model's packed size; even), `changed_fraction` (default 0.05) of "
+           "their bf16 words changed per version. Every rollout pool must then have `backend: {kind: "
+           "simulated}`",
+           [](YamlReader& r, T& t) {
+             if (r.has("simulate")) parseTrainerSimulation(r.child("simulate"), t.simulate);
+           })
       .choice("grad_sync", &T::grad_sync, kGradSyncNames,
               "how a data-parallel group averages gradients: `auto` is NCCL on CUDA and MPI on the CPU (faster "
               "than Gloo within a node: docs/performance.md); `c10d` a c10d process group (Gloo on the CPU, "
@@ -272,7 +279,7 @@ const SectionSchema<TrainerSection>& trainerSchema() {
     SectionSchema<T> s("trainer");
     optimiserKeys(s);
     batchKeys(s);
-    computeKeys(s);
+    trainerComputeKeys(s);
     s.nested("loss", &T::loss, lossSchema())
         .rule("sharded_kl_reference",
               "`sharding: parameters` needs `loss.kl_coef` 0 (the frozen KL reference is not sharded)",
