@@ -42,6 +42,7 @@ bool firstRankByEnvironment() {
 // generated regions rewritten, on stdout, or in place with --write.
 int configDocCommand(const std::string& path, bool write) {
   try {
+    if (path.empty() && write) throw astraflow::Error("config-doc: --write needs the file to rewrite");
     if (path.empty()) {
       for (const auto& section : astraflow::configSchemaDocs())
         std::printf("## `%s`\n\n%s\n", section.name.c_str(), astraflow::markdownSection(section).c_str());

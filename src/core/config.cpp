@@ -49,8 +49,10 @@ namespace {
 // run-time choices (context limit, attention kernel) may be set.
 void parseHfModel(YamlReader& r, ModelConfig& m) {
   const std::string folder = r.requireString("hf");
-  for (const char* key : {"d_model", "layers", "heads", "kv_heads", "head_dim", "ffn_hidden", "tied_embeddings",
-                          "rope_theta", "rms_eps"}) {
+  // The sizes come from config.json: every key of a model given by its sizes but these two.
+  for (const auto& doc : detail::modelSchema().doc().keys) {
+    const std::string key = doc.key.substr(doc.key.rfind('.') + 1);
+    if (key == "max_seq_len" || key == "attention") continue;
     if (r.has(key))
       r.fail(key, fmt::format("is set by {}/config.json; remove it (allowed beside hf: max_seq_len, "
                               "attention)",

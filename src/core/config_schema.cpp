@@ -57,16 +57,26 @@ std::string markdownSection(const SectionDoc& section) {
 std::string regenerateConfigDoc(const std::string& doc) {
   constexpr std::string_view kOpen = "<!-- schema: ", kClose = "<!-- /schema -->";
   std::map<std::string, SectionDoc> sections;
-  for (auto& s : configSchemaDocs()) sections.emplace(s.name, std::move(s));
+  for (auto& s : configSchemaDocs()) {
+    const std::string name = s.name;
+    if (!sections.emplace(name, std::move(s)).second)
+      throw Error("config doc: section '" + name + "' is declared twice");
+  }
   std::set<std::string> written;
   std::istringstream in(doc);
   std::ostringstream out;
-  std::string line;
+  std::string raw;
   bool skipping = false;
   int number = 0;
-  while (std::getline(in, line)) {
+  while (std::getline(in, raw)) {
     ++number;
+    // Markers are compared without trailing blanks (a CRLF file, a space after the marker);
+    // every other line is kept as it is.
+    std::string line = raw;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
     if (skipping) {
+      if (line.rfind(kOpen, 0) == 0)
+        throw Error(fmt::format("config doc, line {}: a generated region opened inside another", number));
       if (line != kClose) continue;
       skipping = false;
     } else if (line.rfind(kOpen, 0) == 0 && line.size() > kOpen.size() + 4 && line.ends_with(" -->")) {
@@ -75,12 +85,16 @@ std::string regenerateConfigDoc(const std::string& doc) {
       if (it == sections.end())
         throw Error(
             fmt::format("config doc, line {}: a generated region for '{}', which no schema declares", number, name));
+      if (!written.insert(name).second)
+        throw Error(fmt::format("config doc, line {}: a second generated region for '{}'", number, name));
       out << line << "\n" << markdownSection(it->second);
-      written.insert(name);
       skipping = true;
       continue;
+    } else {
+      out << raw << "\n";
+      continue;
     }
-    out << line << "\n";
+    out << line << "\n";  // the closing marker
   }
   if (skipping) throw Error("config doc: a generated region has no closing " + std::string(kClose));
   for (const auto& [name, section] : sections) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,13 @@ std::string rangeText(double min, double max);
 std::string numberText(double v);
 // "unit, range, note" without the empty parts.
 std::string allowedText(const char* unit, const std::string& range, const char* note);
+// An enum's names as the docs list them: `a\|b\|c`.
+template <class E, std::size_t N>
+std::string namesText(const std::array<EnumName<E>, N>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : "\\|") + std::string(n.name);
+  return "`" + out + "`";
+}
 
 template <class S>
 class SectionSchema {
@@ -41,9 +49,11 @@ class SectionSchema {
   template <class I>
   SectionSchema& integer(const char* key, I S::*member, std::int64_t min, std::int64_t max, const char* unit,
                          const char* meaning, const char* note = "") {
+    if (!std::in_range<I>(min) || !std::in_range<I>(max))
+      throw std::logic_error("config schema: " + name_ + "." + key + "'s bounds do not fit its type");
     add(
         key, "integer", [member](const S& d) { return "`" + std::to_string(d.*member) + "`"; },
-        allowedText(unit, rangeText(min, max), note), meaning,
+        allowedText(unit, rangeText(min, max), note), meaning, std::to_string(min), std::to_string(max),
         [=](YamlReader& r, S& s) {
           s.*member = static_cast<I>(r.getInt(key, static_cast<std::int64_t>(s.*member), min, max, unit));
         });
@@ -53,7 +63,7 @@ class SectionSchema {
                         const char* meaning, const char* note = "") {
     add(
         key, "number", [member](const S& d) { return "`" + numberText(d.*member) + "`"; },
-        allowedText(unit, rangeText(min, max), note), meaning,
+        allowedText(unit, rangeText(min, max), note), meaning, numberText(min), numberText(max),
         [=](YamlReader& r, S& s) { s.*member = r.getDouble(key, s.*member, min, max); });
     return *this;
   }
@@ -95,27 +105,30 @@ class SectionSchema {
     add(key, type, fixed(std::move(shown_default)), std::move(allowed), meaning, std::move(read));
     return *this;
   }
+  // The same, its default shown from the section's default values (a member of a member).
+  SectionSchema& custom(const char* key, const char* type, Shown shown, std::string allowed, const char* meaning,
+                        std::function<void(YamlReader&, S&)> read) {
+    add(key, type, std::move(shown), std::move(allowed), meaning, std::move(read));
+    return *this;
+  }
   // A nested mapping declared by its own schema; its keys (named under this one's, "trainer.loss.kind",
   // with defaults from this section's member) and checks are listed in this section's table.
   template <class Sub>
   SectionSchema& nested(const char* key, Sub S::*member, const SectionSchema<Sub>& sub) {
-    docs_.push_back([key, member, &sub](const std::string& prefix, const S& defaults, SectionDoc& out) {
+    docs_.push_back([key, member, sub](const std::string& prefix, const S& defaults, SectionDoc& out) {
       const SectionDoc d = sub.doc(prefix + "." + key, defaults.*member);
       out.keys.insert(out.keys.end(), d.keys.begin(), d.keys.end());
       for (const auto& rule : d.rules) out.rules.push_back({std::string(key) + "." + rule.name, rule.text});
     });
-    readers_.push_back([key, member, &sub](YamlReader& r, S& s) { sub.read(r.child(key), s.*member); });
+    readers_.push_back([key, member, sub](YamlReader& r, S& s) { sub.read(r.child(key), s.*member); });
     return *this;
   }
   // A choice: one of the enum's names (core/enum_names.hpp).
   template <class E, std::size_t N>
   SectionSchema& choice(const char* key, E S::*member, const std::array<EnumName<E>, N>& names, const char* meaning) {
-    std::string allowed;
-    for (const auto& n : names) allowed += (allowed.empty() ? "" : "\\|") + std::string(n.name);
     add(
-        key, "string", [member, &names](const S& d) { return "`" + std::string(enumName(names, d.*member)) + "`"; },
-        "`" + allowed + "`", meaning,
-        [=, &names](YamlReader& r, S& s) { s.*member = r.getEnum(key, s.*member, names); });
+        key, "string", [member, names](const S& d) { return "`" + std::string(enumName(names, d.*member)) + "`"; },
+        namesText(names), meaning, [=](YamlReader& r, S& s) { s.*member = r.getEnum(key, s.*member, names); });
     return *this;
   }
   // A check over several keys, after they are all read: `check` calls YamlReader::fail with the
@@ -148,8 +161,12 @@ class SectionSchema {
   }
   void add(const char* key, const char* type, Shown shown, std::string allowed, const char* meaning,
            std::function<void(YamlReader&, S&)> read) {
+    add(key, type, std::move(shown), std::move(allowed), meaning, "", "", std::move(read));
+  }
+  void add(const char* key, const char* type, Shown shown, std::string allowed, const char* meaning, std::string min,
+           std::string max, std::function<void(YamlReader&, S&)> read) {
     docs_.push_back([=](const std::string& prefix, const S& defaults, SectionDoc& out) {
-      out.keys.push_back({prefix + "." + key, type, shown(defaults), allowed, meaning});
+      out.keys.push_back({prefix + "." + key, type, shown(defaults), allowed, meaning, min, max});
     });
     readers_.push_back(std::move(read));
   }

@@ -10,6 +10,8 @@
 
 namespace astraflow::detail {
 
+namespace {
+
 void readDevice(YamlReader& r, ComputeOptions& c) {
   const std::string device = r.getString("device", c.device.text());
   if (!parseDeviceRequest(device, c.device))
@@ -17,25 +19,36 @@ void readDevice(YamlReader& r, ComputeOptions& c) {
 }
 
 void readPrecision(YamlReader& r, ComputeOptions& c) {
-  c.precision = r.getEnum("precision", Precision::Auto, kPrecisionNames);
+  c.precision = r.getEnum("precision", c.precision, kPrecisionNames);
 }
 
+constexpr int kMaxThreads = 1024;
+
 void readThreads(YamlReader& r, ComputeOptions& c) {
-  c.threads = static_cast<int>(r.getInt("threads", c.threads, 0, 1024, "threads"));
+  c.threads = static_cast<int>(r.getInt("threads", c.threads, 0, kMaxThreads, "threads"));
 }
 
 // device, precision and threads: what a model-holding role computes on (its ComputeOptions).
 template <class S>
 SectionSchema<S>& computeKeys(SectionSchema<S>& s, ComputeOptions S::*compute, const char* device,
                               const char* precision, const char* threads) {
-  s.custom("device", "string", "`cpu`", "`cpu\\|cuda\\|cuda:N`", device,
+  using Shown = typename SectionSchema<S>::Shown;
+  const Shown device_default = [compute](const S& d) { return "`" + (d.*compute).device.text() + "`"; };
+  const Shown precision_default = [compute](const S& d) {
+    return "`" + std::string(enumName(kPrecisionNames, (d.*compute).precision)) + "`";
+  };
+  const Shown threads_default = [compute](const S& d) { return "`" + std::to_string((d.*compute).threads) + "`"; };
+  s.custom("device", "string", device_default, "`cpu\\|cuda\\|cuda:N`", device,
            [compute](YamlReader& r, S& x) { readDevice(r, x.*compute); })
-      .custom("precision", "string", "`auto`", "`auto\\|fp32\\|bf16`", precision,
+      .custom("precision", "string", precision_default, namesText(kPrecisionNames), precision,
               [compute](YamlReader& r, S& x) { readPrecision(r, x.*compute); })
-      .custom("threads", "integer", "`0`", "threads, 0–1024", threads,
+      .custom("threads", "integer", threads_default,
+              allowedText("threads", rangeText(std::int64_t{0}, std::int64_t{kMaxThreads}), ""), threads,
               [compute](YamlReader& r, S& x) { readThreads(r, x.*compute); });
   return s;
 }
+
+}  // namespace
 
 const SectionSchema<RolloutSection>& rolloutSchema() {
   using R = RolloutSection;
@@ -89,7 +102,7 @@ const SectionSchema<RolloutSection>& rolloutSchema() {
                      "`code_interpreter`, MCP tools, `command`/`http`/`code` rewards), else 0 (the rank's thread) "
                      "(docs/rollout-backends.md)")
             // Its default follows run.mode: parseConfig sets it before this section is read.
-            .custom("on_new_version", "string", "`continue` (async), `finish` (sync)", "`finish\\|continue\\|abort`",
+            .custom("on_new_version", "string", "`continue` (async), `finish` (sync)", namesText(kOnNewVersionNames),
                     "the engine backend: what running sequences do when the rank pulls a new version. `continue`: "
                     "they go on under the new weights from the next step, their K/V recomputed, each token recording "
                     "its version; `abort`: the same on the engine; `finish`: the pull waits until they end "
@@ -184,10 +197,9 @@ void optimiserKeys(SectionSchema<T>& s) {
               "the rate by optimiser step: a linear warm-up over `warmup_steps`, then constant, or "
               "linear/cosine decay to `lr_floor × lr` at `decay_steps` (docs/training.md). The step is AdamW's "
               "own count, kept in checkpoints: a resumed run continues the schedule")
-      .integer("warmup_steps", &T::warmup_steps, 0, 1 << 30, "optimiser steps",
-               "linear warm-up from `lr / warmup_steps` to `lr`")
+      .integer("warmup_steps", &T::warmup_steps, 0, 1 << 30, "steps", "linear warm-up from `lr / warmup_steps` to `lr`")
       .number("lr_floor", &T::lr_floor, 0.0, 1.0, "fraction of `lr`", "where the decay ends")
-      .integer("decay_steps", &T::decay_steps, 0, 1 << 30, "optimiser steps",
+      .integer("decay_steps", &T::decay_steps, 0, 1 << 30, "steps",
                "the schedule's length; 0: `run.versions × ppo_epochs × mini_batches` (`train-local`: "
                "`local.steps × ppo_epochs × mini_batches`)")
       .number("beta1", &T::beta1, 0.0, 0.999999, "", "AdamW's first-moment decay")
@@ -202,7 +214,7 @@ void batchKeys(SectionSchema<T>& s) {
             "prompts per RL step (× `group_size` samples)")
       .integer("ppo_epochs", &T::ppo_epochs, 1, 64, "passes",
                "passes over each RL batch (the clip bounds the later steps)")
-      .integer("mini_batches", &T::mini_batches, 1, 1024, "optimiser steps per pass",
+      .integer("mini_batches", &T::mini_batches, 1, 1024, "optimiser steps",
                "PPO mini-batches: each pass visits the batch in a fresh shuffled order cut into this many "
                "slices, one optimiser step each; behaviour and proximal log-probs and advantages are the "
                "batch's (docs/training.md)")

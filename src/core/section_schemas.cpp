@@ -18,6 +18,14 @@ namespace detail {
 
 namespace {
 constexpr std::int64_t kMaxInt = std::numeric_limits<std::int32_t>::max();
+
+// "host:port", port 0-65535 (empty: not set).
+bool isAddress(const std::string& value) {
+  const auto colon = value.rfind(':');
+  return value.empty() || (colon != std::string::npos && colon != 0 && colon + 1 != value.size() &&
+                           value.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+                           value.size() - colon - 1 <= 5 && std::stoul(value.substr(colon + 1)) <= 65535);
+}
 }  // namespace
 
 const SectionSchema<RunSection>& runSchema() {
@@ -38,7 +46,7 @@ const SectionSchema<RunSection>& runSchema() {
                   "`async`: the dataflow runtime with bounded staleness; `sync`: the colocated-synchronous "
                   "baseline (rollouts for one batch with the current weights, then one step, then the next batch) "
                   "on the same ranks, for comparisons")
-          .integer("versions", &RunSection::versions, 1, kMaxInt, "weight versions",
+          .integer("versions", &RunSection::versions, 1, kMaxInt, "versions",
                    "the run ends once every policy's trainer has published this version")
           .number("max_wall_seconds", &RunSection::max_wall_seconds, 0.0, 1e9, "seconds",
                   "after this long (per segment: a resumed run gets its own budget) the dataflow rank stops "
@@ -74,14 +82,6 @@ const SectionSchema<RunSection>& runSchema() {
                     r.fail("name", "given '" + run.name + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
                 });
   return schema;
-}
-
-// "host:port", port 0-65535 (empty: not set).
-bool isAddress(const std::string& value) {
-  const auto colon = value.rfind(':');
-  return value.empty() || (colon != std::string::npos && colon != 0 && colon + 1 != value.size() &&
-                           value.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
-                           value.size() - colon - 1 <= 5 && std::stoul(value.substr(colon + 1)) <= 65535);
 }
 
 const SectionSchema<CrossSiteSection>& crossSiteSchema() {

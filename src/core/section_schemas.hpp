@@ -18,9 +18,4 @@ const SectionSchema<CrossSiteSection>& crossSiteSchema();
 const SectionSchema<ElasticSection>& elasticSchema();
 const SectionSchema<LocalSection>& localSchema();
 
-// A model-holding role's device, precision and threads (trainer, rollout): one key each.
-void readDevice(YamlReader& r, ComputeOptions& c);
-void readPrecision(YamlReader& r, ComputeOptions& c);
-void readThreads(YamlReader& r, ComputeOptions& c);
-
 }  // namespace astraflow::detail

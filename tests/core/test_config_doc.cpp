@@ -4,9 +4,14 @@
 // documented bounds the ones it enforces; the doc's generated regions are checked for.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 
 #include "astraflow/core/config.hpp"
@@ -124,6 +129,34 @@ TEST(ConfigDoc, EveryDocumentedKeyIsReadWithItsDefaultAndBounds) {
   }
 }
 
+// Each integer's and number's documented bounds are the parser's: just outside either one is
+// refused, naming the key.
+TEST(ConfigDoc, DocumentedBoundsAreEnforced) {
+  int checked = 0;
+  for (const auto& section : configSchemaDocs()) {
+    for (const auto& k : section.keys) {
+      if (k.min.empty()) continue;
+      ASSERT_FALSE(k.max.empty()) << k.key;
+      std::string below, above;
+      if (k.type == "integer") {
+        const long long min = std::stoll(k.min), max = std::stoll(k.max);
+        below = std::to_string(min - 1);
+        if (max < std::numeric_limits<long long>::max()) above = std::to_string(max + 1);
+      } else {
+        const double min = std::stod(k.min), max = std::stod(k.max);
+        below = fmt::format("{}", min - std::max(std::abs(min) * 1e-3, 1e-9));
+        above = fmt::format("{}", max + std::max(std::abs(max) * 1e-3, 1e-9));
+      }
+      EXPECT_TRUE(refused(sectionYaml(k.key, below), k.key)) << k.key << " = " << below << " (min " << k.min << ")";
+      if (!above.empty()) {
+        EXPECT_TRUE(refused(sectionYaml(k.key, above), k.key)) << k.key << " = " << above << " (max " << k.max << ")";
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 50);
+}
+
 TEST(ConfigDoc, ChoicesListTheNamesTheParserTakes) {
   bool seen = false;
   for (const auto& section : configSchemaDocs()) {
@@ -162,7 +195,16 @@ TEST(ConfigDoc, RegionsAreCheckedFor) {
   for (const auto& s : configSchemaDocs()) all += "<!-- schema: " + s.name + " -->\n<!-- /schema -->\n";
   EXPECT_NO_THROW(regenerateConfigDoc(all));
   EXPECT_THROW(regenerateConfigDoc(all + "<!-- schema: nonsense -->\n<!-- /schema -->\n"), Error);
-  EXPECT_THROW(regenerateConfigDoc("<!-- schema: weights -->\n"), Error);  // never closed
+  EXPECT_THROW(regenerateConfigDoc("<!-- schema: weights -->\n"), Error);                          // never closed
+  EXPECT_THROW(regenerateConfigDoc(all + "<!-- schema: weights -->\n<!-- /schema -->\n"), Error);  // twice
+  EXPECT_THROW(regenerateConfigDoc("<!-- schema: weights -->\n<!-- schema: eval -->\n<!-- /schema -->\n"), Error);
+  // Markers with trailing blanks (a CRLF file) are markers; other lines keep theirs.
+  std::string crlf;
+  for (const auto& s : configSchemaDocs()) crlf += "<!-- schema: " + s.name + " -->\r\n<!-- /schema --> \r\n";
+  const std::string with_text = crlf + "a line break in markdown  \n";
+  const std::string regenerated = regenerateConfigDoc(with_text);
+  EXPECT_NE(regenerated.find("`weights.relay_fanout`"), std::string::npos);
+  EXPECT_NE(regenerated.find("a line break in markdown  \n"), std::string::npos);
   // The generated text replaces whatever the region held.
   const std::string once = regenerateConfigDoc(all);
   EXPECT_NE(once.find("`weights.relay_fanout`"), std::string::npos);

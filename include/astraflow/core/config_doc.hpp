@@ -1,7 +1,7 @@
 #pragma once
 // The config's documentation as its schema declares it: for each section declared as a schema
-// (src/core/section_schemas.cpp), every key's type, default, what is allowed and one line of
-// meaning, and the checks that span keys. docs/configuration.md holds these as generated tables
+// (src/core/section_schemas.cpp, role_schemas.cpp, dataflow_config.cpp), every key's type, default, what is allowed and
+// one line of meaning, and the checks that span keys. docs/configuration.md holds these as generated tables
 // (`astraflow config-doc --write docs/configuration.md` rewrites them; test_config fails when
 // the file in the repository differs from what the schema generates).
 #include <string>
@@ -11,10 +11,11 @@ namespace astraflow {
 
 struct KeyDoc {
   std::string key;   // the full path: "weights.mode"
-  std::string type;  // integer, number, string
+  std::string type;  // integer, number, string, bool, or what a custom key names
   std::string default_value;
   std::string allowed;  // unit and bounds, or the allowed names
   std::string meaning;
+  std::string min, max;  // an integer's or number's bounds as YAML values (empty for other keys)
 };
 
 // A check over several keys of a section, by name (the error it gives names the key).
