@@ -100,9 +100,7 @@ std::vector<PolicySection> parsePolicies(YamlReader& top, const std::string& sou
     PolicySection p;
     p.line = r.line();
     p.name = r.requireString("name");
-    if (!isIdentifier(p.name)) {
-      r.fail("name", "given '" + p.name + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
-    }
+    requireIdentifier(r, "name", p.name);
     for (const auto& q : out) {
       if (q.name == p.name) {
         r.fail("name", fmt::format("policy '{}' is defined twice (first at line {})", p.name, q.line));

@@ -24,6 +24,10 @@ bool isIdentifier(const std::string& s) {
   return true;
 }
 
+void requireIdentifier(const YamlReader& r, const std::string& key, const std::string& value) {
+  if (!isIdentifier(value)) r.fail(key, "given '" + value + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
+}
+
 namespace {
 
 // "http://host:port" with an optional trailing slash: what HttpClient connects to.
@@ -135,7 +139,7 @@ class LayoutParser {
     }
     e.backend = parseBackend(r);
     e.pool = r.getString("pool", fmt::format("pool{}", i));
-    if (!isIdentifier(e.pool)) r.fail("pool", "given '" + e.pool + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
+    requireIdentifier(r, "pool", e.pool);
     for (const auto& other : out_) {
       if (other.role == Role::Rollout && other.pool == e.pool) {
         r.fail("pool", fmt::format("pool name '{}' is used twice (line {})", e.pool, other.line));

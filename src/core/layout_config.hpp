@@ -10,6 +10,8 @@ namespace astraflow {
 
 // A name a config gives a run, site, policy or pool: 1-64 characters of [A-Za-z0-9_-].
 bool isIdentifier(const std::string& s);
+// Refuses `value` of `key` (naming what is allowed) unless it is such a name.
+void requireIdentifier(const detail::YamlReader& r, const std::string& key, const std::string& value);
 
 // Reads `layout` from the top-level reader. Needs the policy list to check references, so it is
 // parsed after `policies`.

@@ -77,10 +77,7 @@ const SectionSchema<RunSection>& runSchema() {
                 "warm start for every policy; empty: `sft.checkpoint` (`<output_dir>/sft.h5`) when that file "
                 "exists, else random weights with a warning. A path that does not exist is an error.")
           .rule("run_name", "`name` is 1-64 characters of `[A-Za-z0-9_-]` (it names files and the run)",
-                [](YamlReader& r, const RunSection& run) {
-                  if (!isIdentifier(run.name))
-                    r.fail("name", "given '" + run.name + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
-                });
+                [](YamlReader& r, const RunSection& run) { requireIdentifier(r, "name", run.name); });
   return schema;
 }
 
@@ -115,10 +112,7 @@ const SectionSchema<CrossSiteSection>& crossSiteSchema() {
                   "nothing this long while nothing of home's is queued to it; set it above the time one full "
                   "weight version takes on the slowest link. The dataflow loop never waits on a site")
           .rule("site_name", "`site` is 1-64 characters of `[A-Za-z0-9_-]`",
-                [](YamlReader& r, const C& c) {
-                  if (!isIdentifier(c.site))
-                    r.fail("site", "given '" + c.site + "'; allowed: 1-64 characters of [A-Za-z0-9_-]");
-                })
+                [](YamlReader& r, const C& c) { requireIdentifier(r, "site", c.site); })
           .rule("addresses", "`listen` and `connect` are `host:port` (port 0-65535) when set",
                 [](YamlReader& r, const C& c) {
                   for (const auto& [key, value] : {std::pair{"listen", c.listen}, std::pair{"connect", c.connect}})
