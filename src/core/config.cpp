@@ -11,7 +11,6 @@
 #include <limits>
 #include <sstream>
 
-#include "astraflow/core/hf_model_config.hpp"
 #include "core/dataflow_config.hpp"
 #include "core/environment_config.hpp"
 #include "core/layout_config.hpp"
@@ -45,37 +44,6 @@ const PolicySection* Config::findPolicy(const std::string& name) const {
 
 namespace {
 
-// policies[i].model: {hf: FOLDER}: the folder's config.json gives every size; beside it only the
-// run-time choices (context limit, attention kernel) may be set.
-void parseHfModel(YamlReader& r, ModelConfig& m) {
-  const std::string folder = r.requireString("hf");
-  // The sizes come from config.json: every key of a model given by its sizes but these two.
-  for (const auto& doc : detail::modelSchema().doc().keys) {
-    const std::string key = doc.key.substr(doc.key.rfind('.') + 1);
-    if (key == "max_seq_len" || key == "attention") continue;
-    if (r.has(key))
-      r.fail(key, fmt::format("is set by {}/config.json; remove it (allowed beside hf: max_seq_len, "
-                              "attention)",
-                              folder));
-  }
-  try {
-    m = readHfModelConfig(folder).model;
-  } catch (const ConfigError& e) {
-    r.fail("hf", e.what());
-  }
-  m.max_seq_len = static_cast<int>(r.getInt("max_seq_len", m.max_seq_len, 8, m.max_position_embeddings, "tokens"));
-  m.attention = r.getEnum("attention", AttentionKind::Sdpa, kAttentionKindNames);
-  r.finish();
-}
-
-void parseModel(YamlReader r, ModelConfig& m) {
-  if (r.has("hf")) {
-    parseHfModel(r, m);
-    return;
-  }
-  detail::modelSchema().read(r, m);
-}
-
 // cross_site's keys (section_schemas.cpp), then what depends on the layout: a gateway site's
 // job connects home and does not listen; a home job does not connect.
 void parseCrossSite(YamlReader r, Config& cfg) {
@@ -99,16 +67,12 @@ std::vector<PolicySection> parsePolicies(YamlReader& top, const std::string& sou
     YamlReader r(nodes[i], fmt::format("policies[{}]", i), source);
     PolicySection p;
     p.line = r.line();
-    p.name = r.requireString("name");
-    requireIdentifier(r, "name", p.name);
+    detail::policySchema().read(r, p);
     for (const auto& q : out) {
       if (q.name == p.name) {
         r.fail("name", fmt::format("policy '{}' is defined twice (first at line {})", p.name, q.line));
       }
     }
-    parseModel(r.child("model"), p.model);
-    p.sft_target_accuracy = r.getDouble("sft_target_accuracy", -1.0, 0.0, 1.0);
-    r.finish();
     out.push_back(std::move(p));
   }
   return out;

@@ -131,6 +131,16 @@ class SectionSchema {
         namesText(names), meaning, [=](YamlReader& r, S& s) { s.*member = r.getEnum(key, s.*member, names); });
     return *this;
   }
+  // The last declared key's default as the docs show it, where the section holds a stand-in
+  // (`-1`: another key's value is taken).
+  SectionSchema& defaultShown(std::string text) {
+    docs_.back() = [doc = std::move(docs_.back()), text = std::move(text)](const std::string& prefix, const S& d,
+                                                                           SectionDoc& out) {
+      doc(prefix, d, out);
+      out.keys.back().default_value = text;
+    };
+    return *this;
+  }
   // A check over several keys, after they are all read: `check` calls YamlReader::fail with the
   // key it blames and why.
   SectionSchema& rule(const char* name, const char* text, Check check) {

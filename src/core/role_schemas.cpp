@@ -1,10 +1,13 @@
 // The schemas of the sections a model-holding role reads: rollout, trainer (with trainer.loss),
 // the policies' model given by its sizes, and the device, precision and threads both roles take
-// (config_schema.hpp; docs/configuration.md's tables are generated from them).
+// (config_schema.hpp; docs/configuration.md's tables are generated from them); and each entry of
+// `policies`, whose model is a Hugging Face folder or given by its sizes.
 #include <fmt/format.h>
 
 #include <limits>
 
+#include "astraflow/core/hf_model_config.hpp"
+#include "core/layout_config.hpp"
 #include "core/section_schemas.hpp"
 #include "core/simulation_config.hpp"
 
@@ -163,6 +166,66 @@ const SectionSchema<ModelConfig>& modelSchema() {
                                                    "pair dimensions)",
                                                    m.headDim()));
                 });
+  return schema;
+}
+
+namespace {
+
+// policies[i].model: {hf: FOLDER}: the folder's config.json gives every size; beside it only the
+// run-time choices (context limit, attention kernel) may be set.
+void parseHfModel(YamlReader& r, ModelConfig& m) {
+  const std::string folder = r.requireString("hf");
+  // The sizes come from config.json: every key of a model given by its sizes but these two.
+  for (const auto& doc : modelSchema().doc().keys) {
+    const std::string key = doc.key.substr(doc.key.rfind('.') + 1);
+    if (key == "max_seq_len" || key == "attention") continue;
+    if (r.has(key))
+      r.fail(key, fmt::format("is set by {}/config.json; remove it (allowed beside hf: max_seq_len, "
+                              "attention)",
+                              folder));
+  }
+  try {
+    m = readHfModelConfig(folder).model;
+  } catch (const ConfigError& e) {
+    r.fail("hf", e.what());
+  }
+  m.max_seq_len = static_cast<int>(r.getInt("max_seq_len", m.max_seq_len, 8, m.max_position_embeddings, "tokens"));
+  m.attention = r.getEnum("attention", AttentionKind::Sdpa, kAttentionKindNames);
+  r.finish();
+}
+
+void parseModel(YamlReader r, ModelConfig& m) {
+  if (r.has("hf")) {
+    parseHfModel(r, m);
+    return;
+  }
+  modelSchema().read(r, m);
+}
+
+}  // namespace
+
+const SectionSchema<PolicySection>& policySchema() {
+  using P = PolicySection;
+  static const auto schema =
+      SectionSchema<P>("policies[i]")
+          .custom("name", "string", "required", "`[A-Za-z0-9_-]{1,64}`, unique", "policy id",
+                  [](YamlReader& r, P& p) { p.name = r.requireString("name"); })
+          .custom("model", "mapping", "the sizes' defaults (below)", "`{hf: FOLDER}` or the sizes below",
+                  "`{hf: FOLDER}`: a Hugging Face model folder (`config.json` + `model.safetensors` or shards with "
+                  "`model.safetensors.index.json`): the sizes, family (`Qwen3ForCausalLM`, `Qwen2ForCausalLM`, "
+                  "`LlamaForCausalLM`) and rotary settings come from `config.json` and the weights from the "
+                  "safetensors files (docs/models.md). Beside `hf` only `max_seq_len` (at most "
+                  "`max_position_embeddings`; default that) and `attention` may be set; a size key is refused. "
+                  "Unsupported architectures, rope types (allowed: default, linear, llama3), sliding windows, "
+                  "activations, quantisation are refused naming the `config.json` field. Otherwise a model given "
+                  "by its sizes (below)",
+                  [](YamlReader& r, P& p) { parseModel(r.child("model"), p.model); })
+          .number("sft_target_accuracy", &P::sft_target_accuracy, 0.0, 1.0, "fraction",
+                  "`astraflow sft` of a multi-agent workflow stops this policy's warm start here (its role's "
+                  "held-out accuracy)")
+          .defaultShown("that of `sft.target_accuracy`")
+          .rule("policy_name", "`name` is 1-64 characters of `[A-Za-z0-9_-]` (it names files and weights)",
+                [](YamlReader& r, const P& p) { requireIdentifier(r, "name", p.name); });
   return schema;
 }
 

@@ -261,9 +261,9 @@ const SectionSchema<LocalSection>& localSchema() {
 
 std::vector<SectionDoc> configSchemaDocs() {
   using namespace detail;
-  return {runSchema().doc(),       modelSchema().doc(),   dataflowSchema().doc(), rolloutSchema().doc(),
-          trainerSchema().doc(),   sftSchema().doc(),     evalSchema().doc(),     weightsSchema().doc(),
-          crossSiteSchema().doc(), elasticSchema().doc(), localSchema().doc()};
+  return {runSchema().doc(),     policySchema().doc(),    modelSchema().doc(),   dataflowSchema().doc(),
+          rolloutSchema().doc(), trainerSchema().doc(),   sftSchema().doc(),     evalSchema().doc(),
+          weightsSchema().doc(), crossSiteSchema().doc(), elasticSchema().doc(), localSchema().doc()};
 }
 
 }  // namespace astraflow

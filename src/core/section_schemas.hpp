@@ -1,13 +1,14 @@
 #pragma once
 // The config sections declared as schemas (config_schema.hpp): each key once, read by
 // parseConfig and written into docs/configuration.md by `astraflow config-doc`. Defined in
-// section_schemas.cpp and role_schemas.cpp (rollout, trainer, the policies' model).
+// section_schemas.cpp and role_schemas.cpp (rollout, trainer, the policies).
 #include "astraflow/core/config.hpp"
 #include "core/config_schema.hpp"
 
 namespace astraflow::detail {
 
 const SectionSchema<RunSection>& runSchema();
+const SectionSchema<PolicySection>& policySchema();
 const SectionSchema<ModelConfig>& modelSchema();
 const SectionSchema<RolloutSection>& rolloutSchema();
 const SectionSchema<TrainerSection>& trainerSchema();

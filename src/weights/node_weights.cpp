@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include "astraflow/comm/win.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/error.hpp"
+#include "astraflow/weights/delta_codec.hpp"
 #include "node_layout.hpp"
 #include "node_relay.hpp"
 
@@ -55,6 +57,7 @@ class SlotAnnouncer final : public SlotObserver {
   }
   void ready(std::uint64_t bytes) override { win_.word(at_ + 24).store(bytes); }
   void deltaApplied(std::int64_t version, std::span<const std::byte> delta) override;
+  std::size_t keptDeltas(std::int64_t from, std::int64_t to, std::vector<std::vector<std::byte>>& out) override;
 
  private:
   const SharedWin& win_;
@@ -92,6 +95,31 @@ void SlotAnnouncer::deltaApplied(std::int64_t version, std::span<const std::byte
   win_.word(e).store(static_cast<std::uint64_t>(version));
   win_.word(kDeltaHead).store(at + n);
   win_.word(kDeltaSeq).store(seq + 1);
+}
+
+// Read by the node's writer, which alone writes the ring (it holds the writer lock), so no
+// sequence word is needed; a delta a dead writer left half-written has no table entry, and each
+// one is checked whole and in sequence all the same.
+std::size_t SlotAnnouncer::keptDeltas(std::int64_t from, std::int64_t to, std::vector<std::vector<std::byte>>& out) {
+  const std::uint64_t ring = win_.word(kDeltaRing).load(), ring_bytes = win_.word(kDeltaRingBytes).load();
+  if (ring_bytes == 0 || to <= from) return 0;
+  const auto wanted = static_cast<std::size_t>(std::min<std::int64_t>(to - from, kDeltaEntries));
+  if (out.size() < wanted) out.resize(wanted);
+  std::size_t n = 0;
+  for (; n < wanted; ++n) {
+    const std::int64_t v = from + 1 + static_cast<std::int64_t>(n);
+    const std::uint64_t e = entryAt(static_cast<std::uint64_t>(v) % kDeltaEntries);
+    const std::uint64_t offset = win_.word(e + 8).load(), bytes = win_.word(e + 16).load();
+    if (static_cast<std::int64_t>(win_.word(e).load()) != v || bytes > ring_bytes || offset > ring_bytes - bytes) break;
+    out[n].assign(win_.base() + ring + offset, win_.base() + ring + offset + bytes);
+    try {
+      const DeltaSummary d = inspectDelta(out[n]);
+      if (d.base_version != v - 1 || d.target_version != v) break;
+    } catch (const DeltaError&) {
+      break;
+    }
+  }
+  return n;
 }
 
 }  // namespace

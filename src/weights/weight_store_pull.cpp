@@ -91,9 +91,11 @@ PullResult WeightStore::pull(WeightReplica& replica, VersionRelay* relay) {
                            replica.deltas_since_full + behind <= options_.full_sync_every &&
                            replica.size() == header[kPubBytes / 8];
     const bool relays = relay && !replica.slot.empty();
-    if (by_deltas && relays && !relay_asked) {
+    if (by_deltas && !relay_asked) {
       relay_asked = true;
-      if (pullRelayedDeltas(replica, *relay, published, result)) return result;
+      // Nearest first: the node's own kept deltas (its other slot's), then an ancestor's.
+      if (applyKept(replica, published, result)) return result;
+      if (relays && replica.version >= 0 && pullRelayedDeltas(replica, *relay, published, result)) return result;
     }
     if (by_deltas && replica.version >= 0) {  // (a relayed delta that failed its checks leaves it at −1)
       std::vector<LogEntry> log(static_cast<std::size_t>(options_.delta_log));
@@ -151,6 +153,18 @@ bool WeightStore::applyPending(WeightReplica& replica, std::size_t n, PullResult
   }
   result.moved = true;
   result.version = replica.version;
+  return true;
+}
+
+bool WeightStore::applyKept(WeightReplica& replica, std::int64_t published, PullResult& result) {
+  if (!replica.observer || replica.version < 0) return false;
+  const std::size_t n = replica.observer->keptDeltas(replica.version, published, pending_);
+  if (n == 0) return false;
+  const std::uint64_t applied_before = stats_.deltas_applied;
+  const bool applied = applyPending(replica, n, result);
+  stats_.deltas_kept += stats_.deltas_applied - applied_before;
+  if (!applied || replica.version != published) return false;
+  stats_.pulls++;
   return true;
 }
 

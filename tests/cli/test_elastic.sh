@@ -8,7 +8,9 @@
 #   simulated:    the same with simulated pools and a simulated trainer (docs/simulation.md): the
 #                 spawned ranks generate with the pool's simulated backend too.
 #   fault:        2 spawned at v2, both frozen (SIGSTOP) at v6, one killed (SIGKILL) at v8; the run
-#                 finishes, the books balance, the lost pool's tasks were re-issued.
+#                 finishes, the books balance, the lost pool's tasks were re-issued. Weights go
+#                 through the node relay here (pretend nodes of one rank, a chain, deltas): the
+#                 killed rank is the root its pool's other rank takes versions and deltas from.
 set -uo pipefail
 bin=$1 src=$2 mpiexec=$3 mode=$4
 work=$(mktemp -d)
@@ -28,6 +30,10 @@ extra=()
 if [ "$mode" = simulated ]; then
   extra=(--set "layout.2.backend={kind: simulated, lengths: {kind: geometric, mean: 4}, decode_tokens_per_second: 400}"
          --set "trainer.simulate={fixed_seconds: 0.05, weight_bytes: 1000000}" --set eval.problems=0)
+fi
+if [ "$mode" = fault ]; then
+  export ASTRAFLOW_NODE_RANKS=1
+  extra=(--set weights.relay_fanout=1 --set weights.mode=delta)
 fi
 cat >"$work/maintainer.sh" <<SH
 #!/bin/sh
@@ -86,6 +92,8 @@ if mode != "fault":
 else:
     check(df["elastic_lost_ranks"] >= 1, f"the pool was lost: {df['elastic_lost_ranks']}")
     check(df["elastic_tasks_reissued"] > 0, f"its tasks were re-issued: {df['elastic_tasks_reissued']}")
+    relayed = s["weights"]["policies"]["solver"]["rollout_relayed_deltas"]
+    check(relayed > 0, f"the relay carried deltas: {relayed}")
     check(os.path.exists(f"{run}/trace.h5"), "trace.h5 written")
 if bad:
     print("\n".join(bad))

@@ -37,19 +37,27 @@ std::string readFile(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// "trainer.loss.kind" -> "trainer:\n  loss:\n    kind: VALUE\n"; a key of the policies' model
-// goes into the one policy's model.
-std::string sectionYaml(const std::string& key, const std::string& value) {
-  const std::string model = "policies[i].model.";
-  if (key.rfind(model, 0) == 0)
-    return "policies:\n  - name: solver\n    model:\n      " + key.substr(model.size()) + ": " + value + "\n";
-  std::string yaml, indent;
+// "a.b.c" = VALUE as nested YAML, each level indented by `indent` more than `base`.
+std::string nestedYaml(const std::string& key, const std::string& value, std::string indent) {
+  std::string yaml;
   std::size_t at = 0;
   for (auto dot = key.find('.'); dot != std::string::npos; at = dot + 1, dot = key.find('.', at)) {
     yaml += indent + key.substr(at, dot - at) + ":\n";
     indent += "  ";
   }
   return yaml + indent + key.substr(at) + ": " + value + "\n";
+}
+
+// "trainer.loss.kind" -> "trainer:\n  loss:\n    kind: VALUE\n"; a key of a policy
+// ("policies[i].model.layers") goes into the one policy.
+std::string sectionYaml(const std::string& key, const std::string& value) {
+  const std::string policy = "policies[i].";
+  if (key.rfind(policy, 0) == 0) {
+    const std::string rest = key.substr(policy.size());
+    if (rest == "name") return "policies:\n  - name: " + value + "\n";
+    return "policies:\n  - name: solver\n" + nestedYaml(rest, value, "    ");
+  }
+  return nestedYaml(key, value, "");
 }
 
 // A list of names, `a\|b\|c` (not a pattern, nor a form such as cuda:N).

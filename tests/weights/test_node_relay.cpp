@@ -140,6 +140,48 @@ TEST_P(NodeRelayTest, DeltasComeFromTheNearestAncestorThatAppliedThem) {
   }
 }
 
+// A node of two slots (two ranks here) whose ring keeps the deltas it applies: the spare slot,
+// one version behind the current one, takes the older of its two deltas from the node's own
+// ring (the current slot applied it) and only the newest from the store.
+TEST(NodeRelay, ASlotTakesTheDeltaItsNodeKeptAlready) {
+  PretendNodes pretend("2");
+  Comm comm = Comm::duplicate(MPI_COMM_WORLD);
+  if (comm.size() < 6) GTEST_SKIP() << "needs two nodes of two rollout ranks (one with a child) beside the host";
+  WeightStore store(comm, 0, kNodeCapacity, "solver", {.delta = true, .delta_log = 8, .full_sync_every = 16});
+  NodeWeights node(comm, comm.rank() >= 2, kNodeCapacity, "solver",
+                   {.fanout = 1, .patience_s = 5, .delta_ring = kNodeCapacity / 4});
+  auto publish = [&](std::int64_t v) { test_support::publishNodeVersion(comm, store, v); };
+  // The root node's two ranks take turns, each writing the slot the other does not use.
+  auto refresh = [&](int rank, std::int64_t v, std::uint64_t kept) {
+    if (comm.rank() == rank) {
+      const auto kept_before = store.stats().deltas_kept, applied_before = store.stats().deltas_applied;
+      const auto full_before = store.stats().full_pulls;
+      const NodeVersion got = node.refresh(store, v);
+      EXPECT_EQ(got.version, v);
+      EXPECT_TRUE(equalsNodeVersion(got.bytes, v)) << "rank " << rank << " holds other bytes than v" << v;
+      EXPECT_EQ(store.stats().full_pulls, full_before) << "v" << v << " by deltas";
+      EXPECT_EQ(store.stats().deltas_applied - applied_before, 2u) << "v" << v << ": the spare slot is two behind";
+      EXPECT_EQ(store.stats().deltas_kept - kept_before, kept) << "v" << v;
+    }
+    waitAll(comm, store);
+  };
+  auto full = [&](int rank, std::int64_t v) {
+    if (comm.rank() == rank) EXPECT_TRUE(equalsNodeVersion(node.refresh(store, v).bytes, v));
+    waitAll(comm, store);
+  };
+  publish(1);
+  full(2, 1);  // slot 0
+  publish(2);
+  full(3, 2);  // slot 1, empty until now: in full
+  publish(3);
+  refresh(2, 3, 0);  // slot 0, v1: deltas 2 and 3 from the store (slot 1 took v2 whole), both kept
+  publish(4);
+  refresh(3, 4, 1);  // slot 1, v2: delta 3 kept by slot 0's update, delta 4 from the store
+  publish(5);
+  refresh(2, 5, 1);  // slot 0, v3: delta 4 kept, delta 5 from the store
+  if (comm.rank() >= 2) EXPECT_EQ(store.stats().deltas_rejected, 0u);
+}
+
 // An ancestor whose rank is inside a long call that makes no MPI call: where the transport needs
 // it to answer reads (UCX without cross-process reads, as in a container), the child gives the
 // read up after answer_s and takes the version from the store instead of waiting for the call

@@ -66,6 +66,7 @@ struct WeightStoreStats {
   std::uint64_t bytes_pulled = 0;     // full versions and deltas, as read from the window
   std::uint64_t torn_retries = 0;     // pulls restarted because the host republished mid-read
   std::uint64_t deltas_rejected = 0;  // corrupt / wrong-base deltas (each followed by a full pull)
+  std::uint64_t deltas_kept = 0;      // of deltas_applied: from the node's own kept deltas, not read
 };
 
 // The trainer's cumulative batch-wait and step seconds when it staged a version: they travel
@@ -87,6 +88,13 @@ class SlotObserver {
   // The end is the owner's to mark, once the slot's own record says whether the version arrived.
   // `delta` (as logged by the store) has just brought the slot to `version`.
   virtual void deltaApplied(std::int64_t version, std::span<const std::byte> delta) = 0;
+  // The deltas to from + 1, from + 2, … (at most `to`) that the slot's node kept already (its
+  // other slot applied them), copied into out[0], out[1], …, each whole and in sequence: how many
+  // in a row. Those are applied without a read of the store or a relay.
+  virtual std::size_t keptDeltas(std::int64_t /*from*/, std::int64_t /*to*/,
+                                 std::vector<std::vector<std::byte>>& /*out*/) {
+    return 0;
+  }
 };
 
 // A full version arrives in pieces of this size when someone follows its progress.
@@ -246,6 +254,9 @@ class WeightStore {
   // Applies pending_[0, n) in order; false (the replica then needs a full version) at the first
   // that fails its checks.
   bool applyPending(WeightReplica& replica, std::size_t n, PullResult& result);
+  // The deltas the replica's node kept already (SlotObserver::keptDeltas), applied: true when
+  // they brought it to `published`.
+  bool applyKept(WeightReplica& replica, std::int64_t published, PullResult& result);
   bool pullRelayedDeltas(WeightReplica& replica, VersionRelay& relay, std::int64_t published, PullResult& result);
   bool pullRelayed(WeightReplica& replica, VersionRelay& relay, std::int64_t published, std::uint64_t bytes,
                    PullResult& result);
