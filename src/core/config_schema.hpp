@@ -123,6 +123,18 @@ class SectionSchema {
     readers_.push_back([key, member, sub](YamlReader& r, S& s) { sub.read(r.child(key), s.*member); });
     return *this;
   }
+  // A member's keys read at this section's level ("environment.train" fills the environment's
+  // dataset options), declared by the member's own schema: its keys and checks are listed here.
+  template <class Sub>
+  SectionSchema& merged(Sub S::*member, const SectionSchema<Sub>& sub) {
+    docs_.push_back([member, sub](const std::string& prefix, const S& defaults, SectionDoc& out) {
+      const SectionDoc d = sub.doc(prefix, defaults.*member);
+      out.keys.insert(out.keys.end(), d.keys.begin(), d.keys.end());
+      out.rules.insert(out.rules.end(), d.rules.begin(), d.rules.end());
+    });
+    readers_.push_back([member, sub](YamlReader& r, S& s) { sub.readKeys(r, s.*member); });
+    return *this;
+  }
   // A choice: one of the enum's names (core/enum_names.hpp).
   template <class E, std::size_t N>
   SectionSchema& choice(const char* key, E S::*member, const std::array<EnumName<E>, N>& names, const char* meaning) {
@@ -152,9 +164,13 @@ class SectionSchema {
   // Reads the section's keys into `s` (absent keys keep what `s` holds), applies the checks and
   // refuses keys the schema does not declare.
   void read(YamlReader r, S& s) const {
+    readKeys(r, s);
+    r.finish();
+  }
+  // The same without refusing other keys: for keys read at a parent's level (merged).
+  void readKeys(YamlReader& r, S& s) const {
     for (const auto& read_key : readers_) read_key(r, s);
     for (const auto& check : checks_) check(r, s);
-    r.finish();
   }
 
   // The section's table: keys named under `name`, defaults as `defaults` holds them.

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "core/dataflow_config.hpp"
+#include "core/environment_config.hpp"
 #include "core/layout_config.hpp"
 #include "core/simulation_config.hpp"
 
@@ -261,9 +262,10 @@ const SectionSchema<LocalSection>& localSchema() {
 
 std::vector<SectionDoc> configSchemaDocs() {
   using namespace detail;
-  return {runSchema().doc(),     policySchema().doc(),    modelSchema().doc(),   dataflowSchema().doc(),
-          rolloutSchema().doc(), trainerSchema().doc(),   sftSchema().doc(),     evalSchema().doc(),
-          weightsSchema().doc(), crossSiteSchema().doc(), elasticSchema().doc(), localSchema().doc()};
+  return {runSchema().doc(),         policySchema().doc(),  modelSchema().doc(),     dataflowSchema().doc(),
+          environmentSchema().doc(), rolloutSchema().doc(), trainerSchema().doc(),   sftSchema().doc(),
+          evalSchema().doc(),        weightsSchema().doc(), crossSiteSchema().doc(), elasticSchema().doc(),
+          localSchema().doc()};
 }
 
 }  // namespace astraflow

@@ -73,16 +73,16 @@ const char* const kSelectorUser =
     "{candidate_b}\n```\n\nWhich candidate is more likely correct? If both or neither are, pick the one you "
     "trust more.";
 
-const std::map<std::string, KindSpec>& kinds() {
-  static const std::map<std::string, KindSpec> k = {
-      {"solver_verifier",
+const std::map<WorkflowKind, KindSpec>& kinds() {
+  static const std::map<WorkflowKind, KindSpec> k = {
+      {WorkflowKind::SolverVerifier,
        {{"solver", "verifier"},
         {{"solver", {"team_correct", "own_correct"}}, {"verifier", {"verdict_correct", "team_correct"}}},
         {{"solver", "{feedback}{problem}"}, {"verifier", "{problem}{solution}<verifier>"}},
         true,
         true,
         false}},
-      {"solver_selector",
+      {WorkflowKind::SolverSelector,
        {{"solver", "selector"},
         {{"solver", {"team_correct", "own_correct"}}, {"selector", {"team_correct"}}},
         {{"solver", "{problem}"}, {"selector", "{problem}{candidates}<selector>"}},
@@ -92,7 +92,7 @@ const std::map<std::string, KindSpec>& kinds() {
         {{"solver", kCodeSolver}, {"selector", kSelectorUser}},
         {{"selector", kSelectorSystem}},
         kCodeSecond}},
-      {"solver_testgen",
+      {WorkflowKind::SolverTestgen,
        {{"solver", "generator"},
         {{"solver", {"team_correct"}}, {"generator", {"team_correct"}}},
         {},
@@ -156,7 +156,7 @@ void checkEnvironment(YamlReader& r, WorkflowSection& wf, const KindSpec& spec, 
   std::vector<std::string> allowed;
   if (spec.arithmetic) allowed.push_back("environment.name: arithmetic");
   if (spec.code) allowed.push_back("environment.name: dataset with environment.reward.kind: code");
-  r.fail("kind", fmt::format("the {} workflow needs {}; environment.name is '{}'{}", wf.kind,
+  r.fail("kind", fmt::format("the {} workflow needs {}; environment.name is '{}'{}", wf.kindName(),
                              fmt::join(allowed, ", or "), env.name,
                              env.name == "dataset"
                                  ? fmt::format(" with reward.kind '{}'", enumName(kRewardKindNames, env.reward.kind))
@@ -194,6 +194,7 @@ WorkflowRole makeRole(YamlReader& r, const Config& cfg, const WorkflowSection& w
                       const std::string& role, const RoleOverrides& given, std::set<std::string>& used_policies) {
   WorkflowRole out;
   out.name = role;
+  out.role = *enumByName(kTeamRoleNames, role);  // the kinds' roles are the enum's names
   const auto& [policy, line] = given.roles.at(role);
   out.policy = policy;
   if (!cfg.findPolicy(policy)) {
@@ -219,14 +220,15 @@ WorkflowRole makeRole(YamlReader& r, const Config& cfg, const WorkflowSection& w
     checkTemplate(r, it->second.second, r.keyPath("context") + "." + role, out.context);
   }
   const auto& allowed = spec.rewards.at(role);
-  out.reward = allowed.front();
+  std::string reward = allowed.front();
   if (auto it = given.rewards.find(role); it != given.rewards.end()) {
-    out.reward = it->second.first;
-    if (std::find(allowed.begin(), allowed.end(), out.reward) == allowed.end()) {
+    reward = it->second.first;
+    if (std::find(allowed.begin(), allowed.end(), reward) == allowed.end()) {
       r.failAt(it->second.second, r.keyPath("rewards") + "." + role,
-               fmt::format("given '{}'; allowed for the {} role: {}", out.reward, role, fmt::join(allowed, ", ")));
+               fmt::format("given '{}'; allowed for the {} role: {}", reward, role, fmt::join(allowed, ", ")));
     }
   }
+  out.reward = *enumByName(kRoleRewardNames, reward);  // every allowed rule is one of the enum's names
   return out;
 }
 
@@ -251,7 +253,7 @@ void checkTeamIsServed(const Config& cfg, const std::string& source) {
       throw ConfigError(
           fmt::format("{}:{}: policies: policy '{}' is used by no role of workflow {} (its trainer "
                       "would never get data); allowed: a policy of workflow.roles",
-                      source, p.line, p.name, wf.kind));
+                      source, p.line, p.name, wf.kindName()));
     }
   }
   bool served = false;
@@ -265,7 +267,7 @@ void checkTeamIsServed(const Config& cfg, const std::string& source) {
     throw ConfigError(
         fmt::format("{}: layout: no rollout entry serves every policy of workflow {} (a team episode "
                     "runs on one rank); allowed: a {{role: rollout, policies: [{}]}}",
-                    source, wf.kind, fmt::join(team, ", ")));
+                    source, wf.kindName(), fmt::join(team, ", ")));
   }
 }
 
@@ -282,7 +284,7 @@ void routeByRole(Config& cfg, const KindSpec& spec, const std::string& source) {
   for (const auto& [role, policy] : router.params) {
     if (!wf.findRole(role)) {
       throw ConfigError(fmt::format("{}: {}.{}: '{}' is not a role of workflow {}; allowed: {}", source, router.key,
-                                    role, role, wf.kind, fmt::join(spec.roles, ", ")));
+                                    role, role, wf.kindName(), fmt::join(spec.roles, ", ")));
     }
     if (!cfg.findPolicy(policy)) {
       std::vector<std::string> names;
@@ -297,9 +299,7 @@ void routeByRole(Config& cfg, const KindSpec& spec, const std::string& source) {
 
 void parseWorkflow(YamlReader r, Config& cfg) {
   auto& wf = cfg.workflow;
-  std::vector<std::string> kind_names = {"single"};
-  for (const auto& [name, spec] : kinds()) kind_names.push_back(name);
-  wf.kind = r.getChoice("kind", "single", kind_names);
+  wf.kind = r.getEnum("kind", WorkflowKind::Single, kWorkflowKindNames);
   if (!wf.multiAgent()) {
     r.finish();
     return;
@@ -311,11 +311,11 @@ void parseWorkflow(YamlReader r, Config& cfg) {
   given.roles = roleMap(r, "roles", spec.roles);
   for (const auto& role : spec.roles) {
     if (!given.roles.count(role)) {
-      r.fail("roles", fmt::format("the {} workflow needs a policy for role '{}'; e.g. roles: {{{}}}", wf.kind, role,
-                                  fmt::format("{}: <policy>", fmt::join(spec.roles, ": <policy>, "))));
+      r.fail("roles", fmt::format("the {} workflow needs a policy for role '{}'; e.g. roles: {{{}}}", wf.kindName(),
+                                  role, fmt::format("{}: <policy>", fmt::join(spec.roles, ": <policy>, "))));
     }
   }
-  const std::vector<std::string> order = parseOrder(r, wf.kind, spec, given.roles);
+  const std::vector<std::string> order = parseOrder(r, wf.kindName(), spec, given.roles);
   given.context = roleMap(r, "context", spec.roles);
   if (!wf.chat && (r.has("system") || r.has("followup")))
     r.fail(r.has("system") ? "system" : "followup",
@@ -329,8 +329,8 @@ void parseWorkflow(YamlReader r, Config& cfg) {
   given.rewards = roleMap(r, "rewards", spec.roles);
   std::set<std::string> used_policies;
   for (const auto& role : order) wf.roles.push_back(makeRole(r, cfg, wf, spec, role, given, used_policies));
-  wf.max_rounds = parseRounds(r, wf.kind, spec);
-  wf.candidates = wf.kind == "solver_selector" ? 2 : 1;
+  wf.max_rounds = parseRounds(r, wf.kindName(), spec);
+  wf.candidates = wf.kind == WorkflowKind::SolverSelector ? 2 : 1;
   r.finish();
 
   checkTeamIsServed(cfg, r.source());

@@ -88,7 +88,7 @@ class CodeTeams {
   }
 
   std::vector<TeamEpisode> run() {
-    if (!team_.empty()) wf_.kind == "solver_testgen" ? runTestgen() : runSelector();
+    if (!team_.empty()) wf_.kind == WorkflowKind::SolverTestgen ? runTestgen() : runSelector();
     for (auto& t : team_)
       for (auto& e : t.roles)
         if (e.turns == 0) e.truncated = true;  // never got a turn: nothing to train on
@@ -99,7 +99,7 @@ class CodeTeams {
   std::size_t role(const std::string& name) const {
     for (std::size_t r = 0; r < wf_.roles.size(); ++r)
       if (wf_.roles[r].name == name) return r;
-    throw std::invalid_argument(fmt::format("workflow {} has no role '{}'", wf_.kind, name));
+    throw std::invalid_argument(fmt::format("workflow {} has no role '{}'", wf_.kindName(), name));
   }
 
   // One turn of role `r` for the episodes in `active`: a role's first turn opens its conversation
@@ -143,7 +143,7 @@ class CodeTeams {
   void setRewards(std::size_t i, double team, double own, const std::string& reason) {
     team_[i].team_reward = team;
     for (std::size_t r = 0; r < wf_.roles.size(); ++r) {
-      team_[i].roles[r].reward = wf_.roles[r].reward == "own_correct" ? own : team;
+      team_[i].roles[r].reward = wf_.roles[r].reward == RoleReward::OwnCorrect ? own : team;
       team_[i].roles[r].reward_reason = reason;
     }
   }

@@ -57,7 +57,7 @@ std::size_t roleIndex(const WorkflowSection& wf, const std::string& name) {
   for (std::size_t i = 0; i < wf.roles.size(); ++i) {
     if (wf.roles[i].name == name) return i;
   }
-  throw std::invalid_argument(fmt::format("workflow {} has no role '{}'", wf.kind, name));
+  throw std::invalid_argument(fmt::format("workflow {} has no role '{}'", wf.kindName(), name));
 }
 
 // One turn of one role for the episodes in `active`: render the context, generate in one
@@ -138,10 +138,10 @@ void runSolverVerifier(const WorkflowSection& wf, const PolicyGenerate& generate
   for (std::size_t i = 0; i < n; ++i) {
     team[i].team_reward = approved[i] ? final_answer[i] : first[i];
     for (std::size_t r = 0; r < wf.roles.size(); ++r) {
-      const std::string& rule = wf.roles[r].reward;
-      double reward = team[i].team_reward;             // team_correct
-      if (rule == "own_correct") reward = correct[i];  // the solver's last answer
-      if (rule == "verdict_correct") reward = verdicts[i] ? verdicts_right[i] / verdicts[i] : 0.0;
+      const RoleReward rule = wf.roles[r].reward;
+      double reward = team[i].team_reward;                      // team_correct
+      if (rule == RoleReward::OwnCorrect) reward = correct[i];  // the solver's last answer
+      if (rule == RoleReward::VerdictCorrect) reward = verdicts[i] ? verdicts_right[i] / verdicts[i] : 0.0;
       team[i].roles[r].reward = reward;
     }
   }
@@ -171,7 +171,7 @@ void runSolverSelector(const WorkflowSection& wf, const PolicyGenerate& generate
     for (double c : correct[i]) own += c;
     own /= static_cast<double>(correct[i].size());
     for (std::size_t r = 0; r < wf.roles.size(); ++r) {
-      team[i].roles[r].reward = wf.roles[r].reward == "own_correct" ? own : team[i].team_reward;
+      team[i].roles[r].reward = wf.roles[r].reward == RoleReward::OwnCorrect ? own : team[i].team_reward;
     }
   }
 }
@@ -189,7 +189,7 @@ std::string wrongAnswer(const std::string& right, std::mt19937_64& rng) {
 std::vector<std::int32_t> roleStopIds(const WorkflowSection& wf, std::size_t role, const Tokenizer& tok) {
   std::vector<std::int32_t> ids{tok.eosId()};
   std::vector<std::string> tags = {"</answer>"};
-  if (wf.roles.at(role).name == "verifier") tags = {"</answer>", "<approve>", "<reject>"};
+  if (wf.roles.at(role).role == TeamRole::Verifier) tags = {"</answer>", "<approve>", "<reject>"};
   for (const auto& t : tags) {
     if (auto id = tok.tokenId(t)) ids.push_back(*id);
   }
@@ -210,12 +210,12 @@ std::vector<TeamEpisode> runTeamEpisodes(const WorkflowSection& wf, const Policy
     states[i].problem = env->reset(problem_ids[i]);
   }
   if (team.empty()) return team;
-  if (wf.kind == "solver_verifier") {
+  if (wf.kind == WorkflowKind::SolverVerifier) {
     runSolverVerifier(wf, generate, tok, env_options, team, states, sampling);
-  } else if (wf.kind == "solver_selector") {
+  } else if (wf.kind == WorkflowKind::SolverSelector) {
     runSolverSelector(wf, generate, tok, env_options, team, states, sampling);
   } else {
-    throw std::invalid_argument(fmt::format("workflow.kind '{}' has no team episodes", wf.kind));
+    throw std::invalid_argument(fmt::format("workflow.kind '{}' has no team episodes", wf.kindName()));
   }
   // A role that never got a turn (the team stopped first) has nothing to train on.
   for (auto& t : team) {
@@ -235,21 +235,22 @@ RoleExample roleExample(const WorkflowSection& wf, std::size_t role, const Token
   const std::string right_value = right.substr(0, right.find("</answer>"));
   RoleExample ex;
   ex.prompt = startTranscript(tok, problem_id);
-  const std::string& name = wf.roles.at(role).name;
-  if (name == "solver") {
+  const TeamRole name = wf.roles.at(role).role;
+  if (name == TeamRole::Solver) {
     ex.reference = right;
-  } else if (name == "verifier") {
+  } else if (name == TeamRole::Verifier) {
     // A judge works the problem out, then compares: "46<reject>".
     const bool good = rng() & 1;
     state.solution = good ? right : wrongAnswer(right_value, rng);
     ex.reference = right_value + (good ? "<approve>" : "<reject>");
-  } else if (name == "selector") {
+  } else if (name == TeamRole::Selector) {
     const bool first = rng() & 1;
     const std::string wrong = wrongAnswer(right_value, rng);
     state.candidates = first ? std::vector<std::string>{right, wrong} : std::vector<std::string>{wrong, right};
     ex.reference = right_value + (first ? "a</answer>" : "b</answer>");
   } else {
-    throw std::invalid_argument(fmt::format("workflow {}: no reference for role '{}'", wf.kind, name));
+    throw std::invalid_argument(
+        fmt::format("workflow {}: no reference for role '{}'", wf.kindName(), wf.roles[role].name));
   }
   appendContext(ex.prompt, tok, render(wf.roles[role].context, state));
   return ex;
@@ -257,10 +258,10 @@ RoleExample roleExample(const WorkflowSection& wf, std::size_t role, const Token
 
 bool sameDecision(const WorkflowSection& wf, std::size_t role, const std::string& output,
                   const std::string& reference) {
-  const std::string& name = wf.roles.at(role).name;
-  if (name == "verifier")
+  const TeamRole name = wf.roles.at(role).role;
+  if (name == TeamRole::Verifier)
     return parseVerdict(output) != Verdict::Missing && parseVerdict(output) == parseVerdict(reference);
-  if (name == "selector") return parsePick(output) >= 0 && parsePick(output) == parsePick(reference);
+  if (name == TeamRole::Selector) return parsePick(output) >= 0 && parsePick(output) == parsePick(reference);
   return output == reference;
 }
 

@@ -111,7 +111,7 @@ LocalRunResult runSft(const Config& config) {
 LocalRunResult runTrainLocal(const Config& config) {
   if (config.workflow.multiAgent()) {
     throw Error(fmt::format("{}: train-local runs single-agent episodes; workflow {} trains with `astraflow run`",
-                            config.source, config.workflow.kind));
+                            config.source, config.workflow.kindName()));
   }
   const auto t0 = Clock::now();
   configureThreads(config, 1);

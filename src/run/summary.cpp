@@ -260,7 +260,7 @@ void addWorkflowRoles(const Config& cfg, const DataflowReport& df, nlohmann::jso
       if (r.name == role.name) reward = r;
     }
     roles[role.name] = {{"policy", role.policy},
-                        {"reward", role.reward},
+                        {"reward", enumName(kRoleRewardNames, role.reward)},
                         {"eval_reward_start", orNull(reward.eval_reward_start)},
                         {"eval_reward_end", orNull(reward.eval_reward_end)}};
   }
@@ -314,7 +314,7 @@ nlohmann::json summarize(const Config& cfg, const std::vector<RankReport>& ranks
   s["policies"] = policiesSummary(cfg, ranks, df);
   s["weights"] = weightsSummary(cfg, ranks, &df);
   if (!cfg.cross_site.listen.empty()) s["cross_site"] = crossSiteSummary(df);
-  s["workflow"] = cfg.workflow.kind;
+  s["workflow"] = cfg.workflow.kindName();
   if (cfg.workflow.multiAgent()) addWorkflowRoles(cfg, df, s);
   s["ranks"] = rankList(ranks);
   return s;

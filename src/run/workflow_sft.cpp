@@ -42,7 +42,7 @@ double evaluateRoleGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, 
   if (problems <= 0) return 0.0;
   // The solver answers the environment's own prompt: scored as the single-agent warm start is.
   const auto& r = config.workflow.roles.at(role);
-  if (r.name == "solver" && (r.context == "{feedback}{problem}" || r.context == "{problem}")) {
+  if (r.role == TeamRole::Solver && (r.context == "{feedback}{problem}" || r.context == "{problem}")) {
     return evaluateGreedy(engine, tokenizer, config, problems);
   }
   engine.model()->eval();
@@ -73,7 +73,7 @@ LocalRunResult runWorkflowSft(const Config& config) {
         fmt::format("{}: warm-start SFT of the code workflow {} is not built (its roles have no reference "
                     "outputs); start each policy from a model folder (policies[i].model.hf) and run "
                     "`astraflow run` directly",
-                    config.source, config.workflow.kind));
+                    config.source, config.workflow.kindName()));
   const auto t0 = std::chrono::steady_clock::now();
   configureThreads(config, 1);
   auto tokenizer = makeEnvironmentTokenizer(config.environment);
@@ -108,10 +108,11 @@ LocalRunResult runWorkflowSft(const Config& config) {
         const auto ex = roleExample(wf, role, *tokenizer, config.environment, env->trainingId(rng() >> 32), rng);
         batch.push_back(roleReferenceEpisode(ex, *tokenizer));
         if (batch.back().tokens.size() > static_cast<std::size_t>(model->config().max_seq_len)) {
-          throw Error(fmt::format(
-              "policies: {}.model.max_seq_len ({}) is shorter than a {} example of workflow {} "
-              "({} tokens)",
-              policy.name, model->config().max_seq_len, wf.roles[role].name, wf.kind, batch.back().tokens.size()));
+          throw Error(
+              fmt::format("policies: {}.model.max_seq_len ({}) is shorter than a {} example of workflow {} "
+                          "({} tokens)",
+                          policy.name, model->config().max_seq_len, wf.roles[role].name, wf.kindName(),
+                          batch.back().tokens.size()));
         }
       }
       const double loss = trainer.sftStep(collate(batch, {}, tokenizer->padId()), config.sft.lr);

@@ -55,7 +55,7 @@ TEST(WorkflowConfig, SolverVerifierParsesInOrderWithByRoleRouting) {
   ASSERT_EQ(c.workflow.roles.size(), 2u);
   EXPECT_EQ(c.workflow.roles[0].name, "solver");
   EXPECT_EQ(c.workflow.roles[1].policy, "verifier");
-  EXPECT_EQ(c.workflow.roles[1].reward, "verdict_correct");
+  EXPECT_EQ(c.workflow.roles[1].reward, RoleReward::VerdictCorrect);
   EXPECT_EQ(c.workflow.roles[1].context, "{problem}{solution}<verifier>");
   EXPECT_EQ(c.workflow.max_rounds, 3);
   EXPECT_EQ(c.dataflow.router.kind, "by_role");
@@ -217,7 +217,7 @@ TEST(Workflow, ApprovedWrongAnswerEndsTheEpisodeAndRoundsAreCapped) {
 
 TEST(Workflow, OnlyAnApprovedAnswerReplacesTheFirst) {
   Config c = parseConfig(kTeam, "team.yaml");
-  c.workflow.roles[0].reward = "own_correct";
+  c.workflow.roles[0].reward = RoleReward::OwnCorrect;
   auto tok = makeTaskTokenizer();
   auto env = makeEnvironment(c.environment);
   const std::uint64_t a = env->trainingId(7), b = env->trainingId(8);

@@ -376,22 +376,43 @@ struct DataflowSection {
   bool router_given = false;  // the config named a router (else a multi-agent workflow defaults to by_role)
 };
 
+// workflow.kind (docs/multi-policy.md).
+enum class WorkflowKind { Single, SolverVerifier, SolverSelector, SolverTestgen };
+inline constexpr std::array<EnumName<WorkflowKind>, 4> kWorkflowKindNames{
+    {{"single", WorkflowKind::Single},
+     {"solver_verifier", WorkflowKind::SolverVerifier},
+     {"solver_selector", WorkflowKind::SolverSelector},
+     {"solver_testgen", WorkflowKind::SolverTestgen}}};
+// A team's roles: what each does in an episode.
+enum class TeamRole { Solver, Verifier, Selector, Generator };
+inline constexpr std::array<EnumName<TeamRole>, 4> kTeamRoleNames{{{"solver", TeamRole::Solver},
+                                                                   {"verifier", TeamRole::Verifier},
+                                                                   {"selector", TeamRole::Selector},
+                                                                   {"generator", TeamRole::Generator}}};
+// workflow.rewards: a role's reward, the team's outcome, its own answer's, or its verdicts'.
+enum class RoleReward { TeamCorrect, OwnCorrect, VerdictCorrect };
+inline constexpr std::array<EnumName<RoleReward>, 3> kRoleRewardNames{
+    {{"team_correct", RoleReward::TeamCorrect},
+     {"own_correct", RoleReward::OwnCorrect},
+     {"verdict_correct", RoleReward::VerdictCorrect}}};
+
 // One role of a multi-agent workflow: the policy it runs on, its team-context template and
 // its reward rule (docs/multi-policy.md).
 struct WorkflowRole {
-  std::string name;     // "solver", "verifier", "selector", "generator"
+  TeamRole role = TeamRole::Solver;
+  std::string name;     // the role's name (kTeamRoleNames): how tasks, reports and the router name it
   std::string policy;   // the policy whose weights generate this role's turns
   std::string context;  // template rendered before each of its turns (chat workflows: its user message):
                         // {problem} {solution} {feedback} {candidates} {candidate_a} {candidate_b}
   std::string system;   // chat workflows: the role's system message ("" for none)
-  std::string reward;   // team_correct | own_correct | verdict_correct
+  RoleReward reward = RoleReward::TeamCorrect;
 };
 
 // How an episode runs (section `workflow`). `single`: one policy per task, the environment's own
 // single- or multi-turn episode. `solver_verifier` and `solver_selector`: several policies per
 // episode, one trajectory per role, each routed to its own policy's trainer.
 struct WorkflowSection {
-  std::string kind = "single";      // single | solver_verifier | solver_selector | solver_testgen
+  WorkflowKind kind = WorkflowKind::Single;
   std::vector<WorkflowRole> roles;  // in turn order (workflow.order)
   int max_rounds = 1;               // solver_verifier: solver attempts (reject → retry)
   int candidates = 1;               // solver_selector: 2 (the solver writes two candidates)
@@ -400,7 +421,8 @@ struct WorkflowSection {
   // message (solver_testgen: the retry, with {feedback}; solver_selector: the second candidate).
   bool chat = false;
   std::string followup;
-  bool multiAgent() const { return kind != "single"; }
+  bool multiAgent() const { return kind != WorkflowKind::Single; }
+  const char* kindName() const { return enumName(kWorkflowKindNames, kind); }
   const WorkflowRole* findRole(const std::string& name) const;
   // The roles' distinct policies, in role order.
   std::vector<std::string> policies() const;
