@@ -1,6 +1,7 @@
-// The `layout` section: rank roles and counts, each rollout entry's backend (engine, http,
-// simulated), and the checks that span entries (one hub, one trainer entry per policy, every
-// policy trained and served, distinct pool names).
+// The `layout` section: each entry's keys declared once (its role, ranks, a trainer's policy, a
+// rollout pool's policies, name and backend — backend_schema.cpp), and the checks that span
+// entries (one hub, one trainer entry per policy, every policy trained and served, distinct
+// pool names).
 #include "core/layout_config.hpp"
 
 #include <fmt/format.h>
@@ -9,8 +10,7 @@
 #include <cctype>
 #include <map>
 
-#include "astraflow/core/text_pattern.hpp"
-#include "core/simulation_config.hpp"
+#include "core/section_schemas.hpp"
 
 namespace astraflow {
 
@@ -30,46 +30,64 @@ void requireIdentifier(const YamlReader& r, const std::string& key, const std::s
 
 namespace {
 
-// "http://host:port" with an optional trailing slash: what HttpClient connects to.
-bool isHttpUrl(const std::string& url) {
-  static const TextPattern pattern(R"(http://[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}/?)", "the http backend url check");
-  return pattern.fullMatch(url).has_value();
+// Which keys go with the entry's role: a trainer's policy, a rollout pool's policies, name and
+// backend; a hub (dataflow or gateway) takes none of them.
+void checkRoleKeys(YamlReader& r, const LayoutEntry& e) {
+  const char* role = roleName(e.role);
+  const auto only = [&](const char* key, Role owner) {
+    if (e.role != owner && r.has(key))
+      r.fail(key, fmt::format("belongs to {} entries; this entry's role is {}", roleName(owner), role));
+  };
+  only("policy", Role::Trainer);
+  for (const char* key : {"policies", "pool", "backend"}) only(key, Role::Rollout);
+  if (e.role == Role::Trainer && !r.has("policy")) r.fail("policy", "required key is missing (the policy it trains)");
+  if (e.role == Role::Rollout && !r.has("policies"))
+    r.fail("policies", "required key is missing (the policies the pool serves)");
 }
 
-RolloutBackendSpec parseBackend(YamlReader& entry) {
-  RolloutBackendSpec b;
-  if (!entry.has("backend")) return b;
-  YamlReader r = entry.child("backend");
-  b.kind = r.requireEnum("kind", kBackendKindNames);
-  if (b.isSimulated()) detail::parseSimulatedBackend(r, b.simulated);
-  if (!b.http()) {
-    r.finish();
-    return b;
-  }
-  b.api = r.getEnum("api", HttpApi::Sglang, kHttpApiNames);
-  if (r.has("url") == r.has("urls")) r.fail("url", "give exactly one of url (one server) and urls (one per rank)");
-  if (r.has("url"))
-    b.urls = {r.requireString("url")};
-  else
-    b.urls = r.requireStringList("urls");
-  for (const auto& u : b.urls) {
-    if (!isHttpUrl(u)) r.fail(r.has("url") ? "url" : "urls", fmt::format("given '{}'; allowed: http://host:port", u));
-  }
-  b.model = r.getString("model", "");
-  b.max_in_flight = static_cast<int>(r.getInt("max_in_flight", b.max_in_flight, 1, 4096));
-  b.timeout_seconds = r.getDouble("timeout_seconds", b.timeout_seconds, 0.1, 86400);
-  b.retries = static_cast<int>(r.getInt("retries", b.retries, 0, 100));
-  b.backoff_seconds = r.getDouble("backoff_seconds", b.backoff_seconds, 0, 3600);
-  b.weights_dir = r.getString("weights_dir", "");
-  b.update_path = r.getString("update_path", b.update_path);
-  if (b.update_path.empty() || b.update_path[0] != '/')
-    r.fail("update_path", fmt::format("given '{}'; allowed: a path starting with /", b.update_path));
-  b.update_mode = r.getEnum("update_mode", b.update_mode, kHttpUpdateModeNames);
-  b.keep_versions = static_cast<int>(r.getInt("keep_versions", b.keep_versions, 1, 1000));
-  b.lost_after_seconds = r.getDouble("lost_after_seconds", b.lost_after_seconds, 1, 86400);
-  r.finish();
-  return b;
+}  // namespace
+
+namespace detail {
+
+const SectionSchema<LayoutEntry>& layoutEntrySchema() {
+  using L = LayoutEntry;
+  static const auto schema =
+      SectionSchema<L>("layout[i]")
+          .custom("role", "string", "required", namesText(kRoleNames) + " (one dataflow, or gateway, entry per job)",
+                  "the entry's ranks' role; a remote site's job has a gateway instead of the dataflow rank "
+                  "(docs/cross-site.md)",
+                  [](YamlReader& r, L& e) { e.role = r.requireEnum("role", kRoleNames); })
+          .integer("ranks", &L::ranks, 1, 1 << 20, "ranks",
+                   "ranks of this entry; the dataflow (or gateway) entry has 1")
+          .custom("policy", "string", "required (trainer)", "a defined policy",
+                  "trainer: the policy this data-parallel group trains (one entry per policy)",
+                  [](YamlReader& r, L& e) { e.policy = r.getString("policy", e.policy); })
+          .custom("policies", "list of strings", "required (rollout)", "defined policies",
+                  "rollout: the policies this pool serves",
+                  [](YamlReader& r, L& e) {
+                    if (r.has("policies")) e.policies = r.requireStringList("policies");
+                  })
+          .text("pool", &L::pool, "`[A-Za-z0-9_-]{1,64}`, unique", "rollout: the pool's name")
+          .defaultShown("`pool<i>` (i = the entry's index)")
+          .custom("backend", "mapping", "`{kind: engine}`", "`layout[i].backend` (below)",
+                  "rollout: how the pool generates: the in-process engine, an external inference server "
+                  "(docs/rollout-backends.md), or a simulation (docs/simulation.md)",
+                  [](YamlReader& r, L& e) {
+                    if (r.has("backend")) backendSchema().read(r.child("backend"), e.backend);
+                  })
+          .rule("role_keys",
+                "`policy` is a trainer's (required there), `policies` (required), `pool` and `backend` a rollout "
+                "pool's",
+                checkRoleKeys)
+          .rule("pool_name", "`pool` is 1-64 characters of `[A-Za-z0-9_-]`", [](YamlReader& r, const L& e) {
+            if (e.role == Role::Rollout) requireIdentifier(r, "pool", e.pool);
+          });
+  return schema;
 }
+
+}  // namespace detail
+
+namespace {
 
 // The layout, entry by entry, with what spans entries: one hub (dataflow or gateway), one
 // trainer entry per policy, distinct pool names, and every policy trained and served.
@@ -88,15 +106,15 @@ class LayoutParser {
       YamlReader r(nodes[i], fmt::format("layout[{}]", i), source_);
       LayoutEntry e;
       e.line = r.line();
-      e.role = r.requireEnum("role", kRoleNames);
-      e.ranks = static_cast<int>(r.getInt("ranks", 1, 1, 1 << 20, "ranks"));
+      e.pool = fmt::format("pool{}", i);
+      detail::layoutEntrySchema().read(r, e);
+      if (e.role != Role::Rollout) e.pool.clear();
       switch (e.role) {
         case Role::Dataflow:
         case Role::Gateway: hub(r, e); break;
         case Role::Trainer: trainer(r, e); break;
-        case Role::Rollout: rollout(r, e, i); break;
+        case Role::Rollout: rollout(r, e); break;
       }
-      r.finish();
       out_.push_back(std::move(e));
     }
     checkWhole(top);
@@ -120,8 +138,7 @@ class LayoutParser {
     gateway_ = e.role == Role::Gateway;
   }
 
-  void trainer(YamlReader& r, LayoutEntry& e) {
-    e.policy = r.requireString("policy");
+  void trainer(YamlReader& r, const LayoutEntry& e) {
     checkPolicy(r, r.keyPath("policy"), r.lineOf("policy"), e.policy);
     if (trainer_line_.count(e.policy)) {
       r.fail("policy", fmt::format("policy '{}' already has a trainer entry (line {}); allowed: one trainer entry "
@@ -131,15 +148,11 @@ class LayoutParser {
     trainer_line_[e.policy] = e.line;
   }
 
-  void rollout(YamlReader& r, LayoutEntry& e, std::size_t i) {
-    e.policies = r.requireStringList("policies");
+  void rollout(YamlReader& r, const LayoutEntry& e) {
     for (std::size_t j = 0; j < e.policies.size(); ++j) {
       checkPolicy(r, fmt::format("{}[{}]", r.keyPath("policies"), j), r.lineOf("policies"), e.policies[j]);
       served_[e.policies[j]]++;
     }
-    e.backend = parseBackend(r);
-    e.pool = r.getString("pool", fmt::format("pool{}", i));
-    requireIdentifier(r, "pool", e.pool);
     for (const auto& other : out_) {
       if (other.role == Role::Rollout && other.pool == e.pool) {
         r.fail("pool", fmt::format("pool name '{}' is used twice (line {})", e.pool, other.line));

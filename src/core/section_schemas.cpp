@@ -262,10 +262,10 @@ const SectionSchema<LocalSection>& localSchema() {
 
 std::vector<SectionDoc> configSchemaDocs() {
   using namespace detail;
-  return {runSchema().doc(),         policySchema().doc(),  modelSchema().doc(),     dataflowSchema().doc(),
-          environmentSchema().doc(), rolloutSchema().doc(), trainerSchema().doc(),   sftSchema().doc(),
-          evalSchema().doc(),        weightsSchema().doc(), crossSiteSchema().doc(), elasticSchema().doc(),
-          localSchema().doc()};
+  return {runSchema().doc(),       policySchema().doc(),   modelSchema().doc(),       layoutEntrySchema().doc(),
+          backendSchema().doc(),   dataflowSchema().doc(), environmentSchema().doc(), rolloutSchema().doc(),
+          trainerSchema().doc(),   sftSchema().doc(),      evalSchema().doc(),        weightsSchema().doc(),
+          crossSiteSchema().doc(), elasticSchema().doc(),  localSchema().doc()};
 }
 
 }  // namespace astraflow

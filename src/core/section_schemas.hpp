@@ -10,6 +10,10 @@ namespace astraflow::detail {
 const SectionSchema<RunSection>& runSchema();
 const SectionSchema<PolicySection>& policySchema();
 const SectionSchema<ModelConfig>& modelSchema();
+// layout[i] (layout_config.cpp) and its backend (backend_schema.cpp), its simulated keys from simulation_config.cpp.
+const SectionSchema<LayoutEntry>& layoutEntrySchema();
+const SectionSchema<RolloutBackendSpec>& backendSchema();
+const SectionSchema<SimulatedBackendSpec>& simulatedSchema();
 const SectionSchema<RolloutSection>& rolloutSchema();
 const SectionSchema<TrainerSection>& trainerSchema();
 const SectionSchema<SftSection>& sftSchema();

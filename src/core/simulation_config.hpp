@@ -2,12 +2,11 @@
 // Parsing of the simulation keys (docs/simulation.md): a rollout pool's `backend: {kind:
 // simulated, …}` and `trainer.simulate`. Private to src/core.
 #include "astraflow/core/config.hpp"
+#include "core/section_schemas.hpp"
 #include "core/yaml_reader.hpp"
 
 namespace astraflow::detail {
 
-// The keys of a backend mapping whose kind is simulated (kind itself already read).
-void parseSimulatedBackend(YamlReader& r, SimulatedBackendSpec& s);
 // The trainer.simulate mapping (its presence turns the simulation on).
 void parseTrainerSimulation(YamlReader r, TrainerSection::Simulation& s);
 // A simulated trainer publishes synthetic bytes, not a model: every rollout pool must be

@@ -34,6 +34,29 @@ std::string docConfig(const std::string& section) {
   return (section.rfind("policies:", 0) == 0 ? "" : kDocPolicies) + kDocLayout + section;
 }
 
+// "a.b.c" = VALUE as nested YAML, each level indented by `indent` more than `base`.
+std::string nestedYaml(const std::string& key, const std::string& value, std::string indent) {
+  std::string yaml;
+  std::size_t at = 0;
+  for (auto dot = key.find('.'); dot != std::string::npos; at = dot + 1, dot = key.find('.', at)) {
+    yaml += indent + key.substr(at, dot - at) + ":\n";
+    indent += "  ";
+  }
+  return yaml + indent + key.substr(at) + ": " + value + "\n";
+}
+
+// "trainer.loss.kind" -> "trainer:\n  loss:\n    kind: VALUE\n"; a key of a policy
+// ("policies[i].model.layers") goes into the one policy.
+std::string sectionYaml(const std::string& key, const std::string& value) {
+  const std::string policy = "policies[i].";
+  if (key.rfind(policy, 0) == 0) {
+    const std::string rest = key.substr(policy.size());
+    if (rest == "name") return "policies:\n  - name: " + value + "\n";
+    return "policies:\n  - name: solver\n" + nestedYaml(rest, value, "    ");
+  }
+  return nestedYaml(key, value, "");
+}
+
 // A Hugging Face folder for the environments that encode with the policy's tokenizer: its
 // config.json is all that reading the config opens.
 const std::string& hfFolder() {
@@ -94,6 +117,32 @@ void mergeInto(YAML::Node a, const YAML::Node& b) {
   }
 }
 
+// A layout entry's key ("layout[i].ranks", "layout[i].backend.retries") is tried in a layout whose
+// first entry, layout[0], is the rollout pool; a backend key with a backend of the kind the key
+// belongs to (its meaning says which: "simulated: …").
+bool simulatedKey(const std::string& key) {
+  for (const auto& section : configSchemaDocs())
+    for (const auto& k : section.keys)
+      if (k.key == key) return k.meaning.rfind("simulated:", 0) == 0;
+  return false;
+}
+
+std::string backendConfig(const std::string& key, const std::string& value) {
+  const std::string rest = key.substr(std::string("layout[i].").size());
+  const std::string name = rest.substr(rest.rfind('.') + 1);
+  const bool simulated = simulatedKey(key);
+  YAML::Node root = YAML::Load(kDocPolicies +
+                               "layout:\n  - {role: rollout, policies: [solver]}\n  - {role: dataflow, ranks: 1}\n"
+                               "  - {role: trainer, policy: solver}\n");
+  if (rest.rfind("backend.", 0) == 0 && name != "kind")
+    root["layout"][0]["backend"] =
+        YAML::Load(simulated ? "{kind: simulated}" : "{kind: http, url: 'http://127.0.0.1:9'}");
+  mergeInto(root["layout"][0], YAML::Load(nestedYaml(rest, value, "")));
+  YAML::Emitter out;
+  out << root;
+  return out.c_str();
+}
+
 // The config `section` (YAML) is tried in: docConfig's, with the key's context set over it.
 std::string contextConfig(const std::string& key, const std::string& section) {
   const KeyContext* context = nullptr;
@@ -113,29 +162,6 @@ std::string contextConfig(const std::string& key, const std::string& section) {
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-// "a.b.c" = VALUE as nested YAML, each level indented by `indent` more than `base`.
-std::string nestedYaml(const std::string& key, const std::string& value, std::string indent) {
-  std::string yaml;
-  std::size_t at = 0;
-  for (auto dot = key.find('.'); dot != std::string::npos; at = dot + 1, dot = key.find('.', at)) {
-    yaml += indent + key.substr(at, dot - at) + ":\n";
-    indent += "  ";
-  }
-  return yaml + indent + key.substr(at) + ": " + value + "\n";
-}
-
-// "trainer.loss.kind" -> "trainer:\n  loss:\n    kind: VALUE\n"; a key of a policy
-// ("policies[i].model.layers") goes into the one policy.
-std::string sectionYaml(const std::string& key, const std::string& value) {
-  const std::string policy = "policies[i].";
-  if (key.rfind(policy, 0) == 0) {
-    const std::string rest = key.substr(policy.size());
-    if (rest == "name") return "policies:\n  - name: " + value + "\n";
-    return "policies:\n  - name: solver\n" + nestedYaml(rest, value, "    ");
-  }
-  return nestedYaml(key, value, "");
 }
 
 // A list of names, `a\|b\|c` (not a pattern, nor a form such as cuda:N).
@@ -177,6 +203,7 @@ bool refused(const std::string& yaml, const std::string& key) {
 
 // `key: value` in the key's context (contextConfig): taken, and refused naming the key.
 std::string errorWith(const std::string& key, const std::string& value) {
+  if (key.rfind("layout[i].", 0) == 0) return parseError(backendConfig(key, value));
   return parseError(contextConfig(key, sectionYaml(key, value)));
 }
 bool refusedWith(const std::string& key, const std::string& value) {

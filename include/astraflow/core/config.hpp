@@ -277,7 +277,8 @@ struct LocalSection {
 struct SimulatedBackendSpec {
   // Generated tokens per episode: fixed (mean), geometric (mean), lognormal (median, sigma) or
   // empirical (the generated-token counts of a run's trajectories.h5), clamped to [min, max].
-  enum class Lengths { Fixed, Geometric, Lognormal, Empirical } lengths = Lengths::Lognormal;
+  enum class Lengths { Fixed, Geometric, Lognormal, Empirical };
+  Lengths lengths = Lengths::Lognormal;
   double mean = 256;
   double median = 256, sigma = 1.0;
   std::string trajectories;  // empirical: the file
@@ -288,7 +289,8 @@ struct SimulatedBackendSpec {
   // batch_limit sequences decode together, each step slower by batch_slowdown per extra one.
   // Continuous (SGLang, vLLM): a sequence that ends frees its slot for the next. Static (astraflow's
   // own engine): the rows of a batch step together until the longest of them ends.
-  enum class Batching { Continuous, Static } batching = Batching::Continuous;
+  enum class Batching { Continuous, Static };
+  Batching batching = Batching::Continuous;
   double prefill_tokens_per_second = 20000;
   double decode_tokens_per_second = 50;
   int batch_limit = 256;
@@ -296,6 +298,14 @@ struct SimulatedBackendSpec {
   // P(reward 1) = min(success_max, success_rate + success_gain_per_version × version).
   double success_rate = 0.3, success_gain_per_version = 0, success_max = 1.0;
 };
+
+inline constexpr std::array<EnumName<SimulatedBackendSpec::Lengths>, 4> kSimulatedLengthsNames{
+    {{"fixed", SimulatedBackendSpec::Lengths::Fixed},
+     {"geometric", SimulatedBackendSpec::Lengths::Geometric},
+     {"lognormal", SimulatedBackendSpec::Lengths::Lognormal},
+     {"empirical", SimulatedBackendSpec::Lengths::Empirical}}};
+inline constexpr std::array<EnumName<SimulatedBackendSpec::Batching>, 2> kBatchingNames{
+    {{"continuous", SimulatedBackendSpec::Batching::Continuous}, {"static", SimulatedBackendSpec::Batching::Static}}};
 
 // layout[i].backend.kind: the in-process engine, an inference server over http, or the
 // simulated accelerator (docs/simulation.md).

@@ -1,0 +1,129 @@
+// A rollout pool's `backend` declared once (config_schema.hpp): its kind, an inference server's
+// keys (kind http) and a simulated accelerator's (kind simulated, merged from simulatedSchema),
+// with the check that each kind's keys go with it. docs/configuration.md's table is generated
+// from it.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "astraflow/core/text_pattern.hpp"
+#include "core/section_schemas.hpp"
+
+namespace astraflow::detail {
+
+namespace {
+
+using B = RolloutBackendSpec;
+
+// "http://host:port" with an optional trailing slash: what HttpClient connects to.
+bool isHttpUrl(const std::string& url) {
+  static const TextPattern pattern(R"(http://[A-Za-z0-9._\-\[\]:]+:[0-9]{1,5}/?)", "the http backend url check");
+  return pattern.fullMatch(url).has_value();
+}
+
+// `url` (one server) or `urls` (one per rank), exactly one of them for kind http.
+void readUrls(YamlReader& r, B& b) {
+  if (r.has("url")) b.urls = {r.requireString("url")};
+  if (r.has("urls")) b.urls = r.requireStringList("urls");
+}
+
+constexpr const char* kHttpKeys[] = {"api",
+                                     "url",
+                                     "urls",
+                                     "model",
+                                     "max_in_flight",
+                                     "timeout_seconds",
+                                     "retries",
+                                     "backoff_seconds",
+                                     "weights_dir",
+                                     "update_path",
+                                     "update_mode",
+                                     "keep_versions",
+                                     "lost_after_seconds"};
+constexpr const char* kSimulatedKeys[] = {"lengths",
+                                          "growth_per_version",
+                                          "prefill_tokens_per_second",
+                                          "decode_tokens_per_second",
+                                          "batching",
+                                          "batch_limit",
+                                          "batch_slowdown",
+                                          "success_rate",
+                                          "success_gain_per_version",
+                                          "success_max"};
+
+// Each kind's keys only with it; kind http needs its servers' addresses.
+void checkKindKeys(YamlReader& r, const B& b) {
+  for (const char* key : kHttpKeys)
+    if (!b.http() && r.has(key))
+      r.fail(key, fmt::format("belongs to kind: http; kind is {}", enumName(kBackendKindNames, b.kind)));
+  for (const char* key : kSimulatedKeys)
+    if (!b.isSimulated() && r.has(key))
+      r.fail(key, fmt::format("belongs to kind: simulated; kind is {}", enumName(kBackendKindNames, b.kind)));
+  if (!b.http()) return;
+  if (r.has("url") == r.has("urls")) r.fail("url", "give exactly one of url (one server) and urls (one per rank)");
+  for (const auto& u : b.urls)
+    if (!isHttpUrl(u)) r.fail(r.has("url") ? "url" : "urls", fmt::format("given '{}'; allowed: http://host:port", u));
+}
+
+// An inference server's keys (kind http; docs/rollout-backends.md).
+void httpKeys(SectionSchema<B>& s) {
+  s.choice("api", &B::api, kHttpApiNames,
+           "http: `sglang` (POST /generate with `input_ids`, `return_logprob`) or `openai` (POST /v1/completions "
+           "with token-id prompts, `logprobs`, vLLM's `return_tokens_as_token_ids`)")
+      .custom("url", "string", "required (or `urls`)", "`http://host:port`", "http: the pool's one server", readUrls)
+      .custom("urls", "list of strings", "required (or `url`)", "`http://host:port` each",
+              "http: one server per rank; rank i of the pool drives `urls[i % len]`",
+              [](YamlReader&, B&) {})  // read with `url`
+      .text("model", &B::model, "a model id", "http, `openai`: the model id requests name",
+            "the first id of `/v1/models`")
+      .integer("max_in_flight", &B::max_in_flight, 1, 4096, "requests",
+               "http: requests one rank keeps in flight (one keep-alive connection each)")
+      .number("timeout_seconds", &B::timeout_seconds, 0.1, 86400.0, "seconds", "http: one request's read limit")
+      .integer("retries", &B::retries, 0, 100, "retries",
+               "http: a request that fails (refused, timed out, 5xx/408/429, malformed body, short or non-finite "
+               "log-probs) is sent again this many times; a 4xx is not retried")
+      .number("backoff_seconds", &B::backoff_seconds, 0.0, 3600.0, "seconds",
+              "http: wait before the first retry, doubling each time")
+      .text("weights_dir", &B::weights_dir, "path",
+            "http: where each version is written as a Hugging Face folder for the server (a filesystem the server "
+            "reads)",
+            "`<output_dir>/served_weights`")
+      .text("update_path", &B::update_path, "a path from `/`",
+            "http: the server's load-from-disk endpoint (`{model_path, weight_version}`)")
+      .choice("update_mode", &B::update_mode, kHttpUpdateModeNames,
+              "http: `finish`: requests in flight finish on the old version, tagged with it; `abort`: the server is "
+              "paused with `mode: abort` around the update (`/pause_generation`, `/continue_generation`) and each "
+              "aborted request resumes from the tokens it made (prompt + those tokens; the rest on the new version)")
+      .integer("keep_versions", &B::keep_versions, 1, 1000, "versions", "http: version folders kept per policy")
+      .number("lost_after_seconds", &B::lost_after_seconds, 1.0, 86400.0, "seconds",
+              "http: a server silent this long gets one try per request, and its rank leaves the pool (its failed "
+              "tasks were given back); a pool whose ranks have all left is lost and its tasks are re-issued "
+              "elsewhere");
+}
+
+}  // namespace
+
+const SectionSchema<RolloutBackendSpec>& backendSchema() {
+  static const auto schema = [] {
+    SectionSchema<B> s("layout[i].backend");
+    s.custom("kind", "string", "`engine`", namesText(kBackendKindNames),
+             "required in a `backend` mapping. `engine`: the in-process engine; `http`: an external inference "
+             "server (docs/rollout-backends.md); `simulated`: no model, a drawn workload on a modelled accelerator "
+             "(docs/simulation.md)",
+             [](YamlReader& r, B& b) { b.kind = r.requireEnum("kind", kBackendKindNames); });
+    httpKeys(s);
+    s.merged(&B::simulated, simulatedSchema())
+        .rule("kind_keys",
+              "each kind's keys only with it (`api` … `lost_after_seconds`: http; `lengths` … `success_max`: "
+              "simulated); http needs one of `url` and `urls`, each `http://host:port`",
+              checkKindKeys)
+        .rule("update_path", "`update_path` starts with `/`", [](YamlReader& r, const B& b) {
+          if (b.update_path.empty() || b.update_path[0] != '/')
+            r.fail("update_path", fmt::format("given '{}'; allowed: a path starting with /", b.update_path));
+        });
+    return s;
+  }();
+  return schema;
+}
+
+}  // namespace astraflow::detail
