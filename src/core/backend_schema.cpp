@@ -51,14 +51,18 @@ constexpr const char* kSimulatedKeys[] = {"lengths",
                                           "success_gain_per_version",
                                           "success_max"};
 
-// Each kind's keys only with it; kind http needs its servers' addresses.
-void checkKindKeys(YamlReader& r, const B& b) {
+// Checked right after `kind`, before the other keys are read: each kind's keys only with it.
+void refuseOtherKindsKeys(YamlReader& r, const B& b) {
   for (const char* key : kHttpKeys)
     if (!b.http() && r.has(key))
       r.fail(key, fmt::format("belongs to kind: http; kind is {}", enumName(kBackendKindNames, b.kind)));
   for (const char* key : kSimulatedKeys)
     if (!b.isSimulated() && r.has(key))
       r.fail(key, fmt::format("belongs to kind: simulated; kind is {}", enumName(kBackendKindNames, b.kind)));
+}
+
+// After every key: kind http needs its servers' addresses.
+void requireServers(YamlReader& r, const B& b) {
   if (!b.http()) return;
   if (r.has("url") == r.has("urls")) r.fail("url", "give exactly one of url (one server) and urls (one per rank)");
   for (const auto& u : b.urls)
@@ -111,12 +115,13 @@ const SectionSchema<RolloutBackendSpec>& backendSchema() {
              "server (docs/rollout-backends.md); `simulated`: no model, a drawn workload on a modelled accelerator "
              "(docs/simulation.md)",
              [](YamlReader& r, B& b) { b.kind = r.requireEnum("kind", kBackendKindNames); });
+    s.rule("kind_keys",
+           "each kind's keys only with it (`api` … `lost_after_seconds`: http; `lengths` … `success_max`: "
+           "simulated); checked before they are read",
+           refuseOtherKindsKeys);
     httpKeys(s);
     s.merged(&B::simulated, simulatedSchema())
-        .rule("kind_keys",
-              "each kind's keys only with it (`api` … `lost_after_seconds`: http; `lengths` … `success_max`: "
-              "simulated); http needs one of `url` and `urls`, each `http://host:port`",
-              checkKindKeys)
+        .rule("servers", "kind http needs one of `url` and `urls`, each `http://host:port`", requireServers)
         .rule("update_path", "`update_path` starts with `/`", [](YamlReader& r, const B& b) {
           if (b.update_path.empty() || b.update_path[0] != '/')
             r.fail("update_path", fmt::format("given '{}'; allowed: a path starting with /", b.update_path));

@@ -120,7 +120,7 @@ class SectionSchema {
       out.keys.insert(out.keys.end(), d.keys.begin(), d.keys.end());
       for (const auto& rule : d.rules) out.rules.push_back({std::string(key) + "." + rule.name, rule.text});
     });
-    readers_.push_back([key, member, sub](YamlReader& r, S& s) { sub.read(r.child(key), s.*member); });
+    steps_.push_back([key, member, sub](YamlReader& r, S& s) { sub.read(r.child(key), s.*member); });
     return *this;
   }
   // A member's keys read at this section's level ("environment.train" fills the environment's
@@ -132,7 +132,7 @@ class SectionSchema {
       out.keys.insert(out.keys.end(), d.keys.begin(), d.keys.end());
       out.rules.insert(out.rules.end(), d.rules.begin(), d.rules.end());
     });
-    readers_.push_back([member, sub](YamlReader& r, S& s) { sub.readKeys(r, s.*member); });
+    steps_.push_back([member, sub](YamlReader& r, S& s) { sub.readKeys(r, s.*member); });
     return *this;
   }
   // A choice: one of the enum's names (core/enum_names.hpp).
@@ -153,11 +153,13 @@ class SectionSchema {
     };
     return *this;
   }
-  // A check over several keys, after they are all read: `check` calls YamlReader::fail with the
+  // A check over several keys, run after the keys declared before it are read (declared first
+  // thing after a discriminating key, it refuses keys that do not go with its value before
+  // they are read; declared last, it sees them all): `check` calls YamlReader::fail with the
   // key it blames and why.
   SectionSchema& rule(const char* name, const char* text, Check check) {
     docs_.push_back([name, text](const std::string&, const S&, SectionDoc& out) { out.rules.push_back({name, text}); });
-    checks_.push_back(std::move(check));
+    steps_.push_back([check = std::move(check)](YamlReader& r, S& s) { check(r, s); });
     return *this;
   }
 
@@ -169,8 +171,7 @@ class SectionSchema {
   }
   // The same without refusing other keys: for keys read at a parent's level (merged).
   void readKeys(YamlReader& r, S& s) const {
-    for (const auto& read_key : readers_) read_key(r, s);
-    for (const auto& check : checks_) check(r, s);
+    for (const auto& step : steps_) step(r, s);
   }
 
   // The section's table: keys named under `name`, defaults as `defaults` holds them.
@@ -194,15 +195,14 @@ class SectionSchema {
     docs_.push_back([=](const std::string& prefix, const S& defaults, SectionDoc& out) {
       out.keys.push_back({prefix + "." + key, type, shown(defaults), allowed, meaning, min, max});
     });
-    readers_.push_back(std::move(read));
+    steps_.push_back(std::move(read));
   }
 
   std::string name_;
   // In declaration order: each key's (or nested section's, or check's) part of the docs, and
-  // each key's (or nested section's) reader.
+  // each key's (or nested section's) reader and each check.
   std::vector<std::function<void(const std::string&, const S&, SectionDoc&)>> docs_;
-  std::vector<std::function<void(YamlReader&, S&)>> readers_;
-  std::vector<Check> checks_;
+  std::vector<std::function<void(YamlReader&, S&)>> steps_;
 };
 
 }  // namespace astraflow::detail

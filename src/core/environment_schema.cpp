@@ -25,14 +25,17 @@ std::vector<std::string> registeredEnvironmentNames() {
   return names();
 }
 
-std::string absolutePath(const std::string& path) {
+// A path the config gives, made absolute (relative to the working directory); an empty one is
+// refused naming the key.
+std::string absolutePath(YamlReader& r, const std::string& key, const std::string& path) {
+  if (path.empty()) r.fail(key, "holds an empty path");
   return std::filesystem::absolute(path).lexically_normal().string();
 }
 
 std::vector<std::string> absolutePaths(YamlReader& r, const std::string& key) {
   std::vector<std::string> files = r.requireStringList(key);
   if (files.empty()) r.fail(key, "is an empty list; give one or more JSONL files");
-  for (auto& f : files) f = absolutePath(f);
+  for (auto& f : files) f = absolutePath(r, key, f);
   return files;
 }
 
@@ -115,7 +118,7 @@ const SectionSchema<DatasetTaskOptions>& datasetSchema() {
   using D = DatasetTaskOptions;
   static const auto schema =
       SectionSchema<D>("environment")
-          .custom("train", "list of paths", "required for `dataset`", "JSONL files",
+          .custom("train", "list of paths", "required (dataset environments)", "JSONL files",
                   "dataset: training rows (relative paths from the working directory)",
                   [](YamlReader& r, D& d) {
                     if (r.has("train")) d.train_files = absolutePaths(r, "train");
@@ -234,7 +237,7 @@ const SectionSchema<ToolOptions>& toolSchema() {
           .custom("corpus", "path", "required for `doc_search`", "JSONL",
                   "doc_search: the documents (`{\"text\", \"title\"?, \"id\"?}` per line), indexed with BM25",
                   [](YamlReader& r, T& t) {
-                    if (r.has("corpus")) t.corpus = absolutePath(r.getString("corpus", ""));
+                    if (r.has("corpus")) t.corpus = absolutePath(r, "corpus", r.getString("corpus", ""));
                   })
           .integer("top_k", &T::top_k, 1, 100, "documents", "doc_search: documents per search reply")
           .integer("document_bytes", &T::document_bytes, 16, 1 << 24, "bytes",
@@ -320,7 +323,7 @@ void openEnvEpisodeKeys(SectionSchema<O>& s) {
               "no solutions); `env check` plays them when set",
               [](YamlReader& r, O& o) {
                 const std::string file = r.getString("demonstrations", "");
-                if (!file.empty()) o.demonstrations = absolutePath(file);
+                if (!file.empty()) o.demonstrations = absolutePath(r, "demonstrations", file);
               });
 }
 
@@ -366,52 +369,46 @@ constexpr const char* kDatasetKeys[] = {"train",  "eval", "eval_fraction",  "max
                                         "reward", "tool", "solution_field", "enable_thinking",  "tools"};
 bool isChatKey(const std::string& key) { return key == "system_prompt" || key == "enable_thinking" || key == "tools"; }
 
-void checkDatasetKeys(YamlReader& r, const EnvironmentOptions& e) {
-  if (usesPromptDataset(e.name)) {
-    if (!r.has("train"))
-      r.fail("train", fmt::format("is required with environment.name: {} (one or more JSONL files of rows)", e.name));
-    return;
-  }
-  for (const char* key : kDatasetKeys) {
-    if (!r.has(key)) continue;
-    if (e.name == "openenv" && isChatKey(key)) continue;
-    if (e.name == "openenv")
-      r.fail(key, "belongs to the dataset environments; an openenv episode's reward is the server's");
-    r.fail(key, fmt::format("belongs to the dataset environments (dataset, code_interpreter, doc_search); "
-                            "environment.name is '{}'",
-                            e.name));
-  }
-}
-
-// `tool` belongs to the tool environments, its code keys to code_interpreter and its search
-// keys to doc_search, which needs its corpus.
-void checkToolKeys(YamlReader& r, const EnvironmentOptions& e) {
-  if (!usesPromptDataset(e.name)) return;  // checkDatasetKeys refuses `tool` there
-  if (e.name == "dataset") {
+// Checked right after `name`, before the other keys are read: a key that does not go with the
+// environment is refused as such, not for what it holds.
+void refuseForeignKeys(YamlReader& r, const EnvironmentOptions& e) {
+  if (!usesPromptDataset(e.name)) {
+    for (const char* key : kDatasetKeys) {
+      if (!r.has(key) || (e.name == "openenv" && isChatKey(key))) continue;
+      if (e.name == "openenv")
+        r.fail(key, "belongs to the dataset environments; an openenv episode's reward is the server's");
+      r.fail(key, fmt::format("belongs to the dataset environments (dataset, code_interpreter, doc_search); "
+                              "environment.name is '{}'",
+                              e.name));
+    }
+  } else if (e.name == "dataset") {
     if (r.has("tool"))
       r.fail("tool", "belongs to the tool environments (code_interpreter, doc_search); environment.name is 'dataset'");
-    return;
+  } else {
+    YamlReader tool = r.child("tool");
+    const bool code = e.name == "code_interpreter";
+    for (const char* key : {"interpreter", "wall_seconds", "memory_mb"})
+      if (!code && tool.has(key))
+        tool.fail(key, fmt::format("belongs to code_interpreter; environment.name is '{}'", e.name));
+    for (const char* key : {"corpus", "top_k", "document_bytes"})
+      if (code && tool.has(key)) tool.fail(key, "belongs to doc_search; environment.name is 'code_interpreter'");
   }
-  YamlReader tool = r.child("tool");
-  const bool code = e.name == "code_interpreter";
-  for (const char* key : {"interpreter", "wall_seconds", "memory_mb"})
-    if (!code && tool.has(key))
-      tool.fail(key, fmt::format("belongs to code_interpreter; environment.name is '{}'", e.name));
-  for (const char* key : {"corpus", "top_k", "document_bytes"})
-    if (code && tool.has(key)) tool.fail(key, "belongs to doc_search; environment.name is 'code_interpreter'");
-  if (!code && e.tool.corpus.empty())
-    tool.fail("corpus", "is required with doc_search: a JSONL file of {\"text\", \"title\", \"id\"}");
+  if (e.name != "openenv" && r.has("openenv"))
+    r.fail("openenv", fmt::format("belongs to environment.name: openenv, not '{}'", e.name));
 }
 
-void checkOpenEnvKeys(YamlReader& r, const EnvironmentOptions& e) {
-  if (e.name != "openenv") {
-    if (r.has("openenv")) r.fail("openenv", fmt::format("belongs to environment.name: openenv, not '{}'", e.name));
-    return;
+// After every key: what the environment needs.
+void requireEnvironmentKeys(YamlReader& r, const EnvironmentOptions& e) {
+  if (usesPromptDataset(e.name) && !r.has("train"))
+    r.fail("train", fmt::format("is required with environment.name: {} (one or more JSONL files of rows)", e.name));
+  if (e.name == "doc_search" && e.tool.corpus.empty())
+    r.child("tool").fail("corpus", "is required with doc_search: a JSONL file of {\"text\", \"title\", \"id\"}");
+  if (e.name == "openenv") {
+    if (!r.has("openenv")) r.fail("openenv", "is required with environment.name: openenv (url or command, ...)");
+    YamlReader o = r.child("openenv");
+    checkUrlOrCommand(o, e.openenv.url, e.openenv.command, "http://host:port, a running server",
+                      "a server each rollout rank starts; {port} in an argument is the port it picks");
   }
-  if (!r.has("openenv")) r.fail("openenv", "is required with environment.name: openenv (url or command, ...)");
-  YamlReader o = r.child("openenv");
-  checkUrlOrCommand(o, e.openenv.url, e.openenv.command, "http://host:port, a running server",
-                    "a server each rollout rank starts; {port} in an argument is the port it picks");
 }
 
 }  // namespace
@@ -427,6 +424,12 @@ const SectionSchema<EnvironmentOptions>& environmentSchema() {
                 "tool the policy may call over several turns; `openenv`: episodes played on an OpenEnv server "
                 "(docs/tasks.md)",
                 [](YamlReader& r, E& e) { e.name = r.getChoice("name", e.name, registeredEnvironmentNames()); })
+        .rule("environment_keys",
+              "`train` … `tools` belong to the dataset environments (`dataset`, `code_interpreter`, `doc_search`; "
+              "`openenv` takes `system_prompt`, `enable_thinking` and `tools` of them), `tool` to "
+              "`code_interpreter` (its `interpreter`, `wall_seconds`, `memory_mb`) and `doc_search` (its "
+              "`corpus`, `top_k`, `document_bytes`), `openenv` to `name: openenv`; checked before they are read",
+              refuseForeignKeys)
         .integer("digits", &E::digits, 1, 6, "digits", "arithmetic: operands have 1..digits digits")
         .text("operators", &E::operators, "characters of `+-*`", "arithmetic: operators drawn from")
         .integer("corpus_size", &E::corpus_size, 4, 10000, "facts", "search: size of the generated key–value corpus")
@@ -455,17 +458,10 @@ const SectionSchema<EnvironmentOptions>& environmentSchema() {
                 if (e.operators.empty() || e.operators.find_first_not_of("+-*") != std::string::npos)
                   r.fail("operators", "given '" + e.operators + "'; allowed: a non-empty string of + - *");
               })
-        .rule("dataset_keys",
-              "`train` … `tools` belong to the dataset environments (`dataset`, `code_interpreter`, `doc_search`), "
-              "which need `train`; `openenv` takes `system_prompt`, `enable_thinking` and `tools` of them",
-              checkDatasetKeys)
-        .rule("tool_keys",
-              "`tool` belongs to `code_interpreter` (its `interpreter`, `wall_seconds`, `memory_mb`) and "
-              "`doc_search` (its `corpus`, required, `top_k`, `document_bytes`)",
-              checkToolKeys)
-        .rule("openenv_server",
-              "`openenv` belongs to `name: openenv`, which needs it, with one of `url` (`http://`) and `command`",
-              checkOpenEnvKeys);
+        .rule("environment_needs",
+              "the dataset environments need `train`, `doc_search` its `tool.corpus`, `openenv` its `openenv` "
+              "with one of `url` (`http://`) and `command`",
+              requireEnvironmentKeys);
   }();
   return schema;
 }

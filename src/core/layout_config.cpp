@@ -30,19 +30,23 @@ void requireIdentifier(const YamlReader& r, const std::string& key, const std::s
 
 namespace {
 
-// Which keys go with the entry's role: a trainer's policy, a rollout pool's policies, name and
-// backend; a hub (dataflow or gateway) takes none of them.
-void checkRoleKeys(YamlReader& r, const LayoutEntry& e) {
-  const char* role = roleName(e.role);
+// Checked right after `role`, before the other keys are read: a trainer's policy, a rollout
+// pool's policies, name and backend; a hub (dataflow or gateway) takes none of them.
+void refuseOtherRolesKeys(YamlReader& r, const LayoutEntry& e) {
   const auto only = [&](const char* key, Role owner) {
     if (e.role != owner && r.has(key))
-      r.fail(key, fmt::format("belongs to {} entries; this entry's role is {}", roleName(owner), role));
+      r.fail(key, fmt::format("belongs to {} entries; this entry's role is {}", roleName(owner), roleName(e.role)));
   };
   only("policy", Role::Trainer);
   for (const char* key : {"policies", "pool", "backend"}) only(key, Role::Rollout);
+}
+
+// After every key: what the entry's role needs.
+void requireRoleKeys(YamlReader& r, const LayoutEntry& e) {
   if (e.role == Role::Trainer && !r.has("policy")) r.fail("policy", "required key is missing (the policy it trains)");
   if (e.role == Role::Rollout && !r.has("policies"))
     r.fail("policies", "required key is missing (the policies the pool serves)");
+  if (e.role == Role::Rollout) requireIdentifier(r, "pool", e.pool);
 }
 
 }  // namespace
@@ -57,6 +61,10 @@ const SectionSchema<LayoutEntry>& layoutEntrySchema() {
                   "the entry's ranks' role; a remote site's job has a gateway instead of the dataflow rank "
                   "(docs/cross-site.md)",
                   [](YamlReader& r, L& e) { e.role = r.requireEnum("role", kRoleNames); })
+          .rule("role_keys",
+                "`policy` is a trainer's, `policies`, `pool` and `backend` a rollout pool's; checked before they "
+                "are read",
+                refuseOtherRolesKeys)
           .integer("ranks", &L::ranks, 1, 1 << 20, "ranks",
                    "ranks of this entry; the dataflow (or gateway) entry has 1")
           .custom("policy", "string", "required (trainer)", "a defined policy",
@@ -75,13 +83,10 @@ const SectionSchema<LayoutEntry>& layoutEntrySchema() {
                   [](YamlReader& r, L& e) {
                     if (r.has("backend")) backendSchema().read(r.child("backend"), e.backend);
                   })
-          .rule("role_keys",
-                "`policy` is a trainer's (required there), `policies` (required), `pool` and `backend` a rollout "
-                "pool's",
-                checkRoleKeys)
-          .rule("pool_name", "`pool` is 1-64 characters of `[A-Za-z0-9_-]`", [](YamlReader& r, const L& e) {
-            if (e.role == Role::Rollout) requireIdentifier(r, "pool", e.pool);
-          });
+          .rule("role_needs",
+                "a trainer needs `policy`, a rollout pool `policies`; `pool` is 1-64 characters of "
+                "`[A-Za-z0-9_-]`",
+                requireRoleKeys);
   return schema;
 }
 

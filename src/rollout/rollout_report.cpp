@@ -66,6 +66,7 @@ PolicyPullFigures pullFigures(const ServedPolicy& p) {
   f.weight_full_pulls = st.full_pulls;
   f.weight_deltas_applied = st.deltas_applied;
   f.weight_deltas_rejected = st.deltas_rejected;
+  f.node_deltas_kept = st.deltas_kept;
   f.weight_bytes_pulled = st.bytes_pulled;
   f.weight_version_bytes = p.held.bytes.size();
   f.torn_retries = st.torn_retries;

@@ -100,7 +100,7 @@ nlohmann::json weightsSummary(const Config& cfg, const std::vector<RankReport>& 
                         {"compression", enumName(kWeightsCompressionNames, cfg.weights.compression)}};
   for (const auto& p : cfg.policies) {
     std::uint64_t pulls = 0, full = 0, deltas = 0, rejected = 0, bytes = 0, version_bytes = 0, relayed = 0,
-                  relayed_deltas = 0, relayed_bytes = 0;
+                  relayed_deltas = 0, relayed_bytes = 0, kept_deltas = 0;
     for (const auto* r : ofRole<RolloutReport>(ranks)) {
       for (const auto& f : r->policies) {
         if (f.name != p.name) continue;
@@ -111,6 +111,7 @@ nlohmann::json weightsSummary(const Config& cfg, const std::vector<RankReport>& 
         bytes += f.weight_bytes_pulled;
         relayed += f.node_versions_relayed;
         relayed_deltas += f.node_deltas_relayed;
+        kept_deltas += f.node_deltas_kept;
         relayed_bytes += f.node_relay_bytes;
         version_bytes = std::max(version_bytes, f.weight_version_bytes);
       }
@@ -138,6 +139,7 @@ nlohmann::json weightsSummary(const Config& cfg, const std::vector<RankReport>& 
         {"rollout_bytes_pulled", bytes},
         {"rollout_relayed_pulls", relayed},
         {"rollout_relayed_deltas", relayed_deltas},
+        {"rollout_kept_deltas", kept_deltas},
         {"rollout_relayed_bytes", relayed_bytes},
         {"rollout_bytes_if_full", pulls * version_bytes}};
   }

@@ -10,7 +10,9 @@
 #   fault:        2 spawned at v2, both frozen (SIGSTOP) at v6, one killed (SIGKILL) at v8; the run
 #                 finishes, the books balance, the lost pool's tasks were re-issued. Weights go
 #                 through the node relay here (pretend nodes of one rank, a chain, deltas): the
-#                 killed rank is the root its pool's other rank takes versions and deltas from.
+#                 killed rank is its spawned pool's relay root, frozen with the rank below it, so
+#                 the pool is lost as a whole (as a node is whose relaying rank dies) while the
+#                 layout's own pool relays throughout (rollout_relayed_deltas > 0).
 set -uo pipefail
 bin=$1 src=$2 mpiexec=$3 mode=$4
 work=$(mktemp -d)
