@@ -27,48 +27,6 @@ void readUrls(YamlReader& r, B& b) {
   if (r.has("urls")) b.urls = r.requireStringList("urls");
 }
 
-constexpr const char* kHttpKeys[] = {"api",
-                                     "url",
-                                     "urls",
-                                     "model",
-                                     "max_in_flight",
-                                     "timeout_seconds",
-                                     "retries",
-                                     "backoff_seconds",
-                                     "weights_dir",
-                                     "update_path",
-                                     "update_mode",
-                                     "keep_versions",
-                                     "lost_after_seconds"};
-constexpr const char* kSimulatedKeys[] = {"lengths",
-                                          "growth_per_version",
-                                          "prefill_tokens_per_second",
-                                          "decode_tokens_per_second",
-                                          "batching",
-                                          "batch_limit",
-                                          "batch_slowdown",
-                                          "success_rate",
-                                          "success_gain_per_version",
-                                          "success_max"};
-
-// Checked right after `kind`, before the other keys are read: each kind's keys only with it.
-void refuseOtherKindsKeys(YamlReader& r, const B& b) {
-  for (const char* key : kHttpKeys)
-    if (!b.http() && r.has(key))
-      r.fail(key, fmt::format("belongs to kind: http; kind is {}", enumName(kBackendKindNames, b.kind)));
-  for (const char* key : kSimulatedKeys)
-    if (!b.isSimulated() && r.has(key))
-      r.fail(key, fmt::format("belongs to kind: simulated; kind is {}", enumName(kBackendKindNames, b.kind)));
-}
-
-// After every key: kind http needs its servers' addresses.
-void requireServers(YamlReader& r, const B& b) {
-  if (!b.http()) return;
-  if (r.has("url") == r.has("urls")) r.fail("url", "give exactly one of url (one server) and urls (one per rank)");
-  for (const auto& u : b.urls)
-    if (!isHttpUrl(u)) r.fail(r.has("url") ? "url" : "urls", fmt::format("given '{}'; allowed: http://host:port", u));
-}
-
 // An inference server's keys (kind http; docs/rollout-backends.md).
 void httpKeys(SectionSchema<B>& s) {
   s.choice("api", &B::api, kHttpApiNames,
@@ -103,6 +61,35 @@ void httpKeys(SectionSchema<B>& s) {
               "http: a server silent this long gets one try per request, and its rank leaves the pool (its failed "
               "tasks were given back); a pool whose ranks have all left is lost and its tasks are re-issued "
               "elsewhere");
+}
+
+// The names httpKeys declares.
+const std::vector<std::string>& httpKeyNames() {
+  static const std::vector<std::string> names = [] {
+    SectionSchema<B> s("http");
+    httpKeys(s);
+    return s.keyNames();
+  }();
+  return names;
+}
+
+// Checked right after `kind`, before the other keys are read: each kind's keys only with it.
+void refuseOtherKindsKeys(YamlReader& r, const B& b) {
+  const auto refuse = [&](const std::vector<std::string>& keys, const char* owner) {
+    for (const auto& key : keys)
+      if (r.has(key))
+        r.fail(key, fmt::format("belongs to kind: {}; kind is {}", owner, enumName(kBackendKindNames, b.kind)));
+  };
+  if (!b.http()) refuse(httpKeyNames(), "http");
+  if (!b.isSimulated()) refuse(simulatedSchema().keyNames(), "simulated");
+}
+
+// After every key: kind http needs its servers' addresses.
+void requireServers(YamlReader& r, const B& b) {
+  if (!b.http()) return;
+  if (r.has("url") == r.has("urls")) r.fail("url", "give exactly one of url (one server) and urls (one per rank)");
+  for (const auto& u : b.urls)
+    if (!isHttpUrl(u)) r.fail(r.has("url") ? "url" : "urls", fmt::format("given '{}'; allowed: http://host:port", u));
 }
 
 }  // namespace

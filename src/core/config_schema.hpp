@@ -181,6 +181,12 @@ class SectionSchema {
     return out;
   }
   SectionDoc doc() const { return doc(name_, S{}); }
+  // The keys declared here, by their own names ("retries", "loss.kind").
+  std::vector<std::string> keyNames() const {
+    std::vector<std::string> names;
+    for (const auto& k : doc().keys) names.push_back(k.key.substr(name_.size() + 1));
+    return names;
+  }
 
  private:
   static Shown fixed(std::string text) {
