@@ -79,6 +79,7 @@ PolicyPullFigures pullFigures(const ServedPolicy& p) {
   f.node_versions_relayed = relay.relayed;
   f.node_deltas_relayed = relay.deltas;
   f.node_relay_bytes = relay.bytes;
+  f.node_relay_further_up = relay.further_up;
   return f;
 }
 

@@ -178,6 +178,11 @@ NodeRelay::Clock::time_point NodeRelay::answerBy() const {
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options_.answer_s));
 }
 
+void NodeRelay::servedBy(const Ancestor& a, std::uint64_t copies) {
+  stats_.last_source = a.rank;
+  if (&a != &ancestors_.front()) stats_.further_up += copies;
+}
+
 void NodeRelay::passOver(Ancestor& a, const Error& e) {
   // An ancestor whose first rank is gone (or whose window fails otherwise): the next one up, or
   // the store, serves this node from now on.
@@ -253,6 +258,7 @@ std::optional<RelayedVersion> NodeRelay::fillFrom(Ancestor& a, std::int64_t vers
       }
       stats_.relayed++;
       stats_.bytes += bytes;
+      servedBy(a, 1);
       return RelayedVersion{from->version, from->hash};
     }
     // Behind, and not receiving it yet. Writing (pulling, or waiting on its own ancestor): most
@@ -323,6 +329,7 @@ bool NodeRelay::deltas(std::int64_t from, std::int64_t to, std::vector<std::vect
       continue;
     }
     stats_.deltas += static_cast<std::uint64_t>(to - from);
+    servedBy(a, static_cast<std::uint64_t>(to - from));
     for (std::size_t i = 0; i < static_cast<std::size_t>(to - from); ++i) stats_.bytes += out[i].size();
     return true;
   }

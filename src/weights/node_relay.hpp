@@ -135,6 +135,8 @@ class NodeRelay final : public VersionRelay {
   std::optional<Header> readHeader(Ancestor& a, Clock::time_point by);
   Clock::time_point answerBy() const;  // now + answer_s
   void passOver(Ancestor& a, const Error& e);
+  // `a` served `copies` (a full version, or deltas): counted where it is not the nearest ancestor.
+  void servedBy(const Ancestor& a, std::uint64_t copies);
   void reapUnanswered();
 
   Comm readers_;

@@ -71,6 +71,18 @@ TEST_P(NodeRelayTest, FullVersionsComeFromTheNearestAncestorThatHasThem) {
     publish(3);
     refresh(2, 3, /*from_store=*/true);
     refresh(3, 3, /*from_store=*/fanout != 1);
+    // v4 reaches nodes 0 and 1 only; node 3 then takes it from the nearest ancestor that has it,
+    // node 1, never the root: in a chain its grandparent, past node 2 (behind, idle); in the
+    // tree its parent.
+    publish(4);
+    refresh(0, 4, /*from_store=*/true);
+    refresh(1, 4, /*from_store=*/false);
+    const auto further_before = node.relayStats().further_up;
+    refresh(3, 4, /*from_store=*/false);
+    if (me == 3) {
+      EXPECT_EQ(node.relayStats().last_source, 1);
+      EXPECT_EQ(node.relayStats().further_up - further_before, fanout == 1 ? 1u : 0u);
+    }
   }
   // Nobody waited: no ancestor was writing when it was asked.
   if (me >= 0) {
@@ -107,6 +119,9 @@ TEST_P(NodeRelayTest, DeltasComeFromTheNearestAncestorThatAppliedThem) {
       EXPECT_EQ(store.stats().deltas_applied - applied_before, deltas) << "node " << n;
       EXPECT_EQ(store.stats().full_pulls, full_before) << "node " << n << ": only its first version in full";
       EXPECT_EQ(node.relayStats().deltas - relayed_before, from_store ? 0u : deltas) << "node " << n;
+      // Top down, every ancestor holds them: the parent serves.
+      if (!from_store) EXPECT_EQ(node.relayStats().last_source, (n - 1) / fanout) << "node " << n;
+      EXPECT_EQ(node.relayStats().further_up, 0u) << "node " << n;
       if (from_store)
         EXPECT_GT(store.stats().bytes_pulled, bytes_before) << "node " << n;
       else

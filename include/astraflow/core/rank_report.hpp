@@ -52,6 +52,9 @@ struct PolicyPullFigures {
   std::uint64_t node_versions_relayed = 0;
   std::uint64_t node_deltas_relayed = 0;
   std::uint64_t node_relay_bytes = 0;
+  // Of those, the ones an ancestor past this node's parent served (the nearer ones were behind,
+  // lost, or outwaited).
+  std::uint64_t node_relay_further_up = 0;
   // Deltas this rank applied to its node's spare slot from the node's own kept deltas (the
   // other slot applied them), read from neither an ancestor nor the store.
   std::uint64_t node_deltas_kept = 0;
@@ -65,7 +68,8 @@ struct PolicyPullFigures {
     v("weights_hash", s.weights_hash), v("node_ranks", s.node_ranks);
     v("node_versions_written", s.node_versions_written), v("node_writes_put_off", s.node_writes_put_off);
     v("node_versions_relayed", s.node_versions_relayed), v("node_deltas_relayed", s.node_deltas_relayed);
-    v("node_relay_bytes", s.node_relay_bytes), v("node_deltas_kept", s.node_deltas_kept);
+    v("node_relay_bytes", s.node_relay_bytes), v("node_relay_further_up", s.node_relay_further_up);
+    v("node_deltas_kept", s.node_deltas_kept);
   }
 };
 

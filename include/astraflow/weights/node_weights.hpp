@@ -78,6 +78,10 @@ struct NodeRelayStats {
   std::uint64_t rejected = 0;        // copies that failed their checksum
   std::uint64_t ancestors_lost = 0;  // ancestors whose window failed (passed over from then on)
   std::uint64_t unanswered = 0;      // reads an ancestor left unanswered past answer_s (passed over meanwhile)
+  // Of the versions and deltas taken, those an ancestor past the nearest one served (the nearer
+  // ones were behind, lost, or outwaited).
+  std::uint64_t further_up = 0;
+  int last_source = -1;  // the first rank (in the link's rollout ranks) of the ancestor that served the last one
 };
 
 class NodeRelay;
