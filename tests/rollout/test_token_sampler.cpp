@@ -66,7 +66,8 @@ double referenceLogprob(const SamplerCase& c, std::size_t b, std::int32_t token)
 }
 
 // The same tokens and flags; log-probs within 2e-6 of float64 (the CPU path accumulates in
-// float64) and 2e-5 of each other (the tensor path's log-softmax sums in float32).
+// float64), the tensor path's within 1e-4 (its log-softmax sums in float32: at a vocabulary of
+// 151,936 and log-probs near -9 it strays by 2-3e-5, with the order its threads add in).
 void expectSameDraws(const SamplerCase& c, const std::vector<SampledToken>& got,
                      const std::vector<SampledToken>& want) {
   ASSERT_EQ(got.size(), want.size());
@@ -74,8 +75,9 @@ void expectSameDraws(const SamplerCase& c, const std::vector<SampledToken>& got,
     EXPECT_EQ(got[b].finite, want[b].finite) << "row " << b;
     if (!got[b].finite || !want[b].finite) continue;
     EXPECT_EQ(got[b].token, want[b].token) << "row " << b;
-    EXPECT_NEAR(got[b].logprob, want[b].logprob, 2e-5) << "row " << b;
-    EXPECT_NEAR(got[b].logprob, referenceLogprob(c, b, got[b].token), 2e-6) << "row " << b;
+    const double reference = referenceLogprob(c, b, got[b].token);
+    EXPECT_NEAR(got[b].logprob, reference, 2e-6) << "row " << b;
+    EXPECT_NEAR(want[b].logprob, reference, 1e-4) << "row " << b;
   }
 }
 
