@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   }
   const int versions = argc > 1 ? std::atoi(argv[1]) : 40;
   const int max_new_tokens = argc > 2 ? std::atoi(argv[2]) : 24;
-  astraflow::initLogging(rank, "bench", "warn");
+  astraflow::initLogging(rank, "bench", astraflow::LogLevel::Warn);
 
   struct Row {
     const char* mode;

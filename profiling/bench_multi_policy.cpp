@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   }
   const int versions = argc > 1 ? std::atoi(argv[1]) : 20;
   const int max_new_tokens = argc > 2 ? std::atoi(argv[2]) : 16;
-  astraflow::initLogging(rank, "bench", "warn");
+  astraflow::initLogging(rank, "bench", astraflow::LogLevel::Warn);
 
   struct Row {
     std::map<std::string, double> step_s, wait;

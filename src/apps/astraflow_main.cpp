@@ -29,6 +29,17 @@
 
 namespace {
 
+// --log-level: one of run.log_level's names, checked by CLI11 before it is read.
+CLI::IsMember logLevelNames() {
+  std::vector<std::string> names;
+  for (const auto& n : astraflow::kLogLevelNames) names.emplace_back(n.name);
+  return CLI::IsMember(names);
+}
+
+void overrideLogLevel(astraflow::Config& cfg, const std::string& level) {
+  if (!level.empty()) cfg.run.log_level = *astraflow::enumByName(astraflow::kLogLevelNames, level);
+}
+
 // Before MPI is up, the launcher's environment tells which rank this is; only rank 0 prints
 // errors that every rank finds alike (a bad config), so the user reads them once.
 bool firstRankByEnvironment() {
@@ -116,7 +127,7 @@ int localCommand(const std::string& path, const std::vector<std::string>& overri
                  bool sft) {
   try {
     astraflow::Config cfg = astraflow::loadConfig(path, overrides);
-    if (!log_level.empty()) cfg.run.log_level = log_level;
+    overrideLogLevel(cfg, log_level);
     astraflow::initLogging(0, sft ? "sft" : "train-local", cfg.run.log_level);
     const auto result = sft ? astraflow::runSft(cfg) : astraflow::runTrainLocal(cfg);
     std::printf("%s\n", result.json().c_str());
@@ -166,7 +177,7 @@ int runCommand(int argc, char** argv, std::string config_path, const std::vector
     std::fprintf(stderr, "astraflow: %s\n", e.what());
     return 2;
   }
-  if (!flags.log_level.empty()) cfg.run.log_level = flags.log_level;
+  overrideLogLevel(cfg, flags.log_level);
   return astraflow::runJob(argc, argv, cfg, astraflow::RuntimeOptions{flags.resume_dir, flags.overwrite});
 }
 
@@ -191,8 +202,7 @@ struct JobCommands {
                   "are removed first (without it such a folder is refused)")
         ->excludes(resume_opt);
     addSet(run, "override a config key: key.path=value (repeatable)");
-    run->add_option("--log-level", log_level, "override run.log_level")
-        ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+    run->add_option("--log-level", log_level, "override run.log_level")->check(logLevelNames());
 
     validate = app.add_subcommand("validate", "check a config without starting MPI");
     validate->add_option("config", config_path, "YAML config")->required();
@@ -222,11 +232,11 @@ struct JobCommands {
 
     sft = app.add_subcommand("sft", "warm start: supervised training on the environment's reference solutions");
     sft->add_option("config", config_path, "YAML config")->required();
-    sft->add_option("--log-level", log_level, "override run.log_level");
+    sft->add_option("--log-level", log_level, "override run.log_level")->check(logLevelNames());
     addSet(sft, "override a config key: key.path=value (repeatable)");
     train_local = app.add_subcommand("train-local", "single-process RL reference loop");
     train_local->add_option("config", config_path, "YAML config")->required();
-    train_local->add_option("--log-level", log_level, "override run.log_level");
+    train_local->add_option("--log-level", log_level, "override run.log_level")->check(logLevelNames());
     addSet(train_local, "override a config key: key.path=value (repeatable)");
   }
 

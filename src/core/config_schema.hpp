@@ -83,16 +83,6 @@ class SectionSchema {
         [=](YamlReader& r, S& s) { s.*member = r.getString(key, fallback(s)); });
     return *this;
   }
-  // A string that must be one of `names` (kept as a string: handed on by name, e.g. to spdlog).
-  SectionSchema& textChoice(const char* key, std::string S::*member, std::vector<std::string> names,
-                            const char* meaning) {
-    std::string allowed;
-    for (const auto& n : names) allowed += (allowed.empty() ? "" : "\\|") + n;
-    add(
-        key, "string", [member](const S& d) { return "`" + d.*member + "`"; }, "`" + allowed + "`", meaning,
-        [=](YamlReader& r, S& s) { s.*member = r.getChoice(key, s.*member, names); });
-    return *this;
-  }
   SectionSchema& boolean(const char* key, bool S::*member, const char* meaning) {
     add(
         key, "bool", [member](const S& d) { return std::string(d.*member ? "`true`" : "`false`"); }, "", meaning,
@@ -157,8 +147,10 @@ class SectionSchema {
   // thing after a discriminating key, it refuses keys that do not go with its value before
   // they are read; declared last, it sees them all): `check` calls YamlReader::fail with the
   // key it blames and why.
-  SectionSchema& rule(const char* name, const char* text, Check check) {
-    docs_.push_back([name, text](const std::string&, const S&, SectionDoc& out) { out.rules.push_back({name, text}); });
+  SectionSchema& rule(const char* name, std::string text, Check check) {
+    docs_.push_back([name, text = std::move(text)](const std::string&, const S&, SectionDoc& out) {
+      out.rules.push_back({name, text});
+    });
     steps_.push_back([check = std::move(check)](YamlReader& r, S& s) { check(r, s); });
     return *this;
   }

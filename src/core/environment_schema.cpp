@@ -363,17 +363,23 @@ const SectionSchema<OpenEnvOptions>& openEnvSchema() {
 
 namespace {
 
-// The keys of the dataset environments (dataset, code_interpreter, doc_search); openenv takes
-// the chat keys and `tools` of them.
-constexpr const char* kDatasetKeys[] = {"train",  "eval", "eval_fraction",  "max_prompt_bytes", "system_prompt",
-                                        "reward", "tool", "solution_field", "enable_thinking",  "tools"};
+// The keys of the dataset environments (dataset, code_interpreter, doc_search): the dataset's
+// own, and the sections only they read; openenv takes the chat keys and `tools` of them.
+const std::vector<std::string>& datasetEnvironmentKeys() {
+  static const std::vector<std::string> keys = [] {
+    std::vector<std::string> k = datasetSchema().keyNames();
+    k.insert(k.end(), {"reward", "tool", "tools"});
+    return k;
+  }();
+  return keys;
+}
 bool isChatKey(const std::string& key) { return key == "system_prompt" || key == "enable_thinking" || key == "tools"; }
 
 // Checked right after `name`, before the other keys are read: a key that does not go with the
 // environment is refused as such, not for what it holds.
 void refuseForeignKeys(YamlReader& r, const EnvironmentOptions& e) {
   if (!usesPromptDataset(e.name)) {
-    for (const char* key : kDatasetKeys) {
+    for (const auto& key : datasetEnvironmentKeys()) {
       if (!r.has(key) || (e.name == "openenv" && isChatKey(key))) continue;
       if (e.name == "openenv")
         r.fail(key, "belongs to the dataset environments; an openenv episode's reward is the server's");

@@ -12,6 +12,7 @@
 #include "core/environment_config.hpp"
 #include "core/layout_config.hpp"
 #include "core/simulation_config.hpp"
+#include "core/workflow_config.hpp"
 
 namespace astraflow {
 
@@ -38,8 +39,7 @@ const SectionSchema<RunSection>& runSchema() {
               "the run folder (traces, checkpoints, summary)", "`runs/<name>`")
           .integer("seed", &RunSection::seed, 0, std::numeric_limits<std::int64_t>::max(), "",
                    "base seed of every random stream")
-          .textChoice("log_level", &RunSection::log_level, {"trace", "debug", "info", "warn", "error"},
-                      "log level; `--log-level` overrides")
+          .choice("log_level", &RunSection::log_level, kLogLevelNames, "log level; `--log-level` overrides")
           .integer("threads_per_rank", &RunSection::threads_per_rank, 0, 1024, "threads",
                    "LibTorch/OpenBLAS threads per rank; 0 = cores on the node ÷ ranks on the node. "
                    "`trainer.threads` and `rollout.threads` set a role's own")
@@ -262,10 +262,10 @@ const SectionSchema<LocalSection>& localSchema() {
 
 std::vector<SectionDoc> configSchemaDocs() {
   using namespace detail;
-  return {runSchema().doc(),       policySchema().doc(),   modelSchema().doc(),       layoutEntrySchema().doc(),
-          backendSchema().doc(),   dataflowSchema().doc(), environmentSchema().doc(), rolloutSchema().doc(),
-          trainerSchema().doc(),   sftSchema().doc(),      evalSchema().doc(),        weightsSchema().doc(),
-          crossSiteSchema().doc(), elasticSchema().doc(),  localSchema().doc()};
+  return {runSchema().doc(),     policySchema().doc(),    modelSchema().doc(),       layoutEntrySchema().doc(),
+          backendSchema().doc(), dataflowSchema().doc(),  environmentSchema().doc(), workflowDoc(),
+          rolloutSchema().doc(), trainerSchema().doc(),   sftSchema().doc(),         evalSchema().doc(),
+          weightsSchema().doc(), crossSiteSchema().doc(), elasticSchema().doc(),     localSchema().doc()};
 }
 
 }  // namespace astraflow

@@ -1,20 +1,26 @@
-// The `workflow` section (docs/multi-policy.md): which roles an episode has, the policy each
-// role runs on, their order, the team-context template each role sees and each role's reward
-// rule. Checked against `policies`, `layout`, `environment` and `dataflow.router`, so a
-// workflow that could not run is refused before any rank starts.
+// The `workflow` section (docs/multi-policy.md), declared as a schema: which roles an episode
+// has, the policy each role runs on, their order, the team-context template each role sees and
+// each role's reward rule. Checked against `policies`, `layout`, `environment` and
+// `dataflow.router`, so a workflow that could not run is refused before any rank starts.
+#include "core/workflow_config.hpp"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
 #include "astraflow/core/config.hpp"
-#include "core/workflow_config.hpp"
+#include "core/config_schema.hpp"
+#include "core/workflow_kinds.hpp"
 
 namespace astraflow {
 
+using detail::KindSpec;
+using detail::SectionSchema;
 using detail::YamlReader;
 
 const WorkflowRole* WorkflowSection::findRole(const std::string& name) const {
@@ -34,101 +40,48 @@ std::vector<std::string> WorkflowSection::policies() const {
 
 namespace {
 
-struct KindSpec {
-  std::vector<std::string> roles;                           // in the only order the kind runs them
-  std::map<std::string, std::vector<std::string>> rewards;  // allowed rules per role, default first
-  std::map<std::string, std::string> context;               // default templates (arithmetic)
-  bool loops;                                               // needs a turn limit
-  bool arithmetic;                                          // runs on the arithmetic environment
-  bool code;                                                // runs chat-formatted on a code dataset
-  // The code workflows' defaults: each role's user message and system message, the solver's follow-up.
-  std::map<std::string, std::string> chat_context = {}, chat_system = {};
-  std::string chat_followup = {};
+using RoleMap = std::map<std::string, std::pair<std::string, int>>;  // role -> value and its line
+
+// What the section says, as its schema reads it, and the sections read before it that it is
+// checked against (policies, layout, environment).
+struct WorkflowInput {
+  const Config* cfg = nullptr;
+  WorkflowKind kind = WorkflowKind::Single;
+  RoleMap roles, context, system, rewards;
+  std::vector<std::string> order;  // empty: the kind's
+  std::string followup;
+  bool followup_given = false;
+  int max_rounds = 1;
+
+  bool multiAgent() const { return kind != WorkflowKind::Single; }
+  const KindSpec& spec() const { return detail::workflowKinds().at(kind); }
+  const char* kindName() const { return enumName(kWorkflowKindNames, kind); }
+  // The code workflows run chat-formatted over a dataset scored by the code reward.
+  bool chat() const {
+    const auto& env = cfg->environment;
+    return spec().code && env.name == "dataset" && env.reward.kind == RewardKind::Code;
+  }
 };
-
-// The code workflows' default prompts (docs/multi-policy.md): in our own words, giving each role
-// the inputs and output format of the paper's Appendix A.9.
-const char* const kCodeSolver =
-    "Solve this programming problem in Python 3. The program reads its input from standard input and prints "
-    "the answer to standard output. Reply with one final ```python code block holding the whole program.\n\n"
-    "Problem:\n{problem}";
-const char* const kCodeRetry =
-    "Your program failed a test case.\n{feedback}\nFix it and reply with the whole corrected program in one "
-    "```python code block.";
-const char* const kCodeSecond =
-    "Write a second, different solution to the same problem, again as one ```python code block.";
-const char* const kGeneratorSystem =
-    "You write test cases for programming problems. The tests follow the problem statement, not the candidate "
-    "program, and aim at the inputs it is most likely to get wrong. Think inside <analysis></analysis>, then end "
-    "with exactly one ```json code block and nothing after it.";
-const char* const kGeneratorUser =
-    "Problem:\n{problem}\n\nCandidate program:\n```python\n{solution}\n```\n\nWrite 3 test cases as a JSON "
-    "list of objects {\"input\": <the program's standard input>, \"output\": <its expected standard output>}.";
-const char* const kSelectorSystem =
-    "You choose between two candidate programs for a programming problem. Check each against the statement: "
-    "the algorithm, edge cases, off-by-one errors, the input and output format. Think inside "
-    "<analysis></analysis>, then end with <final>A</final> or <final>B</final> on its own line.";
-const char* const kSelectorUser =
-    "Problem:\n{problem}\n\nCandidate A:\n```python\n{candidate_a}\n```\n\nCandidate B:\n```python\n"
-    "{candidate_b}\n```\n\nWhich candidate is more likely correct? If both or neither are, pick the one you "
-    "trust more.";
-
-const std::map<WorkflowKind, KindSpec>& kinds() {
-  static const std::map<WorkflowKind, KindSpec> k = {
-      {WorkflowKind::SolverVerifier,
-       {{"solver", "verifier"},
-        {{"solver", {"team_correct", "own_correct"}}, {"verifier", {"verdict_correct", "team_correct"}}},
-        {{"solver", "{feedback}{problem}"}, {"verifier", "{problem}{solution}<verifier>"}},
-        true,
-        true,
-        false}},
-      {WorkflowKind::SolverSelector,
-       {{"solver", "selector"},
-        {{"solver", {"team_correct", "own_correct"}}, {"selector", {"team_correct"}}},
-        {{"solver", "{problem}"}, {"selector", "{problem}{candidates}<selector>"}},
-        false,
-        true,
-        true,
-        {{"solver", kCodeSolver}, {"selector", kSelectorUser}},
-        {{"selector", kSelectorSystem}},
-        kCodeSecond}},
-      {WorkflowKind::SolverTestgen,
-       {{"solver", "generator"},
-        {{"solver", {"team_correct"}}, {"generator", {"team_correct"}}},
-        {},
-        true,
-        false,
-        true,
-        {{"solver", kCodeSolver}, {"generator", kGeneratorUser}},
-        {{"generator", kGeneratorSystem}},
-        kCodeRetry}},
-  };
-  return k;
-}
-
-const std::vector<std::string> kPlaceholders = {"problem",    "solution",    "feedback",
-                                                "candidates", "candidate_a", "candidate_b"};
 
 // Every {name} in the template (a name of lower-case letters and '_'; other braces, as JSON in a
 // prompt, are text) must be a known placeholder.
-void checkTemplate(YamlReader& r, int line, const std::string& key_path, const std::string& text) {
+void checkTemplate(const YamlReader& r, int line, const std::string& key_path, const std::string& text) {
+  const auto& known = detail::templatePlaceholders();
   for (std::size_t i = text.find('{'); i != std::string::npos; i = text.find('{', i + 1)) {
     const auto close = text.find('}', i);
     if (close == std::string::npos || close == i + 1) continue;
     const std::string name = text.substr(i + 1, close - i - 1);
     if (name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") != std::string::npos) continue;
-    if (std::find(kPlaceholders.begin(), kPlaceholders.end(), name) == kPlaceholders.end()) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
       r.failAt(line, key_path,
-               fmt::format("unknown placeholder {{{}}} in '{}'; allowed: {{{}}}", name, text,
-                           fmt::join(kPlaceholders, "} {")));
+               fmt::format("unknown placeholder {{{}}} in '{}'; allowed: {{{}}}", name, text, fmt::join(known, "} {")));
     }
   }
 }
 
 // A mapping role → scalar; keys must be roles of the workflow.
-std::map<std::string, std::pair<std::string, int>> roleMap(YamlReader& r, const std::string& key,
-                                                           const std::vector<std::string>& roles) {
-  std::map<std::string, std::pair<std::string, int>> out;
+RoleMap roleMap(YamlReader& r, const std::string& key, const std::vector<std::string>& roles) {
+  RoleMap out;
   const auto node = r.raw(key);
   if (!node) return out;
   if (!node->IsMap()) r.fail(key, "given " + detail::describe(*node) + "; allowed: a mapping role: value");
@@ -147,30 +100,45 @@ std::map<std::string, std::pair<std::string, int>> roleMap(YamlReader& r, const 
   return out;
 }
 
-using RoleMap = std::map<std::string, std::pair<std::string, int>>;  // role -> value and its line
+// A role-keyed mapping of templates, each checked for its placeholders.
+RoleMap templateMap(YamlReader& r, const std::string& key, const WorkflowInput& in) {
+  RoleMap out = roleMap(r, key, in.spec().roles);
+  for (const auto& [role, text] : out) checkTemplate(r, text.second, r.keyPath(key) + "." + role, text.first);
+  return out;
+}
 
-// The kind runs on the arithmetic environment, or chat-formatted over a code dataset.
-void checkEnvironment(YamlReader& r, WorkflowSection& wf, const KindSpec& spec, const EnvironmentOptions& env) {
-  wf.chat = spec.code && env.name == "dataset" && env.reward.kind == RewardKind::Code;
-  if (wf.chat || (spec.arithmetic && env.name == "arithmetic")) return;
-  std::vector<std::string> allowed;
-  if (spec.arithmetic) allowed.push_back("environment.name: arithmetic");
-  if (spec.code) allowed.push_back("environment.name: dataset with environment.reward.kind: code");
-  r.fail("kind", fmt::format("the {} workflow needs {}; environment.name is '{}'{}", wf.kindName(),
-                             fmt::join(allowed, ", or "), env.name,
-                             env.name == "dataset"
-                                 ? fmt::format(" with reward.kind '{}'", enumName(kRewardKindNames, env.reward.kind))
-                                 : ""));
+std::string policyNames(const Config& cfg) {
+  std::vector<std::string> names;
+  for (const auto& p : cfg.policies) names.push_back(p.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// roles: each a defined policy, no policy serving two roles.
+RoleMap readRoles(YamlReader& r, const WorkflowInput& in) {
+  RoleMap roles = roleMap(r, "roles", in.spec().roles);
+  std::set<std::string> used;
+  for (const auto& [role, given] : roles) {
+    const auto& [policy, line] = given;
+    const std::string path = r.keyPath("roles") + "." + role;
+    if (!in.cfg->findPolicy(policy))
+      r.failAt(line, path, fmt::format("'{}' is not a defined policy; allowed: {}", policy, policyNames(*in.cfg)));
+    if (!used.insert(policy).second) {
+      r.failAt(line, path,
+               fmt::format("policy '{}' already serves another role; allowed: one policy per role (each role's "
+                           "trajectories form its own policy's GRPO groups)",
+                           policy));
+    }
+  }
+  return roles;
 }
 
 // order: the turn order; the kind fixes what comes first (the solver answers before anyone can
 // judge or pick), so a given order must be the kind's.
-std::vector<std::string> parseOrder(YamlReader& r, const std::string& kind, const KindSpec& spec,
-                                    const RoleMap& roles) {
-  if (!r.has("order")) return spec.roles;
+std::vector<std::string> readOrder(YamlReader& r, const WorkflowInput& in) {
+  const auto& spec = in.spec();
   const std::vector<std::string> order = r.requireStringList("order");
   for (std::size_t i = 0; i < order.size(); ++i) {
-    if (!roles.count(order[i])) {
+    if (std::find(spec.roles.begin(), spec.roles.end(), order[i]) == spec.roles.end()) {
       r.failAt(r.lineOf("order"), fmt::format("{}[{}]", r.keyPath("order"), i),
                fmt::format("'{}' is not a role of this workflow; allowed: {}", order[i], fmt::join(spec.roles, ", ")));
     }
@@ -178,97 +146,280 @@ std::vector<std::string> parseOrder(YamlReader& r, const std::string& kind, cons
   if (order != spec.roles) {
     r.fail("order", fmt::format("given [{}]; allowed: [{}] (the {} workflow runs its roles in this order, each once "
                                 "per round)",
-                                fmt::join(order, ", "), fmt::join(spec.roles, ", "), kind));
+                                fmt::join(order, ", "), fmt::join(spec.roles, ", "), in.kindName()));
   }
   return order;
 }
 
-// The per-role texts and rewards a config may override, each checked where it was given.
-struct RoleOverrides {
-  RoleMap roles, context, system, rewards;
-};
-
-// One role of the workflow: its policy (defined, and serving no other role), its texts (the
-// kind's, or the config's) and its reward (one the role allows).
-WorkflowRole makeRole(YamlReader& r, const Config& cfg, const WorkflowSection& wf, const KindSpec& spec,
-                      const std::string& role, const RoleOverrides& given, std::set<std::string>& used_policies) {
-  WorkflowRole out;
-  out.name = role;
-  out.role = *enumByName(kTeamRoleNames, role);  // the kinds' roles are the enum's names
-  const auto& [policy, line] = given.roles.at(role);
-  out.policy = policy;
-  if (!cfg.findPolicy(policy)) {
-    std::vector<std::string> names;
-    for (const auto& p : cfg.policies) names.push_back(p.name);
-    r.failAt(line, r.keyPath("roles") + "." + role,
-             fmt::format("'{}' is not a defined policy; allowed: {}", policy, fmt::join(names, ", ")));
-  }
-  if (!used_policies.insert(policy).second) {
-    r.failAt(line, r.keyPath("roles") + "." + role,
-             fmt::format("policy '{}' already serves another role; allowed: one policy per role (each role's "
-                         "trajectories form its own policy's GRPO groups)",
-                         policy));
-  }
-  out.context = wf.chat ? spec.chat_context.at(role) : spec.context.at(role);
-  if (wf.chat && spec.chat_system.count(role)) out.system = spec.chat_system.at(role);
-  if (auto it = given.system.find(role); it != given.system.end()) {
-    out.system = it->second.first;
-    checkTemplate(r, it->second.second, r.keyPath("system") + "." + role, out.system);
-  }
-  if (auto it = given.context.find(role); it != given.context.end()) {
-    out.context = it->second.first;
-    checkTemplate(r, it->second.second, r.keyPath("context") + "." + role, out.context);
-  }
-  const auto& allowed = spec.rewards.at(role);
-  std::string reward = allowed.front();
-  if (auto it = given.rewards.find(role); it != given.rewards.end()) {
-    reward = it->second.first;
-    if (std::find(allowed.begin(), allowed.end(), reward) == allowed.end()) {
-      r.failAt(it->second.second, r.keyPath("rewards") + "." + role,
-               fmt::format("given '{}'; allowed for the {} role: {}", reward, role, fmt::join(allowed, ", ")));
+// rewards: each role's rule one that role allows.
+RoleMap readRewards(YamlReader& r, const WorkflowInput& in) {
+  RoleMap rewards = roleMap(r, "rewards", in.spec().roles);
+  for (const auto& [role, given] : rewards) {
+    const auto& allowed = in.spec().rewards.at(role);
+    if (std::find(allowed.begin(), allowed.end(), given.first) == allowed.end()) {
+      r.failAt(given.second, r.keyPath("rewards") + "." + role,
+               fmt::format("given '{}'; allowed for the {} role: {}", given.first, role, fmt::join(allowed, ", ")));
     }
   }
-  out.reward = *enumByName(kRoleRewardNames, reward);  // every allowed rule is one of the enum's names
-  return out;
+  return rewards;
 }
 
 // max_rounds: required by a kind that loops (a rejected answer goes back to the solver), 1 otherwise.
-int parseRounds(YamlReader& r, const std::string& kind, const KindSpec& spec) {
-  if (!spec.loops) return static_cast<int>(r.getInt("max_rounds", 1, 1, 1, "rounds"));
+int readRounds(YamlReader& r, const WorkflowInput& in) {
+  if (!in.spec().loops) return static_cast<int>(r.getInt("max_rounds", 1, 1, 1, "rounds"));
   if (!r.has("max_rounds")) {
     r.fail("max_rounds", fmt::format("missing; the {} workflow loops (a rejected answer goes back to the solver) and "
                                      "needs a turn limit; allowed: 1..16 rounds",
-                                     kind));
+                                     in.kindName()));
   }
   return static_cast<int>(r.requireInt("max_rounds", 1, 16, "rounds"));
 }
 
 // Every policy plays a role, and some rollout entry serves the whole team (a team episode runs
 // on one rank).
-void checkTeamIsServed(const Config& cfg, const std::string& source) {
-  const auto& wf = cfg.workflow;
-  const auto team = wf.policies();
+void checkTeamIsServed(const YamlReader& r, const WorkflowInput& in) {
+  const Config& cfg = *in.cfg;
+  std::vector<std::string> team;
+  for (const auto& role : in.spec().roles) team.push_back(in.roles.at(role).first);
   for (const auto& p : cfg.policies) {
     if (std::find(team.begin(), team.end(), p.name) == team.end()) {
       throw ConfigError(
           fmt::format("{}:{}: policies: policy '{}' is used by no role of workflow {} (its trainer "
                       "would never get data); allowed: a policy of workflow.roles",
-                      source, p.line, p.name, wf.kindName()));
+                      r.source(), p.line, p.name, in.kindName()));
     }
   }
-  bool served = false;
-  for (const auto& e : cfg.layout) {
-    if (e.role != Role::Rollout) continue;
-    served |= std::all_of(team.begin(), team.end(), [&](const std::string& p) {
-      return std::find(e.policies.begin(), e.policies.end(), p) != e.policies.end();
-    });
-  }
+  const bool served = std::any_of(cfg.layout.begin(), cfg.layout.end(), [&](const LayoutEntry& e) {
+    return e.role == Role::Rollout && std::all_of(team.begin(), team.end(), [&](const std::string& p) {
+             return std::find(e.policies.begin(), e.policies.end(), p) != e.policies.end();
+           });
+  });
   if (!served) {
     throw ConfigError(
         fmt::format("{}: layout: no rollout entry serves every policy of workflow {} (a team episode "
                     "runs on one rank); allowed: a {{role: rollout, policies: [{}]}}",
-                    source, wf.kindName(), fmt::join(team, ", ")));
+                    r.source(), in.kindName(), fmt::join(team, ", ")));
   }
+}
+
+// The kind runs on the arithmetic environment, or chat-formatted over a code dataset.
+void checkEnvironment(const YamlReader& r, const WorkflowInput& in) {
+  const auto& spec = in.spec();
+  const auto& env = in.cfg->environment;
+  if (in.chat() || (spec.arithmetic && env.name == "arithmetic")) return;
+  std::vector<std::string> allowed;
+  if (spec.arithmetic) allowed.push_back("environment.name: arithmetic");
+  if (spec.code) allowed.push_back("environment.name: dataset with environment.reward.kind: code");
+  r.fail("kind", fmt::format("the {} workflow needs {}; environment.name is '{}'{}", in.kindName(),
+                             fmt::join(allowed, ", or "), env.name,
+                             env.name == "dataset"
+                                 ? fmt::format(" with reward.kind '{}'", enumName(kRewardKindNames, env.reward.kind))
+                                 : ""));
+}
+
+// ---- the schema's doc texts, written from the kinds' table --------------------------------
+
+// "solver_verifier: TEXT; solver_selector: TEXT; …" over the kinds whose TEXT is not empty.
+std::string perKind(const std::function<std::string(const KindSpec&)>& text) {
+  std::vector<std::string> parts;
+  for (const auto& [kind, spec] : detail::workflowKinds()) {
+    if (std::string t = text(spec); !t.empty())
+      parts.push_back(fmt::format("{}: {}", enumName(kWorkflowKindNames, kind), t));
+  }
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+std::string quoted(const std::vector<std::string>& names, const char* separator) {
+  std::vector<std::string> out;
+  for (const auto& n : names) out.push_back("`" + n + "`");
+  return fmt::format("{}", fmt::join(out, separator));
+}
+
+// "role `text`, role `text`" for each role of the kind that the map holds, in the kind's order.
+std::string perRole(const KindSpec& spec, const std::function<std::string(const std::string&)>& text) {
+  std::vector<std::string> parts;
+  for (const auto& role : spec.roles) {
+    if (std::string t = text(role); !t.empty()) parts.push_back(role + " " + t);
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+std::string placeholdersText() {
+  std::vector<std::string> names;
+  for (const auto& n : detail::templatePlaceholders()) names.push_back("`{" + n + "}`");
+  return fmt::format("placeholders {} (a `{{name}}` of lower-case letters and `_`; other braces are text)",
+                     fmt::join(names, " "));
+}
+
+// The roles a code workflow gives a system message by default.
+std::string instructionsText(const KindSpec& spec) {
+  std::vector<std::string> roles;
+  for (const auto& role : spec.roles)
+    if (spec.chat_system.count(role)) roles.push_back("the " + role + "'s instructions");
+  return fmt::format("{}", fmt::join(roles, ", "));
+}
+
+std::string kindsWhere(const std::function<bool(const KindSpec&)>& test) {
+  std::vector<std::string> names;
+  for (const auto& [kind, spec] : detail::workflowKinds())
+    if (test(spec)) names.emplace_back(enumName(kWorkflowKindNames, kind));
+  return quoted(names, ", ");
+}
+
+// A reader for a key only a multi-agent workflow takes (a single one has refused it already).
+std::function<void(YamlReader&, WorkflowInput&)> teamKey(const char* key,
+                                                         std::function<void(YamlReader&, WorkflowInput&)> read) {
+  return [key, read = std::move(read)](YamlReader& r, WorkflowInput& in) {
+    if (in.multiAgent() && r.has(key)) read(r, in);
+  };
+}
+
+const SectionSchema<WorkflowInput>& workflowSchema();
+
+// ---- the rules (each a no-op where it does not apply) -------------------------------------
+
+// single_alone: a single workflow's other keys are refused as such, not as unknown.
+void refuseTeamKeys(YamlReader& r, const WorkflowInput& in) {
+  if (in.multiAgent()) return;
+  for (const auto& key : workflowSchema().keyNames()) {
+    if (key != "kind" && r.has(key)) {
+      r.fail(key, fmt::format("belongs to a multi-agent workflow ({}); workflow.kind is 'single'",
+                              kindsWhere([](const KindSpec&) { return true; })));
+    }
+  }
+}
+
+void checkKindsEnvironment(YamlReader& r, const WorkflowInput& in) {
+  if (in.multiAgent()) checkEnvironment(r, in);
+}
+
+void checkEveryRolePlayed(YamlReader& r, const WorkflowInput& in) {
+  if (!in.multiAgent()) return;
+  const auto& roles = in.spec().roles;
+  for (const auto& role : roles) {
+    if (!in.roles.count(role)) {
+      r.fail("roles", fmt::format("the {} workflow needs a policy for role '{}'; e.g. roles: {{{}}}", in.kindName(),
+                                  role, fmt::format("{}: <policy>", fmt::join(roles, ": <policy>, "))));
+    }
+  }
+}
+
+void refuseChatKeys(YamlReader& r, const WorkflowInput& in) {
+  if (!in.multiAgent() || in.chat()) return;
+  for (const char* key : {"system", "followup"})
+    if (r.has(key))
+      r.fail(key, "belongs to the code workflows (chat-formatted, over a dataset with reward.kind: code)");
+}
+
+void checkTeam(YamlReader& r, const WorkflowInput& in) {
+  if (in.multiAgent()) checkTeamIsServed(r, in);
+}
+
+// ---- the keys' doc texts ------------------------------------------------------------------
+
+const char* const kCodeWorkflows = "code workflows (over a `dataset` with `reward.kind: code`)";
+
+std::string environmentsText() {
+  return "each kind runs on its environment: " + perKind([](const KindSpec& s) {
+           return std::string(s.arithmetic ? "`arithmetic`" : "") + (s.arithmetic && s.code ? " or " : "") +
+                  (s.code ? "a `dataset` with `reward.kind: code`" : "");
+         });
+}
+
+std::string contextDefaults() {
+  return perKind([](const KindSpec& s) {
+           return perRole(s, [&](const std::string& role) {
+             return s.context.count(role) ? "`" + s.context.at(role) + "`" : std::string();
+           });
+         }) +
+         "; " + kCodeWorkflows + ": each role's user message (docs/multi-policy.md)";
+}
+
+std::string rewardsText() {
+  return perKind([](const KindSpec& s) {
+    return perRole(s, [&](const std::string& role) { return quoted(s.rewards.at(role), " or "); });
+  });
+}
+
+// ---- the keys' readers (the team keys only where the kind is not single) ---------------------
+
+void readFollowup(YamlReader& r, WorkflowInput& in) {
+  in.followup = r.getString("followup", "");
+  in.followup_given = true;
+  checkTemplate(r, r.lineOf("followup"), r.keyPath("followup"), in.followup);
+}
+
+SectionSchema<WorkflowInput> makeWorkflowSchema() {
+  using W = WorkflowInput;
+  return std::move(
+      SectionSchema<W>("workflow")
+          .choice("kind", &W::kind, kWorkflowKindNames,
+                  "`single`: one policy per task, the environment's own episode. The others run a team episode per "
+                  "task with one trajectory per role; `solver_selector` and `solver_testgen` over a `dataset` with "
+                  "`reward.kind: code` run chat-formatted on programs (docs/multi-policy.md)")
+          .rule("single_alone", "a `single` workflow takes no key but `kind`", refuseTeamKeys)
+          .rule("environment", environmentsText(), checkKindsEnvironment)
+          .custom("roles", "mapping role → policy", "required (multi-agent)",
+                  perKind([](const KindSpec& s) { return quoted(s.roles, ", "); }),
+                  "the policy each role generates with; one policy per role, every policy of the config used by a "
+                  "role",
+                  teamKey("roles", [](YamlReader& r, W& in) { in.roles = readRoles(r, in); }))
+          .rule("every_role_played", "each role of the kind has a policy in `roles`", checkEveryRolePlayed)
+          .custom("order", "list of roles", "the kind's order",
+                  perKind([](const KindSpec& s) { return "`[" + fmt::format("{}", fmt::join(s.roles, ", ")) + "]`"; }),
+                  "turn order within a round (the solver always answers first)",
+                  teamKey("order", [](YamlReader& r, W& in) { in.order = readOrder(r, in); }))
+          .custom("context", "mapping role → template", contextDefaults(), placeholdersText(),
+                  "text appended to the role's transcript before each of its turns; code workflows: the role's user "
+                  "message",
+                  teamKey("context", [](YamlReader& r, W& in) { in.context = templateMap(r, "context", in); }))
+          .custom("rewards", "mapping role → rule", "the first rule its role allows", rewardsText(),
+                  "each role's reward (`rewards[0]` of its trajectories; `rewards[1]` is the team's)",
+                  teamKey("rewards", [](YamlReader& r, W& in) { in.rewards = readRewards(r, in); }))
+          .custom("max_rounds", "integer",
+                  "required for " + kindsWhere([](const KindSpec& s) { return s.loops; }) + ", 1 for the others",
+                  "rounds, 1–16",
+                  "solver attempts: a rejected answer (a failed generated test) goes back to the solver with the "
+                  "verdict (the failing case) as `{feedback}`",
+                  [](YamlReader& r, W& in) {
+                    if (in.multiAgent()) in.max_rounds = readRounds(r, in);  // required where the kind loops
+                  })
+          .rule("code_only", std::string("`system` and `followup` belong to the ") + kCodeWorkflows, refuseChatKeys)
+          .custom("system", "mapping role → template", "code workflows: " + perKind(instructionsText),
+                  "placeholders as `context`", "code workflows only: each role's system message",
+                  teamKey("system", [](YamlReader& r, W& in) { in.system = templateMap(r, "system", in); }))
+          .custom("followup", "template",
+                  "solver_testgen: the retry request with `{feedback}`; solver_selector: the request for a second "
+                  "program",
+                  "placeholders as `context`", "code workflows only: the solver's next user message",
+                  teamKey("followup", readFollowup))
+          .rule("team_served",
+                "every policy of `policies` plays a role, and one rollout entry of `layout` serves every policy of "
+                "the team (a team episode runs on one rank)",
+                checkTeam));
+}
+
+const SectionSchema<WorkflowInput>& workflowSchema() {
+  static const SectionSchema<WorkflowInput> schema = makeWorkflowSchema();
+  return schema;
+}
+
+// One role of the workflow: its policy, its texts (the kind's, or the config's) and its reward
+// (the config's, or the first its role allows).
+WorkflowRole makeRole(const WorkflowInput& in, bool chat, const std::string& role) {
+  const auto& spec = in.spec();
+  WorkflowRole out;
+  out.name = role;
+  out.role = *enumByName(kTeamRoleNames, role);  // the kinds' roles are the enum's names
+  out.policy = in.roles.at(role).first;
+  out.context = chat ? spec.chat_context.at(role) : spec.context.at(role);
+  if (chat && spec.chat_system.count(role)) out.system = spec.chat_system.at(role);
+  if (auto it = in.system.find(role); it != in.system.end()) out.system = it->second.first;
+  if (auto it = in.context.find(role); it != in.context.end()) out.context = it->second.first;
+  const auto given = in.rewards.find(role);
+  const std::string& reward = given != in.rewards.end() ? given->second.first : spec.rewards.at(role).front();
+  out.reward = *enumByName(kRoleRewardNames, reward);  // every allowed rule is one of the enum's names
+  return out;
 }
 
 // Each role's trajectories go to its policy's trainer unless the config chose a router; a
@@ -287,53 +438,29 @@ void routeByRole(Config& cfg, const KindSpec& spec, const std::string& source) {
                                     role, role, wf.kindName(), fmt::join(spec.roles, ", ")));
     }
     if (!cfg.findPolicy(policy)) {
-      std::vector<std::string> names;
-      for (const auto& p : cfg.policies) names.push_back(p.name);
       throw ConfigError(fmt::format("{}: {}.{}: '{}' is not a defined policy; allowed: {}", source, router.key, role,
-                                    policy, fmt::join(names, ", ")));
+                                    policy, policyNames(cfg)));
     }
   }
 }
 
 }  // namespace
 
-void parseWorkflow(YamlReader r, Config& cfg) {
-  auto& wf = cfg.workflow;
-  wf.kind = r.getEnum("kind", WorkflowKind::Single, kWorkflowKindNames);
-  if (!wf.multiAgent()) {
-    r.finish();
-    return;
-  }
-  const KindSpec& spec = kinds().at(wf.kind);
-  checkEnvironment(r, wf, spec, cfg.environment);
-  RoleOverrides given;
-  // roles: role → policy. Every role of the kind needs one.
-  given.roles = roleMap(r, "roles", spec.roles);
-  for (const auto& role : spec.roles) {
-    if (!given.roles.count(role)) {
-      r.fail("roles", fmt::format("the {} workflow needs a policy for role '{}'; e.g. roles: {{{}}}", wf.kindName(),
-                                  role, fmt::format("{}: <policy>", fmt::join(spec.roles, ": <policy>, "))));
-    }
-  }
-  const std::vector<std::string> order = parseOrder(r, wf.kindName(), spec, given.roles);
-  given.context = roleMap(r, "context", spec.roles);
-  if (!wf.chat && (r.has("system") || r.has("followup")))
-    r.fail(r.has("system") ? "system" : "followup",
-           "belongs to the code workflows (chat-formatted, over a dataset with reward.kind: code)");
-  given.system = roleMap(r, "system", spec.roles);
-  wf.followup = spec.chat_followup;
-  if (r.has("followup")) {
-    wf.followup = r.getString("followup", "");
-    checkTemplate(r, r.lineOf("followup"), r.keyPath("followup"), wf.followup);
-  }
-  given.rewards = roleMap(r, "rewards", spec.roles);
-  std::set<std::string> used_policies;
-  for (const auto& role : order) wf.roles.push_back(makeRole(r, cfg, wf, spec, role, given, used_policies));
-  wf.max_rounds = parseRounds(r, wf.kindName(), spec);
-  wf.candidates = wf.kind == WorkflowKind::SolverSelector ? 2 : 1;
-  r.finish();
+SectionDoc workflowDoc() { return workflowSchema().doc(); }
 
-  checkTeamIsServed(cfg, r.source());
+void parseWorkflow(YamlReader r, Config& cfg) {
+  WorkflowInput in;
+  in.cfg = &cfg;
+  workflowSchema().read(r, in);
+  auto& wf = cfg.workflow;
+  wf.kind = in.kind;
+  if (!wf.multiAgent()) return;
+  const KindSpec& spec = in.spec();
+  wf.chat = in.chat();
+  wf.followup = in.followup_given ? in.followup : spec.chat_followup;
+  for (const auto& role : spec.roles) wf.roles.push_back(makeRole(in, wf.chat, role));
+  wf.max_rounds = in.max_rounds;
+  wf.candidates = wf.kind == WorkflowKind::SolverSelector ? 2 : 1;
   routeByRole(cfg, spec, r.source());
 }
 

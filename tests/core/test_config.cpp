@@ -35,7 +35,7 @@ TEST(Config, GoodConfigParsesWithDefaults) {
   EXPECT_EQ(c.run.name, "unit");
   EXPECT_EQ(c.run.seed, 7u);
   EXPECT_EQ(c.run.output_dir, "runs/unit");  // default derives from the name
-  EXPECT_EQ(c.run.log_level, "info");
+  EXPECT_EQ(c.run.log_level, LogLevel::Info);
   ASSERT_EQ(c.policies.size(), 2u);
   EXPECT_EQ(c.policies[1].name, "verifier");
   ASSERT_EQ(c.layout.size(), 4u);

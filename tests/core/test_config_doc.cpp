@@ -91,7 +91,17 @@ constexpr const char* kOpenEnvUrl =
 constexpr const char* kOpenEnvCommand =
     "policies: [{name: solver, model: {hf: HF}}]\n"
     "environment: {name: openenv, openenv: {command: [server, '{port}']}}\n";
+// A team of two policies, each with its trainer, served by one rollout entry.
+constexpr const char* kTeam =
+    "policies: [{name: solver}, {name: verifier}]\n"
+    "layout: [{role: dataflow, ranks: 1}, {role: trainer, policy: solver}, {role: trainer, policy: verifier},\n"
+    "         {role: rollout, policies: [solver, verifier]}]\n"
+    "workflow: {kind: solver_verifier, roles: {solver: solver, verifier: verifier}, max_rounds: 2}\n";
+// A key tried in docConfig's own config (no context).
+constexpr const char* kNoContext = nullptr;
 const KeyContext kContexts[] = {
+    {"workflow.kind", kNoContext},
+    {"workflow.", kTeam},
     {"environment.tool.corpus", kSearchEnv},
     {"environment.tool.top_k", kSearchEnv},
     {"environment.tool.document_bytes", kSearchEnv},
@@ -148,9 +158,9 @@ std::string contextConfig(const std::string& key, const std::string& section) {
   const KeyContext* context = nullptr;
   for (const auto& c : kContexts)
     if (key.rfind(c.prefix, 0) == 0 && !context) context = &c;
-  if (!context) return docConfig(section);
+  if (!context || !context->yaml) return docConfig(section);
   std::string yaml = context->yaml;
-  yaml.replace(yaml.find("HF"), 2, hfFolder());
+  if (const auto hf = yaml.find("HF"); hf != std::string::npos) yaml.replace(hf, 2, hfFolder());
   YAML::Node root = YAML::Load(kDocPolicies + kDocLayout);
   mergeInto(root, YAML::Load(yaml));
   mergeInto(root, YAML::Load(section));
@@ -296,7 +306,10 @@ static std::string neededBeside(const std::string& key, const std::string& name)
   static const Needs needs[] = {{"environment.reward.kind", "regex", "environment.reward.pattern"},
                                 {"environment.reward.kind", "command", "environment.reward.command"},
                                 {"environment.reward.kind", "http", "environment.reward.url"},
-                                {"layout[i].backend.kind", "http", "layout[i].backend.url"}};
+                                {"layout[i].backend.kind", "http", "layout[i].backend.url"},
+                                {"workflow.kind", "solver_verifier", "workflow.roles"},
+                                {"workflow.kind", "solver_selector", "workflow.roles"},
+                                {"workflow.kind", "solver_testgen", "environment.name"}};
   for (const auto& n : needs)
     if (key == n.key && name == n.name) return n.needs;
   return "";

@@ -79,6 +79,7 @@ TEST(WorkflowConfig, BadWorkflowsNameTheKey) {
   };
   const std::vector<Case> cases = {
       {"kind: solver_verifier", "kind: debate", "workflow.kind"},
+      {"kind: solver_verifier", "kind: single", "workflow.roles: belongs to a multi-agent workflow"},
       {"roles: {solver: solver, verifier: verifier}", "roles: {solver: solver, verifier: judge}",
        "workflow.roles.verifier: 'judge' is not a defined policy"},
       {"roles: {solver: solver, verifier: verifier}", "roles: {solver: solver, verifier: verifier, critic: solver}",

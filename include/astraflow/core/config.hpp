@@ -34,12 +34,20 @@ enum class HttpApi { Sglang, Openai };
 inline constexpr std::array<EnumName<HttpApi>, 2> kHttpApiNames{
     {{"sglang", HttpApi::Sglang}, {"openai", HttpApi::Openai}}};
 
+// run.log_level (and --log-level): the least severe message a rank's log prints.
+enum class LogLevel { Trace, Debug, Info, Warn, Error };
+inline constexpr std::array<EnumName<LogLevel>, 5> kLogLevelNames{{{"trace", LogLevel::Trace},
+                                                                   {"debug", LogLevel::Debug},
+                                                                   {"info", LogLevel::Info},
+                                                                   {"warn", LogLevel::Warn},
+                                                                   {"error", LogLevel::Error}}};
+
 struct RunSection {
   std::string name = "astraflow";
   std::string output_dir = "runs/astraflow";  // the run folder: checkpoints, traces, summary
   std::uint64_t seed = 1;
-  std::string log_level = "info";  // trace|debug|info|warn|error
-  int threads_per_rank = 0;        // LibTorch/OpenBLAS threads; 0 = cores on node / ranks on node
+  LogLevel log_level = LogLevel::Info;
+  int threads_per_rank = 0;  // LibTorch/OpenBLAS threads; 0 = cores on node / ranks on node
   // The distributed run (`astraflow run`).
   RunMode mode = RunMode::Async;
   int versions = 100;           // stop once every policy's trainer has published this version

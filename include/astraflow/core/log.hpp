@@ -6,8 +6,9 @@
 
 namespace astraflow {
 
-// level: trace|debug|info|warn|error (validated by the config parser / CLI).
-void initLogging(int rank, const std::string& role_label, const std::string& level);
-spdlog::level::level_enum parseLogLevel(const std::string& level);
+enum class LogLevel;  // core/config.hpp (run.log_level)
+
+void initLogging(int rank, const std::string& role_label, LogLevel level);
+spdlog::level::level_enum spdlogLevel(LogLevel level);
 
 }  // namespace astraflow
