@@ -117,6 +117,8 @@ class SectionSchema {
   // dataset options), declared by the member's own schema: its keys and checks are listed here.
   template <class Sub>
   SectionSchema& merged(Sub S::*member, const SectionSchema<Sub>& sub) {
+    if (sub.hasFinalRules())
+      throw std::logic_error("config schema: " + name_ + " merges a schema with final rules, which it would not run");
     docs_.push_back([member, sub](const std::string& prefix, const S& defaults, SectionDoc& out) {
       const SectionDoc d = sub.doc(prefix, defaults.*member);
       out.keys.insert(out.keys.end(), d.keys.begin(), d.keys.end());
@@ -155,11 +157,22 @@ class SectionSchema {
     return *this;
   }
 
+  // A check run once every key is read and none unknown is left (one that blames other
+  // sections: an unknown key here is reported first, as the user's likelier mistake).
+  SectionSchema& finalRule(const char* name, std::string text, Check check) {
+    docs_.push_back([name, text = std::move(text)](const std::string&, const S&, SectionDoc& out) {
+      out.rules.push_back({name, text});
+    });
+    final_.push_back(std::move(check));
+    return *this;
+  }
+
   // Reads the section's keys into `s` (absent keys keep what `s` holds), applies the checks and
   // refuses keys the schema does not declare.
   void read(YamlReader r, S& s) const {
     readKeys(r, s);
     r.finish();
+    for (const auto& check : final_) check(r, s);
   }
   // The same without refusing other keys: for keys read at a parent's level (merged).
   void readKeys(YamlReader& r, S& s) const {
@@ -173,6 +186,7 @@ class SectionSchema {
     return out;
   }
   SectionDoc doc() const { return doc(name_, S{}); }
+  bool hasFinalRules() const { return !final_.empty(); }
   // The keys declared here, by their own names ("retries", "loss.kind").
   std::vector<std::string> keyNames() const {
     std::vector<std::string> names;
@@ -201,6 +215,7 @@ class SectionSchema {
   // each key's (or nested section's) reader and each check.
   std::vector<std::function<void(const std::string&, const S&, SectionDoc&)>> docs_;
   std::vector<std::function<void(YamlReader&, S&)>> steps_;
+  std::vector<Check> final_;  // finalRule's checks, in declaration order
 };
 
 }  // namespace astraflow::detail

@@ -100,36 +100,10 @@ RoleMap roleMap(YamlReader& r, const std::string& key, const std::vector<std::st
   return out;
 }
 
-// A role-keyed mapping of templates, each checked for its placeholders.
-RoleMap templateMap(YamlReader& r, const std::string& key, const WorkflowInput& in) {
-  RoleMap out = roleMap(r, key, in.spec().roles);
-  for (const auto& [role, text] : out) checkTemplate(r, text.second, r.keyPath(key) + "." + role, text.first);
-  return out;
-}
-
 std::string policyNames(const Config& cfg) {
   std::vector<std::string> names;
   for (const auto& p : cfg.policies) names.push_back(p.name);
   return fmt::format("{}", fmt::join(names, ", "));
-}
-
-// roles: each a defined policy, no policy serving two roles.
-RoleMap readRoles(YamlReader& r, const WorkflowInput& in) {
-  RoleMap roles = roleMap(r, "roles", in.spec().roles);
-  std::set<std::string> used;
-  for (const auto& [role, given] : roles) {
-    const auto& [policy, line] = given;
-    const std::string path = r.keyPath("roles") + "." + role;
-    if (!in.cfg->findPolicy(policy))
-      r.failAt(line, path, fmt::format("'{}' is not a defined policy; allowed: {}", policy, policyNames(*in.cfg)));
-    if (!used.insert(policy).second) {
-      r.failAt(line, path,
-               fmt::format("policy '{}' already serves another role; allowed: one policy per role (each role's "
-                           "trajectories form its own policy's GRPO groups)",
-                           policy));
-    }
-  }
-  return roles;
 }
 
 // order: the turn order; the kind fixes what comes first (the solver answers before anyone can
@@ -151,17 +125,37 @@ std::vector<std::string> readOrder(YamlReader& r, const WorkflowInput& in) {
   return order;
 }
 
-// rewards: each role's rule one that role allows.
-RoleMap readRewards(YamlReader& r, const WorkflowInput& in) {
-  RoleMap rewards = roleMap(r, "rewards", in.spec().roles);
-  for (const auto& [role, given] : rewards) {
-    const auto& allowed = in.spec().rewards.at(role);
-    if (std::find(allowed.begin(), allowed.end(), given.first) == allowed.end()) {
-      r.failAt(given.second, r.keyPath("rewards") + "." + role,
-               fmt::format("given '{}'; allowed for the {} role: {}", given.first, role, fmt::join(allowed, ", ")));
+// Once every key is read, each role in the kind's order: its policy defined and serving no
+// other role, its texts' placeholders known, its reward rule one the role allows.
+void checkEachRole(YamlReader& r, const WorkflowInput& in) {
+  if (!in.multiAgent()) return;
+  const auto& spec = in.spec();
+  std::set<std::string> used;
+  for (const auto& role : spec.roles) {
+    const auto& [policy, line] = in.roles.at(role);
+    const std::string path = r.keyPath("roles") + "." + role;
+    if (!in.cfg->findPolicy(policy))
+      r.failAt(line, path, fmt::format("'{}' is not a defined policy; allowed: {}", policy, policyNames(*in.cfg)));
+    if (!used.insert(policy).second) {
+      r.failAt(line, path,
+               fmt::format("policy '{}' already serves another role; allowed: one policy per role (each role's "
+                           "trajectories form its own policy's GRPO groups)",
+                           policy));
+    }
+    for (const auto* texts : {&in.system, &in.context}) {
+      if (auto it = texts->find(role); it != texts->end())
+        checkTemplate(r, it->second.second, r.keyPath(texts == &in.system ? "system" : "context") + "." + role,
+                      it->second.first);
+    }
+    if (auto it = in.rewards.find(role); it != in.rewards.end()) {
+      const auto& allowed = spec.rewards.at(role);
+      if (std::find(allowed.begin(), allowed.end(), it->second.first) == allowed.end()) {
+        r.failAt(
+            it->second.second, r.keyPath("rewards") + "." + role,
+            fmt::format("given '{}'; allowed for the {} role: {}", it->second.first, role, fmt::join(allowed, ", ")));
+      }
     }
   }
-  return rewards;
 }
 
 // max_rounds: required by a kind that loops (a rejected answer goes back to the solver), 1 otherwise.
@@ -259,14 +253,26 @@ std::string instructionsText(const KindSpec& spec) {
   return fmt::format("{}", fmt::join(roles, ", "));
 }
 
-std::string kindsWhere(const std::function<bool(const KindSpec&)>& test) {
+std::vector<std::string> kindsWhere(const std::function<bool(const KindSpec&)>& test) {
   std::vector<std::string> names;
   for (const auto& [kind, spec] : detail::workflowKinds())
     if (test(spec)) names.emplace_back(enumName(kWorkflowKindNames, kind));
-  return quoted(names, ", ");
+  return names;
 }
 
-// A reader for a key only a multi-agent workflow takes (a single one has refused it already).
+std::vector<std::string> multiAgentKinds() {
+  return kindsWhere([](const KindSpec&) { return true; });
+}
+
+// A role-keyed mapping only a multi-agent workflow takes (a single one has refused it already),
+// read whether or not it is given: an absent or null one is empty.
+std::function<void(YamlReader&, WorkflowInput&)> teamMap(const char* key, RoleMap WorkflowInput::*member) {
+  return [key, member](YamlReader& r, WorkflowInput& in) {
+    if (in.multiAgent()) in.*member = roleMap(r, key, in.spec().roles);
+  };
+}
+
+// A reader for a key only a multi-agent workflow takes, where it is given.
 std::function<void(YamlReader&, WorkflowInput&)> teamKey(const char* key,
                                                          std::function<void(YamlReader&, WorkflowInput&)> read) {
   return [key, read = std::move(read)](YamlReader& r, WorkflowInput& in) {
@@ -284,7 +290,7 @@ void refuseTeamKeys(YamlReader& r, const WorkflowInput& in) {
   for (const auto& key : workflowSchema().keyNames()) {
     if (key != "kind" && r.has(key)) {
       r.fail(key, fmt::format("belongs to a multi-agent workflow ({}); workflow.kind is 'single'",
-                              kindsWhere([](const KindSpec&) { return true; })));
+                              fmt::join(multiAgentKinds(), ", ")));
     }
   }
 }
@@ -335,6 +341,12 @@ std::string contextDefaults() {
          "; " + kCodeWorkflows + ": each role's user message (docs/multi-policy.md)";
 }
 
+std::string rewardDefaults() {
+  return perKind([](const KindSpec& s) {
+    return perRole(s, [&](const std::string& role) { return "`" + s.rewards.at(role).front() + "`"; });
+  });
+}
+
 std::string rewardsText() {
   return perKind([](const KindSpec& s) {
     return perRole(s, [&](const std::string& role) { return quoted(s.rewards.at(role), " or "); });
@@ -363,7 +375,7 @@ SectionSchema<WorkflowInput> makeWorkflowSchema() {
                   perKind([](const KindSpec& s) { return quoted(s.roles, ", "); }),
                   "the policy each role generates with; one policy per role, every policy of the config used by a "
                   "role",
-                  teamKey("roles", [](YamlReader& r, W& in) { in.roles = readRoles(r, in); }))
+                  teamMap("roles", &W::roles))
           .rule("every_role_played", "each role of the kind has a policy in `roles`", checkEveryRolePlayed)
           .custom("order", "list of roles", "the kind's order",
                   perKind([](const KindSpec& s) { return "`[" + fmt::format("{}", fmt::join(s.roles, ", ")) + "]`"; }),
@@ -372,31 +384,36 @@ SectionSchema<WorkflowInput> makeWorkflowSchema() {
           .custom("context", "mapping role → template", contextDefaults(), placeholdersText(),
                   "text appended to the role's transcript before each of its turns; code workflows: the role's user "
                   "message",
-                  teamKey("context", [](YamlReader& r, W& in) { in.context = templateMap(r, "context", in); }))
-          .custom("rewards", "mapping role → rule", "the first rule its role allows", rewardsText(),
-                  "each role's reward (`rewards[0]` of its trajectories; `rewards[1]` is the team's)",
-                  teamKey("rewards", [](YamlReader& r, W& in) { in.rewards = readRewards(r, in); }))
-          .custom("max_rounds", "integer",
-                  "required for " + kindsWhere([](const KindSpec& s) { return s.loops; }) + ", 1 for the others",
-                  "rounds, 1–16",
-                  "solver attempts: a rejected answer (a failed generated test) goes back to the solver with the "
-                  "verdict (the failing case) as `{feedback}`",
-                  [](YamlReader& r, W& in) {
-                    if (in.multiAgent()) in.max_rounds = readRounds(r, in);  // required where the kind loops
-                  })
+                  teamMap("context", &W::context))
           .rule("code_only", std::string("`system` and `followup` belong to the ") + kCodeWorkflows, refuseChatKeys)
           .custom("system", "mapping role → template", "code workflows: " + perKind(instructionsText),
                   "placeholders as `context`", "code workflows only: each role's system message",
-                  teamKey("system", [](YamlReader& r, W& in) { in.system = templateMap(r, "system", in); }))
+                  teamMap("system", &W::system))
           .custom("followup", "template",
                   "solver_testgen: the retry request with `{feedback}`; solver_selector: the request for a second "
                   "program",
                   "placeholders as `context`", "code workflows only: the solver's next user message",
                   teamKey("followup", readFollowup))
-          .rule("team_served",
-                "every policy of `policies` plays a role, and one rollout entry of `layout` serves every policy of "
-                "the team (a team episode runs on one rank)",
-                checkTeam));
+          .custom("rewards", "mapping role → rule", rewardDefaults(), rewardsText(),
+                  "each role's reward (`rewards[0]` of its trajectories; `rewards[1]` is the team's)",
+                  teamMap("rewards", &W::rewards))
+          .rule("each_role",
+                "each role's policy is defined and serves no other role; its `system` and `context` use known "
+                "placeholders; its reward rule is one its role allows",
+                checkEachRole)
+          .custom("max_rounds", "integer",
+                  "required for " + quoted(kindsWhere([](const KindSpec& s) { return s.loops; }), ", ") +
+                      ", 1 for the others",
+                  "rounds, 1–16; 1 where the kind does not loop",
+                  "solver attempts: a rejected answer (a failed generated test) goes back to the solver with the "
+                  "verdict (the failing case) as `{feedback}`",
+                  [](YamlReader& r, W& in) {
+                    if (in.multiAgent()) in.max_rounds = readRounds(r, in);  // required where the kind loops
+                  })
+          .finalRule("team_served",
+                     "every policy of `policies` plays a role, and one rollout entry of `layout` serves every policy "
+                     "of the team (a team episode runs on one rank)",
+                     checkTeam));
 }
 
 const SectionSchema<WorkflowInput>& workflowSchema() {

@@ -118,6 +118,35 @@ TEST(WorkflowConfig, BadWorkflowsNameTheKey) {
   EXPECT_NE(configError(extra).find("policy 'idle' is used by no role"), std::string::npos) << configError(extra);
 }
 
+// With two mistakes in one config, the one blamed is the one the section's reading meets first:
+// an unknown key before the checks against other sections, a missing role before an undefined
+// policy, roles in the kind's order. Null team mappings are empty, as absent ones.
+TEST(WorkflowConfig, ChecksRunInTheirOrder) {
+  EXPECT_EQ(configError(replaced(kTeam, "rewards: {solver: team_correct, verifier: verdict_correct}", "rewards: ~")),
+            "(accepted)");
+  EXPECT_NE(configError(replaced(kTeam, "roles: {solver: solver, verifier: verifier}", "roles: {solver: judge}"))
+                .find("needs a policy for role 'verifier'"),
+            std::string::npos);
+  // A typo is offered the keys of a team workflow, and is reported before the unused policy.
+  std::string typo = replaced(kTeam, "  context:", "  contxt:");
+  typo = replaced(typo, "  - name: verifier\n", "  - name: verifier\n  - name: idle\n");
+  typo = replaced(typo, "  - {role: trainer, policy: verifier}\n",
+                  "  - {role: trainer, policy: verifier}\n  - {role: trainer, policy: idle}\n");
+  typo = replaced(typo, "[solver, verifier], ranks: 2", "[solver, verifier, idle], ranks: 2");
+  const std::string typo_error = configError(typo);
+  EXPECT_NE(typo_error.find("workflow.contxt"), std::string::npos) << typo_error;
+  EXPECT_NE(typo_error.find("context"), std::string::npos) << typo_error;
+  // The solver's policy is checked before the verifier's, whatever their names' order.
+  const std::string both = configError(
+      replaced(kTeam, "roles: {solver: solver, verifier: verifier}", "roles: {verifier: nobody, solver: judge}"));
+  EXPECT_NE(both.find("workflow.roles.solver: 'judge'"), std::string::npos) << both;
+  // A single workflow's team keys are refused as such, in plain text.
+  const std::string single = configError(replaced(kTeam, "kind: solver_verifier", "kind: single"));
+  EXPECT_NE(single.find("belongs to a multi-agent workflow (solver_verifier, solver_selector, solver_testgen)"),
+            std::string::npos)
+      << single;
+}
+
 namespace {
 
 // Scripted policies: each call pops the next output text of that policy for each prompt.
