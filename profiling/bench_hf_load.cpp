@@ -1,7 +1,7 @@
 // bench_hf_load FOLDER: loading a Hugging Face folder into a policy model (readHfModelConfig,
-// the model built uninitialised, loadHfWeights) against reading the same weight files with
-// `cat > /dev/null`, both with the files in the page cache (each is run once first), and the
-// process's peak RSS against the size of the float32 model it builds. Make a folder with e.g.
+// the model built uninitialised, loadHfWeights) mapped (HfLoad::Map) and copied (HfLoad::Copy),
+// side by side, against reading the same weight files with `cat > /dev/null`, all with the
+// files in the page cache (cat is run once first), and the resident set each load adds. Make a folder with e.g.
 //   build/bin/astraflow init-model /tmp/q06 --preset qwen3-0.6b --dtype bfloat16
 // One thread; no MPI traffic.
 #include <ATen/Parallel.h>
@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "astraflow/core/hf_model_config.hpp"
@@ -29,13 +30,30 @@ double catSeconds(const std::string& files) {
   return seconds() - t;
 }
 
-double loadSeconds(const std::filesystem::path& folder, std::int64_t& fp32_bytes) {
+// The process's resident set now (VmRSS), in bytes.
+double residentBytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) * 1024.0;
+  return 0;
+}
+
+struct Load {
+  double seconds = 0, resident = 0;  // the load's time, and the resident set it added (model alive)
+  bool mapped = false;
+  std::int64_t fp32_bytes = 0;
+};
+
+Load load(const std::filesystem::path& folder, HfLoad how) {
+  Load out;
+  const double before = residentBytes();
   const double t = seconds();
   PolicyModel model(readHfModelConfig(folder.string()).model);
-  loadHfWeights(*model, folder);
-  const double elapsed = seconds() - t;
-  fp32_bytes = model->parameterCount() * 4;
-  return elapsed;
+  out.mapped = loadHfWeights(*model, folder, how);
+  out.seconds = seconds() - t;
+  out.resident = residentBytes() - before;
+  out.fp32_bytes = model->parameterCount() * 4;
+  return out;
 }
 
 }  // namespace
@@ -61,18 +79,23 @@ int main(int argc, char** argv) {
   }
   catSeconds(files);  // into the page cache
   const double cat = catSeconds(files);
-  std::int64_t fp32_bytes = 0;
-  const double load = loadSeconds(folder, fp32_bytes);
+  // Mapped first: the copy's freed model would otherwise stay in the heap and hide the map's
+  // resident set from the difference.
+  const Load mapped = load(folder, HfLoad::Map);
+  const Load copied = load(folder, HfLoad::Copy);
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   const double peak = static_cast<double>(usage.ru_maxrss) * 1024.0;  // KiB on Linux
-  const double mb = 1e6;
+  const double mb = 1e6, model = static_cast<double>(copied.fp32_bytes);
   std::printf("bench_hf_load: %s, %.0f MB of safetensors, float32 model %.0f MB, 1 thread\n", argv[1], file_bytes / mb,
-              fp32_bytes / mb);
-  std::printf("cat > /dev/null (page cache)     %8.2f s\n", cat);
-  std::printf("load into the policy model       %8.2f s\n", load);
-  std::printf("ratio (load / cat)               %8.2f\n", load / cat);
-  std::printf("peak RSS                         %8.0f MB\n", peak / mb);
-  std::printf("ratio (peak RSS / float32 model) %8.2f\n", peak / static_cast<double>(fp32_bytes));
+              model / mb);
+  std::printf("cat > /dev/null (page cache)       %8.2f s\n", cat);
+  std::printf("load, HfLoad::Copy                 %8.2f s   resident +%6.0f MB (%.2f x the model)\n", copied.seconds,
+              copied.resident / mb, copied.resident / model);
+  std::printf("load, HfLoad::Map (%s)    %8.2f s   resident +%6.0f MB (%.2f x the model)\n",
+              mapped.mapped ? "mapped   " : "converted", mapped.seconds, mapped.resident / mb, mapped.resident / model);
+  std::printf("ratio (Map / Copy)                 %8.2f\n", mapped.seconds / copied.seconds);
+  std::printf("ratio (Copy / cat)                 %8.2f\n", copied.seconds / cat);
+  std::printf("peak RSS of the process            %8.0f MB\n", peak / mb);
   return 0;
 }

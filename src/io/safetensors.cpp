@@ -93,7 +93,7 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
   }
   size_ = static_cast<std::size_t>(st.st_size);
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);  // copy-on-write
     if (p == MAP_FAILED) {
       const int err = errno;
       ::close(fd);

@@ -1,12 +1,14 @@
-// loadHfWeights: a Hugging Face folder's safetensors (shards included) into a policy model, each tensor checked for
-// name, shape and finite values before anything is copied; writeHfWeights writes them back, fp32 or bf16.
+// loadHfWeights: a Hugging Face folder's safetensors (shards included) into a policy model, copied or mapped, each
+// tensor checked for name, shape and finite values before any is loaded; writeHfWeights writes them back, fp32 or bf16.
 #include "astraflow/model/hf_weights.hpp"
 
 #include <fmt/format.h>
 #include <torch/types.h>
 
+#include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "astraflow/core/error.hpp"
@@ -29,7 +31,7 @@ torch::ScalarType torchDtype(const io::StTensorView& t, const std::filesystem::p
   }
 }
 
-// A tensor over the mapped bytes (read only: the model copies out of it).
+// A tensor over the mapped bytes (the model copies out of it, or adopts it: HfLoad::Map).
 torch::Tensor viewOf(const io::StTensorView& t, const std::filesystem::path& folder) {
   auto* data = const_cast<std::byte*>(t.bytes.data());
   return torch::from_blob(data, t.shape, torch::TensorOptions().dtype(torchDtype(t, folder)));
@@ -45,14 +47,62 @@ bool allFinite(const io::StTensorView& t) {
   }
 }
 
+// Every tensor has its parameter's dtype and the alignment of its elements, and the model holds
+// its weights itself: the parameters can be the mapped bytes.
+bool mappable(const PolicyModelImpl& model, const std::vector<NamedTensor>& tensors,
+              const std::vector<std::size_t>& index) {
+  if (model.parameterShards()) return false;
+  const auto params = model.orderedParameters();
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const auto& t = tensors[i].tensor;
+    const auto& p = params[index[i]].tensor;
+    if (t.scalar_type() != p.scalar_type() || p.device() != torch::Device(torch::kCPU)) return false;
+    if (reinterpret_cast<std::uintptr_t>(t.data_ptr()) % t.element_size() != 0) return false;
+  }
+  return true;
+}
+
+// The parameters become tensors over the map, each holding `keep` (the checkpoint) alive;
+// adoptTensors reads each once for its finiteness, all before any is adopted. The pages read are
+// then let go (the model has written none yet): they come back from the page cache when used.
+void adoptMapped(PolicyModelImpl& model, const io::SafetensorsCheckpoint& checkpoint,
+                 const std::shared_ptr<const io::SafetensorsCheckpoint>& keep, const std::vector<NamedTensor>& views) {
+  std::vector<NamedTensor> mapped;
+  mapped.reserve(views.size());
+  for (const auto& v : views) {
+    mapped.push_back({v.name, torch::from_blob(
+                                  v.tensor.data_ptr(), v.tensor.sizes(), [keep](void*) {},
+                                  torch::TensorOptions().dtype(v.tensor.scalar_type()))});
+  }
+  model.adoptTensors(mapped);
+  for (const auto& v : views) checkpoint.releasePages(*checkpoint.find(v.name));
+}
+
+// Tensor by tensor, releasing each one's mapped pages once read: the process then holds the
+// model plus about one tensor of the files, not the files whole (docs/models.md, the load
+// benchmark). Values are checked in a first pass, so nothing is copied unless all pass.
+void copyStreaming(PolicyModelImpl& model, const io::SafetensorsCheckpoint& checkpoint,
+                   const std::vector<NamedTensor>& tensors, const std::vector<std::size_t>& index) {
+  for (const auto& t : tensors) {
+    const io::StTensorView& view = *checkpoint.find(t.name);
+    if (!allFinite(view)) throw Error(fmt::format("weights: tensor '{}' holds NaN or inf values", view.name));
+    checkpoint.releasePages(view);
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    model.copyInto(index[i], tensors[i].tensor);
+    checkpoint.releasePages(*checkpoint.find(tensors[i].name));
+  }
+}
+
 }  // namespace
 
-void loadHfWeights(PolicyModelImpl& model, const std::filesystem::path& folder) {
-  const auto checkpoint = io::SafetensorsCheckpoint::open(folder);
+bool loadHfWeights(PolicyModelImpl& model, const std::filesystem::path& folder, HfLoad how) {
+  // Shared: mapped parameters keep the files' maps alive.
+  const auto checkpoint = std::make_shared<const io::SafetensorsCheckpoint>(io::SafetensorsCheckpoint::open(folder));
   std::vector<NamedTensor> tensors;
-  tensors.reserve(checkpoint.tensors().size());
+  tensors.reserve(checkpoint->tensors().size());
   const io::StTensorView* tied_head = nullptr;
-  for (const io::StTensorView* t : checkpoint.tensors()) {
+  for (const io::StTensorView* t : checkpoint->tensors()) {
     if (model.config().tied_embeddings && t->name == "lm_head.weight") {
       tied_head = t;
       continue;
@@ -62,7 +112,7 @@ void loadHfWeights(PolicyModelImpl& model, const std::filesystem::path& folder) 
   if (tied_head) {
     // transformers ties the head to the embeddings and drops a stored copy; a copy that is not
     // equal would be silently lost there, so it is refused here.
-    const io::StTensorView* embed = checkpoint.find("model.embed_tokens.weight");
+    const io::StTensorView* embed = checkpoint->find("model.embed_tokens.weight");
     if (!embed || !torch::equal(viewOf(*tied_head, folder), viewOf(*embed, folder))) {
       throw Error(
           fmt::format("{}: config.json ties the embeddings (tie_word_embeddings) but lm_head.weight differs "
@@ -70,20 +120,14 @@ void loadHfWeights(PolicyModelImpl& model, const std::filesystem::path& folder) 
                       folder.string()));
     }
   }
-  // Tensor by tensor, releasing each one's mapped pages once read: the process then holds the
-  // model plus about one tensor of the files, not the files whole (docs/models.md, the load
-  // benchmark). Values are checked in a first pass, so nothing is copied unless all pass.
   try {
     const auto index = model.matchTensors(tensors);
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      const io::StTensorView& view = *checkpoint.find(tensors[i].name);
-      if (!allFinite(view)) throw Error(fmt::format("weights: tensor '{}' holds NaN or inf values", view.name));
-      checkpoint.releasePages(view);
+    if (how == HfLoad::Map && mappable(model, tensors, index)) {
+      adoptMapped(model, *checkpoint, checkpoint, tensors);
+      return true;
     }
-    for (std::size_t i = 0; i < tensors.size(); ++i) {
-      model.copyInto(index[i], tensors[i].tensor);
-      checkpoint.releasePages(*checkpoint.find(tensors[i].name));
-    }
+    copyStreaming(model, *checkpoint, tensors, index);
+    return false;
   } catch (const Error& e) {
     throw Error(fmt::format("{}: {}", folder.string(), e.what()));
   }

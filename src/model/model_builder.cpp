@@ -81,7 +81,7 @@ PolicyModel buildPolicyModel(const Config& config, const TokenSpec& tokens, cons
   }
   PolicyModel model = newPolicyModel(m, config.run.seed, from_store);
   if (!m.hf_path.empty() && !from_store) {
-    loadHfWeights(*model, m.hf_path);
+    loadHfWeights(*model, m.hf_path, HfLoad::Map);  // mapped where the folder has the model's dtype
     logUnreadHfFields(m.hf_path);
   }
   // Ids past the tokenizer's (a folder's vocabulary is often padded, or larger than the

@@ -78,7 +78,7 @@ InferenceServer::InferenceServer(const ServeOptions& options) : state_(std::make
   if (compute.device.cuda()) loadCudaSupport();
   const torch::Device device = resolveDevice(compute.device, 0, "--device");
   PolicyModel model(hf.model);
-  loadHfWeights(*model, options.model);
+  loadHfWeights(*model, options.model, HfLoad::Map);  // a float32 folder served in float32 is not copied
   // The policy's distribution as astraflow trains it (model/model_builder.cpp): <pad>, <bos> and
   // ids past the tokenizer's vocabulary have probability 0, so the log-probs served are the ones
   // a trainer recomputes.

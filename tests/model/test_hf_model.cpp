@@ -17,6 +17,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "astraflow/core/error.hpp"
@@ -339,6 +340,68 @@ TEST_F(HfCommands, InitModelFoldersLoadInTransformersAsTheSameModel) {
   // The bf16 folder holds bf16 tensors.
   const auto st = io::SafetensorsFile::open(dir.path() / "llama_bf16" / "model.safetensors");
   EXPECT_EQ(st.tensors().front().dtype, io::StDtype::BF16);
+}
+
+// The address range this process maps `file` at (/proc/self/maps), {0, 0} when it is not mapped.
+std::pair<std::uintptr_t, std::uintptr_t> mappedRange(const std::filesystem::path& file) {
+  std::ifstream maps("/proc/self/maps");
+  const std::string name = std::filesystem::canonical(file).string();
+  std::uintptr_t lo = 0, hi = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.size() < name.size() || line.compare(line.size() - name.size(), name.size(), name) != 0) continue;
+    const auto dash = line.find('-'), space = line.find(' ');
+    const auto begin = std::stoull(line.substr(0, dash), nullptr, 16);
+    const auto end = std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16);
+    lo = lo == 0 ? begin : std::min<std::uintptr_t>(lo, begin);
+    hi = std::max<std::uintptr_t>(hi, end);
+  }
+  return {lo, hi};
+}
+
+// A float32 folder loaded with HfLoad::Map: every parameter lies in the file's map (nothing
+// copied), the model computes exactly what a copied load does, a step written into a parameter
+// stays the process's own (the file is unchanged), and a bf16 folder is converted instead.
+TEST_F(HfCommands, AFloat32FolderIsMappedNotCopied) {
+  const auto folder = dir.path() / "f32";
+  ASSERT_EQ(std::system(fmt::format("{} init-model {} --preset tiny-qwen3 --max-positions 96 --seed 6 > /dev/null", cli,
+                                    folder.string())
+                            .c_str()),
+            0);
+  const ModelConfig m = readHfModelConfig(folder.string()).model;
+  PolicyModel copied(m), mapped(m);
+  EXPECT_FALSE(loadHfWeights(*copied, folder));
+  ASSERT_TRUE(loadHfWeights(*mapped, folder, HfLoad::Map));
+  const auto [lo, hi] = mappedRange(folder / "model.safetensors");
+  ASSERT_LT(lo, hi) << "the file is not mapped while the model holds it";
+  const auto copied_params = copied->orderedParameters(), mapped_params = mapped->orderedParameters();
+  ASSERT_EQ(copied_params.size(), mapped_params.size());
+  for (std::size_t i = 0; i < mapped_params.size(); ++i) {
+    const auto at = reinterpret_cast<std::uintptr_t>(mapped_params[i].tensor.data_ptr());
+    EXPECT_TRUE(at >= lo && at < hi) << mapped_params[i].name << " was copied";
+    EXPECT_TRUE(torch::equal(mapped_params[i].tensor, copied_params[i].tensor)) << mapped_params[i].name;
+  }
+  const auto ids = row({257, 104, 101, 108, 108, 111, 32, 119, 111});
+  const auto lengths = torch::tensor({static_cast<std::int64_t>(9)});
+  {
+    torch::NoGradGuard no_grad;
+    EXPECT_TRUE(torch::equal(sequenceLogProbs(*mapped, ids, lengths), sequenceLogProbs(*copied, ids, lengths)));
+    // A trainer's step writes the parameters in place: the page becomes the process's own.
+    mapped_params.front().tensor.add_(1.0f);
+  }
+  PolicyModel again(m);
+  loadHfWeights(*again, folder);
+  EXPECT_TRUE(torch::equal(again->orderedParameters().front().tensor, copied_params.front().tensor))
+      << "the write reached the file";
+  EXPECT_FALSE(torch::equal(mapped->orderedParameters().front().tensor, copied_params.front().tensor));
+  // A bf16 folder into the float32 model: converted, not mapped.
+  const auto bf16 = dir.path() / "bf16";
+  ASSERT_EQ(std::system(fmt::format("{} init-model {} --preset tiny-qwen3 --max-positions 96 --dtype bfloat16 > "
+                                    "/dev/null",
+                                    cli, bf16.string())
+                            .c_str()),
+            0);
+  PolicyModel converted(readHfModelConfig(bf16.string()).model);
+  EXPECT_FALSE(loadHfWeights(*converted, bf16, HfLoad::Map));
 }
 
 Reference readReference(const std::filesystem::path& folder, nlohmann::json* all = nullptr) {

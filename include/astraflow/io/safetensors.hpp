@@ -39,7 +39,10 @@ struct StTensorView {
 
 using StMetadata = std::map<std::string, std::string>;
 
-// A read-only memory map of a whole file; unmapped by its destructor.
+// A private memory map of a whole file; unmapped by its destructor. Readers see it read-only;
+// it is mapped writable copy-on-write so that a model adopting tensors over it
+// (loadHfWeights, HfLoad::Map) may update them in place: a written page becomes the process's
+// own, the file never changes.
 class MappedFile {
  public:
   explicit MappedFile(const std::filesystem::path& path);
