@@ -150,9 +150,7 @@ class SectionSchema {
   // they are read; declared last, it sees them all): `check` calls YamlReader::fail with the
   // key it blames and why.
   SectionSchema& rule(const char* name, std::string text, Check check) {
-    docs_.push_back([name, text = std::move(text)](const std::string&, const S&, SectionDoc& out) {
-      out.rules.push_back({name, text});
-    });
+    addRuleDoc(name, std::move(text));
     steps_.push_back([check = std::move(check)](YamlReader& r, S& s) { check(r, s); });
     return *this;
   }
@@ -160,9 +158,7 @@ class SectionSchema {
   // A check run once every key is read and none unknown is left (one that blames other
   // sections: an unknown key here is reported first, as the user's likelier mistake).
   SectionSchema& finalRule(const char* name, std::string text, Check check) {
-    docs_.push_back([name, text = std::move(text)](const std::string&, const S&, SectionDoc& out) {
-      out.rules.push_back({name, text});
-    });
+    addRuleDoc(name, std::move(text));
     final_.push_back(std::move(check));
     return *this;
   }
@@ -195,6 +191,11 @@ class SectionSchema {
   }
 
  private:
+  void addRuleDoc(const char* name, std::string text) {
+    docs_.push_back([name, text = std::move(text)](const std::string&, const S&, SectionDoc& out) {
+      out.rules.push_back({name, text});
+    });
+  }
   static Shown fixed(std::string text) {
     return [text = std::move(text)](const S&) { return text; };
   }

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "astraflow/core/config.hpp"
@@ -48,9 +49,7 @@ struct WorkflowInput {
   const Config* cfg = nullptr;
   WorkflowKind kind = WorkflowKind::Single;
   RoleMap roles, context, system, rewards;
-  std::vector<std::string> order;  // empty: the kind's
-  std::string followup;
-  bool followup_given = false;
+  std::optional<std::string> followup;  // absent: the kind's
   int max_rounds = 1;
 
   bool multiAgent() const { return kind != WorkflowKind::Single; }
@@ -108,7 +107,7 @@ std::string policyNames(const Config& cfg) {
 
 // order: the turn order; the kind fixes what comes first (the solver answers before anyone can
 // judge or pick), so a given order must be the kind's.
-std::vector<std::string> readOrder(YamlReader& r, const WorkflowInput& in) {
+void checkOrder(YamlReader& r, const WorkflowInput& in) {
   const auto& spec = in.spec();
   const std::vector<std::string> order = r.requireStringList("order");
   for (std::size_t i = 0; i < order.size(); ++i) {
@@ -122,7 +121,6 @@ std::vector<std::string> readOrder(YamlReader& r, const WorkflowInput& in) {
                                 "per round)",
                                 fmt::join(order, ", "), fmt::join(spec.roles, ", "), in.kindName()));
   }
-  return order;
 }
 
 // Once every key is read, each role in the kind's order: its policy defined and serving no
@@ -357,8 +355,7 @@ std::string rewardsText() {
 
 void readFollowup(YamlReader& r, WorkflowInput& in) {
   in.followup = r.getString("followup", "");
-  in.followup_given = true;
-  checkTemplate(r, r.lineOf("followup"), r.keyPath("followup"), in.followup);
+  checkTemplate(r, r.lineOf("followup"), r.keyPath("followup"), *in.followup);
 }
 
 SectionSchema<WorkflowInput> makeWorkflowSchema() {
@@ -379,8 +376,7 @@ SectionSchema<WorkflowInput> makeWorkflowSchema() {
           .rule("every_role_played", "each role of the kind has a policy in `roles`", checkEveryRolePlayed)
           .custom("order", "list of roles", "the kind's order",
                   perKind([](const KindSpec& s) { return "`[" + fmt::format("{}", fmt::join(s.roles, ", ")) + "]`"; }),
-                  "turn order within a round (the solver always answers first)",
-                  teamKey("order", [](YamlReader& r, W& in) { in.order = readOrder(r, in); }))
+                  "turn order within a round (the solver always answers first)", teamKey("order", checkOrder))
           .custom("context", "mapping role → template", contextDefaults(), placeholdersText(),
                   "text appended to the role's transcript before each of its turns; code workflows: the role's user "
                   "message",
@@ -474,7 +470,7 @@ void parseWorkflow(YamlReader r, Config& cfg) {
   if (!wf.multiAgent()) return;
   const KindSpec& spec = in.spec();
   wf.chat = in.chat();
-  wf.followup = in.followup_given ? in.followup : spec.chat_followup;
+  wf.followup = in.followup.value_or(spec.chat_followup);
   for (const auto& role : spec.roles) wf.roles.push_back(makeRole(in, wf.chat, role));
   wf.max_rounds = in.max_rounds;
   wf.candidates = wf.kind == WorkflowKind::SolverSelector ? 2 : 1;

@@ -62,20 +62,20 @@ bool mappable(const PolicyModelImpl& model, const std::vector<NamedTensor>& tens
   return true;
 }
 
-// The parameters become tensors over the map, each holding `keep` (the checkpoint) alive;
+// The parameters become tensors over the map, each holding the checkpoint (its maps) alive;
 // adoptTensors reads each once for its finiteness, all before any is adopted. The pages read are
 // then let go (the model has written none yet): they come back from the page cache when used.
-void adoptMapped(PolicyModelImpl& model, const io::SafetensorsCheckpoint& checkpoint,
-                 const std::shared_ptr<const io::SafetensorsCheckpoint>& keep, const std::vector<NamedTensor>& views) {
+void adoptMapped(PolicyModelImpl& model, const std::shared_ptr<const io::SafetensorsCheckpoint>& checkpoint,
+                 const std::vector<NamedTensor>& views) {
   std::vector<NamedTensor> mapped;
   mapped.reserve(views.size());
   for (const auto& v : views) {
     mapped.push_back({v.name, torch::from_blob(
-                                  v.tensor.data_ptr(), v.tensor.sizes(), [keep](void*) {},
+                                  v.tensor.data_ptr(), v.tensor.sizes(), [checkpoint](void*) {},
                                   torch::TensorOptions().dtype(v.tensor.scalar_type()))});
   }
   model.adoptTensors(mapped);
-  for (const auto& v : views) checkpoint.releasePages(*checkpoint.find(v.name));
+  for (const auto& v : views) checkpoint->releasePages(*checkpoint->find(v.name));
 }
 
 // Tensor by tensor, releasing each one's mapped pages once read: the process then holds the
@@ -123,7 +123,7 @@ bool loadHfWeights(PolicyModelImpl& model, const std::filesystem::path& folder, 
   try {
     const auto index = model.matchTensors(tensors);
     if (how == HfLoad::Map && mappable(model, tensors, index)) {
-      adoptMapped(model, *checkpoint, checkpoint, tensors);
+      adoptMapped(model, checkpoint, tensors);
       return true;
     }
     copyStreaming(model, *checkpoint, tensors, index);
