@@ -24,6 +24,9 @@ pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
 # Oniguruma (libonig-dev): the regex engine of tokenizer.json patterns (src/text/onig_regex.hpp),
 # the one the `tokenizers` library runs, so any Split or Replace pattern means what it means there.
 pkg_check_modules(ONIG REQUIRED IMPORTED_TARGET oniguruma)
+# GiNaC (libginac-dev, with CLN): the algebra of the `math` reward (src/tasks/math_equal.cpp) —
+# exact rationals of any size, radicals, and an expression's difference reduced to zero.
+pkg_check_modules(GINAC REQUIRED IMPORTED_TARGET ginac)
 # OpenSSL 3's libcrypto (libssl-dev): HMAC-SHA256 (EVP_MAC) and nonces (RAND_bytes) of the
 # authenticated cross-site link (src/comm/link_auth.cpp, docs/cross-site.md).
 pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto>=3.0)

@@ -24,6 +24,7 @@ packages=(
   libboost-dev  # Boost.Beast: the WebSocket client of OpenEnv sessions (src/http/websocket.cpp)
   libicu-dev  # Unicode classes and normal forms for tokenizer.json files (src/text)
   libre2-dev  # linear-time matching on model output, user patterns and config strings (src/core/text_pattern)
+  libginac-dev  # GiNaC and CLN: the algebra of the math reward (src/tasks/math_equal.cpp)
   libonig-dev  # Oniguruma, the regex engine of Hugging Face tokenizers: any Split pattern of a tokenizer.json (src/text)
   libssl-dev  # HMAC-SHA256 for the authenticated cross-site link (src/comm)
   libgloo-dev  # headers only: LibTorch's ProcessGroupGloo.hpp includes them (the wheel ships Gloo compiled in, not its headers)

@@ -146,8 +146,9 @@ RewardCommand addRewardCommand(CLI::App& app) {
   cmd->add_option("--reference", a.reference, "the reference for lines that carry none");
   cmd->add_option("--pattern", a.spec.pattern,
                   "regex: the pattern to find; math: the answer pattern used without \\boxed{}");
-  cmd->add_option("--tolerance", a.spec.tolerance, "math: relative tolerance of numeric answers (default 1e-6)")
-      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--decimals", a.spec.decimals,
+                  "math: an answer written with a decimal point is compared rounded to this many places (default 6)")
+      ->check(CLI::Range(0, 30));
   cmd->add_option("--interpreter", a.spec.interpreter,
                   "code: the interpreter the tests run with (default /usr/bin/python3)");
   cmd->add_flag("--all-or-nothing", a.spec.all_or_nothing,
@@ -164,7 +165,7 @@ RewardCommand addRewardCommand(CLI::App& app) {
                 "command: start the program once; it reads one object per line and answers one line each");
   cmd->add_option("--max-items", a.spec.max_items, "command --persistent: start it again after this many items");
   cmd->add_option("--url", a.spec.url, "http: the verifier's URL (http://HOST:PORT/PATH); the object is POSTed");
-  for (const char* name : {"--pattern", "--tolerance", "--interpreter", "--all-or-nothing", "--command", "--persistent",
+  for (const char* name : {"--pattern", "--decimals", "--interpreter", "--all-or-nothing", "--command", "--persistent",
                            "--max-items", "--url"})
     config->excludes(cmd->get_option(name));
   config->excludes(kind);

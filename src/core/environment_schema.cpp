@@ -157,10 +157,13 @@ const SectionSchema<RewardSpec>& rewardSchema() {
   static const auto schema =
       SectionSchema<R>("environment.reward")
           .choice("kind", &R::kind, kRewardKindNames, "dataset environments: the reward function (docs/tasks.md)")
-          .text("pattern", &R::pattern, "RE2 pattern (docs/tasks.md, \"Patterns\")",
-                "math: the answer pattern used without `\\boxed{}`, its first group the answer (empty: `#### x` / "
-                "`Answer: x`); regex: the pattern (required)")
-          .number("tolerance", &R::tolerance, 0.0, 1.0, "", "math: relative tolerance of numeric answers")
+          .text(
+              "pattern", &R::pattern, "RE2 pattern (docs/tasks.md, \"Patterns\")",
+              "math: the answer line read without `\\boxed{}`, its first group the answer (empty: the answer lines of "
+              "docs/tasks.md, then the last expression); regex: the pattern (required)")
+          .integer("decimals", &R::decimals, 0, 30, "places",
+                   "math: an answer written with a decimal point equals a value that agrees with it rounded to this "
+                   "many places (math-verify's float_rounding); exact numbers are compared exactly")
           .text("interpreter", &R::interpreter, "path or name",
                 "code: the interpreter the sandbox runs the program with")
           .boolean("all_or_nothing", &R::all_or_nothing,

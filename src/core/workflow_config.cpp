@@ -55,10 +55,12 @@ struct WorkflowInput {
   bool multiAgent() const { return kind != WorkflowKind::Single; }
   const KindSpec& spec() const { return detail::workflowKinds().at(kind); }
   const char* kindName() const { return enumName(kWorkflowKindNames, kind); }
-  // The code workflows run chat-formatted over a dataset scored by the code reward.
+  // The chat workflows: the code ones over a dataset scored by the code reward, the text ones over a
+  // dataset scored by any other reward (math, exact, choice, a verifier).
   bool chat() const {
     const auto& env = cfg->environment;
-    return spec().code && env.name == "dataset" && env.reward.kind == RewardKind::Code;
+    if (env.name != "dataset") return false;
+    return env.reward.kind == RewardKind::Code ? spec().code : spec().text;
   }
 };
 
@@ -194,7 +196,7 @@ void checkTeamIsServed(const YamlReader& r, const WorkflowInput& in) {
   }
 }
 
-// The kind runs on the arithmetic environment, or chat-formatted over a code dataset.
+// The kind runs on the arithmetic environment, or chat-formatted over a code or text dataset.
 void checkEnvironment(const YamlReader& r, const WorkflowInput& in) {
   const auto& spec = in.spec();
   const auto& env = in.cfg->environment;
@@ -202,6 +204,7 @@ void checkEnvironment(const YamlReader& r, const WorkflowInput& in) {
   std::vector<std::string> allowed;
   if (spec.arithmetic) allowed.push_back("environment.name: arithmetic");
   if (spec.code) allowed.push_back("environment.name: dataset with environment.reward.kind: code");
+  if (spec.text) allowed.push_back("environment.name: dataset with a text reward (environment.reward.kind: math, ...)");
   r.fail("kind", fmt::format("the {} workflow needs {}; environment.name is '{}'{}", in.kindName(),
                              fmt::join(allowed, ", or "), env.name,
                              env.name == "dataset"
@@ -312,7 +315,9 @@ void refuseChatKeys(YamlReader& r, const WorkflowInput& in) {
   if (!in.multiAgent() || in.chat()) return;
   for (const char* key : {"system", "followup"})
     if (r.has(key))
-      r.fail(key, "belongs to the code workflows (chat-formatted, over a dataset with reward.kind: code)");
+      r.fail(key,
+             "belongs to the chat workflows (over a dataset: the code workflows with reward.kind: code, "
+             "solver_verifier with a text reward)");
 }
 
 void checkTeam(YamlReader& r, const WorkflowInput& in) {
@@ -321,12 +326,16 @@ void checkTeam(YamlReader& r, const WorkflowInput& in) {
 
 // ---- the keys' doc texts ------------------------------------------------------------------
 
-const char* const kCodeWorkflows = "code workflows (over a `dataset` with `reward.kind: code`)";
+const char* const kChatWorkflows =
+    "chat workflows (over a `dataset`: the code ones with `reward.kind: code`, `solver_verifier` with a text reward)";
 
 std::string environmentsText() {
   return "each kind runs on its environment: " + perKind([](const KindSpec& s) {
-           return std::string(s.arithmetic ? "`arithmetic`" : "") + (s.arithmetic && s.code ? " or " : "") +
-                  (s.code ? "a `dataset` with `reward.kind: code`" : "");
+           std::vector<std::string> where;
+           if (s.arithmetic) where.emplace_back("`arithmetic`");
+           if (s.code) where.emplace_back("a `dataset` with `reward.kind: code`");
+           if (s.text) where.emplace_back("a `dataset` with a text reward (`math`, `exact`, `choice`, …)");
+           return fmt::format("{}", fmt::join(where, " or "));
          });
 }
 
@@ -336,7 +345,7 @@ std::string contextDefaults() {
              return s.context.count(role) ? "`" + s.context.at(role) + "`" : std::string();
            });
          }) +
-         "; " + kCodeWorkflows + ": each role's user message (docs/multi-policy.md)";
+         "; " + kChatWorkflows + ": each role's user message (docs/multi-policy.md)";
 }
 
 std::string rewardDefaults() {
@@ -365,7 +374,8 @@ SectionSchema<WorkflowInput> makeWorkflowSchema() {
           .choice("kind", &W::kind, kWorkflowKindNames,
                   "`single`: one policy per task, the environment's own episode. The others run a team episode per "
                   "task with one trajectory per role; `solver_selector` and `solver_testgen` over a `dataset` with "
-                  "`reward.kind: code` run chat-formatted on programs (docs/multi-policy.md)")
+                  "`reward.kind: code` run chat-formatted on programs, `solver_verifier` over a `dataset` with a "
+                  "text reward chat-formatted on its problems (docs/multi-policy.md)")
           .rule("single_alone", "a `single` workflow takes no key but `kind`", refuseTeamKeys)
           .rule("environment", environmentsText(), checkKindsEnvironment)
           .custom("roles", "mapping role → policy", "required (multi-agent)",
@@ -378,17 +388,18 @@ SectionSchema<WorkflowInput> makeWorkflowSchema() {
                   perKind([](const KindSpec& s) { return "`[" + fmt::format("{}", fmt::join(s.roles, ", ")) + "]`"; }),
                   "turn order within a round (the solver always answers first)", teamKey("order", checkOrder))
           .custom("context", "mapping role → template", contextDefaults(), placeholdersText(),
-                  "text appended to the role's transcript before each of its turns; code workflows: the role's user "
+                  "text appended to the role's transcript before each of its turns; chat workflows: the role's user "
                   "message",
                   teamMap("context", &W::context))
-          .rule("code_only", std::string("`system` and `followup` belong to the ") + kCodeWorkflows, refuseChatKeys)
-          .custom("system", "mapping role → template", "code workflows: " + perKind(instructionsText),
-                  "placeholders as `context`", "code workflows only: each role's system message",
+          .rule("chat_only", std::string("`system` and `followup` belong to the ") + kChatWorkflows, refuseChatKeys)
+          .custom("system", "mapping role → template", "chat workflows: " + perKind(instructionsText),
+                  "placeholders as `context`", "chat workflows only: each role's system message",
                   teamMap("system", &W::system))
           .custom("followup", "template",
                   "solver_testgen: the retry request with `{feedback}`; solver_selector: the request for a second "
-                  "program",
-                  "placeholders as `context`", "code workflows only: the solver's next user message",
+                  "program; solver_verifier on text: the solver's prompt again, `{team_context}` the verifier's "
+                  "analysis",
+                  "placeholders as `context`", "chat workflows only: the solver's next user message",
                   teamKey("followup", readFollowup))
           .custom("rewards", "mapping role → rule", rewardDefaults(), rewardsText(),
                   "each role's reward (`rewards[0]` of its trajectories; `rewards[1]` is the team's)",
@@ -402,7 +413,7 @@ SectionSchema<WorkflowInput> makeWorkflowSchema() {
                       ", 1 for the others",
                   "rounds, 1–16; 1 where the kind does not loop",
                   "solver attempts: a rejected answer (a failed generated test) goes back to the solver with the "
-                  "verdict (the failing case) as `{feedback}`",
+                  "verdict (the failing case) as `{feedback}` (on text: the verifier's analysis as `{team_context}`)",
                   [](YamlReader& r, W& in) {
                     if (in.multiAgent()) in.max_rounds = readRounds(r, in);  // required where the kind loops
                   })

@@ -1,5 +1,6 @@
 // The multi-agent workflows' table (workflow_kinds.hpp): roles, order, rewards and default
-// prompts of solver_verifier, solver_selector and solver_testgen.
+// prompts of solver_verifier (on arithmetic, or chat-formatted on a text dataset), solver_selector
+// and solver_testgen.
 #include "core/workflow_kinds.hpp"
 
 namespace astraflow::detail {
@@ -33,6 +34,24 @@ const char* const kSelectorUser =
     "{candidate_b}\n```\n\nWhich candidate is more likely correct? If both or neither are, pick the one you "
     "trust more.";
 
+// The math Solver + Verifier's prompts: the paper's (Appendix A.9, as its authors' repository
+// Infini-AI-Lab/astraflow writes them, Apache-2.0), so that Table 2 runs with its own prompts.
+// Both open with the task and the teammates' outputs, then say the role.
+const char* const kMathTeamIntro =
+    "# Task Introduction\nYou are a member of an expert multi-agent team tasked with solving the math problem. "
+    "The team's math problem is:\n{task_description}\n# Your Teammates' Outputs\n{team_context}\n# Your Role\n";
+const char* const kMathSolver =
+    "You are a \"Solver Agent\". Your job is to carefully reason through the math problem step by step and derive "
+    "the correct answer. When reasoning, consider your teammates' outputs if available. Put the final answer in "
+    "\\boxed{}.";
+const char* const kMathVerifier =
+    "You are a \"Verifier Agent\". Your responsibility is to critically review the most recent solution provided by "
+    "the \"Solver Agent\". First, carefully examine each reasoning step, formula, and conclusion for accuracy, "
+    "completeness, and logical consistency. Explain your analysis in detail. After completing your analysis, at the "
+    "very end of your output, you MUST provide your final verdict within <verify> </verify> using exactly one of:\n"
+    "(1) <verify>approve</verify> if all steps and the final answer are correct.\n(2) <verify>reject</verify> if "
+    "you detect any issue.\n\nImportant: Do NOT output your verdict until you have finished your full analysis.";
+
 }  // namespace
 
 const std::map<WorkflowKind, KindSpec>& workflowKinds() {
@@ -43,7 +62,12 @@ const std::map<WorkflowKind, KindSpec>& workflowKinds() {
         {{"solver", "{feedback}{problem}"}, {"verifier", "{problem}{solution}<verifier>"}},
         true,
         true,
-        false}},
+        false,
+        true,
+        {{"solver", std::string(kMathTeamIntro) + kMathSolver},
+         {"verifier", std::string(kMathTeamIntro) + kMathVerifier}},
+        {},
+        std::string(kMathTeamIntro) + kMathSolver}},
       {WorkflowKind::SolverSelector,
        {{"solver", "selector"},
         {{"solver", {"team_correct", "own_correct"}}, {"selector", {"team_correct"}}},
@@ -51,6 +75,7 @@ const std::map<WorkflowKind, KindSpec>& workflowKinds() {
         false,
         true,
         true,
+        false,
         {{"solver", kCodeSolver}, {"selector", kSelectorUser}},
         {{"selector", kSelectorSystem}},
         kCodeSecond}},
@@ -61,6 +86,7 @@ const std::map<WorkflowKind, KindSpec>& workflowKinds() {
         true,
         false,
         true,
+        false,
         {{"solver", kCodeSolver}, {"generator", kGeneratorUser}},
         {{"generator", kGeneratorSystem}},
         kCodeRetry}},
@@ -69,8 +95,8 @@ const std::map<WorkflowKind, KindSpec>& workflowKinds() {
 }
 
 const std::vector<std::string>& templatePlaceholders() {
-  static const std::vector<std::string> names = {"problem",    "solution",    "feedback",
-                                                 "candidates", "candidate_a", "candidate_b"};
+  static const std::vector<std::string> names = {"problem",     "solution",    "feedback",         "candidates",
+                                                 "candidate_a", "candidate_b", "task_description", "team_context"};
   return names;
 }
 

@@ -16,7 +16,8 @@ struct KindSpec {
   bool loops;                                               // needs a turn limit
   bool arithmetic;                                          // runs on the arithmetic environment
   bool code;                                                // runs chat-formatted on a code dataset
-  // The code workflows' defaults: each role's user message and system message, the solver's follow-up.
+  bool text = false;  // runs chat-formatted on a text dataset (a `dataset` whose reward is not `code`)
+  // The chat workflows' defaults: each role's user message and system message, the solver's follow-up.
   std::map<std::string, std::string> chat_context = {}, chat_system = {};
   std::string chat_followup = {};
 };

@@ -1,4 +1,4 @@
-// The code workflows (src/rollout/code_workflow.hpp, docs/multi-policy.md):
+// The chat workflows (src/rollout/code_workflow.hpp, docs/multi-policy.md):
 //
 //   solver_testgen   the Solver writes a program; the Test-Case Generator, shown the problem and
 //                    that program, writes test cases as one ```json block; the program runs on
@@ -6,18 +6,25 @@
 //                    failing case as its next user message and tries again (paper §4.1, A.3).
 //   solver_selector  the Solver writes two programs (the second as a follow-up in the same
 //                    conversation); the Selector ends with <final>A</final> or <final>B</final>.
+//   solver_verifier  on text (the paper's math team, A.9 prompts): the Solver answers; the
+//                    Verifier ends with <verify>approve</verify> or <verify>reject</verify>; a
+//                    rejected answer goes back to the Solver with the Verifier's analysis.
 //
 // The team's outcome is the final (or picked) program on the row's hidden tests, scored by the
-// environment's `code` reward. Each role's transcript is a chat conversation: its system and user
-// messages rendered by the policy's template (mask 0), its own turns (mask 1), and the solver's
-// follow-ups appended as the template continues a conversation after a turn.
+// environment's `code` reward (solver_verifier: the final answer by the environment's reward). Each role's transcript
+// is a chat conversation: its system and user messages rendered by the policy's template (mask 0), its own turns (mask
+// 1), and the solver's follow-ups appended as the template continues a conversation after a turn.
 #include "rollout/code_workflow.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
+#include <optional>
 
 #include "astraflow/tasks/code_reward.hpp"
 #include "astraflow/tasks/reward_function.hpp"
@@ -60,9 +67,9 @@ std::string feedbackOf(const CodeFailure& f) {
   return out;
 }
 
-class CodeTeams {
+class ChatTeams {
  public:
-  CodeTeams(const WorkflowSection& wf, const PolicyGenerate& generate, const Tokenizer& tok,
+  ChatTeams(const WorkflowSection& wf, const PolicyGenerate& generate, const Tokenizer& tok,
             const EnvironmentOptions& env_options, const std::vector<std::uint64_t>& ids,
             const SamplingOptions& sampling)
       : wf_(wf),
@@ -82,13 +89,18 @@ class CodeTeams {
       envs_.back()->reset(ids[i]);
       team_[i].problem_id = ids[i];
       states_[i].problem = envs_.back()->problemText().value_or("");
+      states_[i].task_description = withoutFormatSuffix(states_[i].problem);
       team_[i].roles.resize(wf.roles.size());
       for (auto& e : team_[i].roles) e.problem_id = ids[i];
     }
   }
 
   std::vector<TeamEpisode> run() {
-    if (!team_.empty()) wf_.kind == WorkflowKind::SolverTestgen ? runTestgen() : runSelector();
+    if (!team_.empty()) {
+      if (wf_.kind == WorkflowKind::SolverTestgen) runTestgen();
+      if (wf_.kind == WorkflowKind::SolverSelector) runSelector();
+      if (wf_.kind == WorkflowKind::SolverVerifier) runVerifier();
+    }
     for (auto& t : team_)
       for (auto& e : t.roles)
         if (e.turns == 0) e.truncated = true;  // never got a turn: nothing to train on
@@ -137,6 +149,12 @@ class CodeTeams {
     return texts;
   }
 
+  std::vector<std::size_t> everyEpisode() const {
+    std::vector<std::size_t> all(team_.size());
+    std::iota(all.begin(), all.end(), 0);
+    return all;
+  }
+
   // The program's score on the row's hidden tests (the environment's code reward).
   StepResult hidden(std::size_t i, const std::string& answer) { return envs_[i]->step(answer); }
 
@@ -151,8 +169,7 @@ class CodeTeams {
   void runTestgen() {
     const std::size_t solver = role("solver"), generator = role("generator");
     const std::size_t n = team_.size();
-    std::vector<std::size_t> all(n);
-    for (std::size_t i = 0; i < n; ++i) all[i] = i;
+    const std::vector<std::size_t> all = everyEpisode();
     std::vector<std::string> last = turn(solver, all, "");
     for (std::size_t i = 0; i < n; ++i) {
       team_[i].rounds = 1;
@@ -195,11 +212,53 @@ class CodeTeams {
     }
   }
 
+  // solver_verifier on text (the paper's math team): the Solver answers; the Verifier, shown the
+  // problem and that answer as {team_context}, ends with <verify>approve</verify> or
+  // <verify>reject</verify>; a rejected answer goes back to the Solver with the Verifier's whole
+  // output as {team_context}, up to max_rounds attempts. The last attempt is final unverified; an
+  // approved (or unparsed) verdict ends the team's work with that answer.
+  void runVerifier() {
+    const std::size_t solver = role("solver"), verifier = role("verifier");
+    const std::size_t n = team_.size();
+    std::vector<std::size_t> active = everyEpisode();
+    std::vector<std::string> last = turn(solver, active, "");
+    std::vector<int> judged(n, 0), right(n, 0);
+    for (auto& t : team_) t.rounds = 1;
+    for (int round = 1; round < wf_.max_rounds && !active.empty(); ++round) {
+      for (auto i : active) states_[i].team_context = states_[i].solution = last[i];
+      const auto verdicts = turn(verifier, active, wf_.roles[verifier].context);
+      std::vector<std::size_t> retry;
+      for (std::size_t a = 0; a < active.size(); ++a) {
+        const std::size_t i = active[a];
+        const std::optional<bool> approve = parseVerdict(verdicts[a]);
+        ++judged[i];
+        if (approve && *approve == (hidden(i, last[i]).reward >= 1.0)) ++right[i];
+        if (approve && !*approve) {
+          states_[i].team_context = verdicts[a];
+          retry.push_back(i);
+        }
+      }
+      if (!retry.empty()) {
+        const auto again = turn(solver, retry, wf_.followup);
+        for (std::size_t a = 0; a < retry.size(); ++a) {
+          last[retry[a]] = again[a];
+          ++team_[retry[a]].rounds;
+        }
+      }
+      active = std::move(retry);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const StepResult s = hidden(i, last[i]);
+      setRewards(i, s.reward, s.reward, s.reason);
+      if (wf_.roles[verifier].reward == RoleReward::VerdictCorrect)
+        team_[i].roles[verifier].reward = judged[i] ? static_cast<double>(right[i]) / judged[i] : 0.0;
+    }
+  }
+
   void runSelector() {
     const std::size_t solver = role("solver"), selector = role("selector");
     const std::size_t n = team_.size();
-    std::vector<std::size_t> all(n);
-    for (std::size_t i = 0; i < n; ++i) all[i] = i;
+    const std::vector<std::size_t> all = everyEpisode();
     std::vector<std::vector<StepResult>> scores(n);
     for (int c = 0; c < wf_.candidates; ++c) {
       const auto answers = turn(solver, all, wf_.followup);
@@ -238,6 +297,49 @@ class CodeTeams {
 
 }  // namespace
 
+std::string withoutFormatSuffix(const std::string& problem) {
+  // The answer-format requests math datasets end their prompts with (DAPO's, and the common
+  // "\boxed{}" line): the team's prompts say where the answer goes.
+  static const char* const kSuffixes[] = {
+      "Let's think step by step and output the final answer within \\boxed{}.",
+      "Let's think step by step. Please put your final answer within \\boxed{}.",
+      "Please put your final answer within \\boxed{}.",
+  };
+  std::string_view text = problem;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  for (const char* suffix : kSuffixes) {
+    const std::string_view s(suffix);
+    if (text.size() >= s.size() && text.substr(text.size() - s.size()) == s) {
+      text.remove_suffix(s.size());
+      while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+      break;
+    }
+  }
+  return std::string(text);
+}
+
+std::optional<bool> parseVerdict(std::string_view text) {
+  // The last <verify>approve</verify> or <verify>reject</verify>, spaces and case aside; without
+  // one, a bare "approve" or "reject" when only one of the two words appears.
+  std::string lower(text);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::optional<bool> verdict;
+  for (std::size_t at = lower.find("<verify>"); at != std::string::npos; at = lower.find("<verify>", at + 1)) {
+    std::size_t k = at + 8;
+    while (k < lower.size() && std::isspace(static_cast<unsigned char>(lower[k]))) ++k;
+    const bool approve = lower.compare(k, 7, "approve") == 0;
+    if (!approve && lower.compare(k, 6, "reject") != 0) continue;
+    k += approve ? 7 : 6;
+    while (k < lower.size() && std::isspace(static_cast<unsigned char>(lower[k]))) ++k;
+    if (lower.compare(k, 9, "</verify>") == 0) verdict = approve;
+  }
+  if (verdict) return verdict;
+  const bool has_approve = lower.find("approve") != std::string::npos;
+  const bool has_reject = lower.find("reject") != std::string::npos;
+  if (has_approve != has_reject) return has_approve;
+  return std::nullopt;
+}
+
 int parseFinalPick(std::string_view text) {
   const std::size_t a = text.rfind("<final>A</final>"), b = text.rfind("<final>B</final>");
   if (a == std::string_view::npos && b == std::string_view::npos) return -1;
@@ -250,7 +352,7 @@ std::vector<TeamEpisode> runCodeTeamEpisodes(const WorkflowSection& workflow, co
                                              const Tokenizer& tokenizer, const EnvironmentOptions& env_options,
                                              const std::vector<std::uint64_t>& problem_ids,
                                              const SamplingOptions& sampling) {
-  return CodeTeams(workflow, generate, tokenizer, env_options, problem_ids, sampling).run();
+  return ChatTeams(workflow, generate, tokenizer, env_options, problem_ids, sampling).run();
 }
 
 }  // namespace astraflow::detail

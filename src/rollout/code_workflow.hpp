@@ -1,8 +1,10 @@
 #pragma once
-// The code workflows (docs/multi-policy.md): solver_testgen and solver_selector over a `dataset`
-// environment with the `code` reward, each role's transcript a chat conversation in the policy's
-// template. Private to src/rollout; runTeamEpisodes (workflow.hpp) calls it for workflow.chat.
+// The chat workflows (docs/multi-policy.md): solver_testgen and solver_selector over a `dataset`
+// environment with the `code` reward, solver_verifier over a `dataset` with a text reward; each
+// role's transcript a chat conversation in the policy's template. Private to src/rollout;
+// runTeamEpisodes (workflow.hpp) calls it for workflow.chat.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,5 +20,13 @@ std::vector<TeamEpisode> runCodeTeamEpisodes(const WorkflowSection& workflow, co
 
 // The selector's pick: the last <final>A</final> or <final>B</final> (0 or 1); -1 for neither.
 int parseFinalPick(std::string_view text);
+
+// The verifier's verdict: true for approve, false for reject (the last <verify>…</verify>, spaces
+// and case aside; without one, the bare word when only one of the two appears); nullopt for none.
+std::optional<bool> parseVerdict(std::string_view text);
+
+// A math problem without the answer-format request datasets append ("Let's think step by step
+// and output the final answer within \boxed{}."): the team prompts' {task_description}.
+std::string withoutFormatSuffix(const std::string& problem);
 
 }  // namespace astraflow::detail

@@ -14,6 +14,8 @@ struct TeamState {
   std::string solution;                 // the solver's latest answer (chat workflows: its program)
   std::string feedback;                 // the verifier's latest verdict, or the failed test case
   std::vector<std::string> candidates;  // the solver's candidates (solver_selector)
+  std::string task_description;         // chat solver_verifier: the problem without its answer-format suffix
+  std::string team_context;             // chat solver_verifier: the teammate's latest output this role sees
 };
 
 // The placeholder at `open` (a '{'): "{name}" with a name of lower-case letters and '_' only, so
@@ -27,7 +29,8 @@ inline std::string placeholderAt(const std::string& tmpl, std::size_t open) {
 }
 
 // {problem} {solution} {feedback}; {candidates} as "<candidate>c1<candidate>c2"; {candidate_a} and
-// {candidate_b} the first and second candidate. The config checks the placeholders.
+// {candidate_b} the first and second candidate; {task_description} and {team_context} (the paper's
+// team prompts). The config checks the placeholders.
 inline std::string render(const std::string& tmpl, const TeamState& s) {
   std::string out;
   for (std::size_t i = 0; i < tmpl.size();) {
@@ -45,6 +48,10 @@ inline std::string render(const std::string& tmpl, const TeamState& s) {
       out += s.feedback;
     } else if (name == "candidates") {
       for (const auto& c : s.candidates) out += "<candidate>" + c;
+    } else if (name == "task_description") {
+      out += s.task_description.empty() ? s.problem : s.task_description;
+    } else if (name == "team_context") {
+      out += s.team_context;
     } else if (name == "candidate_a" || name == "candidate_b") {
       const std::size_t k = name == "candidate_a" ? 0 : 1;
       if (k < s.candidates.size()) out += s.candidates[k];

@@ -98,7 +98,7 @@ RewardResult RewardFunction::scoreKind(const RewardInput& in) const {
   if (spec.kind == RewardKind::Math) {
     MathRewardOptions o;
     o.fallback = pattern_;
-    o.relative_tolerance = spec.tolerance;
+    o.decimals = spec.decimals;
     return mathReward(in.response, in.reference, o);
   }
   if (spec.kind == RewardKind::Exact) return exactReward(in.response, in.reference);

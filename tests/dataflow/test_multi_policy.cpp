@@ -1,14 +1,16 @@
 // Multi-policy collaborative training end to end (tiny models, few versions): a solver and a
-// verifier with a trainer group and a weight stream each. Runs at several world sizes (ctest):
-// one dataflow rank, one trainer per policy, world − 3 rollout ranks serving both policies.
+// verifier with a trainer group and a weight stream each, on arithmetic and on text math. Runs at several world sizes
+// (ctest): one dataflow rank, one trainer per policy, world − 3 rollout ranks serving both policies.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
 #include <string>
 
 #include "astraflow/core/error.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
+#include "astraflow/run/hf_folders.hpp"
 #include "runtime_test_util.hpp"
 
 namespace astraflow {
@@ -163,6 +165,70 @@ TEST(MultiPolicy, ATeamRunResumesWithEachPolicysBooksBalanced) {
     EXPECT_LE(segment, 4 * 2 * 4) << name;
     EXPECT_GE(segment, 4 * 2) << name;
   }
+  fs::remove_all(dir);
+}
+
+// The paper's math team on text (docs/multi-policy.md, "On text"): Hugging Face policies, a JSONL
+// math dataset scored by the `math` reward, chat transcripts with the paper's prompts. Every team
+// episode yields one trajectory per role to its own trainer, every trajectory's reward has a
+// reason, and the books of both policies balance, at every world size ctest runs.
+TEST(MultiPolicy, TheMathTeamRunsOnTextProblems) {
+  const auto dir = sharedRunDir("team_text");
+  if (worldRank() == 0) {
+    fs::create_directories(dir);
+    InitModelOptions init;
+    init.model = modelPreset("tiny-qwen3");
+    initModel(dir + "/model", init);
+    std::ofstream rows(dir + "/math.jsonl");
+    for (int a = 2; a < 14; ++a)
+      rows << json{{"prompt", "What is " + std::to_string(a) + " plus " + std::to_string(a + 3) +
+                                  "?\nLet's think step by step and output the final answer within \\boxed{}."},
+                   {"answer", std::to_string(2 * a + 3)}}
+                  .dump()
+           << "\n";
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const std::string yaml = R"(
+run: {name: team_text, output_dir: )" +
+                           dir + R"(, seed: 5, threads_per_rank: 1, versions: 2}
+policies:
+  - {name: solver, model: {hf: )" +
+                           dir + R"(/model, max_seq_len: 1024}}
+  - {name: verifier, model: {hf: )" +
+                           dir + R"(/model, max_seq_len: 1024}}
+workflow: {kind: solver_verifier, roles: {solver: solver, verifier: verifier}, max_rounds: 2}
+layout:
+  - {role: dataflow, ranks: 1}
+  - {role: trainer, policy: solver}
+  - {role: trainer, policy: verifier}
+  - {role: rollout, policies: [solver, verifier], ranks: )" +
+                           std::to_string(worldSize() - 3) + R"(}
+environment: {name: dataset, train: [)" +
+                           dir + R"(/math.jsonl], eval_fraction: 0.25, enable_thinking: false,
+              reward: {kind: math}}
+rollout: {group_size: 2, max_new_tokens: 6, batch_tasks: 4}
+trainer: {groups_per_step: 2, lr: 0.0001}
+eval: {problems: 2, every: 1}
+dataflow: {max_staleness: 2, trajectory_ring: {slots: 256, slot_bytes: 65536}}
+)";
+  const json s = runJob(parseConfig(yaml, "team_text"));
+  if (worldRank() != 0) return;
+  EXPECT_EQ(s["workflow"], "solver_verifier");
+  for (const auto& name : {"solver", "verifier"}) {
+    const json& p = s["policies"][name];
+    expectPolicyBooksBalance(p, name);
+    EXPECT_EQ(p["versions"], 2) << name;
+    EXPECT_EQ(p["foreign_trajectories"], 0) << name;
+  }
+  EXPECT_EQ(s["policies"]["solver"]["produced"], s["policies"]["verifier"]["produced"]);
+  const json& reasons = s["reward_reasons"];
+  std::int64_t stated = 0;
+  for (const auto& [reason, n] : reasons.items())
+    if (reason != "unstated") stated += n.get<std::int64_t>();
+  EXPECT_EQ(reasons.value("unstated", 0), 0) << reasons.dump();
+  EXPECT_EQ(stated, s["produced"].get<std::int64_t>()) << reasons.dump();
+  EXPECT_TRUE(s["team_accuracy_end"].is_number());
+  EXPECT_EQ(s["roles"]["verifier"]["reward"], "verdict_correct");
   fs::remove_all(dir);
 }
 

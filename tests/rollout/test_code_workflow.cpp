@@ -1,7 +1,9 @@
-// The code workflows on real code (solver_testgen, solver_selector over a code dataset) with
-// scripted policies: generated tests that catch a wrong program send the failing case back to
-// the solver, whose retry is scored on the row's hidden tests in the sandbox; the selector's pick
-// is the team's answer; every transcript is the chat template's conversation with the role's own
+// The chat workflows with scripted policies. On real code (solver_testgen, solver_selector over a
+// code dataset): generated tests that catch a wrong program send the failing case back to the
+// solver, whose retry is scored on the row's hidden tests in the sandbox; the selector's pick is
+// the team's answer. On text (solver_verifier over a math dataset, the paper's prompts): a
+// rejection sends the verifier's analysis back to the solver; verdicts are scored against the
+// math reward's truth. Every transcript is the chat template's conversation with the role's own
 // tokens the only ones trained on; and the config keys that choose these workflows.
 #include <gtest/gtest.h>
 
@@ -204,4 +206,148 @@ TEST(CodeWorkflow, ConfigChoosesTheChatWorkflows) {
   EXPECT_NE(error("max_rounds: 2}", "max_rounds: 2, followup: 'retry {hint}'}").find("unknown placeholder {hint}"),
             std::string::npos);
   EXPECT_EQ(error("max_rounds: 2}", "max_rounds: 2, system: {solver: 'Be exact.'}}"), "accepted");
+}
+
+// ---- solver_verifier on text (the paper's math team) -------------------------------------------
+
+namespace {
+
+struct MathTeamFixture {
+  test::TempDir dir;
+  Config cfg;
+
+  explicit MathTeamFixture(int max_rounds = 2, const std::string& extra = "") {
+    InitModelOptions init;
+    init.model = modelPreset("tiny-qwen3");
+    initModel(dir.file("m"), init);
+    std::ofstream(dir.file("math.jsonl"))
+        << R"({"prompt": "What is 6 times 7?\nLet's think step by step and output the final answer within )"
+        << R"(\\boxed{}.", "answer": "42"})"
+        << "\n";
+    cfg = parseConfig(fmt::format(R"(policies:
+  - {{name: s, model: {{hf: {0}}}}}
+  - {{name: v, model: {{hf: {0}}}}}
+layout:
+  - {{role: dataflow}}
+  - {{role: trainer, policy: s}}
+  - {{role: trainer, policy: v}}
+  - {{role: rollout, policies: [s, v]}}
+environment: {{name: dataset, train: [{1}], reward: {{kind: math}}}}
+eval: {{problems: 0}}
+workflow: {{kind: solver_verifier, roles: {{solver: s, verifier: v}}, max_rounds: {2}{3}}}
+)",
+                                  dir.file("m"), dir.file("math.jsonl"), max_rounds, extra),
+                      "math_team.yaml");
+  }
+};
+
+const std::string kReject = "6 times 7 is 42, not 41.\n<verify>reject</verify>";
+const std::string kApprove = "The product is right.\n<verify>approve</verify>";
+
+}  // namespace
+
+TEST(TextVerifier, ARejectedAnswerGoesBackWithTheAnalysis) {
+  MathTeamFixture f;
+  ASSERT_TRUE(f.cfg.workflow.chat);
+  const auto tok = makeEnvironmentTokenizer(f.cfg.environment);
+  std::vector<std::string> seen;
+  const auto generate = scripted(
+      *tok,
+      [](const std::string& policy, const std::string& prompt) {
+        if (policy == "v") return prompt.find("\\boxed{42}") != std::string::npos ? kApprove : kReject;
+        return prompt.find("not 41") != std::string::npos ? std::string("So \\boxed{42}.")
+                                                          : std::string("I get \\boxed{41}.");
+      },
+      &seen);
+  const auto team = runTeamEpisodes(f.cfg.workflow, generate, *tok, f.cfg.environment, {0}, {});
+  ASSERT_EQ(team.size(), 1u);
+  const TeamEpisode& t = team[0];
+  EXPECT_EQ(t.rounds, 2);
+  EXPECT_EQ(t.team_reward, 1.0);  // the retry is final
+  EXPECT_EQ(t.roles[0].reward, 1.0);
+  EXPECT_EQ(t.roles[0].reward_reason, "correct");
+  EXPECT_EQ(t.roles[1].reward, 1.0);  // it rejected a wrong answer: its one verdict is right
+  // Solver, verifier, solver again: max_rounds 2 is one verification, the retry unverified.
+  ASSERT_EQ(seen.size(), 3u);
+  // The team prompts of the paper: the problem without the dataset's format request, the role.
+  EXPECT_NE(seen[0].find("The team's math problem is:\nWhat is 6 times 7?\n# Your Teammates' Outputs\n\n# Your Role"),
+            std::string::npos)
+      << seen[0];
+  EXPECT_EQ(seen[0].find("Let's think step by step"), std::string::npos) << seen[0];
+  EXPECT_NE(seen[0].find("You are a \"Solver Agent\""), std::string::npos);
+  EXPECT_NE(seen[1].find("# Your Teammates' Outputs\nI get \\boxed{41}.\n# Your Role"), std::string::npos) << seen[1];
+  EXPECT_NE(seen[1].find("<verify>approve</verify> if all steps"), std::string::npos);
+  // The retry is the solver's prompt again with the verifier's whole output as its teammates'.
+  EXPECT_NE(seen[2].find("# Your Teammates' Outputs\n" + kReject + "\n# Your Role"), std::string::npos) << seen[2];
+  // The solver's transcript: its first answer and its retry trained, the prompts not.
+  const Episode& solver = t.roles[0];
+  EXPECT_EQ(trained(solver), tok->encode("I get \\boxed{41}.").size() + tok->encode("So \\boxed{42}.").size() + 2);
+  EXPECT_EQ(trained(t.roles[1]), tok->encode(kReject).size() + 1);
+}
+
+TEST(TextVerifier, VerdictsAreScoredAgainstTheTruth) {
+  const auto run = [](int max_rounds, const std::string& solver_text, const std::string& verdict) {
+    MathTeamFixture f(max_rounds);
+    const auto tok = makeEnvironmentTokenizer(f.cfg.environment);
+    const auto generate = scripted(
+        *tok, [&](const std::string& policy, const std::string&) { return policy == "v" ? verdict : solver_text; });
+    return runTeamEpisodes(f.cfg.workflow, generate, *tok, f.cfg.environment, {0}, {})[0];
+  };
+  // Approving a wrong answer: the team is wrong, the verdict too, and there is no retry.
+  TeamEpisode t = run(3, "\\boxed{41}", kApprove);
+  EXPECT_EQ(t.rounds, 1);
+  EXPECT_EQ(t.team_reward, 0.0);
+  EXPECT_EQ(t.roles[1].reward, 0.0);
+  // Approving a right answer: both right.
+  t = run(3, "\\boxed{42}", kApprove);
+  EXPECT_EQ(t.team_reward, 1.0);
+  EXPECT_EQ(t.roles[1].reward, 1.0);
+  // Rejecting a right answer every round: three attempts, two verdicts both wrong; the last
+  // (unverified) attempt is the team's, and it is right.
+  t = run(3, "\\boxed{42}", kReject);
+  EXPECT_EQ(t.rounds, 3);
+  EXPECT_EQ(t.team_reward, 1.0);
+  EXPECT_EQ(t.roles[1].reward, 0.0);
+  // No verdict: counted wrong, and the answer stands (no retry).
+  t = run(3, "\\boxed{41}", "I am not sure.");
+  EXPECT_EQ(t.rounds, 1);
+  EXPECT_EQ(t.roles[1].reward, 0.0);
+  // One round: the verifier never speaks; nothing of its is trained.
+  t = run(1, "\\boxed{42}", kApprove);
+  EXPECT_EQ(t.rounds, 1);
+  EXPECT_EQ(t.team_reward, 1.0);
+  EXPECT_TRUE(t.roles[1].truncated);
+
+  using astraflow::detail::parseVerdict;
+  EXPECT_EQ(parseVerdict("<verify>approve</verify>"), true);
+  EXPECT_EQ(parseVerdict("<VERIFY> Reject </verify>"), false);
+  EXPECT_EQ(parseVerdict("<verify>reject</verify> ... <verify>approve</verify>"), true);  // the last
+  EXPECT_EQ(parseVerdict("I approve of this."), true);                                    // the bare word
+  EXPECT_EQ(parseVerdict("approve or reject?"), std::nullopt);
+  EXPECT_EQ(parseVerdict("<verify>maybe</verify>"), std::nullopt);
+  using astraflow::detail::withoutFormatSuffix;
+  EXPECT_EQ(withoutFormatSuffix("Find x.\nPlease put your final answer within \\boxed{}.\n"), "Find x.");
+  EXPECT_EQ(withoutFormatSuffix("Find x. Put it in a box."), "Find x. Put it in a box.");
+}
+
+TEST(TextVerifier, ConfigChoosesItOnTextDatasets) {
+  MathTeamFixture f;
+  const WorkflowSection& wf = f.cfg.workflow;
+  EXPECT_TRUE(wf.chat);
+  EXPECT_NE(wf.roles[0].context.find("{task_description}"), std::string::npos);
+  EXPECT_NE(wf.roles[1].context.find("<verify>reject</verify>"), std::string::npos);
+  EXPECT_EQ(wf.followup, wf.roles[0].context);  // the retry: the solver's prompt, the analysis as context
+  // Custom prompts and a system message are the user's to give.
+  MathTeamFixture custom(2, ", system: {verifier: 'Be strict.'}, followup: 'Again: {task_description} {team_context}'");
+  EXPECT_EQ(custom.cfg.workflow.roles[1].system, "Be strict.");
+  EXPECT_EQ(custom.cfg.workflow.followup, "Again: {task_description} {team_context}");
+  // On the code reward it is not a text workflow: refused, naming what it runs on.
+  std::string text = f.cfg.text;
+  text.replace(text.find("kind: math"), 10, "kind: code");
+  try {
+    parseConfig(text, "bad.yaml");
+    ADD_FAILURE() << "solver_verifier accepted a code dataset";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("dataset with a text reward"), std::string::npos) << e.what();
+  }
 }

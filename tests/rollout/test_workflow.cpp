@@ -101,8 +101,9 @@ TEST(WorkflowConfig, BadWorkflowsNameTheKey) {
        "  - {role: rollout, policies: [solver], ranks: 1}\n  - {role: rollout, policies: [verifier], ranks: 1}",
        "no rollout entry serves every policy of workflow solver_verifier"},
       {"policies:\n", "environment: {name: search}\npolicies:\n",
-       "workflow.kind: the solver_verifier workflow needs environment.name: arithmetic; environment.name is 'search'"},
-      {"  max_rounds: 3\n", "  max_rounds: 3\n  followup: x\n", "workflow.followup: belongs to the code workflows"},
+       "workflow.kind: the solver_verifier workflow needs environment.name: arithmetic, or environment.name: dataset "
+       "with a text reward (environment.reward.kind: math, ...); environment.name is 'search'"},
+      {"  max_rounds: 3\n", "  max_rounds: 3\n  followup: x\n", "workflow.followup: belongs to the chat workflows"},
       {"layout:", "dataflow: {router: {kind: by_role, critic: solver}}\nlayout:",
        "dataflow.router.critic: 'critic' is not a role of workflow solver_verifier"},
   };

@@ -68,7 +68,14 @@ std::vector<Hostile> hostileResponses() {
        RewardReason::Correct},
       {"the answer then 200k on its line", "The answer is: " + repeat("x", kLong), RewardReason::Wrong},
       {"5,000 nested boxes", deepBoxes("42"), RewardReason::Correct},
-      {"5,000 unclosed boxes", repeat("\\boxed{", kDeep) + "42", RewardReason::NoAnswer},
+      // No box closes: the last expression is the answer.
+      {"5,000 unclosed boxes", repeat("\\boxed{", kDeep) + "42", RewardReason::Correct},
+      {"200k unclosed wrappers in a box", "\\boxed{" + repeat("\\text{", kLong / 6) + "42}", RewardReason::Correct},
+      // Arithmetic that would not end or not fit is refused, not computed.
+      {"a power tower", "\\boxed{9^{9^{9^{9}}}}", RewardReason::Wrong},
+      {"a polynomial to the 4096th power", "\\boxed{((x+1)^{64})^{64}}", RewardReason::Wrong},
+      {"a large factorial", "\\boxed{100000!}", RewardReason::Wrong},
+      {"9,000 digits", "\\boxed{" + repeat("9", 9'000) + "}", RewardReason::Wrong},
       {"a box of 5,000 nested parentheses", "\\boxed{" + repeat("(", kDeep) + "42" + repeat(")", kDeep) + "}",
        RewardReason::Wrong},
       // \text{\,} unwrapped and \, dropped, each in one pass: the answer is 42.

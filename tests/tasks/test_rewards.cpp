@@ -1,6 +1,7 @@
 // The verifiable rewards, table-driven: 100+ (response, reference) cases of the `math` verifier
 // with the traps the field knows (empty and nested boxes, two boxes, thousands separators,
-// 0.5 vs \frac12, 50% vs 0.5, prose without a box), then `exact`, `regex` and `choice`.
+// 0.5 vs \frac12, 50% vs 0.5, prose without a box, large integers one apart), then `exact`,
+// `regex` and `choice`. tests/tasks/test_math_parity.cpp holds it to math-verify at scale.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -88,7 +89,10 @@ const std::vector<Case> kMath = {
     {"\\boxed{$42$}", "42", C},
     {"$\\boxed{42}$", "42", C},
     {"\\boxed{\\text{42}}", "42", C},
-    {"\\boxed{42 \\text{ apples}}", "42", W},  // units stay: "42apples" is not 42
+    {"\\boxed{42 \\text{ apples}}", "42", C},  // a unit word after a number is dropped
+    {"\\boxed{5 \\text{ cm}}", "5", C},
+    {"\\boxed{5\\text{ cm}^2}", "5", C},
+    {"\\boxed{6 \\text{ cm}}", "5", W},
     {"\\boxed{\\left( 1, 2 \\right)}", "(1,2)", C},
     {"\\boxed{90^\\circ}", "90", C},
     {"\\boxed{90^{\\circ}}", "90", C},
@@ -101,10 +105,14 @@ const std::vector<Case> kMath = {
     {"\\boxed{y = 6}", "5", W},
     {"\\boxed{\\sqrt{2}}", "\\sqrt{2}", C},
     {"\\boxed{\\sqrt{2}}", "\\sqrt{3}", W},
-    {"\\boxed{\\sqrt2}", "\\sqrt{2}", W},  // text compared as written
+    {"\\boxed{\\sqrt2}", "\\sqrt{2}", C},  // brace-less arguments
+    {"\\boxed{2\\sqrt3}", "\\sqrt{12}", C},
+    {"\\boxed{\\frac94}", "2.25", C},
     {"\\boxed{2\\pi}", "2\\pi", C},
     {"\\boxed{x^2+1}", "x^2 + 1", C},
-    {"\\boxed{x^2+1}", "1+x^2", W},  // no algebra: order matters
+    {"\\boxed{x^2+1}", "1+x^2", C},  // algebra
+    {"\\boxed{(x+1)(x-1)}", "x^2-1", C},
+    {"\\boxed{(x+1)(x+1)}", "x^2-1", W},
     // Tuples and intervals.
     {"\\boxed{(1, 2)}", "(1,2)", C},
     {"\\boxed{(2, 1)}", "(1,2)", W},
@@ -112,13 +120,13 @@ const std::vector<Case> kMath = {
     {"\\boxed{[1, 2)}", "[1,2)", C},
     {"\\boxed{(1, 2]}", "[1,2)", W},
     {"\\boxed{(0.5, \\frac{1}{4})}", "(1/2, 0.25)", C},
-    {"\\boxed{(1,000, 2)}", "(1, 0, 2)", C},  // inside brackets commas separate elements
+    {"\\boxed{(1,000, 2)}", "(1000, 2)", C},  // a group of three after a comma is a thousands group
     {"\\boxed{(-1, 3)}", "(-1,3)", C},
     {"\\boxed{(5)}", "5", C},
     {"\\boxed{[-\\frac{1}{2}, 4]}", "[-0.5, 4]", C},
     // Boxes: nested braces, several, empty, spelled \fbox.
     {"\\boxed{\\frac{\\sqrt{3}}{2}}", "\\frac{\\sqrt{3}}{2}", C},
-    {"\\boxed{{42}}", "42", W},  // an extra brace group is text
+    {"\\boxed{{42}}", "42", C},  // a brace group is a group
     {"first \\boxed{1} then \\boxed{2}", "2", C},
     {"first \\boxed{1} then \\boxed{2}", "1", W},
     {"\\boxed{}", "42", N},
@@ -126,7 +134,8 @@ const std::vector<Case> kMath = {
     {"\\boxed{42} and finally \\boxed{}", "42", N},
     {"\\fbox{42}", "42", C},
     {"\\boxed {42}", "42", C},
-    {"\\boxed{42", "42", N},  // never closed, and no fallback answer
+    {"\\boxed{42", "42", C},  // never closed: the last expression
+    {"\\boxed{", "42", N},
     {"\\boxed{\\{1, 2\\}}", "\\{1,2\\}", C},
     // No box: the fallback pattern.
     {"so 6 * 7 = 42\n#### 42", "42", C},
@@ -136,8 +145,11 @@ const std::vector<Case> kMath = {
     {"answer = 3/4", "0.75", C},
     {"#### 41\nwait, #### 42", "42", C},  // the last match counts
     {"Answer: 7\n", "8", W},
-    {"I think it is 42.", "42", N},  // prose without a box or marker
-    {"42", "42", N},
+    {"I think it is 42.", "42", C},  // no box or answer line: the last expression
+    {"I think it is 41.", "42", W},
+    {"42", "42", C},
+    {"the sum is $\\frac{1}{2}$ in the end", "0.5", C},
+    {"I cannot tell.", "42", N},
     {"", "42", N},
     {"The box is \\boxed{42} but #### 41", "42", C},  // a box wins over the pattern
     // References in the same forms.
@@ -148,12 +160,35 @@ const std::vector<Case> kMath = {
     {"\\boxed{42}", "  ", I},
     // Text answers.
     {"\\boxed{\\text{yes}}", "yes", C},
-    {"\\boxed{No}", "no", W},  // case is kept
+    {"\\boxed{No}", "no", C},  // letters without case, as math-verify reads them
+    {"\\boxed{\\text{Yes}}", "no", W},
     {"\\boxed{A}", "A", C},
     {"\\boxed{\\infty}", "\\infty", C},
     {"\\boxed{-\\infty}", "\\infty", W},
-    {"\\boxed{10^{6}}", "10^6", W},
+    {"\\boxed{10^{6}}", "10^6", C},
+    {"\\boxed{10^{6}}", "1000000", C},
     {"\\boxed{\\frac{a}{b}}", "\\frac{a}{b}", C},
+    // Found against math-verify (issue 57): no reward for a wrong answer near a large integer or
+    // a percent of the wrong size; the forms a right answer takes.
+    {"\\boxed{2016001}", "2016000", W},
+    {"\\boxed{1000000006}", "1000000007", W},
+    {"\\boxed{123456789012345678901}", "123456789012345678900", W},
+    {"\\boxed{0.5\\%}", "0.5", W},
+    {"\\boxed{1{,}000}", "1000", C},
+    {"\\boxed{3\\,000}", "3000", C},
+    {"\\boxed{\\{3,2\\}}", "\\{2,3\\}", C},
+    {"\\boxed{\\{3,4\\}}", "\\{2,3\\}", W},
+    {"\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}", "\\begin{pmatrix}1\\\\2\\end{pmatrix}", C},
+    {"\\boxed{\\begin{pmatrix} 1 \\\\ 3 \\end{pmatrix}}", "\\begin{pmatrix}1\\\\2\\end{pmatrix}", W},
+    {"Final Answer: The final answer is $42$. I hope it is correct.", "42", C},
+    {"**Answer:** 42", "42", C},
+    {"**Answer:** 41", "42", W},
+    {"so the result is 3 and then 42", "42", C},
+    {"\\boxed{\\pm 2}", "2", W},
+    {"\\boxed{\\pm 2}", "\\{2, -2\\}", C},
+    {"\\boxed{(-\\infty, 1) \\cup (2, \\infty)}", "(2,\\infty)\\cup(-\\infty,1)", C},
+    {"\\boxed{y = 2x + 1}", "2x+1=y", C},
+    {"\\boxed{x > 2}", "2 < x", C},
 };
 
 TEST(MathReward, Table) {
@@ -193,9 +228,11 @@ TEST(MathReward, ExtractionAndOptions) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("environment.reward.pattern"), std::string::npos) << e.what();
   }
-  MathRewardOptions loose;
-  loose.relative_tolerance = 1e-2;
-  EXPECT_EQ(mathReward("\\boxed{3.14}", "3.14159", loose).reason, RewardReason::Correct);
+  MathRewardOptions two_places;
+  two_places.decimals = 2;
+  EXPECT_EQ(mathReward("\\boxed{3.14}", "3.14159").reason, RewardReason::Wrong);
+  EXPECT_EQ(mathReward("\\boxed{3.14}", "3.14159", two_places).reason, RewardReason::Correct);
+  EXPECT_EQ(mathReward("\\boxed{3.15}", "3.14159", two_places).reason, RewardReason::Wrong);
 }
 
 TEST(TextRewards, ExactRegexChoice) {

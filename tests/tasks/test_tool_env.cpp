@@ -131,11 +131,12 @@ TEST(CodeInterpreter, RunsTheCodeAndScoresTheAnswer) {
   EXPECT_NE(s.observation.find("[exit code 1]"), std::string::npos) << s.observation;
   s = env->step(call("shell", {{"code", "ls"}}));
   EXPECT_NE(s.observation.find("there is no tool \"shell\""), std::string::npos) << s.observation;
-  // The last turn is the answer whatever it holds: a tool call there has no answer.
+  // The last turn is the answer whatever it holds: a tool call there is graded as text (its last
+  // number, 1, is not the answer).
   s = env->step(call("python", {{"code", "print(1)"}}));
   EXPECT_TRUE(s.done);
   EXPECT_EQ(s.reward, 0.0);
-  EXPECT_EQ(s.reason, "no_answer");
+  EXPECT_EQ(s.reason, "wrong");
 }
 
 TEST(CodeInterpreter, LongOutputIsCutAndALoopTimesOut) {

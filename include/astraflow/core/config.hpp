@@ -422,6 +422,7 @@ struct WorkflowRole {
   std::string policy;   // the policy whose weights generate this role's turns
   std::string context;  // template rendered before each of its turns (chat workflows: its user message):
                         // {problem} {solution} {feedback} {candidates} {candidate_a} {candidate_b}
+                        // {task_description} {team_context}
   std::string system;   // chat workflows: the role's system message ("" for none)
   RoleReward reward = RoleReward::TeamCorrect;
 };
@@ -434,9 +435,11 @@ struct WorkflowSection {
   std::vector<WorkflowRole> roles;  // in turn order (workflow.order)
   int max_rounds = 1;               // solver_verifier: solver attempts (reject → retry)
   int candidates = 1;               // solver_selector: 2 (the solver writes two candidates)
-  // The code workflows over a `dataset` environment with the `code` reward: each role's transcript
-  // is a chat conversation in the policy's template, and `followup` is the solver's next user
-  // message (solver_testgen: the retry, with {feedback}; solver_selector: the second candidate).
+  // The chat workflows over a `dataset` environment (the code ones with the `code` reward,
+  // solver_verifier with a text reward): each role's transcript is a chat conversation in the
+  // policy's template, and `followup` is the solver's next user message (solver_testgen: the retry,
+  // with {feedback}; solver_selector: the second candidate; solver_verifier: the retry, with the
+  // verifier's analysis as {team_context}).
   bool chat = false;
   std::string followup;
   bool multiAgent() const { return kind != WorkflowKind::Single; }

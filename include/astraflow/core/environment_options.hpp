@@ -24,7 +24,7 @@ inline constexpr std::array<EnumName<RewardKind>, 7> kRewardKindNames{{{"math", 
 struct RewardSpec {
   RewardKind kind = RewardKind::Math;
   std::string pattern;  // math: the answer pattern used without \boxed{} (empty: the default); regex: the pattern (RE2)
-  double tolerance = 1e-6;  // math: relative tolerance of numbers
+  int decimals = 6;     // math: an answer written with a decimal point is compared rounded to this many places
   // code: the row's tests run in the sandbox
   std::string interpreter = "/usr/bin/python3";
   bool all_or_nothing = false;

@@ -25,33 +25,37 @@ struct RewardResult {
   std::string answer;  // what was extracted from the response (empty for no_answer)
 };
 
-// The answer pattern the math reward uses without \boxed{}: GSM8K's "#### 42" and "Answer: 42".
+// The answer lines the math reward reads without \boxed{}: "The final answer is X", GSM8K's
+// "#### 42", "Answer: 42", "**Answer:** 42", "The answer is 42", "answer = 42" (the last counts).
 inline constexpr const char* kDefaultMathAnswerPattern =
-    R"((?:####|[Aa]nswer(?:\s*is\b)?\s*[:=]|[Aa]nswer\s+is\b)\s*([^\n]+))";
+    R"((?i)(?:final answer[^\n]{0,100}?\s+is\b|####|\banswer(?:\s+is)?\s*(?:\*\*)?\s*[:=]|\banswer\s+is\b))"
+    R"(\s*:?\s*([^\n]+))";
 
-// Answers longer than this (normalised) are equal to the reference only as identical text: the
-// rules for numbers, lists and parentheses peel a layer per step, and a policy's 200,000
-// nested parentheses must not cost 200,000 passes over itself (docs/tasks.md).
+// Answers longer than this are equal to the reference only as identical cleaned text: a final
+// answer is short, and a policy's 200,000-character box is not worth parsing (docs/tasks.md).
 inline constexpr std::size_t kMathRuleMaxChars = 4096;
 
 struct MathRewardOptions {
   // Used when the response has no \boxed{}: an RE2 pattern (core/text_pattern.hpp) whose first
   // group is the answer; its last match counts. Null: kDefaultMathAnswerPattern.
   std::shared_ptr<const TextPattern> fallback;
-  double relative_tolerance = 1e-6;  // numbers within it of the reference (relative) are equal
+  // An answer written with a decimal point equals a value that agrees with it rounded to this
+  // many places (math-verify's float_rounding); exact numbers are compared exactly.
+  int decimals = 6;
 };
 
-// The content of the last \boxed{...} (or \fbox{...}) of `response`, braces matched; else the
-// fallback pattern's last match; else nothing. An empty box is no answer.
+// The final answer of `response`, in this order: Minerva's "final answer is $X$. I hope it is
+// correct"; the content of the last \boxed{...} (or \fbox{...}), braces matched (an empty last
+// box is no answer); the last answer line (the fallback pattern, default kDefaultMathAnswerPattern:
+// its first math environment, else its sentence); without a fallback pattern, the last number
+// or math environment of the text. Nothing when none is there.
 std::optional<std::string> extractFinalAnswer(std::string_view response, const MathRewardOptions& options = {});
 
-// Whether `answer` and `reference` are the same mathematical answer under the rules of
-// docs/tasks.md: LaTeX wrappers dropped ($…$, \text{}, \left \right, spacing commands, \dfrac,
-// degrees), numbers compared by value within the relative tolerance (thousands separators,
-// decimals, fractions a/b and \frac{a}{b}, percentages as p or p/100, signs), tuples and
-// intervals element by element in order with matching brackets, and anything else as
-// normalised text.
-bool mathAnswersEqual(std::string_view answer, std::string_view reference, double relative_tolerance = 1e-6);
+// Whether `answer` and `reference` are the same mathematics under the rules of docs/tasks.md:
+// both read as values (LaTeX presentation and units dropped; numbers exact, a decimal rounded to
+// `decimals` places; expressions by algebra (GiNaC); relations, sets in any order, tuples and
+// intervals in order, unions, matrices), else compared as cleaned text.
+bool mathAnswersEqual(std::string_view answer, std::string_view reference, int decimals = 6);
 
 RewardResult mathReward(std::string_view response, std::string_view reference, const MathRewardOptions& options = {});
 // The whole response, trimmed, equals the reference.
