@@ -93,6 +93,32 @@ add_library(astraflow_torch INTERFACE)
 target_include_directories(astraflow_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
 target_link_libraries(astraflow_torch INTERFACE torch_cpu_library c10)
 
+# Apache Arrow and Parquet's C++ libraries: prompt datasets as Parquet files and Hugging Face
+# `datasets` Arrow files (src/tasks/table_reader.cpp). They come with the pyarrow wheel in .venv
+# (requirements/build.txt: its include/ folder and libarrow.so.N, libparquet.so.N), as LibTorch
+# comes with the torch wheel; -DASTRAFLOW_ARROW_DIR=<a pyarrow package folder> builds with another.
+set(ASTRAFLOW_ARROW_DIR "" CACHE PATH "pyarrow package folder with include/arrow and libarrow.so.N (default: .venv's)")
+if(NOT ASTRAFLOW_ARROW_DIR)
+  foreach(python IN ITEMS ${CMAKE_SOURCE_DIR}/.venv/bin/python python3)
+    execute_process(COMMAND ${python} -W ignore -c "import os, pyarrow; print(os.path.dirname(pyarrow.__file__))"
+                    OUTPUT_VARIABLE arrow_dir OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE arrow_rc ERROR_QUIET)
+    if(arrow_rc EQUAL 0 AND EXISTS ${arrow_dir}/include/arrow/api.h)
+      set(ASTRAFLOW_ARROW_DIR ${arrow_dir})
+      break()
+    endif()
+  endforeach()
+endif()
+file(GLOB ASTRAFLOW_ARROW_LIB ${ASTRAFLOW_ARROW_DIR}/libarrow.so.[0-9]*)
+file(GLOB ASTRAFLOW_PARQUET_LIB ${ASTRAFLOW_ARROW_DIR}/libparquet.so.[0-9]*)
+if(NOT ASTRAFLOW_ARROW_DIR OR NOT ASTRAFLOW_ARROW_LIB OR NOT ASTRAFLOW_PARQUET_LIB)
+  message(FATAL_ERROR "Arrow/Parquet C++ libraries not found: run scripts/setup.sh (it installs the pyarrow wheel "
+                      "into .venv), or point -DASTRAFLOW_ARROW_DIR at a pyarrow package folder")
+endif()
+message(STATUS "Arrow and Parquet from ${ASTRAFLOW_ARROW_DIR}")
+add_library(astraflow_arrow INTERFACE)
+target_include_directories(astraflow_arrow SYSTEM INTERFACE ${ASTRAFLOW_ARROW_DIR}/include)
+target_link_libraries(astraflow_arrow INTERFACE ${ASTRAFLOW_PARQUET_LIB} ${ASTRAFLOW_ARROW_LIB})
+
 # c10d's Gloo process group (trainer.grad_sync: c10d on the CPU). LibTorch has Gloo compiled in
 # but ships no Gloo headers, and ProcessGroupGloo.hpp includes some: Debian's libgloo-dev gives
 # them. Only its declarations are used (no Gloo type is built or laid out on our side), so its

@@ -114,16 +114,59 @@ void readTools(YamlReader r, EnvironmentOptions& e) {
 
 }  // namespace
 
+const SectionSchema<PromptRewrite>& promptRewriteSchema() {
+  using P = PromptRewrite;
+  static const auto schema =
+      SectionSchema<P>("environment.prompt_rewrite")
+          .custom("strip_suffix", "string or list of strings", "none", "text",
+                  "dataset: a suffix taken off each prompt (its text, or its last user message) where it ends it, "
+                  "spaces aside; of a list, the first that ends it (e.g. DAPO's \"Let's think step by step and "
+                  "output the final answer within \\boxed{}.\")",
+                  [](YamlReader& r, P& p) {
+                    const auto node = r.raw("strip_suffix");
+                    if (!node) return;
+                    if (node->IsScalar()) {
+                      p.strip_suffixes = {node->Scalar()};
+                    } else {
+                      p.strip_suffixes = r.requireStringList("strip_suffix");
+                    }
+                    for (const auto& s : p.strip_suffixes)
+                      if (s.empty()) r.fail("strip_suffix", "holds an empty suffix; allowed: non-empty text");
+                  })
+          .text("append", &P::append, "text",
+                "dataset: text added to each prompt after the strip (e.g. a single-agent run's \"\\nLet's think step "
+                "by step. Please put your final answer within \\boxed{}.\")");
+  return schema;
+}
+
+// environment.columns: which column holds each part of a row.
+void readColumns(YamlReader& r, DatasetTaskOptions& d) {
+  const auto node = r.raw("columns");
+  if (!node) return;
+  if (!node->IsMap()) r.fail("columns", "given " + describe(*node) + "; allowed: a mapping part: column");
+  for (const auto& kv : *node) {
+    const std::string part = kv.first.as<std::string>();
+    if (part != "prompt" && part != "messages" && part != "answer")
+      r.fail("columns", fmt::format("'{}' is not a part of a row; allowed: prompt, messages, answer", part));
+    if (!kv.second.IsScalar() || kv.second.Scalar().empty())
+      r.fail("columns", fmt::format("{}: allowed: a column name (a dotted path reaches into a struct)", part));
+    d.columns[part] = kv.second.Scalar();
+  }
+  if (d.columns.count("prompt") && d.columns.count("messages"))
+    r.fail("columns", "names both prompt and messages; a row has one or the other");
+}
+
 const SectionSchema<DatasetTaskOptions>& datasetSchema() {
   using D = DatasetTaskOptions;
   static const auto schema =
       SectionSchema<D>("environment")
-          .custom("train", "list of paths", "required (dataset environments)", "JSONL files",
-                  "dataset: training rows (relative paths from the working directory)",
+          .custom("train", "list of paths", "required (dataset environments)",
+                  "JSONL, Parquet (`.parquet`) or Arrow (`.arrow`) files, or `datasets` folders",
+                  "dataset: training rows (relative paths from the working directory; docs/tasks.md, \"Files\")",
                   [](YamlReader& r, D& d) {
                     if (r.has("train")) d.train_files = absolutePaths(r, "train");
                   })
-          .custom("eval", "list of paths", "none", "JSONL files",
+          .custom("eval", "list of paths", "none", "as `train`",
                   "dataset: held-out rows for evaluation; absent: `eval_fraction` of `train`",
                   [](YamlReader& r, D& d) {
                     if (r.has("eval")) d.eval_files = absolutePaths(r, "eval");
@@ -133,6 +176,16 @@ const SectionSchema<DatasetTaskOptions>& datasetSchema() {
                   "`eval.problems > 0` needs `eval` or this")
           .integer("max_prompt_bytes", &D::max_prompt_bytes, 16, 1 << 30, "bytes",
                    "dataset: longer prompts are skipped and counted")
+          .integer("max_prompt_tokens", &D::max_prompt_tokens, 0, 1 << 24, "tokens",
+                   "dataset: rows whose prompt, rendered by the chat template with the system prompt and the "
+                   "generation prompt, has more of the policy's tokens are skipped and counted; 0: no limit")
+          .custom("columns", "mapping part → column", "verl's layout and the common names",
+                  "parts `prompt`, `messages`, `answer`; a column name or a dotted path into a struct",
+                  "dataset: the columns a row's parts are in (e.g. `{prompt: problem, answer: solution}`); without "
+                  "one, `prompt` (text, or a conversation as verl writes it), `messages`, `problem` or `question`, "
+                  "and `answer` or `reward_model.ground_truth` are read",
+                  readColumns)
+          .nested("prompt_rewrite", &D::rewrite, promptRewriteSchema())
           .text("system_prompt", &D::system_prompt, "text",
                 "dataset: a system message put before each row's conversation (a row with its own system message "
                 "keeps it); openenv: before the first observation")

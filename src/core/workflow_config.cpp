@@ -166,7 +166,10 @@ int readRounds(YamlReader& r, const WorkflowInput& in) {
                                      "needs a turn limit; allowed: 1..16 rounds",
                                      in.kindName()));
   }
-  return static_cast<int>(r.requireInt("max_rounds", 1, 16, "rounds"));
+  // On text the verifier judges every attempt but the last: with one attempt it would never speak,
+  // and its trainer would starve.
+  const bool text_verifier = in.kind == WorkflowKind::SolverVerifier && in.chat();
+  return static_cast<int>(r.requireInt("max_rounds", text_verifier ? 2 : 1, 16, "rounds"));
 }
 
 // Every policy plays a role, and some rollout entry serves the whole team (a team episode runs

@@ -222,6 +222,11 @@ class ChatTeams {
     const std::size_t n = team_.size();
     std::vector<std::size_t> active = everyEpisode();
     std::vector<std::string> last = turn(solver, active, "");
+    std::vector<std::optional<StepResult>> score(n);  // of the latest answer, scored once
+    const auto scored = [&](std::size_t i) -> const StepResult& {
+      if (!score[i]) score[i] = hidden(i, last[i]);
+      return *score[i];
+    };
     std::vector<int> judged(n, 0), right(n, 0);
     for (auto& t : team_) t.rounds = 1;
     for (int round = 1; round < wf_.max_rounds && !active.empty(); ++round) {
@@ -232,23 +237,30 @@ class ChatTeams {
         const std::size_t i = active[a];
         const std::optional<bool> approve = parseVerdict(verdicts[a]);
         ++judged[i];
-        if (approve && *approve == (hidden(i, last[i]).reward >= 1.0)) ++right[i];
+        if (approve && *approve == (scored(i).reward >= 1.0)) ++right[i];
         if (approve && !*approve) {
           states_[i].team_context = verdicts[a];
           retry.push_back(i);
         }
       }
+      std::vector<std::size_t> next;
       if (!retry.empty()) {
         const auto again = turn(solver, retry, wf_.followup);
         for (std::size_t a = 0; a < retry.size(); ++a) {
-          last[retry[a]] = again[a];
-          ++team_[retry[a]].rounds;
+          const std::size_t i = retry[a];
+          ++team_[i].rounds;
+          // A retry with nothing in it (no room left, non-finite logits) leaves the earlier
+          // answer standing, and the work ends there.
+          if (again[a].empty()) continue;
+          last[i] = again[a];
+          score[i].reset();
+          next.push_back(i);
         }
       }
-      active = std::move(retry);
+      active = std::move(next);
     }
     for (std::size_t i = 0; i < n; ++i) {
-      const StepResult s = hidden(i, last[i]);
+      const StepResult s = scored(i);
       setRewards(i, s.reward, s.reward, s.reason);
       if (wf_.roles[verifier].reward == RoleReward::VerdictCorrect)
         team_[i].roles[verifier].reward = judged[i] ? static_cast<double>(right[i]) / judged[i] : 0.0;
@@ -334,8 +346,17 @@ std::optional<bool> parseVerdict(std::string_view text) {
     if (lower.compare(k, 9, "</verify>") == 0) verdict = approve;
   }
   if (verdict) return verdict;
-  const bool has_approve = lower.find("approve") != std::string::npos;
-  const bool has_reject = lower.find("reject") != std::string::npos;
+  // A whole word: "disapprove" is not "approve".
+  const auto hasWord = [&lower](std::string_view word) {
+    for (std::size_t at = lower.find(word); at != std::string::npos; at = lower.find(word, at + 1)) {
+      const bool starts = at == 0 || !std::isalpha(static_cast<unsigned char>(lower[at - 1]));
+      const std::size_t end = at + word.size();
+      const bool ends = end == lower.size() || !std::isalpha(static_cast<unsigned char>(lower[end]));
+      if (starts && ends) return true;
+    }
+    return false;
+  };
+  const bool has_approve = hasWord("approve"), has_reject = hasWord("reject");
   if (has_approve != has_reject) return has_approve;
   return std::nullopt;
 }

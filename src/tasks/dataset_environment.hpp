@@ -23,6 +23,11 @@ struct DatasetTask {
   ChatTemplate chat;
 };
 
+// A row's conversation, after the configured system prompt where the row has none.
+nlohmann::ordered_json rowMessages(const PromptRow& row, const DatasetTaskOptions& options);
+// The chat template's options: the generation prompt, and enable_thinking where it is set.
+ChatOptions datasetChatOptions(const DatasetTaskOptions& options, bool add_generation_prompt);
+
 // The task of these options, loaded on first use and shared by every environment of the process.
 std::shared_ptr<const DatasetTask> sharedDatasetTask(const DatasetTaskOptions& options);
 

@@ -37,8 +37,35 @@ std::string cacheKey(const DatasetTaskOptions& d) {
               {"fraction", d.eval_fraction},
               {"max", d.max_prompt_bytes},
               {"seed", d.seed},
+              {"columns", d.columns},
+              {"strip", d.rewrite.strip_suffixes},
+              {"append", d.rewrite.append},
+              {"max_tokens", d.max_prompt_tokens},
+              {"system", d.system_prompt},
+              {"thinking", d.enable_thinking},
               {"folder", d.tokenizer_folders.empty() ? "" : d.tokenizer_folders[0]}};
   return key.dump();
+}
+
+// Counts a row's prompt in tokens as the policy gets it: rendered by the chat template with the
+// generation prompt, encoded by the folder's tokenizer (environment.max_prompt_tokens).
+std::function<std::size_t(const PromptRow&)> promptTokenCounter(const DatasetTaskOptions& d, const ChatTemplate& chat) {
+  std::shared_ptr<const HfTokenizer> tokenizer = HfTokenizer::load(d.tokenizer_folders[0]);
+  return [d, &chat, tokenizer](const PromptRow& row) {
+    return tokenizer->encode(chat.render(detail::rowMessages(row, d), detail::datasetChatOptions(d, true))).size();
+  };
+}
+
+DatasetOptions loadOptions(const DatasetTaskOptions& d, const ChatTemplate& chat) {
+  DatasetOptions o;
+  o.max_prompt_bytes = d.max_prompt_bytes;
+  o.eval_fraction = d.eval_files.empty() ? d.eval_fraction : 0.0;
+  o.seed = d.seed;
+  o.columns = d.columns;
+  o.rewrite = d.rewrite;
+  o.max_prompt_tokens = d.max_prompt_tokens;
+  if (d.max_prompt_tokens > 0) o.prompt_tokens = promptTokenCounter(d, chat);
+  return o;
 }
 
 void logReport(const char* what, const DatasetReport& r) {
@@ -79,6 +106,21 @@ std::string fileBytes(const std::filesystem::path& path) {
 
 namespace detail {
 
+json rowMessages(const PromptRow& row, const DatasetTaskOptions& d) {
+  json messages = row.prompt.empty() ? json::parse(row.messages_json)
+                                     : json::array({json{{"role", "user"}, {"content", row.prompt}}});
+  if (!d.system_prompt.empty() && messages.front().value("role", "") != "system")
+    messages.insert(messages.begin(), json{{"role", "system"}, {"content", d.system_prompt}});
+  return messages;
+}
+
+ChatOptions datasetChatOptions(const DatasetTaskOptions& d, bool add_generation_prompt) {
+  ChatOptions o;
+  o.add_generation_prompt = add_generation_prompt;
+  if (!d.enable_thinking.empty()) o.extra["enable_thinking"] = d.enable_thinking == "true";
+  return o;
+}
+
 std::shared_ptr<const DatasetTask> sharedDatasetTask(const DatasetTaskOptions& d) {
   static std::mutex mutex;
   static std::map<std::string, std::shared_ptr<const DatasetTask>> cache;
@@ -86,10 +128,10 @@ std::shared_ptr<const DatasetTask> sharedDatasetTask(const DatasetTaskOptions& d
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   if (d.tokenizer_folders.empty()) throw Error("environment dataset: no policy folder to take the chat template from");
-  DatasetOptions options{d.max_prompt_bytes, d.eval_files.empty() ? d.eval_fraction : 0.0, d.seed};
+  auto chat = std::make_unique<ChatTemplate>(ChatTemplate::load(d.tokenizer_folders[0]));
+  DatasetOptions options = loadOptions(d, *chat);
   std::vector<std::filesystem::path> train_files(d.train_files.begin(), d.train_files.end());
-  auto task = std::make_shared<DatasetTask>(
-      DatasetTask{PromptDataset::load(train_files, options), {}, ChatTemplate::load(d.tokenizer_folders[0])});
+  auto task = std::make_shared<DatasetTask>(DatasetTask{PromptDataset::load(train_files, options), {}, *chat});
   logReport("train", task->train.report());
   if (d.eval_files.empty()) {
     task->eval = task->train.eval();
@@ -123,20 +165,11 @@ DatasetEnvironmentBase::json DatasetEnvironmentBase::startMessages(std::uint64_t
     throw Error(fmt::format("{} environment: problem id {} names {} row {} of {}", name(), problem_id,
                             eval ? "held-out" : "training", index, rows.size()));
   row_ = &rows[index];
-  json messages = row_->prompt.empty() ? json::parse(row_->messages_json)
-                                       : json::array({json{{"role", "user"}, {"content", row_->prompt}}});
-  const std::string& system = options_.dataset.system_prompt;
-  if (!system.empty() && messages.front().value("role", "") != "system")
-    messages.insert(messages.begin(), json{{"role", "system"}, {"content", system}});
-  return messages;
+  return rowMessages(*row_, options_.dataset);
 }
 
 ChatOptions DatasetEnvironmentBase::chatOptions(bool add_generation_prompt) const {
-  ChatOptions o;
-  o.add_generation_prompt = add_generation_prompt;
-  if (!options_.dataset.enable_thinking.empty())
-    o.extra["enable_thinking"] = options_.dataset.enable_thinking == "true";
-  return o;
+  return datasetChatOptions(options_.dataset, add_generation_prompt);
 }
 
 RewardResult DatasetEnvironmentBase::score(std::string_view response) const {

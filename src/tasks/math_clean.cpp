@@ -51,8 +51,8 @@ bool isWrapper(std::string_view name) {
 }
 // Commands whose argument is text: a unit is dropped, other text kept as words.
 bool isTextCommand(std::string_view name) {
-  for (const char* w : {"text", "textbf", "textit", "textrm", "textsf", "textnormal", "mathrm", "mbox", "hbox",
-                        "operatorname", "emph", "textup"})
+  for (const char* w :
+       {"text", "textbf", "textit", "textrm", "textsf", "textnormal", "mathrm", "mbox", "hbox", "emph", "textup"})
     if (name == w) return true;
   return false;
 }
@@ -140,6 +140,12 @@ std::size_t cleanCommand(std::string_view s, const detail::BraceIndex& braces, s
       return close + 1;
     }
     cleanInto(arg, braces, out, depth + 1);
+    return close + 1;
+  }
+  if (name == "operatorname" && close != std::string_view::npos) {  // \operatorname{min}: the command \min
+    out += '\\';
+    out.append(detail::trimSpaces(s.substr(open + 1, close - open - 1)));
+    out += ' ';
     return close + 1;
   }
   if (isDropped(name)) return after;

@@ -1,10 +1,11 @@
 // When two answers are the same mathematics (docs/tasks.md, "math"): values from math_parse.cpp
-// compared by kind. Numbers are exact rationals compared exactly; irrational constants at 40
-// digits; an answer written with a decimal point is compared rounded to `decimals` places
+// compared by kind. Numbers are exact rationals compared exactly; other numbers by their
+// difference at 40 and 80 digits (rounding noise shrinks with the precision, a true difference
+// does not); an answer written as one decimal is compared rounded to `decimals` places
 // (math-verify's float_rounding). Expressions with symbols are equal when GiNaC reduces their
-// difference to zero, or when it vanishes at three points where every symbol takes an unrelated
-// value (a polynomial identity test; a difference that is not zero vanishes at all three only
-// by coincidence of measure zero).
+// difference to zero, or when it vanishes at four points of both signs where every symbol takes
+// an unrelated value (a polynomial identity test; a difference that is not zero vanishes at all
+// four only by a coincidence of measure zero).
 #include <cln/rational.h>
 #include <cln/real.h>
 
@@ -25,25 +26,33 @@ bool hasSymbols(const GiNaC::ex& e) {
   return false;
 }
 
-// An upper bound of the total degree of e in its symbols: expanding (x+1)^4096 is not an answer's
-// work, and past kMaxExpandDegree only the points decide.
+// Whether expanding e is an answer's work: its total degree bounded by kMaxExpandDegree, and no
+// power of a sum past kMaxSumPower ((a+b+c+d)^{64} has 47,905 terms). Past either, only the points
+// decide.
 constexpr double kMaxExpandDegree = 64;
-double degreeBound(const GiNaC::ex& e) {
+constexpr double kMaxSumPower = 8;
+double degreeBound(const GiNaC::ex& e, bool& sums_ok) {
   if (GiNaC::is_a<GiNaC::symbol>(e)) return 1;
   if (GiNaC::is_a<GiNaC::numeric>(e) || GiNaC::is_a<GiNaC::constant>(e)) return 0;
   if (GiNaC::is_a<GiNaC::power>(e)) {
     const GiNaC::ex exponent = e.op(1);
-    const double base = degreeBound(e.op(0));
-    if (!GiNaC::is_a<GiNaC::numeric>(exponent)) return base == 0 ? degreeBound(exponent) : 1e9;
-    return base * std::abs(GiNaC::ex_to<GiNaC::numeric>(exponent).to_double());
+    const double base = degreeBound(e.op(0), sums_ok);
+    if (!GiNaC::is_a<GiNaC::numeric>(exponent)) return base == 0 ? degreeBound(exponent, sums_ok) : 1e9;
+    const double power = std::abs(GiNaC::ex_to<GiNaC::numeric>(exponent).to_double());
+    if (GiNaC::is_a<GiNaC::add>(e.op(0)) && base > 0 && power > kMaxSumPower) sums_ok = false;
+    return base * power;
   }
   double sum = 0, most = 0;
   for (std::size_t i = 0; i < e.nops(); ++i) {
-    const double d = degreeBound(e.op(i));
+    const double d = degreeBound(e.op(i), sums_ok);
     sum += d;
     most = std::max(most, d);
   }
   return GiNaC::is_a<GiNaC::mul>(e) ? sum : most;
+}
+bool expandable(const GiNaC::ex& e) {
+  bool sums_ok = true;
+  return degreeBound(e, sums_ok) <= kMaxExpandDegree && sums_ok;
 }
 
 std::optional<GiNaC::numeric> numericValue(const GiNaC::ex& e) {
@@ -66,40 +75,66 @@ std::optional<cln::cl_I> rounded(const GiNaC::ex& x, int decimals) {
   return cln::floor1(cln::the<cln::cl_R>(n.to_cl_N()) + cln::cl_RA(1) / 2);
 }
 
-bool closeToZero(const GiNaC::numeric& d, const GiNaC::numeric& scale) {
-  return GiNaC::abs(d) <= GiNaC::numeric(1, 1000000000) * GiNaC::numeric(1, 1000000000) *
-                              GiNaC::numeric(1, 1000000000) * std::max(GiNaC::numeric(1), GiNaC::abs(scale));
+// The symbols' values at probe point `point` (0–3), at the current precision: spread over
+// [0.6, 6], of both signs (|x| is not x, sqrt(x^2) is not x), a different value per symbol.
+GiNaC::exmap pointValues(const Symbols& symbols, int point) {
+  GiNaC::exmap values;
+  int j = 0;
+  for (const auto& [name, symbol] : symbols.all()) {
+    const GiNaC::numeric magnitude(6180 + 3719 * j + 11003 * point, 9973);
+    values[symbol] = ((point + j) % 2 == 1 ? -magnitude : magnitude).evalf();
+    ++j;
+  }
+  return values;
 }
 
-// a = b at three points: every symbol a different value at each, none of them special.
-bool equalAtPoints(const GiNaC::ex& a, const GiNaC::ex& b, const Symbols& symbols) {
-  for (int point = 0; point < 3; ++point) {
-    GiNaC::exmap values;
-    int j = 0;
-    for (const auto& [name, symbol] : symbols.all())
-      values[symbol] = GiNaC::numeric(1000 + 37 * j++ + 211 * point, 997 - 13 * point);
+// a = b as numbers (at a probe point when `point` >= 0): their difference evaluated at 40 and at
+// 80 digits is rounding noise — at most 10^-60 of their size at 80 digits, and shrinking with
+// the precision — where a true difference (10^{30}+\sqrt2 against 10^{30}) stays as it is.
+bool numericallyEqual(const GiNaC::ex& a, const GiNaC::ex& b, const Symbols& symbols, int point) {
+  GiNaC::numeric noise[2], scale;
+  for (int k = 0; k < 2; ++k) {
+    GiNaC::Digits = k == 0 ? 40 : 80;
+    const GiNaC::exmap values = point >= 0 ? pointValues(symbols, point) : GiNaC::exmap{};
     const auto va = numericValue(a.subs(values)), vb = numericValue(b.subs(values));
-    if (!va || !vb) return false;
-    if (!closeToZero(*va - *vb, *va)) return false;
+    const auto d = numericValue((a - b).subs(values));
+    if (!va || !vb || !d) return false;
+    noise[k] = GiNaC::abs(*d);
+    scale = std::max({GiNaC::numeric(1), GiNaC::abs(*va), GiNaC::abs(*vb)});
   }
+  GiNaC::Digits = 40;
+  if (noise[1].is_zero()) return true;
+  const GiNaC::numeric tiny = GiNaC::ex_to<GiNaC::numeric>(GiNaC::pow(GiNaC::numeric(10), -60).evalf());
+  return noise[1] <= tiny * scale && (noise[0].is_zero() || noise[1] <= noise[0] * GiNaC::numeric(1, 100000000));
+}
+
+// a = b at four points where every symbol takes a value unrelated to the others': a polynomial
+// identity test, which a difference that is not zero passes only by a coincidence of measure zero.
+bool equalAtPoints(const GiNaC::ex& a, const GiNaC::ex& b, const Symbols& symbols) {
+  for (int point = 0; point < 4; ++point)
+    if (!numericallyEqual(a, b, symbols, point)) return false;
   return true;
+}
+
+// An answer written as one decimal (0.333333, -2.5, 12.5%) is compared rounded to `decimals`
+// places, as math-verify rounds its floats; not where both round to 0 and differ (0.0000001 is
+// not 0), nor for a decimal inside an expression (1.5 × 10^{-8} is exact).
+bool roundedEqual(const GiNaC::ex& a, const GiNaC::ex& b, int decimals) {
+  const auto ra = rounded(a, decimals), rb = rounded(b, decimals);
+  if (!ra || !rb || *ra != *rb) return false;
+  return !cln::zerop(*ra) || a.is_equal(b);
 }
 
 bool exprEqual(const GiNaC::ex& a, const GiNaC::ex& b, bool inexact, int decimals, const Symbols& symbols) {
   if (a.is_equal(b)) return true;
   if (!hasSymbols(a) && !hasSymbols(b)) {
-    if (inexact) {
-      const auto ra = rounded(a, decimals), rb = rounded(b, decimals);
-      return ra && rb && *ra == *rb;
-    }
+    if (inexact) return roundedEqual(a, b, decimals);
     const bool rational_a = GiNaC::is_a<GiNaC::numeric>(a) && GiNaC::ex_to<GiNaC::numeric>(a).is_rational();
     const bool rational_b = GiNaC::is_a<GiNaC::numeric>(b) && GiNaC::ex_to<GiNaC::numeric>(b).is_rational();
     if (rational_a && rational_b) return false;  // exact and not equal
-    const auto va = numericValue(a), vb = numericValue(b);
-    return va && vb && closeToZero(*va - *vb, *va);
+    return numericallyEqual(a, b, symbols, -1);
   }
-  if (degreeBound(a) <= kMaxExpandDegree && degreeBound(b) <= kMaxExpandDegree && (a - b).expand().normal().is_zero())
-    return true;
+  if (expandable(a) && expandable(b) && (a - b).expand().normal().is_zero()) return true;
   return equalAtPoints(a, b, symbols);
 }
 
@@ -175,8 +210,10 @@ bool equalValues(const Value& a, const Value& g, int decimals, const Symbols& sy
     const GiNaC::ex* v = assignedValue(g);
     return v && exprEqual(a.expr, *v, a.inexact || g.inexact, decimals, symbols);
   }
-  if (g.kind == ValueKind::Set && (a.kind == ValueKind::Set || a.kind == ValueKind::Tuple))
-    return unorderedEqual(a.items, g.items, decimals, symbols);  // a set gold takes its elements in any order
+  // A set gold takes its elements in any order, from a set, a list or a tuple (a, b) — not from an
+  // interval [a, b).
+  if (g.kind == ValueKind::Set && (a.kind == ValueKind::Set || (a.kind == ValueKind::Tuple && a.open == '(')))
+    return unorderedEqual(a.items, g.items, decimals, symbols);
   if (g.kind == ValueKind::Tuple && a.kind == ValueKind::Set && a.bare && g.open == '(')
     return orderedEqual(a.items, g.items, decimals, symbols);  // "1, 2" for (1, 2)
   if (g.kind == ValueKind::Tuple && a.kind == ValueKind::Tuple)

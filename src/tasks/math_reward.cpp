@@ -57,23 +57,83 @@ std::optional<std::string> lastBox(std::string_view response) {
 
 // Math set in the text: $$…$$, $…$, \(…\), \[…\] (their content in the first group that took part;
 // an escaped \$ inside is a dollar sign, not the end).
-const TextPattern& mathEnvironment() {
-  static const TextPattern p(R"(\$\$((?:\\.|[^$\\])+)\$\$|\$((?:\\.|[^$\\\n])+)\$|\\\(([^\n]+?)\\\)|\\\[((?s).+?)\\\])",
-                             "the math reward's math environments");
-  return p;
-}
+struct MathSpan {
+  std::string_view content;
+  std::size_t end = 0;  // one past its closing delimiter
+};
 
-std::optional<std::string_view> firstGroup(const PatternMatch& m) {
-  for (const auto& g : m.groups)
-    if (g) return g;
-  return std::nullopt;
+// The first occurrence of `needle` at or after a position, for positions that only grow: a
+// search is reused while it still lies ahead, so a text of many unclosed openers costs one pass.
+class NextOf {
+ public:
+  NextOf(std::string_view text, std::string_view needle) : text_(text), needle_(needle) {}
+  std::size_t from(std::size_t at) {
+    if (!(searched_ && at >= from_ && (found_ == std::string_view::npos || found_ >= at))) {
+      found_ = text_.find(needle_, at);
+      from_ = at;
+      searched_ = true;
+    }
+    return found_;
+  }
+
+ private:
+  std::string_view text_, needle_;
+  std::size_t from_ = 0, found_ = std::string_view::npos;
+  bool searched_ = false;
+};
+
+// The math environments of a text, left to right as LaTeX pairs them: $$…$$ and \[…\] (across
+// lines), $…$ and \(…\) (within a line; \$ is a dollar sign). An opener that never closes is
+// text. `take` returns false to stop. One pass, whatever the text.
+template <class Take>
+void forEachMathSpan(std::string_view text, Take take) {
+  NextOf display_dollar(text, "$$"), display_bracket(text, "\\]"), inline_paren(text, "\\)"), newline(text, "\n");
+  for (std::size_t k = 0; k < text.size();) {
+    const char c = text[k];
+    std::size_t open = 0, close = std::string_view::npos, close_size = 2;
+    if (c == '\\' && k + 1 < text.size() && (text[k + 1] == '[' || text[k + 1] == '(')) {
+      open = 2;
+      close = text[k + 1] == '[' ? display_bracket.from(k + 2) : inline_paren.from(k + 2);
+      if (text[k + 1] == '(' && close != std::string_view::npos && newline.from(k + 2) < close)
+        close = std::string_view::npos;
+    } else if (c == '\\') {
+      k += 2;  // an escaped character (\$)
+      continue;
+    } else if (c == '$' && k + 1 < text.size() && text[k + 1] == '$') {
+      open = 2;
+      close = display_dollar.from(k + 2);
+    } else if (c == '$') {
+      open = 1, close_size = 1;
+      for (std::size_t e = k + 1; e < text.size() && text[e] != '\n'; ++e) {
+        if (text[e] == '\\') {
+          ++e;
+        } else if (text[e] == '$') {
+          close = e;
+          break;
+        }
+      }
+    } else {
+      ++k;
+      continue;
+    }
+    if (close == std::string_view::npos) {
+      k += open;  // never closed: its opener is text
+      continue;
+    }
+    if (!take(MathSpan{text.substr(k + open, close - k - open), close + close_size})) return;
+    k = close + close_size;
+  }
 }
 
 // What an answer line holds: the first math environment in it, else its text up to the end of
 // the sentence, without bold marks ("**Answer:** 42") or "I hope it is correct".
 std::optional<std::string> answerFromLine(std::string_view line) {
-  if (const auto env = mathEnvironment().search(line))
-    if (const auto content = firstGroup(*env)) return std::string(detail::trimSpaces(*content));
+  std::optional<std::string_view> first;
+  forEachMathSpan(line, [&](const MathSpan& m) {
+    first = m.content;
+    return false;
+  });
+  if (first && !detail::trimSpaces(*first).empty()) return std::string(detail::trimSpaces(*first));
   std::string text;
   for (std::size_t k = 0; k < line.size(); ++k) {
     if (line.compare(k, 2, "**") == 0) {
@@ -94,11 +154,16 @@ std::optional<std::string> answerFromLine(std::string_view line) {
 std::optional<std::string> lastExpression(std::string_view response) {
   static const TextPattern kNumber(R"((?:^|[^\w.\\])(-?\d+(?:,\d{3})*(?:\.\d+)?(?:\s*/\s*\d+)?(?:\s*%)?))",
                                    "the math reward's numbers");
-  const auto env = mathEnvironment().lastMatch(response);
+  std::optional<MathSpan> env;
+  forEachMathSpan(response, [&](const MathSpan& m) {
+    if (!detail::trimSpaces(m.content).empty()) env = m;
+    return true;
+  });
   const auto number = kNumber.lastMatch(response);
-  auto end = [&](const PatternMatch& m) { return m.whole.data() + m.whole.size() - response.data(); };
-  if (env && (!number || end(*env) >= end(*number)))
-    if (const auto content = firstGroup(*env)) return std::string(detail::trimSpaces(*content));
+  const auto number_end = [&] {
+    return static_cast<std::size_t>(number->whole.data() + number->whole.size() - response.data());
+  };
+  if (env && (!number || env->end >= number_end())) return std::string(detail::trimSpaces(env->content));
   if (number && number->groups[0]) return std::string(*number->groups[0]);
   return std::nullopt;
 }
@@ -117,17 +182,36 @@ std::optional<std::string> extractFinalAnswer(std::string_view response, const M
   }
   static const TextPattern kDefault(kDefaultMathAnswerPattern, "the math reward's default answer pattern");
   const TextPattern& pattern = options.fallback ? *options.fallback : kDefault;
-  if (const auto last = pattern.lastMatch(response); last && !last->groups.empty() && last->groups[0])
-    return answerFromLine(*last->groups[0]);
+  if (const auto last = pattern.lastMatch(response); last && !last->groups.empty() && last->groups[0]) {
+    if (!options.fallback) return answerFromLine(*last->groups[0]);
+    std::string_view answer = detail::trimSpaces(*last->groups[0]);  // the user's group, as it is
+    while (!answer.empty() && answer.back() == '.') answer.remove_suffix(1);
+    if (answer.empty()) return std::nullopt;
+    return std::string(answer);
+  }
   if (options.fallback) return std::nullopt;  // the user's pattern says where the answer is
   return lastExpression(response);
 }
 
+namespace {
+
+// A reference that is a worked solution (GSM8K's "... #### 42", MATH's "... \boxed{42}") stands for
+// its final answer: the last box, else what follows the last "####"; any other is the answer.
+std::string referenceAnswer(std::string_view reference) {
+  if (auto box = lastBox(reference); box && !box->empty()) return *box;
+  if (const auto hashes = reference.rfind("####"); hashes != std::string_view::npos)
+    return std::string(detail::trimSpaces(reference.substr(hashes + 4)));
+  return std::string(reference);
+}
+
+}  // namespace
+
 RewardResult mathReward(std::string_view response, std::string_view reference, const MathRewardOptions& options) {
-  if (detail::trimSpaces(reference).empty()) return {0.0, RewardReason::Invalid, ""};
+  const std::string gold = referenceAnswer(reference);
+  if (detail::trimSpaces(gold).empty()) return {0.0, RewardReason::Invalid, ""};
   const auto answer = extractFinalAnswer(response, options);
   if (!answer) return {0.0, RewardReason::NoAnswer, ""};
-  const bool equal = mathAnswersEqual(*answer, reference, options.decimals);
+  const bool equal = mathAnswersEqual(*answer, gold, options.decimals);
   return {equal ? 1.0 : 0.0, equal ? RewardReason::Correct : RewardReason::Wrong, *answer};
 }
 

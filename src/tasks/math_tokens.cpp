@@ -76,9 +76,9 @@ std::vector<Token> tokenize(std::string_view s) {
         out.push_back({Tok::Cmd, word});
       } else if (word.size() == 1) {
         out.push_back({Tok::Letter, word});
-      } else if (word.size() >= 3 || isUnitWord(word) || word == "or") {
-        out.push_back({Tok::Word, word});
-      } else {
+      } else if (isUnitWord(word) || word == "and" || word == "or") {
+        out.push_back({Tok::Word, word});  // a unit after a number is dropped; and/or separate
+      } else {  // any other run of letters is their product ("2xyz"), as math-verify reads it
         for (const char l : word) out.push_back({Tok::Letter, std::string(1, l)});
       }
     } else if (c == '\\') {

@@ -24,7 +24,7 @@ struct Value {
   GiNaC::ex lhs;   // Relation: the left side
   RelOp op = RelOp::Eq;
   bool percent = false;      // Expr written as p% (expr holds p)
-  bool inexact = false;      // written with a decimal point: compared rounded (MathGrading::decimals)
+  bool inexact = false;      // one decimal number ("0.333333"): compared rounded (MathRewardOptions::decimals)
   bool bare = false;         // Set: a list without braces ("2, 3"), which a tuple gold may read in order
   std::vector<Value> items;  // Set, Tuple, Union elements; Matrix cells row by row
   char open = 0, close = 0;  // Tuple: its brackets, '(' or '[' and ')' or ']'

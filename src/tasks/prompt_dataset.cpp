@@ -1,9 +1,11 @@
-// PromptDataset::load: JSONL prompt files read into PromptRows (bad lines skipped and reported by file and line,
-// duplicates dropped by content hash, an eval split by that hash); epochOrder, the seeded per-epoch shuffle.
+// PromptDataset::load: JSONL, Parquet and Arrow prompt files read into PromptRows (columns mapped, verl's layout
+// read, prompts rewritten and held to a token limit, bad rows skipped and reported by file and line, duplicates
+// dropped by content hash, an eval split by that hash); epochOrder, the seeded per-epoch shuffle.
 #include "astraflow/tasks/prompt_dataset.hpp"
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <unordered_set>
@@ -11,6 +13,7 @@
 #include "astraflow/core/error.hpp"
 #include "tasks/deterministic_hash.hpp"
 #include "tasks/jsonl_reader.hpp"
+#include "tasks/table_reader.hpp"
 
 namespace astraflow {
 namespace {
@@ -18,29 +21,102 @@ namespace {
 using json = nlohmann::ordered_json;
 constexpr std::uint64_t kSplitScale = 1'000'000;
 
-// A row from one parsed line, or the reason it cannot be one.
-std::string rowFrom(const json& j, const DatasetOptions& options, PromptRow& row) {
+// The value at a dotted path ("reward_model.ground_truth"); null when a step is missing.
+const json* at(const json& j, const std::string& path) {
+  const json* node = &j;
+  for (std::size_t start = 0;;) {
+    const std::size_t dot = path.find('.', start);
+    const std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!node->is_object() || !node->contains(key)) return nullptr;
+    node = &(*node)[key];
+    if (dot == std::string::npos) return node;
+    start = dot + 1;
+  }
+}
+
+// The row in the canonical layout: the configured columns renamed to prompt / messages / answer;
+// verl's layout (`prompt` a conversation, the answer in `reward_model.ground_truth`) and the common
+// `problem` / `question` columns read without a mapping. The columns taken leave the metadata.
+std::string canonical(const json& j, const DatasetOptions& options, json& out) {
   if (!j.is_object()) return "not a JSON object";
+  out = j;
+  for (const auto& [part, column] : options.columns) {
+    const json* value = at(j, column);
+    if (!value) return fmt::format("has no column \"{}\" (environment.columns.{})", column, part);
+    out[part] = *value;
+    if (column != part && column.find('.') == std::string::npos) out.erase(column);
+  }
+  if (out.contains("prompt") && out["prompt"].is_array() && !out.contains("messages")) {
+    out["messages"] = out["prompt"];  // verl: the prompt is a conversation
+    out.erase("prompt");
+  }
+  if (!out.contains("prompt") && !out.contains("messages")) {
+    for (const char* alias : {"problem", "question"})
+      if (out.contains(alias) && out[alias].is_string()) {
+        out["prompt"] = out[alias];
+        out.erase(alias);
+        break;
+      }
+  }
+  if (!out.contains("answer")) {
+    if (const json* truth = at(out, "reward_model.ground_truth")) out["answer"] = *truth;
+  }
+  return "";
+}
+
+// The row's prompt text as the rewrite rules leave it.
+std::string rewritten(std::string text, const PromptRewrite& rewrite) {
+  auto trimmed = [](std::string& s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  };
+  for (const auto& suffix : rewrite.strip_suffixes) {
+    std::string t = text;
+    trimmed(t);
+    if (t.size() >= suffix.size() && t.compare(t.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      t.resize(t.size() - suffix.size());
+      trimmed(t);
+      text = t;
+      break;
+    }
+  }
+  return text + rewrite.append;
+}
+
+// The last user message's text content, rewritten in place.
+void rewriteMessages(json& messages, const PromptRewrite& rewrite) {
+  for (auto it = messages.rbegin(); it != messages.rend(); ++it)
+    if ((*it)["role"] == "user" && (*it)["content"].is_string()) {
+      (*it)["content"] = rewritten((*it)["content"].get<std::string>(), rewrite);
+      return;
+    }
+}
+
+// A row from one parsed line, or the reason it cannot be one.
+std::string rowFrom(const json& source, const DatasetOptions& options, PromptRow& row) {
+  json j;
+  if (std::string problem = canonical(source, options, j); !problem.empty()) return problem;
   const bool has_prompt = j.contains("prompt");
   const bool has_messages = j.contains("messages");
   if (has_prompt == has_messages) return "needs exactly one of \"prompt\" (text) and \"messages\" (a conversation)";
   if (has_prompt) {
     if (!j["prompt"].is_string() || j["prompt"].get<std::string>().empty())
       return "\"prompt\" is not a non-empty string";
-    row.prompt = j["prompt"].get<std::string>();
+    row.prompt = options.rewrite.empty() ? j["prompt"].get<std::string>()
+                                         : rewritten(j["prompt"].get<std::string>(), options.rewrite);
   } else {
-    const json& m = j["messages"];
+    json m = j["messages"];
     if (!m.is_array() || m.empty()) return "\"messages\" is not a non-empty list";
     for (const json& turn : m) {
       if (!turn.is_object() || !turn.contains("role") || !turn["role"].is_string() || !turn.contains("content"))
         return "a message has no \"role\" string or no \"content\"";
     }
-    row.messages_json = m.dump();
+    if (!options.rewrite.empty()) rewriteMessages(m, options.rewrite);
+    row.messages_json = m.dump(-1, ' ', false, json::error_handler_t::replace);
   }
   const std::size_t size = row.prompt.size() + row.messages_json.size();
   if (size > options.max_prompt_bytes)
     return fmt::format("the prompt has {} bytes, past the limit of {}", size, options.max_prompt_bytes);
-  if (j.contains("answer")) {
+  if (j.contains("answer") && !j["answer"].is_null()) {
     const json& a = j["answer"];
     if (a.is_string())
       row.answer = a.get<std::string>();
@@ -52,9 +128,21 @@ std::string rowFrom(const json& j, const DatasetOptions& options, PromptRow& row
   json metadata = json::object();
   for (const auto& [key, value] : j.items())
     if (key != "prompt" && key != "messages" && key != "answer") metadata[key] = value;
-  row.metadata_json = metadata.dump();
+  row.metadata_json = metadata.dump(-1, ' ', false, json::error_handler_t::replace);
   row.hash = detail::hashString(detail::hashString(0x5EED, row.prompt + row.messages_json), row.answer);
+  if (options.max_prompt_tokens > 0 && options.prompt_tokens) {
+    const std::size_t tokens = options.prompt_tokens(row);
+    if (tokens > options.max_prompt_tokens)
+      return fmt::format("the prompt has {} tokens, past the limit of {}", tokens, options.max_prompt_tokens);
+  }
   return "";
+}
+
+// The first reported issue of `file`, as "FILE:LINE: what".
+std::string firstIssueOf(const DatasetReport& report, const std::string& file) {
+  for (const auto& issue : report.first_issues)
+    if (issue.file == file) return fmt::format("{}:{}: {}", issue.file, issue.line, issue.what);
+  return "none recorded";
 }
 
 }  // namespace
@@ -68,7 +156,9 @@ PromptDataset PromptDataset::load(const std::vector<std::filesystem::path>& file
   std::unordered_set<std::uint64_t> seen;
   const auto eval_cut = static_cast<std::uint64_t>(options.eval_fraction * static_cast<double>(kSplitScale));
   for (const auto& file : files) {
-    detail::readJsonLines(file, "dataset", d.report_, [&](const json& j, std::size_t number) {
+    const std::size_t rows_before = d.train_.size() + d.eval_.size(), dups_before = d.report_.duplicates;
+    const std::size_t lines_before = d.report_.lines;
+    const auto take = [&](const json& j, std::size_t number) {
       PromptRow row;
       std::string problem = rowFrom(j, options, row);
       if (!problem.empty()) return problem;
@@ -81,7 +171,17 @@ PromptDataset PromptDataset::load(const std::vector<std::filesystem::path>& file
       const bool held_out = detail::hashCombine(options.seed, row.hash) % kSplitScale < eval_cut;
       (held_out ? d.eval_ : d.train_).push_back(std::move(row));
       return problem;
-    });
+    };
+    if (detail::isTableFile(file))
+      detail::readTableRows(file, "dataset", d.report_, take);
+    else
+      detail::readJsonLines(file, "dataset", d.report_, take);
+    // A file with rows none of which could be used is a mistake (a wrong layout or column name),
+    // not something to train without.
+    if (d.report_.lines > lines_before && d.train_.size() + d.eval_.size() == rows_before &&
+        d.report_.duplicates == dups_before)
+      throw Error(fmt::format("dataset {}: no usable rows ({} rows, all skipped; e.g. {})", file.string(),
+                              d.report_.lines - lines_before, firstIssueOf(d.report_, file.string())));
   }
   d.report_.rows = d.train_.size() + d.eval_.size();
   if (d.report_.rows == 0) {

@@ -312,11 +312,13 @@ TEST(TextVerifier, VerdictsAreScoredAgainstTheTruth) {
   t = run(3, "\\boxed{41}", "I am not sure.");
   EXPECT_EQ(t.rounds, 1);
   EXPECT_EQ(t.roles[1].reward, 0.0);
-  // One round: the verifier never speaks; nothing of its is trained.
-  t = run(1, "\\boxed{42}", kApprove);
-  EXPECT_EQ(t.rounds, 1);
-  EXPECT_EQ(t.team_reward, 1.0);
-  EXPECT_TRUE(t.roles[1].truncated);
+  // One round would leave the verifier silent and its trainer starving: refused.
+  try {
+    MathTeamFixture once(1);
+    ADD_FAILURE() << "max_rounds: 1 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("workflow.max_rounds"), std::string::npos) << e.what();
+  }
 
   using astraflow::detail::parseVerdict;
   EXPECT_EQ(parseVerdict("<verify>approve</verify>"), true);
@@ -324,10 +326,37 @@ TEST(TextVerifier, VerdictsAreScoredAgainstTheTruth) {
   EXPECT_EQ(parseVerdict("<verify>reject</verify> ... <verify>approve</verify>"), true);  // the last
   EXPECT_EQ(parseVerdict("I approve of this."), true);                                    // the bare word
   EXPECT_EQ(parseVerdict("approve or reject?"), std::nullopt);
+  EXPECT_EQ(parseVerdict("I disapprove of this solution."), std::nullopt);  // a whole word only
+  EXPECT_EQ(parseVerdict("I disapprove; reject it."), false);
   EXPECT_EQ(parseVerdict("<verify>maybe</verify>"), std::nullopt);
   using astraflow::detail::withoutFormatSuffix;
   EXPECT_EQ(withoutFormatSuffix("Find x.\nPlease put your final answer within \\boxed{}.\n"), "Find x.");
   EXPECT_EQ(withoutFormatSuffix("Find x. Put it in a box."), "Find x. Put it in a box.");
+}
+
+TEST(TextVerifier, AnEmptyRetryLeavesTheEarlierAnswer) {
+  MathTeamFixture f(3);
+  const auto tok = makeEnvironmentTokenizer(f.cfg.environment);
+  int solver_turns = 0;
+  const PolicyGenerate generate = [&](const std::string& policy, const std::vector<std::vector<std::int32_t>>& prompts,
+                                      const SamplingOptions&) {
+    std::vector<Generation> out;
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      Generation g;
+      const bool empty_retry = policy == "s" && solver_turns++ > 0;  // no room left for the retry
+      if (!empty_retry) {
+        g.tokens = tok->encode(policy == "v" ? kReject : std::string("\\boxed{42}"));
+        g.tokens.push_back(tok->eosId());
+        g.logprobs.assign(g.tokens.size(), -0.5f);
+      }
+      out.push_back(std::move(g));
+    }
+    return out;
+  };
+  const TeamEpisode t = runTeamEpisodes(f.cfg.workflow, generate, *tok, f.cfg.environment, {0}, {})[0];
+  EXPECT_EQ(t.rounds, 2);             // the first answer, one empty retry, and no third attempt
+  EXPECT_EQ(t.team_reward, 1.0);      // the first answer stands
+  EXPECT_EQ(t.roles[1].reward, 0.0);  // it rejected a right answer
 }
 
 TEST(TextVerifier, ConfigChoosesItOnTextDatasets) {

@@ -76,6 +76,11 @@ std::vector<Hostile> hostileResponses() {
       {"a polynomial to the 4096th power", "\\boxed{((x+1)^{64})^{64}}", RewardReason::Wrong},
       {"a large factorial", "\\boxed{100000!}", RewardReason::Wrong},
       {"9,000 digits", "\\boxed{" + repeat("9", 9'000) + "}", RewardReason::Wrong},
+      {"x^(10^10)", "\\boxed{(x^{100000})^{100000}}", RewardReason::Wrong},
+      {"a sum of five to the 64th", "\\boxed{(a+b+c+d+f)^{64}}", RewardReason::Wrong},
+      {"500 factorials of 10,000", "\\boxed{" + repeat("10000!", 500) + "}", RewardReason::Wrong},
+      {"25,000 unclosed display maths", repeat("\\[ $42$ ", 25'000), RewardReason::Correct},
+      {"25,000 unclosed inline maths", repeat("\\( $42$ ", 25'000), RewardReason::Correct},
       {"a box of 5,000 nested parentheses", "\\boxed{" + repeat("(", kDeep) + "42" + repeat(")", kDeep) + "}",
        RewardReason::Wrong},
       // \text{\,} unwrapped and \, dropped, each in one pass: the answer is 42.

@@ -189,6 +189,34 @@ const std::vector<Case> kMath = {
     {"\\boxed{(-\\infty, 1) \\cup (2, \\infty)}", "(2,\\infty)\\cup(-\\infty,1)", C},
     {"\\boxed{y = 2x + 1}", "2x+1=y", C},
     {"\\boxed{x > 2}", "2 < x", C},
+    // Found by a review: identities that hold only for positive x, differences that vanish only
+    // to a tolerance, words read as units, percents and numbers side by side.
+    {"\\boxed{|x|}", "x", W},
+    {"\\boxed{\\sqrt{x^2}}", "x", W},
+    {"\\boxed{\\ln x + C}", "\\ln|x| + C", W},
+    {"\\boxed{(x-y)^{20}}", "0", W},
+    {"\\boxed{10^{28}+x}", "10^{28}", W},
+    {"\\boxed{10^{30}+\\sqrt{2}}", "10^{30}", W},
+    {"\\boxed{(a+b+c+d)^{64}}", "(a+b+c+d)^{64}+1", W},
+    {"\\boxed{2xyz}", "2", W},
+    {"\\boxed{5 \\text{ million}}", "5", W},
+    {"\\boxed{(20\\%)(50)}", "1000", W},
+    {"\\boxed{(20\\%)(50)}", "10", C},
+    {"\\boxed{2 500}", "1000", W},
+    {"\\boxed{1 000 000}", "1000000", C},
+    {"\\boxed{3 \\times 10^{-9}}", "1.5 \\times 10^{-8}", W},
+    {"\\boxed{0.0000001}", "0", W},
+    {"\\boxed{[1, 2)}", "\\{1, 2\\}", W},
+    {"\\boxed{\\text{No}}", "\\text{On}", W},
+    {"\\boxed{\\sin 2x}", "2\\sin x\\cos x", C},
+    {"\\boxed{\\arcsin x}", "\\sin^{-1} x", C},
+    {"\\boxed{\\sqrt2.25}", "\\sqrt{2}", W},
+    {"\\boxed{\\begin{vmatrix}1&2\\\\3&4\\end{vmatrix}}", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", W},
+    {"\\boxed{\\operatorname{min}(4,6)}", "(4,6)", W},
+    // A worked reference stands for its final answer: GSM8K's "#### 42", MATH's last box.
+    {"\\boxed{42}", "6 times 7 is 42.\n#### 42", C},
+    {"\\boxed{41}", "6 times 7 is 42.\n#### 42", W},
+    {"\\boxed{\\frac12}", "So $x = \\boxed{\\frac{1}{2}}$.", C},
 };
 
 TEST(MathReward, Table) {
@@ -218,6 +246,10 @@ TEST(MathReward, ExtractionAndOptions) {
   EXPECT_EQ(mathReward("blah RESULT<9> blah", "9", custom).reason, RewardReason::Correct);
   EXPECT_EQ(mathReward("RESULT<8> then RESULT<9>", "9", custom).reason, RewardReason::Correct);  // the last
   EXPECT_EQ(mathReward("#### 9", "9", custom).reason, RewardReason::NoAnswer);
+  // The user's group is the answer as it is: not cut at a full stop or a dollar sign.
+  MathRewardOptions whole;
+  whole.fallback = std::make_shared<const TextPattern>(R"(RESULT<<(.*)>>)");
+  EXPECT_EQ(extractFinalAnswer("RESULT<<3. 5>>", whole).value(), "3. 5");
   // A pattern that cannot compile is a configuration error naming the key, not a reward.
   EXPECT_THROW(RewardFunction(specOf("math", "(unclosed")), Error);
   EXPECT_THROW(RewardFunction(specOf("math", "no group")), Error);

@@ -2,6 +2,7 @@
 // Options of the environments (config section `environment`). A plain struct in core so the
 // config parser needs nothing of the tasks module that implements the environments.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,13 +46,24 @@ struct RewardSpec {
   double timeout_seconds = 60;
 };
 
-// The `dataset` environment: prompts from JSONL files, rendered with the policy's chat
-// template, answered in one turn and scored by `reward` against the row's answer.
+// Rewrites of a row's prompt at load (its text, or its last user message): a suffix stripped (the
+// first of `strip_suffixes` that ends it, spaces aside), then `append` added (environment.prompt_rewrite).
+struct PromptRewrite {
+  std::vector<std::string> strip_suffixes;
+  std::string append;
+  bool empty() const { return strip_suffixes.empty() && append.empty(); }
+};
+
+// The `dataset` environment: prompts from JSONL, Parquet or Arrow files, rendered with the
+// policy's chat template, answered in one turn and scored by `reward` against the row's answer.
 struct DatasetTaskOptions {
   std::vector<std::string> train_files;  // absolute paths
   std::vector<std::string> eval_files;   // held-out rows; none: `eval_fraction` of train_files
   double eval_fraction = 0.0;
   std::uint64_t max_prompt_bytes = 64 * 1024;
+  std::uint64_t max_prompt_tokens = 0;         // rows past it (rendered, the policy's tokens) skipped; 0: none
+  std::map<std::string, std::string> columns;  // prompt / messages / answer → the row's column (dotted path)
+  PromptRewrite rewrite;
   std::string system_prompt;                // empty: none (a row's own system message is kept)
   std::string solution_field = "solution";  // a row's worked answer, for warm-start SFT
   std::string enable_thinking;              // "", "true" or "false": the template variable, when set

@@ -1,14 +1,21 @@
 #pragma once
-// Prompt datasets (docs/tasks.md): JSONL files of one object per line — `prompt` as text or
-// `messages` as a conversation, an `answer` and any metadata — read into typed rows, with the
-// lines that cannot be used skipped, counted and reported by file and line; duplicates dropped
-// by a hash of their content; a held-out eval split chosen by that hash; and a shuffled order
-// per epoch that depends only on the seed and the epoch (so a resumed run continues it).
+// Prompt datasets (docs/tasks.md): JSONL files of one object per line, Parquet files, Arrow files
+// and Hugging Face `datasets` folders (one object per row) — `prompt` as text or `messages` as a
+// conversation, an `answer` and any metadata; verl's layout (`prompt` a conversation,
+// `reward_model.ground_truth`) and other column names (DatasetOptions::columns) read as such —
+// into typed rows, with the rows that cannot be used skipped, counted and reported by file and
+// line (row); prompts rewritten and held to a token limit; duplicates dropped by a hash of their
+// content; a held-out eval split chosen by that hash; and a shuffled order per epoch that depends
+// only on the seed and the epoch (so a resumed run continues it).
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "astraflow/core/environment_options.hpp"
 
 namespace astraflow {
 
@@ -26,6 +33,14 @@ struct DatasetOptions {
   std::size_t max_prompt_bytes = 64 * 1024;  // longer prompts are skipped (and counted)
   double eval_fraction = 0.0;                // rows held out for evaluation, by content hash
   std::uint64_t seed = 1;                    // the split and the per-epoch shuffles
+  // Which column holds each of a row's parts: keys "prompt", "messages", "answer"; values the
+  // row's column names (a dotted path reaches into a struct: "reward_model.ground_truth").
+  std::map<std::string, std::string> columns;
+  PromptRewrite rewrite;
+  // Rows whose prompt, as the policy sees it, is longer than `max_prompt_tokens` are skipped (and
+  // counted); `prompt_tokens` counts a row's tokens (0 or no counter: no limit).
+  std::size_t max_prompt_tokens = 0;
+  std::function<std::size_t(const PromptRow&)> prompt_tokens;
 };
 
 struct DatasetIssue {
