@@ -146,8 +146,8 @@ void readColumns(YamlReader& r, DatasetTaskOptions& d) {
   if (!node->IsMap()) r.fail("columns", "given " + describe(*node) + "; allowed: a mapping part: column");
   for (const auto& kv : *node) {
     const std::string part = kv.first.as<std::string>();
-    if (part != "prompt" && part != "messages" && part != "answer")
-      r.fail("columns", fmt::format("'{}' is not a part of a row; allowed: prompt, messages, answer", part));
+    if (part != "prompt" && part != "messages" && part != "answer" && part != "tests")
+      r.fail("columns", fmt::format("'{}' is not a part of a row; allowed: prompt, messages, answer, tests", part));
     if (!kv.second.IsScalar() || kv.second.Scalar().empty())
       r.fail("columns", fmt::format("{}: allowed: a column name (a dotted path reaches into a struct)", part));
     d.columns[part] = kv.second.Scalar();
@@ -180,7 +180,8 @@ const SectionSchema<DatasetTaskOptions>& datasetSchema() {
                    "dataset: rows whose prompt, rendered by the chat template with the system prompt and the "
                    "generation prompt, has more of the policy's tokens are skipped and counted; 0: no limit")
           .custom("columns", "mapping part → column", "verl's layout and the common names",
-                  "parts `prompt`, `messages`, `answer`; a column name or a dotted path into a struct",
+                  "parts `prompt`, `messages`, `answer`, `tests` (the code reward's); a column name or a dotted "
+                  "path into a struct",
                   "dataset: the columns a row's parts are in (e.g. `{prompt: problem, answer: solution}`); without "
                   "one, `prompt` (text, or a conversation as verl writes it), `messages`, `problem` or `question`, "
                   "and `answer` or `reward_model.ground_truth` are read",

@@ -249,9 +249,10 @@ class ChatTeams {
         for (std::size_t a = 0; a < retry.size(); ++a) {
           const std::size_t i = retry[a];
           ++team_[i].rounds;
-          // A retry with nothing in it (no room left, non-finite logits) leaves the earlier
-          // answer standing, and the work ends there.
-          if (again[a].empty()) continue;
+          // A retry with nothing whole in it (cut at the token limit, no room left, non-finite
+          // logits) leaves the earlier answer standing, and the work ends there.
+          const Episode& e = team_[i].roles[solver];
+          if (again[a].empty() || e.truncated || e.nonfinite) continue;
           last[i] = again[a];
           score[i].reset();
           next.push_back(i);
@@ -346,13 +347,17 @@ std::optional<bool> parseVerdict(std::string_view text) {
     if (lower.compare(k, 9, "</verify>") == 0) verdict = approve;
   }
   if (verdict) return verdict;
-  // A whole word: "disapprove" is not "approve".
+  // A word of its own, inflected or not ("approved", "rejects"): "disapprove" is not "approve".
   const auto hasWord = [&lower](std::string_view word) {
     for (std::size_t at = lower.find(word); at != std::string::npos; at = lower.find(word, at + 1)) {
-      const bool starts = at == 0 || !std::isalpha(static_cast<unsigned char>(lower[at - 1]));
-      const std::size_t end = at + word.size();
-      const bool ends = end == lower.size() || !std::isalpha(static_cast<unsigned char>(lower[end]));
-      if (starts && ends) return true;
+      if (at > 0 && std::isalpha(static_cast<unsigned char>(lower[at - 1]))) continue;
+      std::size_t end = at + word.size();
+      for (const std::string_view suffix : {"ed", "d", "s"})
+        if (lower.compare(end, suffix.size(), suffix) == 0) {
+          end += suffix.size();
+          break;
+        }
+      if (end == lower.size() || !std::isalpha(static_cast<unsigned char>(lower[end]))) return true;
     }
     return false;
   };

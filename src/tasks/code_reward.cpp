@@ -1,6 +1,8 @@
 // The `code` reward (include/astraflow/tasks/code_reward.hpp).
 #include "astraflow/tasks/code_reward.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -98,8 +100,74 @@ bool sameProgramOutput(std::string_view got, std::string_view expected) {
   return normalisedOutput(got) == normalisedOutput(expected);
 }
 
+namespace {
+
+bool isPythonName(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+// A call-based test as the APPS / TACO harness runs it: the function (a method of `Solution`
+// where the program defines one) called with the input's arguments; its result (a tuple as a
+// list) equal to the expected output, or to its only element (TACO wraps results in a list).
+std::string callTest(const std::string& fn, const nlohmann::json& args, const nlohmann::json& want) {
+  const nlohmann::json call_args = args.is_array() ? args : nlohmann::json::array({args});
+  const auto literal = [](const nlohmann::json& v) {  // JSON text as a Python string literal
+    return nlohmann::json(v.dump(-1, ' ', true)).dump(-1, ' ', true);
+  };
+  return fmt::format(
+      "import json as _af_json\n"
+      "_af_args = _af_json.loads({0})\n"
+      "_af_want = _af_json.loads({1})\n"
+      "_af_f = getattr(Solution(), '{2}') if 'Solution' in globals() else {2}\n"
+      "_af_got = _af_f(*_af_args)\n"
+      "if isinstance(_af_got, tuple):\n    _af_got = list(_af_got)\n"
+      "assert _af_got == _af_want or [_af_got] == _af_want, "
+      "'{2}(%r) returned %r, expected %r' % (_af_args, _af_got, _af_want)\n",
+      literal(call_args), literal(want), fn);
+}
+
+// {"fn_name"?, "inputs": [...], "outputs": [...]} (APPS' and TACO's input_output): call-based
+// tests with a function name, stdin/stdout ones without (a list of lines is joined).
+std::optional<std::vector<CodeTest>> harnessTests(const nlohmann::json& j) {
+  const auto& in = j["inputs"];
+  const auto& out = j["outputs"];
+  if (!in.is_array() || !out.is_array() || in.empty() || in.size() != out.size()) return std::nullopt;
+  std::vector<CodeTest> tests;
+  const bool call = j.contains("fn_name") && !j["fn_name"].is_null();
+  if (call && (!j["fn_name"].is_string() || !isPythonName(j["fn_name"].get<std::string>()))) return std::nullopt;
+  const auto text = [](const nlohmann::json& v) -> std::optional<std::string> {
+    if (v.is_string()) return v.get<std::string>();
+    if (!v.is_array()) return std::nullopt;
+    std::string joined;
+    for (const auto& line : v) {
+      if (!line.is_string()) return std::nullopt;
+      joined += line.get<std::string>() + "\n";
+    }
+    return joined;
+  };
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    CodeTest test;
+    if (call) {
+      test.kind = CodeTest::Kind::Assert;
+      test.code = callTest(j["fn_name"].get<std::string>(), in[i], out[i]);
+    } else {
+      const auto input = text(in[i]), output = text(out[i]);
+      if (!input || !output) return std::nullopt;
+      test.input = *input;
+      test.output = *output;
+    }
+    tests.push_back(std::move(test));
+  }
+  return tests;
+}
+
+}  // namespace
+
 std::optional<std::vector<CodeTest>> parseCodeTests(std::string_view tests_json) {
   const auto j = nlohmann::json::parse(tests_json, nullptr, false);
+  if (j.is_object() && j.contains("inputs") && j.contains("outputs")) return harnessTests(j);
   if (!j.is_array() || j.empty()) return std::nullopt;
   std::vector<CodeTest> tests;
   for (const auto& t : j) {

@@ -188,7 +188,8 @@ std::vector<std::string> DatasetEnvironmentBase::referenceActions() const {
   const auto it = meta.find(options_.dataset.solution_field);
   if (it != meta.end() && it->is_string()) return {it->get<std::string>()};
   const RewardSpec& r = options_.reward;
-  if (r.kind == RewardKind::Math || r.kind == RewardKind::Choice) return {"\\boxed{" + row_->answer + "}"};
+  if (r.kind == RewardKind::Math) return {"\\boxed{" + mathReferenceAnswer(row_->answer) + "}"};
+  if (r.kind == RewardKind::Choice) return {"\\boxed{" + row_->answer + "}"};
   if (r.kind == RewardKind::Exact) return {row_->answer};
   return {};
 }

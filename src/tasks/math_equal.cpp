@@ -117,12 +117,18 @@ bool equalAtPoints(const GiNaC::ex& a, const GiNaC::ex& b, const Symbols& symbol
 }
 
 // An answer written as one decimal (0.333333, -2.5, 12.5%) is compared rounded to `decimals`
-// places, as math-verify rounds its floats; not where both round to 0 and differ (0.0000001 is
-// not 0), nor for a decimal inside an expression (1.5 × 10^{-8} is exact).
+// places, as math-verify rounds its floats; nor for a decimal inside an expression (1.5 × 10^{-8}
+// is exact). Where the values are within a thousand units of the last place of 0, rounding would
+// merge values apart by their own size (0.0000005 and 0.0000014): there they must also agree to
+// 0.1 % (0.0000001 is not 0).
 bool roundedEqual(const GiNaC::ex& a, const GiNaC::ex& b, int decimals) {
   const auto ra = rounded(a, decimals), rb = rounded(b, decimals);
   if (!ra || !rb || *ra != *rb) return false;
-  return !cln::zerop(*ra) || a.is_equal(b);
+  const auto va = numericValue(a), vb = numericValue(b);
+  if (!va || !vb) return false;
+  const GiNaC::numeric size = std::max(GiNaC::abs(*va), GiNaC::abs(*vb));
+  const GiNaC::numeric small = GiNaC::ex_to<GiNaC::numeric>(GiNaC::pow(GiNaC::numeric(10), 3 - decimals));
+  return size >= small || GiNaC::abs(*va - *vb) <= size / 1000;
 }
 
 bool exprEqual(const GiNaC::ex& a, const GiNaC::ex& b, bool inexact, int decimals, const Symbols& symbols) {

@@ -193,21 +193,32 @@ std::optional<std::string> extractFinalAnswer(std::string_view response, const M
   return lastExpression(response);
 }
 
-namespace {
-
-// A reference that is a worked solution (GSM8K's "... #### 42", MATH's "... \boxed{42}") stands for
-// its final answer: the last box, else what follows the last "####"; any other is the answer.
-std::string referenceAnswer(std::string_view reference) {
-  if (auto box = lastBox(reference); box && !box->empty()) return *box;
+std::string mathReferenceAnswer(std::string_view reference) {
+  std::vector<std::string> boxes;
+  std::optional<detail::BraceIndex> braces;
+  for (const std::string_view cmd : {std::string_view("\\boxed"), std::string_view("\\fbox")})
+    for (std::size_t at = reference.find(cmd); at != std::string_view::npos; at = reference.find(cmd, at + 1)) {
+      std::size_t open = at + cmd.size();
+      while (open < reference.size() && reference[open] == ' ') ++open;
+      if (!braces) braces.emplace(reference);
+      const std::size_t close = braces->closeOf(open);
+      if (close == std::string_view::npos) continue;
+      const std::string content(detail::trimSpaces(reference.substr(open + 1, close - open - 1)));
+      if (!content.empty() && std::find(boxes.begin(), boxes.end(), content) == boxes.end()) boxes.push_back(content);
+    }
+  if (boxes.size() == 1) return boxes[0];
+  if (boxes.size() > 1) {  // "the solutions are \boxed{2} and \boxed{5}": the set of them
+    std::string set;
+    for (const auto& b : boxes) set += (set.empty() ? "" : ", ") + b;
+    return set;
+  }
   if (const auto hashes = reference.rfind("####"); hashes != std::string_view::npos)
     return std::string(detail::trimSpaces(reference.substr(hashes + 4)));
   return std::string(reference);
 }
 
-}  // namespace
-
 RewardResult mathReward(std::string_view response, std::string_view reference, const MathRewardOptions& options) {
-  const std::string gold = referenceAnswer(reference);
+  const std::string gold = mathReferenceAnswer(reference);
   if (detail::trimSpaces(gold).empty()) return {0.0, RewardReason::Invalid, ""};
   const auto answer = extractFinalAnswer(response, options);
   if (!answer) return {0.0, RewardReason::NoAnswer, ""};

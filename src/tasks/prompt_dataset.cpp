@@ -21,8 +21,10 @@ namespace {
 using json = nlohmann::ordered_json;
 constexpr std::uint64_t kSplitScale = 1'000'000;
 
-// The value at a dotted path ("reward_model.ground_truth"); null when a step is missing.
+// The value at a dotted path ("reward_model.ground_truth"), or in a column of that very name (as
+// pandas' json_normalize flattens it); null when there is none.
 const json* at(const json& j, const std::string& path) {
+  if (j.is_object() && j.contains(path)) return &j[path];
   const json* node = &j;
   for (std::size_t start = 0;;) {
     const std::size_t dot = path.find('.', start);
@@ -40,12 +42,21 @@ const json* at(const json& j, const std::string& path) {
 std::string canonical(const json& j, const DatasetOptions& options, json& out) {
   if (!j.is_object()) return "not a JSON object";
   out = j;
+  // Every mapped value is taken before any column is renamed: {prompt: answer, answer: prompt}
+  // swaps them.
+  std::vector<std::pair<std::string, json>> mapped;
   for (const auto& [part, column] : options.columns) {
     const json* value = at(j, column);
     if (!value) return fmt::format("has no column \"{}\" (environment.columns.{})", column, part);
-    out[part] = *value;
-    if (column != part && column.find('.') == std::string::npos) out.erase(column);
+    mapped.emplace_back(part, *value);
   }
+  for (const auto& [part, column] : options.columns)
+    if (column != part && out.contains(column)) out.erase(column);
+  for (auto& [part, value] : mapped) out[part] = std::move(value);
+  // A row with both a prompt and a conversation (ultrachat, no_robots): the mapped one, else the
+  // conversation.
+  if (out.contains("prompt") && out.contains("messages"))
+    out.erase(options.columns.count("prompt") && !options.columns.count("messages") ? "messages" : "prompt");
   if (out.contains("prompt") && out["prompt"].is_array() && !out.contains("messages")) {
     out["messages"] = out["prompt"];  // verl: the prompt is a conversation
     out.erase("prompt");
@@ -62,6 +73,31 @@ std::string canonical(const json& j, const DatasetOptions& options, json& out) {
     if (const json* truth = at(out, "reward_model.ground_truth")) out["answer"] = *truth;
   }
   return "";
+}
+
+// A floating-point answer as a reader writes it: the shortest text that reads back as the value,
+// in positional notation (0.00001, not 1e-05, which the math reward would read as e - 5).
+std::string decimalText(double v) {
+  std::string s = fmt::format("{}", v);
+  const auto e = s.find_first_of("eE");
+  if (e == std::string::npos) return s;
+  const int exponent = std::stoi(s.substr(e + 1));
+  std::string mantissa = s.substr(0, e);
+  const bool negative = !mantissa.empty() && mantissa[0] == '-';
+  if (negative) mantissa.erase(0, 1);
+  std::string digits = mantissa;
+  const auto dot = digits.find('.');
+  int point = static_cast<int>(dot == std::string::npos ? digits.size() : dot) + exponent;
+  if (dot != std::string::npos) digits.erase(dot, 1);
+  std::string out;
+  if (point <= 0) {
+    out = "0." + std::string(static_cast<std::size_t>(-point), '0') + digits;
+  } else if (point >= static_cast<int>(digits.size())) {
+    out = digits + std::string(static_cast<std::size_t>(point) - digits.size(), '0');
+  } else {
+    out = digits.substr(0, static_cast<std::size_t>(point)) + "." + digits.substr(static_cast<std::size_t>(point));
+  }
+  return (negative ? "-" : "") + out;
 }
 
 // The row's prompt text as the rewrite rules leave it.
@@ -120,6 +156,8 @@ std::string rowFrom(const json& source, const DatasetOptions& options, PromptRow
     const json& a = j["answer"];
     if (a.is_string())
       row.answer = a.get<std::string>();
+    else if (a.is_number_float())
+      row.answer = decimalText(a.get<double>());
     else if (a.is_number() || a.is_boolean())
       row.answer = a.dump();
     else

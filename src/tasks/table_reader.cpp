@@ -65,6 +65,9 @@ json numberAt(const arrow::Array& array, int64_t row) {
   const auto v = static_cast<const NumericArray&>(array).Value(row);
   if constexpr (std::is_floating_point_v<decltype(v)>) {
     if (!std::isfinite(v)) return nullptr;
+    // A float32 1234.56 is the double 1234.56, not 1234.56005859375: the shortest text of the
+    // value at its own width, read back as a double.
+    if constexpr (std::is_same_v<std::remove_cv_t<decltype(v)>, float>) return std::stod(fmt::format("{}", v));
   }
   return v;
 }
@@ -91,6 +94,11 @@ json valueAt(const arrow::Array& array, int64_t row) {
     case arrow::Type::FIXED_SIZE_LIST: return listAt<arrow::FixedSizeListArray>(array, row);
     case arrow::Type::STRUCT: return structAt(array, row);
     case arrow::Type::MAP: return mapAt(array, row);
+    case arrow::Type::BINARY:
+    case arrow::Type::LARGE_BINARY:
+    case arrow::Type::BINARY_VIEW:
+    case arrow::Type::FIXED_SIZE_BINARY:
+      return nullptr;  // bytes (an image's) are no prompt's or answer's: not copied into the row
     case arrow::Type::DICTIONARY: {
       const auto& d = static_cast<const arrow::DictionaryArray&>(array);
       return valueAt(*d.dictionary(), d.GetValueIndex(row));
@@ -126,18 +134,31 @@ struct RowSink {
   }
 };
 
+// A batch is checked in full before a value is read: Arrow's IPC readers trust a file's offsets,
+// and a malformed file must be an error, not a read past the buffers.
+void takeChecked(const arrow::RecordBatch& batch, const std::filesystem::path& path, RowSink& sink) {
+  if (const auto status = batch.ValidateFull(); !status.ok()) fail(path, sink.what, status.ToString());
+  sink.take(batch);
+}
+
 void readBatches(arrow::RecordBatchReader& reader, const std::filesystem::path& path, RowSink& sink) {
   for (;;) {
     std::shared_ptr<arrow::RecordBatch> batch;
     if (const auto status = reader.ReadNext(&batch); !status.ok()) fail(path, sink.what, status.ToString());
     if (!batch) return;
-    sink.take(*batch);
+    takeChecked(*batch, path, sink);
   }
 }
 
 void readParquet(const std::filesystem::path& path, RowSink& sink) {
   auto file = orFail(arrow::io::ReadableFile::Open(path.string()), path, sink.what);
-  auto reader = orFail(parquet::arrow::OpenFile(file, arrow::default_memory_pool()), path, sink.what);
+  // Without pre-buffering, one row group is in memory at a time (Arrow reads them all ahead by
+  // default: a 200 MB file held 726 MB).
+  parquet::ArrowReaderProperties properties;
+  properties.set_pre_buffer(false);
+  parquet::arrow::FileReaderBuilder builder;
+  if (const auto status = builder.Open(file); !status.ok()) fail(path, sink.what, status.ToString());
+  auto reader = orFail(builder.properties(properties)->Build(), path, sink.what);
   auto batches = orFail(reader->GetRecordBatchReader(), path, sink.what);
   readBatches(*batches, path, sink);
 }
@@ -147,7 +168,7 @@ void readArrow(const std::filesystem::path& path, RowSink& sink) {
   auto file = orFail(arrow::io::ReadableFile::Open(path.string()), path, sink.what);
   if (auto random = arrow::ipc::RecordBatchFileReader::Open(file); random.ok()) {
     for (int b = 0; b < (*random)->num_record_batches(); ++b)
-      sink.take(*orFail((*random)->ReadRecordBatch(b), path, sink.what));
+      takeChecked(*orFail((*random)->ReadRecordBatch(b), path, sink.what), path, sink);
     return;
   }
   if (const auto status = file->Seek(0); !status.ok()) fail(path, sink.what, status.ToString());
@@ -155,8 +176,9 @@ void readArrow(const std::filesystem::path& path, RowSink& sink) {
   readBatches(*stream, path, sink);
 }
 
-// A `datasets` folder's data files: those its state.json lists, in order; else every .arrow and
-// .parquet file in it, by name.
+// A `datasets` folder's data files: those its state.json lists, in order. A folder without one
+// (the cache's `name-train.arrow` beside `name-test.arrow`) is refused: its files may be several
+// splits, and the user names the files instead.
 std::vector<std::filesystem::path> folderFiles(const std::filesystem::path& dir, const char* what) {
   std::vector<std::filesystem::path> files;
   if (std::ifstream state(dir / "state.json"); state) {
@@ -169,11 +191,7 @@ std::vector<std::filesystem::path> folderFiles(const std::filesystem::path& dir,
   if (std::filesystem::exists(dir / "dataset_dict.json"))
     fail(dir, what,
          "it holds several splits (dataset_dict.json): name a split's folder, e.g. " + (dir / "train").string());
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.path().extension() == ".arrow" || e.path().extension() == ".parquet") files.push_back(e.path());
-  std::sort(files.begin(), files.end());
-  if (files.empty()) fail(dir, what, "the folder holds no .arrow or .parquet file");
-  return files;
+  fail(dir, what, "the folder has no state.json (not a save_to_disk folder); name its .arrow or .parquet files");
 }
 
 }  // namespace

@@ -328,6 +328,8 @@ TEST(TextVerifier, VerdictsAreScoredAgainstTheTruth) {
   EXPECT_EQ(parseVerdict("approve or reject?"), std::nullopt);
   EXPECT_EQ(parseVerdict("I disapprove of this solution."), std::nullopt);  // a whole word only
   EXPECT_EQ(parseVerdict("I disapprove; reject it."), false);
+  EXPECT_EQ(parseVerdict("Approved."), true);  // inflected
+  EXPECT_EQ(parseVerdict("Rejected: the sum is wrong."), false);
   EXPECT_EQ(parseVerdict("<verify>maybe</verify>"), std::nullopt);
   using astraflow::detail::withoutFormatSuffix;
   EXPECT_EQ(withoutFormatSuffix("Find x.\nPlease put your final answer within \\boxed{}.\n"), "Find x.");

@@ -13,12 +13,14 @@ writes into OUT_DIR
   bad.parquet      good rows among rows that cannot be used (a null, an integer or an empty prompt,
                    a list as the answer)
   none.parquet     rows without any prompt column
+  apps.parquet     APPS / TACO's layout: question, input_output (call-based tests as a JSON string)
   stream.arrow     an Arrow IPC stream, file.arrow an IPC file (pyarrow), both of verl's layout
 and expected.json: each file's rows as `datasets` / pyarrow read them (to_list), the reference the
 C++ reader is compared with.
 """
 import json
 import os
+import struct
 import sys
 
 import pyarrow as pa
@@ -91,6 +93,20 @@ def main():
 
     pq.write_table(pa.table({"text": ["no prompt here"] * 4}), os.path.join(out, "none.parquet"))
 
+    # APPS / TACO: the tests a JSON string in `input_output`, call-based with fn_name.
+    apps = Dataset.from_list(
+        [
+            {
+                "question": f"Write add{i}(a, b) returning a + b + {i}.",
+                "input_output": json.dumps({"fn_name": f"add{i}", "inputs": [[1, 2], [3, 4]], "outputs": [3 + i, 7 + i]}),
+                "difficulty": "introductory",
+            }
+            for i in range(5)
+        ]
+    )
+    apps.to_parquet(os.path.join(out, "apps.parquet"))
+    expected["apps.parquet"] = Dataset.from_parquet(os.path.join(out, "apps.parquet")).to_list()
+
     table = pa.Table.from_pylist(verl_rows(12))
     with pa.OSFile(os.path.join(out, "stream.arrow"), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as w:
         w.write_table(table, max_chunksize=5)
@@ -98,6 +114,32 @@ def main():
         w.write_table(table, max_chunksize=5)
     expected["stream.arrow"] = table.to_pylist()
     expected["file.arrow"] = table.to_pylist()
+
+    # Rows users meet: both a prompt and a conversation (ultrachat, no_robots), float answers of
+    # both widths, a bytes column (an image's).
+    odd_rows = pa.table(
+        {
+            "prompt": ["the text", "the text 2"],
+            "messages": [[{"role": "user", "content": "the conversation"}], [{"role": "user", "content": "c2"}]],
+            "answer32": pa.array([1234.56, 0.1], pa.float32()),
+            "answer64": pa.array([0.00001, 2.5e20], pa.float64()),
+            "image": pa.array([b"\x89PNG\xff", b"\x00\x01"], pa.binary()),
+        }
+    )
+    pq.write_table(odd_rows, os.path.join(out, "both.parquet"))
+
+    # A malformed Arrow file: a string column whose offsets point past its data (valid to a light
+    # check, not to a full one).
+    offsets = pa.py_buffer(struct.pack("<4i", 0, 2, 2_000_000_000, 4))
+    bad_strings = pa.Array.from_buffers(pa.string(), 3, [None, offsets, pa.py_buffer(b"abcd")])
+    broken = pa.table({"prompt": bad_strings, "answer": ["1", "2", "3"]})
+    with pa.OSFile(os.path.join(out, "broken.arrow"), "wb") as sink, pa.ipc.new_stream(sink, broken.schema) as w:
+        w.write_table(broken)
+
+    # A folder that is not a save_to_disk one: the cache's per-split files.
+    os.makedirs(os.path.join(out, "cache"), exist_ok=True)
+    for split in ("train", "test"):
+        pq.write_table(pa.table({"prompt": [split]}), os.path.join(out, "cache", f"gsm8k-{split}.parquet"))
 
     with open(os.path.join(out, "expected.json"), "w", encoding="utf-8") as f:
         json.dump(expected, f)

@@ -117,6 +117,41 @@ TEST(CodeReward, FractionOrAllOrNothing) {
   EXPECT_EQ(s.result.reward, 1.0);
 }
 
+// APPS' and TACO's tests ({"fn_name", "inputs", "outputs"}, also DeepCoder's): the function is
+// called with each input's arguments, on a Solution() where the program defines one (LeetCode
+// style); a tuple result equals a list, and a result equals a one-element list of it (TACO wraps
+// its outputs). Without fn_name the lists are stdin/stdout pairs.
+TEST(CodeReward, CallBasedTestsRunAsTheHarnessesRunThem) {
+  const std::string calls = R"({"fn_name": "add", "inputs": [[1, 2], [-3, 4], [[1], [2]]], "outputs": [3, 1, [1, 2]]})";
+  const std::string wrapped = R"({"fn_name": "add", "inputs": [[1, 2], ["a", "b"]], "outputs": [[3], ["ab"]]})";
+  const std::string plain = "def add(a, b):\n    return a + b\n";
+  const std::string method = "class Solution:\n    def add(self, a, b):\n        return a + b\n";
+  const std::string pair = "def add(a, b):\n    return (a, b)\n";
+  for (const auto& program : {plain, method}) {
+    EXPECT_EQ(scoreCode(fenced(program), calls, quick()).result.reward, 1.0) << program;
+    EXPECT_EQ(scoreCode(fenced(program), wrapped, quick()).result.reward, 1.0) << program;
+  }
+  // A tuple is compared as a list: add returns (1, 2) for [1, 2].
+  EXPECT_DOUBLE_EQ(
+      scoreCode(fenced(pair), R"({"fn_name": "add", "inputs": [[1, 2]], "outputs": [[1, 2]]})", quick()).result.reward,
+      1.0);
+  // A wrong result fails, saying what it returned.
+  const CodeScore s = scoreCode(fenced("def add(a, b):\n    return a - b\n"), calls, quick());
+  EXPECT_DOUBLE_EQ(s.result.reward, 0.0);
+  ASSERT_TRUE(s.report.first_failure);
+  EXPECT_NE(s.report.first_failure->error.find("add([1, 2]) returned -1, expected 3"), std::string::npos)
+      << s.report.first_failure->error;
+  // Without fn_name: stdin and stdout, a list of lines joined.
+  EXPECT_EQ(
+      scoreCode(fenced(kDoubler), R"({"inputs": ["2\n", ["5"]], "outputs": ["4\n", ["10"]]})", quick()).result.reward,
+      1.0);
+  // Not usable: a name that is not Python's, lists of different lengths, no tests.
+  for (const char* bad : {R"({"fn_name": "a b", "inputs": [[1]], "outputs": [1]})",
+                          R"({"fn_name": "f", "inputs": [[1], [2]], "outputs": [1]})",
+                          R"({"fn_name": "f", "inputs": [], "outputs": []})"})
+    EXPECT_EQ(scoreCode(fenced(plain), bad, quick()).result.reason, RewardReason::Invalid) << bad;
+}
+
 TEST(CodeReward, ReasonsOfFailingPrograms) {
   const test::HostSnapshot host;
   const std::string one = R"([{"input": "1", "output": "2"}])";

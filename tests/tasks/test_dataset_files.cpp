@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "astraflow/core/error.hpp"
+#include "astraflow/tasks/code_reward.hpp"
 #include "astraflow/tasks/prompt_dataset.hpp"
 #include "astraflow/text/chat_template.hpp"
 #include "astraflow/text/hf_tokenizer.hpp"
@@ -125,6 +126,70 @@ TEST_F(DatasetFiles, ColumnsMapOtherNames) {
     EXPECT_NE(std::string(e.what()).find("mapped.parquet"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("has no column \"question\" (environment.columns.prompt)"), std::string::npos)
         << e.what();
+  }
+}
+
+// APPS' layout: the question is the prompt, `input_output` mapped to the code reward's tests; a
+// row's program is scored on them as the harness runs them.
+TEST_F(DatasetFiles, CodeRowsWithCallBasedTests) {
+  DatasetOptions o;
+  o.columns = {{"tests", "input_output"}};
+  const PromptDataset d = load("apps.parquet", o);
+  const json& rows = expected("apps.parquet");
+  ASSERT_EQ(d.train().size(), rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(d.train()[i].prompt, rows[i]["question"]);
+    const json meta = json::parse(d.train()[i].metadata_json);
+    ASSERT_TRUE(meta.contains("tests"));
+    EXPECT_FALSE(meta.contains("input_output"));
+    const std::string program = fmt::format("```python\ndef add{0}(a, b):\n    return a + b + {0}\n```", i);
+    CodeRewardOptions run;
+    run.limits.wall_seconds = 5;
+    EXPECT_EQ(scoreCode(program, meta["tests"].get<std::string>(), run).result.reward, 1.0) << i;
+    EXPECT_EQ(
+        scoreCode("```python\ndef add0(a, b):\n    return 0\n```", meta["tests"].get<std::string>(), run).result.reward,
+        0.0);
+  }
+}
+
+// Columns mapped onto each other swap; a row with both a prompt and a conversation takes the
+// conversation (or the mapped one); float answers are written as a reader writes them; bytes are
+// not copied into the row.
+TEST_F(DatasetFiles, MappingsAndTheRowsUsersMeet) {
+  DatasetOptions swap;
+  swap.columns = {{"prompt", "answer"}, {"answer", "prompt"}};
+  const PromptDataset swapped = load("bad.parquet", swap);  // rows whose answer is text become prompts
+  ASSERT_FALSE(swapped.train().empty());
+  EXPECT_EQ(swapped.train()[0].prompt, "1");
+  EXPECT_EQ(swapped.train()[0].answer, "good 1");
+
+  DatasetOptions f32;
+  f32.columns = {{"answer", "answer32"}};
+  const PromptDataset both = load("both.parquet", f32);
+  ASSERT_EQ(both.train().size(), 2u);
+  EXPECT_TRUE(both.train()[0].prompt.empty());  // the conversation was taken
+  EXPECT_EQ(json::parse(both.train()[0].messages_json)[0]["content"], "the conversation");
+  EXPECT_EQ(both.train()[0].answer, "1234.56");  // float32, not 1234.56005859375
+  EXPECT_EQ(both.train()[1].answer, "0.1");
+  EXPECT_TRUE(json::parse(both.train()[0].metadata_json)["image"].is_null());
+  DatasetOptions f64;
+  f64.columns = {{"answer", "answer64"}, {"prompt", "prompt"}};
+  const PromptDataset mapped = load("both.parquet", f64);
+  EXPECT_EQ(mapped.train()[0].prompt, "the text");  // the mapped prompt, not the conversation
+  EXPECT_EQ(mapped.train()[0].answer, "0.00001");   // not 1e-05
+  EXPECT_EQ(mapped.train()[1].answer, "250000000000000000000");
+}
+
+TEST_F(DatasetFiles, MalformedFilesAndFoldersAreRefusedByName) {
+  for (const auto& [name, why] : std::vector<std::pair<std::string, std::string>>{
+           {"broken.arrow", "cannot be read as a table"}, {"cache", "has no state.json"}}) {
+    try {
+      load(name);
+      ADD_FAILURE() << name << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(file(name)), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -38,7 +38,7 @@ TEST(PromptDataset, RowsBadLinesAndDuplicates) {
   text += R"({"answer": "4"})"
           "\n";  // 8: no prompt
   text += R"({"prompt": "x", "messages": []})"
-          "\n";  // 9: both
+          "\n";  // 9: both: the conversation is taken, and it is empty
   text += R"({"prompt": ""})"
           "\n";                                                      // 10
   text += "{\"prompt\": \"bad \xff byte\"}\n";                       // 11: not UTF-8

@@ -217,6 +217,10 @@ const std::vector<Case> kMath = {
     {"\\boxed{42}", "6 times 7 is 42.\n#### 42", C},
     {"\\boxed{41}", "6 times 7 is 42.\n#### 42", W},
     {"\\boxed{\\frac12}", "So $x = \\boxed{\\frac{1}{2}}$.", C},
+    {"\\boxed{5}", "The solutions are $\\boxed{2}$ and $\\boxed{5}$.", W},  // several boxes: their set
+    {"\\boxed{5, 2}", "The solutions are $\\boxed{2}$ and $\\boxed{5}$.", C},
+    {"\\boxed{0.0000005}", "0.0000014", W},  // near 0, rounding does not merge them
+    {"\\boxed{0.00000100}", "0.000001", C},
 };
 
 TEST(MathReward, Table) {

@@ -62,7 +62,7 @@ struct DatasetTaskOptions {
   double eval_fraction = 0.0;
   std::uint64_t max_prompt_bytes = 64 * 1024;
   std::uint64_t max_prompt_tokens = 0;         // rows past it (rendered, the policy's tokens) skipped; 0: none
-  std::map<std::string, std::string> columns;  // prompt / messages / answer → the row's column (dotted path)
+  std::map<std::string, std::string> columns;  // prompt / messages / answer / tests → the row's column
   PromptRewrite rewrite;
   std::string system_prompt;                // empty: none (a row's own system message is kept)
   std::string solution_field = "solution";  // a row's worked answer, for warm-start SFT

@@ -25,7 +25,10 @@ struct CodeTest {
 };
 
 // The tests of `tests_json`: a non-empty JSON list of {"input": "...", "output": "..."} objects
-// and strings of Python code. nullopt when it is anything else.
+// and strings of Python code; or APPS' and TACO's object {"fn_name", "inputs", "outputs"} —
+// with a function name, each input the call's arguments and each output its result (the call
+// run after the program, on a `Solution()` where the program defines that class); without one,
+// stdin/stdout pairs. nullopt when it is anything else.
 std::optional<std::vector<CodeTest>> parseCodeTests(std::string_view tests_json);
 
 // The content of the last closed ``` fence tagged python, python3, py (any case) or untagged;

@@ -33,7 +33,7 @@ struct DatasetOptions {
   std::size_t max_prompt_bytes = 64 * 1024;  // longer prompts are skipped (and counted)
   double eval_fraction = 0.0;                // rows held out for evaluation, by content hash
   std::uint64_t seed = 1;                    // the split and the per-epoch shuffles
-  // Which column holds each of a row's parts: keys "prompt", "messages", "answer"; values the
+  // Which column holds each of a row's parts: keys "prompt", "messages", "answer", "tests"; values the
   // row's column names (a dotted path reaches into a struct: "reward_model.ground_truth").
   std::map<std::string, std::string> columns;
   PromptRewrite rewrite;

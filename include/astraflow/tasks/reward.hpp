@@ -57,6 +57,10 @@ std::optional<std::string> extractFinalAnswer(std::string_view response, const M
 // intervals in order, unions, matrices), else compared as cleaned text.
 bool mathAnswersEqual(std::string_view answer, std::string_view reference, int decimals = 6);
 
+// The final answer a reference stands for: a worked solution's boxed answer (several distinct
+// boxes: the set of them, "2, 5"), else what follows its last "####" (GSM8K), else the whole.
+std::string mathReferenceAnswer(std::string_view reference);
+
 RewardResult mathReward(std::string_view response, std::string_view reference, const MathRewardOptions& options = {});
 // The whole response, trimmed, equals the reference.
 RewardResult exactReward(std::string_view response, std::string_view reference);
