@@ -36,22 +36,30 @@ std::optional<RewardReason> rewardReasonFromName(std::string_view name) {
 namespace {
 
 // The last \boxed{...} or \fbox{...} of a response: its content (empty for an empty box).
+// Every closed \boxed{...} and \fbox{...} of a text: `take(position, content)` with its content
+// trimmed, the \boxed ones first, each in order; braces paired once, only when there is a box.
+template <class Take>
+void forEachBox(std::string_view text, Take take) {
+  std::optional<detail::BraceIndex> braces;
+  for (const std::string_view cmd : {std::string_view("\\boxed"), std::string_view("\\fbox")}) {
+    for (std::size_t at = text.find(cmd); at != std::string_view::npos; at = text.find(cmd, at + 1)) {
+      std::size_t open = at + cmd.size();
+      while (open < text.size() && text[open] == ' ') ++open;
+      if (!braces) braces.emplace(text);
+      const std::size_t close = braces->closeOf(open);
+      if (close != std::string_view::npos) take(at, detail::trimSpaces(text.substr(open + 1, close - open - 1)));
+    }
+  }
+}
+
 std::optional<std::string> lastBox(std::string_view response) {
   std::optional<std::string> boxed;
   std::size_t boxed_at = 0;
-  std::optional<detail::BraceIndex> braces;  // paired once, only when the response has a box
-  for (const std::string_view cmd : {std::string_view("\\boxed"), std::string_view("\\fbox")}) {
-    for (std::size_t at = response.find(cmd); at != std::string_view::npos; at = response.find(cmd, at + 1)) {
-      if (boxed && at < boxed_at) continue;
-      std::size_t open = at + cmd.size();
-      while (open < response.size() && response[open] == ' ') ++open;
-      if (!braces) braces.emplace(response);
-      const std::size_t close = braces->closeOf(open);
-      if (close == std::string_view::npos) continue;
-      boxed = std::string(detail::trimSpaces(response.substr(open + 1, close - open - 1)));
-      boxed_at = at;
-    }
-  }
+  forEachBox(response, [&](std::size_t at, std::string_view content) {
+    if (boxed && at < boxed_at) return;
+    boxed = std::string(content);
+    boxed_at = at;
+  });
   return boxed;
 }
 
@@ -195,17 +203,9 @@ std::optional<std::string> extractFinalAnswer(std::string_view response, const M
 
 std::string mathReferenceAnswer(std::string_view reference) {
   std::vector<std::string> boxes;
-  std::optional<detail::BraceIndex> braces;
-  for (const std::string_view cmd : {std::string_view("\\boxed"), std::string_view("\\fbox")})
-    for (std::size_t at = reference.find(cmd); at != std::string_view::npos; at = reference.find(cmd, at + 1)) {
-      std::size_t open = at + cmd.size();
-      while (open < reference.size() && reference[open] == ' ') ++open;
-      if (!braces) braces.emplace(reference);
-      const std::size_t close = braces->closeOf(open);
-      if (close == std::string_view::npos) continue;
-      const std::string content(detail::trimSpaces(reference.substr(open + 1, close - open - 1)));
-      if (!content.empty() && std::find(boxes.begin(), boxes.end(), content) == boxes.end()) boxes.push_back(content);
-    }
+  forEachBox(reference, [&](std::size_t, std::string_view content) {
+    if (!content.empty() && std::find(boxes.begin(), boxes.end(), content) == boxes.end()) boxes.emplace_back(content);
+  });
   if (boxes.size() == 1) return boxes[0];
   if (boxes.size() > 1) {  // "the solutions are \boxed{2} and \boxed{5}": the set of them
     std::string set;
