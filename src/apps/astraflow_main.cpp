@@ -10,6 +10,7 @@
 
 #include "apps/balance_replay.hpp"
 #include "apps/env_command.hpp"
+#include "apps/eval_command.hpp"
 #include "apps/model_commands.hpp"
 #include "apps/reward_command.hpp"
 #include "apps/run_job.hpp"
@@ -273,6 +274,7 @@ int main(int argc, char** argv) {
   const auto reward_command = astraflow::addRewardCommand(app);
   const auto serve_command = astraflow::addServeCommand(app);
   const auto env_command = astraflow::addEnvCommand(app);
+  const auto eval_command = astraflow::addEvalCommand(app);
 
   CLI11_PARSE(app, argc, argv);
 
@@ -281,5 +283,6 @@ int main(int argc, char** argv) {
   if (const int rc = reward_command.run(); rc >= 0) return rc;
   if (const int rc = serve_command.run(); rc >= 0) return rc;
   if (const int rc = env_command.run(); rc >= 0) return rc;
+  if (const int rc = eval_command.run(); rc >= 0) return rc;
   return job.dispatch(argc, argv);
 }

@@ -186,6 +186,7 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   detail::checkSimulation(cfg);
   detail::sftSchema().read(top.child("sft"), cfg.sft);
   detail::evalSchema().read(top.child("eval"), cfg.eval);
+  cfg.environment.dataset.eval_sets = cfg.eval.sets;  // every rank's environment loads the sets' rows
   detail::checkEnvironment(cfg);
   detail::weightsSchema().read(top.child("weights"), cfg.weights);
   parseCrossSite(top.child("cross_site"), cfg);

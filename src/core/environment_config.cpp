@@ -44,12 +44,29 @@ void parseEnvironment(YamlReader r, Config& cfg) {
 
 void checkEnvironment(const Config& cfg) {
   const DatasetTaskOptions& d = cfg.environment.dataset;
-  if (usesPromptDataset(cfg.environment.name) && cfg.eval.problems > 0 && d.eval_files.empty() &&
-      d.eval_fraction == 0.0)
+  const bool dataset = usesPromptDataset(cfg.environment.name);
+  if (dataset && cfg.eval.problems > 0 && cfg.eval.sets.empty() && d.eval_files.empty() && d.eval_fraction == 0.0)
     throw ConfigError(fmt::format(
-        "{}: eval.problems is {} but the {} environment has no held-out rows; set environment.eval (files) or "
-        "environment.eval_fraction, or eval.problems: 0",
+        "{}: eval.problems is {} but the {} environment has no held-out rows; set environment.eval (files), "
+        "environment.eval_fraction or eval.sets, or eval.problems: 0",
         cfg.source, cfg.eval.problems, cfg.environment.name));
+  if (!dataset && !cfg.eval.sets.empty())
+    throw ConfigError(
+        fmt::format("{}: eval.sets: given with environment.name {}; allowed: a dataset environment "
+                    "(dataset, code_interpreter, doc_search), whose rows the sets' files hold",
+                    cfg.source, cfg.environment.name));
+  if (!cfg.run.keep_best) return;
+  if (!cfg.eval.enabled())
+    throw ConfigError(
+        fmt::format("{}: run.keep_best: true with no evaluation (eval.problems 0, no eval.sets); "
+                    "allowed: false, or evaluate",
+                    cfg.source));
+  if (cfg.run.checkpoint_every <= 0 || cfg.eval.every % cfg.run.checkpoint_every != 0)
+    throw ConfigError(
+        fmt::format("{}: run.keep_best: true needs a checkpoint at every evaluated version, but "
+                    "run.checkpoint_every is {} and eval.every {}; allowed: checkpoint_every > 0 "
+                    "dividing eval.every (e.g. checkpoint_every: {})",
+                    cfg.source, cfg.run.checkpoint_every, cfg.eval.every, cfg.eval.every));
 }
 
 }  // namespace astraflow::detail

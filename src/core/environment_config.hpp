@@ -18,8 +18,14 @@ const SectionSchema<EnvironmentOptions>& environmentSchema();
 // `dataset` environment takes the run's seed and the policies' Hugging Face folders.
 void parseEnvironment(YamlReader r, Config& cfg);
 
-// Checks what needs later sections: an evaluation (eval.problems > 0) of the `dataset`
-// environment needs held-out rows.
+// eval.sets: [{name, path (a path or a list), problems, samples}] (environment_schema.cpp, beside
+// the file keys whose paths it reads the same way).
+void readEvalSets(YamlReader& r, std::vector<EvalSetSpec>& sets);
+
+// What needs later sections, after eval.sets is copied into environment.dataset: an evaluation
+// (eval.problems > 0) of a dataset environment needs held-out rows; eval.sets needs a dataset
+// environment and sampled answers where a set asks for several; run.keep_best needs evaluation
+// rounds at checkpointed versions.
 void checkEnvironment(const Config& cfg);
 
 }  // namespace astraflow::detail

@@ -14,6 +14,7 @@
 #include "astraflow/core/error.hpp"
 #include "astraflow/core/text_pattern.hpp"
 #include "core/environment_config.hpp"
+#include "core/layout_config.hpp"
 
 namespace astraflow::detail {
 
@@ -113,6 +114,36 @@ void readTools(YamlReader r, EnvironmentOptions& e) {
 }
 
 }  // namespace
+
+void readEvalSets(YamlReader& r, std::vector<EvalSetSpec>& sets) {
+  const auto given = r.raw("sets");
+  if (!given || (given->IsSequence() && given->size() == 0)) return;  // `sets: []`: none
+  const auto nodes = r.requireSequence("sets");
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    YamlReader s(nodes[i], fmt::format("{}[{}]", r.keyPath("sets"), i), r.source());
+    if (!nodes[i].IsMap())
+      s.failAt(nodes[i].Mark().line + 1, s.path(),
+               "given " + describe(nodes[i]) + "; allowed: {name, path, problems, samples}");
+    EvalSetSpec set;
+    set.name = s.requireString("name");
+    requireIdentifier(s, "name", set.name);
+    if (set.name == "held_out")
+      s.fail("name",
+             "is held_out, the name of the environment's own held-out rows (environment.eval or eval_fraction); "
+             "choose another");
+    for (const auto& other : sets)
+      if (other.name == set.name) s.fail("name", fmt::format("eval set '{}' is named twice", set.name));
+    const auto path = s.raw("path");
+    if (path && path->IsScalar())
+      set.files = {absolutePath(s, "path", path->Scalar())};
+    else
+      set.files = absolutePaths(s, "path");
+    set.problems = static_cast<std::uint64_t>(s.getInt("problems", 0, 0, 1 << 24, "problems"));
+    set.samples = static_cast<int>(s.getInt("samples", 0, 0, 1024, "samples"));
+    s.finish();
+    sets.push_back(std::move(set));
+  }
+}
 
 const SectionSchema<PromptRewrite>& promptRewriteSchema() {
   using P = PromptRewrite;

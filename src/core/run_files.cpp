@@ -90,8 +90,9 @@ std::int64_t newestCheckpoint(const fs::path& run_dir, const std::vector<std::st
 
 namespace {
 
-constexpr std::array<const char*, 9> kRunFiles = {"config.yaml", "summary.json", "trace.h5", "trajectories.h5", "trace",
-                                                  "checkpoints", "hf",           "balance",  "served_weights"};
+constexpr std::array<const char*, 10> kRunFiles = {"config.yaml", "summary.json",  "trace.h5",    "trajectories.h5",
+                                                   "eval.h5",     "trace",         "checkpoints", "hf",
+                                                   "balance",     "served_weights"};
 constexpr std::string_view kRunIdPrefix = "# astraflow run_id: ";
 
 }  // namespace

@@ -58,6 +58,11 @@ const SectionSchema<RunSection>& runSchema() {
                    "checkpoint every K versions, plus one at the end (`<run>/checkpoints/step_<V>.*`); a trainer "
                    "checkpoint its filesystem cannot hold is skipped and counted (docs/runtime-notes.md)",
                    "0 = final only")
+          .boolean("keep_best", &RunSection::keep_best,
+                   "after the run, the trainer checkpoint of the evaluation round with the best mean accuracy over "
+                   "the eval sets (a version > 0; the earliest on a tie) is kept as "
+                   "`<run>/checkpoints/best.<policy>.h5` (a hard link, or a copy) with `best.json` naming its "
+                   "version and scores; needs evaluation and `checkpoint_every` dividing `eval.every`")
           .number("flush_seconds", &RunSection::flush_seconds, 0.0, 1e6, "seconds",
                   "trace events, trajectories and each rank's report (`trace/rank_<r>.report`) reach their files "
                   "at least this often (and every 256 records), so a killed run leaves what it did up to the last "
@@ -157,13 +162,28 @@ const SectionSchema<EvalSection>& evalSchema() {
                    "run evaluates at its start, every K versions and at its final version; evaluation tasks travel "
                    "the task rings like training tasks (greedy, ahead of queued training work) and are not counted "
                    "as produced trajectories")
-          .rule("sampled_answers", "`samples` > 1 needs `temperature` > 0 (greedy answers are all the same)",
+          .custom("sets", "list of sets", "`[]`", "`{name, path, problems, samples}` each",
+                  "named evaluation sets of a dataset environment, each evaluated every round beside the "
+                  "environment's own held-out rows (`held_out`, when `environment.eval` or `eval_fraction` is set "
+                  "and `problems` > 0) and reported on its own, with the mean over sets (summary `eval_sets`, "
+                  "`<run>/eval.h5`; docs/tasks.md \"Evaluation\"). `name`: `[A-Za-z0-9_-]{1,64}`, unique; `path`: "
+                  "a file or a list, read as `environment.train`; `problems`: the set's first rows a round takes "
+                  "(0 = every row); `samples`: answers per problem (0 = `eval.samples`)",
+                  [](YamlReader& r, EvalSection& e) { readEvalSets(r, e.sets); })
+          .rule("sampled_answers",
+                "`samples` > 1 (or a set's) needs `temperature` > 0 (greedy answers are all the same)",
                 [](YamlReader& r, const EvalSection& e) {
                   if (e.samples > 1 && e.temperature == 0.0)
                     r.fail("samples",
                            fmt::format("is {} with eval.temperature 0 (greedy), which gives one answer {} times; set "
                                        "eval.temperature (e.g. 0.6) or eval.samples: 1",
                                        e.samples, e.samples));
+                  for (const auto& set : e.sets) {
+                    if (set.samples > 1 && e.temperature == 0.0)
+                      r.fail("sets", fmt::format("set '{}' asks for {} samples with eval.temperature 0 (greedy); set "
+                                                 "eval.temperature (e.g. 0.6) or the set's samples: 1",
+                                                 set.name, set.samples));
+                  }
                 });
   return schema;
 }

@@ -84,6 +84,8 @@ std::uint64_t writeDataflowCheckpoint(const fs::path& run_dir, const DataflowSna
     df.writeAttribute("next_group_id", static_cast<std::int64_t>(snap.next_group_id));
     df.writeAttribute("eval_rounds", snap.eval_rounds);
     df.writeAttribute("eval_accuracy_start", snap.eval_accuracy_start);
+    df.writeAttribute("eval_best_version", snap.eval_best_version);
+    df.writeAttribute("eval_best_mean", snap.eval_best_mean);
     df.writeAttribute("wall_seconds", snap.wall_seconds);
     df.writeAttribute("held_trajectories", static_cast<std::int64_t>(snap.held.size()));
     auto counters = df.createGroup("counters");
@@ -127,6 +129,10 @@ DataflowSnapshot readDataflowCheckpoint(const fs::path& run_dir, std::int64_t ve
     snap.next_group_id = static_cast<std::uint64_t>(df.readInt64Attribute("next_group_id"));
     snap.eval_rounds = df.readInt64Attribute("eval_rounds");
     snap.eval_accuracy_start = df.readDoubleAttribute("eval_accuracy_start");
+    if (df.hasAttribute("eval_best_version")) {
+      snap.eval_best_version = df.readInt64Attribute("eval_best_version");
+      snap.eval_best_mean = df.readDoubleAttribute("eval_best_mean");
+    }
     snap.wall_seconds = df.readDoubleAttribute("wall_seconds");
     const auto held = df.readInt64Attribute("held_trajectories");
     auto counters = df.openGroup("counters");

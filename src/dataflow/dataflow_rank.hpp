@@ -23,6 +23,7 @@
 #include "astraflow/dataflow/dataflow_checkpoint.hpp"
 #include "astraflow/dataflow/plugins.hpp"
 #include "astraflow/dataflow/run_wiring.hpp"
+#include "astraflow/io/eval_table.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
 #include "astraflow/tasks/environment.hpp"
 #include "dataflow/admission.hpp"
@@ -58,6 +59,11 @@ class DataflowRank {
   bool serve();
   bool flushOutbox();
   void startEval(std::int64_t min_version);
+  // Evaluation set up (dataflow_eval.cpp): the sets' plan, the response text and reference
+  // answers a round records, the evaluation table and the best round (run.keep_best).
+  std::vector<EvalSetPlan> evalPlans() const;
+  void setUpEvaluation();
+  void evalRoundDone(const EvalRound& round);
   // The books at `version` (the run's last at its end; also left every run.flush_seconds while it
   // runs). dataflow_report.cpp
   DataflowReport report(std::int64_t version, std::uint64_t unsent);
@@ -78,8 +84,16 @@ class DataflowRank {
   RunWiring& w_;
   const Config& cfg_;
   RoleContext ctx_;
-  EvalScheduler eval_;
   std::unique_ptr<Environment> env_;
+  EvalScheduler eval_;                               // after env_: its plan asks the environment for its sets
+  std::unique_ptr<io::EvalTableWriter> eval_table_;  // <run>/eval.h5 when the run evaluates
+  std::unique_ptr<Tokenizer> eval_tokenizer_;        // decodes the answers the table records
+  std::uint64_t eval_table_failures_ = 0;            // rounds the table could not take (logged once)
+  struct BestRound {
+    std::int64_t version = -1;
+    double mean = -1;
+    std::vector<EvalSetScore> sets;
+  } best_;  // the evaluated version > 0 of the best mean accuracy (earliest on a tie)
   std::vector<PolicyState> policies_;
   std::unique_ptr<Admission> admission_;  // after policies_: it keeps a reference to them
   std::unique_ptr<io::TrajectoryWriter> trajectories_;

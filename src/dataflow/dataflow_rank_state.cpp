@@ -14,6 +14,7 @@ void DataflowRank::restore() {
   const auto snap = readDataflowCheckpoint(w_.run_dir, w_.resume_version);
   admission_->restore({snap.next_problem, snap.next_task_id, snap.next_group_id});
   eval_.restoreStart(snap.eval_accuracy_start);
+  best_ = {snap.eval_best_version, snap.eval_best_mean, {}};
   for (auto& p : policies_) {
     AssemblerCounters c;
     for (const auto& [name, counters] : snap.counters) {
@@ -53,7 +54,7 @@ void DataflowRank::progressLine(PolicyState& p) {
   const double elapsed = std::max(1e-9, w_.segmentSeconds());
   std::string eval = "n/a";
   if (const EvalRound* round = eval_.latestDone())
-    eval = fmt::format("{:.3f} (v{})", round->accuracy(), round->version_high);
+    eval = fmt::format("{:.3f} (v{})", round->accuracy(), round->result.version_high);
   spdlog::info(
       "{} v{:<4} reward {:.3f} | eval {} | trainer wait {:.0f}% | {:.1f} traj/s | produced {} consumed {} "
       "buffered {} stale {} filtered {}",
@@ -104,6 +105,8 @@ void DataflowRank::checkpoint(std::int64_t version) {
   snap.next_group_id = cursor.next_group_id;
   snap.eval_rounds = static_cast<std::int64_t>(eval_.rounds());
   snap.eval_accuracy_start = eval_.startAccuracy();
+  snap.eval_best_version = best_.version;
+  snap.eval_best_mean = best_.mean;
   snap.wall_seconds = w_.now();
   snap.config_text = cfg_.text;
   std::vector<std::string> names;

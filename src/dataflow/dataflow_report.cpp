@@ -45,6 +45,13 @@ DataflowReport DataflowRank::report(std::int64_t version, std::uint64_t unsent) 
   r.eval_accuracy_start = eval_.startAccuracy();
   r.eval_accuracy_end = eval_.endAccuracy();
   r.eval_pass_at_k_end = eval_.endPassAtK();
+  if (eval_.rounds() > 0 && eval_.endAccuracy() >= 0) {
+    const EvalRoundResult& last = eval_.latestDone()->result;
+    r.eval_version_end = last.version_high;
+    for (const auto& s : last.sets) r.eval_sets.push_back({s.name, s.accuracy, s.pass_at_k, s.problems, s.samples});
+  }
+  r.eval_best_version = best_.version;
+  r.eval_best_mean = best_.mean;
   r.wall_seconds = w_.now();
   r.segment_wall_seconds = w_.segmentSeconds();
   r.trajectories_written = trajectories_->rowsWritten();

@@ -17,8 +17,9 @@ DataflowRank::DataflowRank(RunWiring& w)
     : w_(w),
       cfg_(w.cfg),
       ctx_(w.context()),
-      eval_(ctx_, w.cfg.eval, w.cfg.workflow.multiAgent() ? w.cfg.workflow.roles.size() : 1),
-      env_(makeEnvironment(w.cfg.environment)) {
+      env_(makeEnvironment(w.cfg.environment)),
+      eval_(ctx_, w.cfg.eval, w.cfg.workflow.multiAgent() ? w.cfg.workflow.roles.size() : 1, evalPlans(),
+            w.cfg.workflow.multiAgent() ? w.cfg.workflow.roles.front().name : std::string()) {
   router_ = makeRouter(cfg_.dataflow.router);
   const auto& groups = w.map.trainerGroups();
   for (std::size_t g = 0; g < groups.size(); ++g) {
@@ -55,6 +56,7 @@ DataflowRank::DataflowRank(RunWiring& w)
   trajectories_->setFlushSeconds(cfg_.run.flush_seconds);
   if (!w.resume && !w.run_id.empty()) trajectories_->tagRun(w.run_id);
   if (w.resume) restore();
+  setUpEvaluation();
   if (const std::int64_t every = cfg_.run.checkpoint_every; every > 0)
     checkpoint_due_ = ((w.resume ? w.resume_version : 0) / every + 1) * every;
 }
@@ -108,9 +110,14 @@ bool DataflowRank::progressAndPublish() {
   for (auto& ring : w_.task_rings) {
     if (ring) ring->progress();
   }
+  // An evaluation round is answered at one weight version: a policy's next version waits while
+  // a round runs (its trainer stalls at most one staged version), unless no rollout is left to
+  // answer it. A policy's first version is never held: rollout ranks start from it.
+  const bool hold = eval_.pending() && !no_rollout_;
   for (auto& p : policies_) {
     auto& store = *w_.weight_stores[p.group];
     store.progress();
+    if (hold && p.published >= 0) continue;
     const double t = w_.now();
     // The staged version's checksum and delta are made on the store's worker; the call that
     // publishes it copies it under the seqlock (the "publish" event spans that call).
@@ -135,7 +142,7 @@ bool DataflowRank::progressAndPublish() {
       if (v % cfg_.run.progress_every == 0 || v == cfg_.run.versions) progressLine(p);
       // Evaluations and checkpoints follow the first (lead) policy's versions.
       const bool lead = &p == &policies_[lead_];
-      if (lead && cfg_.eval.problems > 0 && cfg_.eval.every > 0 && v % cfg_.eval.every == 0 && v < cfg_.run.versions) {
+      if (lead && eval_.enabled() && cfg_.eval.every > 0 && v % cfg_.eval.every == 0 && v < cfg_.run.versions) {
         startEval(v);
       }
       if (lead) balance_->recordBooks(v);
@@ -313,8 +320,8 @@ void DataflowRank::startEval(std::int64_t min_version) {
   // The first policy answers the held-out problems (of a team: the team does, through the
   // first role's policy, each role at the version its policy has published by now).
   auto& p = policies_[lead_];
-  auto tasks = eval_.start(min_version, [&](std::uint64_t k) {
-    Task t = admission_->makeTask(p.name, env_->heldOutId(k), 0, 0);
+  auto tasks = eval_.start(min_version, [&](std::size_t set, std::uint64_t k) {
+    Task t = admission_->makeTask(p.name, env_->heldOutSetId(set, k), 0, 0);
     if (cfg_.workflow.multiAgent()) {
       for (const auto& q : policies_) {
         if (&q != &p) {
@@ -398,7 +405,7 @@ void DataflowRank::endStreams() {
 
 DataflowReport DataflowRank::run() {
   Backoff backoff(1000us);
-  if (cfg_.eval.problems > 0 && !w_.resume) startEval(0);
+  if (eval_.enabled() && !w_.resume) startEval(0);
   balance_->start();  // a resumed run's first window starts from its restored books
   std::size_t rollout_ranks = 0;
   for (const auto& pool : w_.map.pools()) rollout_ranks += pool.world_ranks.size();
@@ -431,8 +438,8 @@ DataflowReport DataflowRank::run() {
   const std::uint64_t unsent = admission_->stop([this](const Task& t) { return eval_.owns(t.task_id); });
   // Phase 2: the final evaluation, at the final weights.
   std::int64_t final_version = policies_.empty() ? 0 : policies_[lead_].published;
-  if (cfg_.eval.problems > 0 && !no_rollout_) startEval(final_version);
-  while (eval_.pending()) {
+  if (eval_.enabled() && !no_rollout_) startEval(final_version);
+  while (eval_.pending() && !no_rollout_) {  // a round no pool is left to answer is abandoned
     bool did = progressAndPublish();
     did |= ingest();
     did |= flushOutbox();

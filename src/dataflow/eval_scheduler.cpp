@@ -1,5 +1,5 @@
-// EvalScheduler: the dataflow rank's held-out evaluation rounds: the tasks of a round, which trajectories answer it,
-// and each round's accuracy and pass@k, logged and traced as it completes.
+// EvalScheduler: the dataflow rank's evaluation rounds: the tasks of a round, which trajectories answer it, and each
+// set's accuracy and pass@k with their mean, logged and traced as a round completes.
 #include "dataflow/eval_scheduler.hpp"
 
 #include <fmt/format.h>
@@ -11,77 +11,96 @@
 namespace astraflow::dataflow_detail {
 
 std::vector<Task> EvalScheduler::start(std::int64_t min_version,
-                                       const std::function<Task(std::uint64_t k)>& make_task) {
+                                       const std::function<Task(std::size_t set, std::uint64_t k)>& make_task) {
   EvalRound round;
   round.min_version = min_version;
-  round.expected = static_cast<std::size_t>(problems_) * static_cast<std::size_t>(samples_);
-  round.solved.assign(static_cast<std::size_t>(problems_), 0);
-  round.t_start = ctx_.now();
+  round.result.t_start = ctx_.now();
+  round.result.version_low = std::numeric_limits<std::int64_t>::max();
+  round.result.version_high = -1;
   const std::size_t index = rounds_.size();
-  rounds_.push_back(round);
   std::vector<Task> tasks;
-  for (int k = problems_ - 1; k >= 0; --k) {
-    for (int s = samples_ - 1; s >= 0; --s) {
-      Task t = make_task(static_cast<std::uint64_t>(k));
-      t.group_index = static_cast<std::uint32_t>(s);
-      t.metadata[kTaskEvalKey] = std::to_string(index);
-      t.metadata[kTaskMinVersionKey] = std::to_string(min_version);
-      tasks_[t.task_id] = {index, per_task_, static_cast<std::size_t>(k)};
-      tasks.push_back(std::move(t));
+  for (std::size_t s = 0; s < plans_.size(); ++s) {
+    const EvalSetPlan& plan = plans_[s];
+    round.result.sets.push_back({plan.name, plan.problems, plan.samples, 0.0, 0.0});
+    for (std::uint64_t k = 0; k < plan.problems; ++k) {
+      const std::size_t problem = round.result.problems.size();
+      EvalProblemResult p;
+      p.set = static_cast<std::uint32_t>(s);
+      p.index = k;
+      p.rewards.assign(plan.samples, std::nan(""));
+      p.responses.assign(plan.samples, std::string());
+      for (std::uint32_t sample = 0; sample < plan.samples; ++sample) {
+        Task t = make_task(plan.set, k);
+        p.problem_id = t.problem_id;
+        t.group_index = sample;
+        t.metadata[kTaskEvalKey] = std::to_string(index);
+        t.metadata[kTaskMinVersionKey] = std::to_string(min_version);
+        tasks_[t.task_id] = {index, per_task_, problem, sample};
+        tasks.push_back(std::move(t));
+      }
+      if (answer_of_) p.answer = answer_of_(p.problem_id);
+      round.result.problems.push_back(std::move(p));
+      round.expected += plan.samples;
     }
   }
+  rounds_.push_back(std::move(round));
+  std::reverse(tasks.begin(), tasks.end());  // pushed at the front one by one: the first problem goes out first
   return tasks;
 }
 
 bool EvalScheduler::take(const Trajectory& t) {
   const auto it = tasks_.find(t.task_id);
   if (it == tasks_.end()) return false;
-  auto& round = rounds_[it->second.round];
+  EvalRound& round = rounds_[it->second.round];
+  EvalProblemResult& problem = round.result.problems[it->second.problem];
+  const std::uint32_t sample = it->second.sample;
   auto finite = [](double v) { return std::isfinite(v) ? v : 0.0; };
   if (!t.role.empty() && !t.rewards.empty()) round.role_reward[t.role] += finite(t.rewards[0]);
+  if (response_text_ && (t.role.empty() || t.role == lead_role_)) problem.responses[sample] = response_text_(t);
   ++received_;
+  round.result.version_low = std::min(round.result.version_low, t.weight_version_min);
+  round.result.version_high = std::max(round.result.version_high, t.weight_version_max);
   if (--it->second.remaining > 0) return true;  // the team's other roles are still to come
-  const std::size_t problem = it->second.problem;
   tasks_.erase(it);
   ++round.received;
   // A team trajectory carries {role reward, team reward}; a single-agent one {reward}.
   const double reward = t.rewards.empty() ? 0.0 : finite(t.rewards.back());
-  round.correct += reward;
-  if (reward >= 1.0) round.solved[problem] = 1;
-  round.version_low = std::min(round.version_low, t.weight_version_min);
-  round.version_high = std::max(round.version_high, t.weight_version_max);
-  if (!round.done()) return true;
-  spans_.emplace_back(round.t_start, ctx_.now());
-  // count: the problems solved (the round's summed 0/1 rewards) of `total`: accuracy = count / total.
-  ctx_.event(TraceKind::Eval, round.t_start, round.version_high, 0,
-             static_cast<std::uint64_t>(std::llround(round.correct)),
-             {.total = static_cast<std::uint64_t>(round.expected)});
-  std::string roles;  // each role's own mean reward, for a team
-  for (const auto& [role, sum] : round.role_reward) {
-    roles += fmt::format("{}{} {:.3f}", roles.empty() ? "; " : ", ", role, sum / static_cast<double>(round.expected));
-  }
-  const std::string versions =
-      fmt::format("v{}{}", round.version_low,
-                  round.version_low == round.version_high ? "" : fmt::format("..v{}", round.version_high));
-  if (samples_ == 1) {
-    spdlog::info("eval: held-out {} {} {:.3f} on {} problems (weights {}{})",
-                 ctx_.cfg.eval.temperature == 0.0 ? "greedy" : "sampled", roles.empty() ? "accuracy" : "team accuracy",
-                 round.accuracy(), round.expected, versions, roles);
-    return true;
-  }
-  // count: the problems with a sample of full reward, of `total` problems.
-  ctx_.event(TraceKind::EvalPassAtK, round.t_start, round.version_high, 0,
-             static_cast<std::uint64_t>(std::count(round.solved.begin(), round.solved.end(), 1)),
-             {.total = round.solved.size()});
-  spdlog::info("eval: held-out pass@1 (avg@{}) {:.3f}, pass@{} {:.3f} on {} problems at temperature {} (weights {}{})",
-               samples_, round.accuracy(), samples_, round.passAtK(), problems_, ctx_.cfg.eval.temperature, versions,
-               roles);
+  problem.rewards[sample] = reward;
+  round.reward_sum += reward;
+  if (round.done()) finish(round);
   return true;
 }
 
-double EvalRound::passAtK() const {
-  if (solved.empty()) return 0.0;
-  return static_cast<double>(std::count(solved.begin(), solved.end(), 1)) / static_cast<double>(solved.size());
+void EvalScheduler::finish(EvalRound& round) {
+  round.result.t_end = ctx_.now();
+  round.result.score();
+  spans_.emplace_back(round.result.t_start, round.result.t_end);
+  const std::int64_t version = round.result.version_high;
+  // count: the summed rewards of all sets' answers, of `total` answers (the per-set scores are in eval.h5).
+  ctx_.event(TraceKind::Eval, round.result.t_start, version, 0,
+             static_cast<std::uint64_t>(std::llround(round.reward_sum)),
+             {.total = static_cast<std::uint64_t>(round.expected)});
+  std::size_t solved = 0, problems = 0;
+  for (const auto& p : round.result.problems) solved += p.solved() ? 1 : 0;
+  problems = round.result.problems.size();
+  const bool sampled = std::any_of(plans_.begin(), plans_.end(), [](const EvalSetPlan& p) { return p.samples > 1; });
+  // count: the problems with a sample of full reward, of `total` problems.
+  if (sampled) ctx_.event(TraceKind::EvalPassAtK, round.result.t_start, version, 0, solved, {.total = problems});
+  std::string roles;  // each role's own mean reward, for a team
+  for (const auto& [role, sum] : round.role_reward)
+    roles += fmt::format("{}{} {:.3f}", roles.empty() ? "; " : ", ", role, sum / static_cast<double>(round.expected));
+  const std::string versions = fmt::format("v{}{}", round.result.version_low,
+                                           round.result.version_low == version ? "" : fmt::format("..v{}", version));
+  std::string sets;
+  for (const auto& s : round.result.sets) {
+    sets += fmt::format("{}{} {:.3f}", sets.empty() ? "" : ", ", s.name, s.accuracy);
+    if (s.samples > 1) sets += fmt::format(" (pass@{} {:.3f})", s.samples, s.pass_at_k);
+  }
+  spdlog::info("eval: {} {} {:.3f} over {} set{} [{}] on {} problems (weights {}{})",
+               eval_.temperature == 0.0 ? "greedy" : fmt::format("temperature {}", eval_.temperature),
+               roles.empty() ? "mean accuracy" : "team mean accuracy", round.accuracy(), round.result.sets.size(),
+               round.result.sets.size() == 1 ? "" : "s", sets, problems, versions, roles);
+  if (round_done_) round_done_(round);
 }
 
 double EvalScheduler::endPassAtK() const {

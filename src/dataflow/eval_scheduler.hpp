@@ -1,10 +1,11 @@
 #pragma once
-// EvalScheduler — the dataflow rank's held-out evaluations: which tasks a round is made of, which
-// returning trajectories belong to one, and the rounds' results. A round is eval.samples episodes
-// (greedy, or at eval.temperature) of each of the first eval.problems held-out problems; a
-// multi-agent team's round waits for one trajectory per role of each task. It reports the mean
-// reward (accuracy; pass@1 as avg@k) and pass@k, the fraction of problems with a sample of full
-// reward (paper A.1: k = 4 at temperature 0.6). Private to src/dataflow.
+// EvalScheduler — the dataflow rank's evaluation rounds: which tasks a round is made of, which
+// returning trajectories belong to one, and the rounds' results. A round evaluates every planned
+// set (docs/tasks.md "Evaluation"): its problems × its samples episodes, greedy or at
+// eval.temperature; a multi-agent team's round waits for one trajectory per role of each task.
+// Each set is scored on its own — accuracy (pass@1 as avg@k) and pass@k, the fraction of problems
+// with a sample of full reward (paper A.1: k = 4 at temperature 0.6) — and the round by the mean
+// over sets. Private to src/dataflow.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -16,36 +17,52 @@
 
 #include "astraflow/comm/role_context.hpp"
 #include "astraflow/core/config.hpp"
+#include "astraflow/core/eval_records.hpp"
 #include "astraflow/core/records.hpp"
+#include "astraflow/tasks/eval_plan.hpp"
 
 namespace astraflow::dataflow_detail {
 
 // One evaluation round.
 struct EvalRound {
   std::int64_t min_version = 0;
-  std::size_t expected = 0;  // tasks: problems × samples
+  std::size_t expected = 0;  // tasks: Σ problems × samples
   std::size_t received = 0;
-  double correct = 0;                // summed rewards
-  std::vector<std::uint8_t> solved;  // per problem: some sample had full reward
-  std::int64_t version_low = std::numeric_limits<std::int64_t>::max();
-  std::int64_t version_high = -1;
-  double t_start = 0;
+  double reward_sum = 0;  // every sample's reward, all sets together (the trace's Eval event)
+  EvalRoundResult result;
   std::map<std::string, double> role_reward;  // sum of each role's own reward (multi-agent workflows)
   bool done() const { return received == expected; }
-  double accuracy() const { return expected ? correct / static_cast<double>(expected) : 0.0; }
-  double passAtK() const;
+  double accuracy() const { return result.meanAccuracy(); }  // scored once done
+  double passAtK() const { return result.meanPassAtK(); }
 };
 
 class EvalScheduler {
  public:
-  // trajectories_per_task: 1, or the number of workflow roles of a team.
-  EvalScheduler(const RoleContext& ctx, const EvalSection& eval, std::size_t trajectories_per_task)
-      : ctx_(ctx), problems_(eval.problems), samples_(eval.samples), per_task_(trajectories_per_task) {}
+  // trajectories_per_task: 1, or the number of workflow roles of a team; lead_role: the role
+  // whose text the round records (empty for single-agent runs).
+  EvalScheduler(const RoleContext& ctx, const EvalSection& eval, std::size_t trajectories_per_task,
+                std::vector<EvalSetPlan> plans, std::string lead_role)
+      : ctx_(ctx),
+        eval_(eval),
+        per_task_(trajectories_per_task),
+        plans_(std::move(plans)),
+        lead_role_(std::move(lead_role)) {}
 
-  // A new round at weights >= min_version: `make_task(k)` builds the task of the k-th held-out
-  // problem; the tasks come back in the order they should be queued (ahead of training tasks:
-  // push each at the front).
-  std::vector<Task> start(std::int64_t min_version, const std::function<Task(std::uint64_t k)>& make_task);
+  // What a round records of each answer (the decoded response) and of each problem (its
+  // reference answer); both optional.
+  void setResponseText(std::function<std::string(const Trajectory&)> f) { response_text_ = std::move(f); }
+  void setAnswerOf(std::function<std::string(std::uint64_t problem_id)> f) { answer_of_ = std::move(f); }
+  // Called with each round as it completes (the evaluation table, keep_best).
+  void setRoundDone(std::function<void(const EvalRound&)> f) { round_done_ = std::move(f); }
+
+  bool enabled() const { return !plans_.empty(); }
+  const std::vector<EvalSetPlan>& plans() const { return plans_; }
+
+  // A new round at weights >= min_version: `make_task(set, k)` builds the task of the k-th problem
+  // of environment set `set`; the tasks come back in the order they should be queued (ahead of
+  // training tasks: push each at the front).
+  std::vector<Task> start(std::int64_t min_version,
+                          const std::function<Task(std::size_t set, std::uint64_t k)>& make_task);
   // Takes the trajectory when it answers an evaluation task (true), logging and tracing a round
   // as it completes; false for every other trajectory.
   bool take(const Trajectory& t);
@@ -59,8 +76,8 @@ class EvalScheduler {
     resumed_ = true;
   }
   double startAccuracy() const;  // -1 when unknown
-  double endAccuracy() const;    // the last round's, -1 unless it finished
-  double endPassAtK() const;     // the last round's pass@k, -1 unless it finished
+  double endAccuracy() const;    // the last round's mean over sets, -1 unless it finished
+  double endPassAtK() const;     // the last round's mean pass@k, -1 unless it finished
   // The role's mean eval reward in the first ("start") or last round; -1 when unknown.
   double roleReward(const std::string& role, bool last) const;
   const EvalRound* latestDone() const;
@@ -70,15 +87,22 @@ class EvalScheduler {
   const std::vector<std::pair<double, double>>& spans() const { return spans_; }
 
  private:
+  void finish(EvalRound& round);
+
   const RoleContext& ctx_;
-  int problems_;
-  int samples_;
+  const EvalSection& eval_;
   std::size_t per_task_;
+  std::vector<EvalSetPlan> plans_;
+  std::string lead_role_;
+  std::function<std::string(const Trajectory&)> response_text_;
+  std::function<std::string(std::uint64_t)> answer_of_;
+  std::function<void(const EvalRound&)> round_done_;
   std::vector<EvalRound> rounds_;
   struct PendingTask {
     std::size_t round = 0;
     std::size_t remaining = 0;  // trajectories still expected (a team's roles)
-    std::size_t problem = 0;
+    std::size_t problem = 0;    // index into the round's result.problems
+    std::uint32_t sample = 0;
   };
   std::map<std::uint64_t, PendingTask> tasks_;  // by evaluation task id
   std::uint64_t received_ = 0;

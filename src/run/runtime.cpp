@@ -215,8 +215,11 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
   outcome.peer_lost = world.broadcastValue(df_rank, w.peer_lost);
   if (is_df) {
     reports.insert(reports.end(), w.spawned_reports.begin(), w.spawned_reports.end());
-    const auto summary = cfg.isGatewaySite() ? run_detail::summarizeSite(cfg, reports)
-                                             : run_detail::summarize(cfg, reports, resume_version);
+    auto summary = cfg.isGatewaySite() ? run_detail::summarizeSite(cfg, reports)
+                                       : run_detail::summarize(cfg, reports, resume_version);
+    // Every trainer has written its last checkpoint by now (the gather above waited for them).
+    if (cfg.run.keep_best && !cfg.isGatewaySite())
+      summary["best_checkpoint"] = run_detail::keepBestCheckpoint(cfg, run_dir, summary);
     outcome.reporting_rank = true;
     outcome.summary_json = summary.dump();
     std::ofstream(run_dir / "summary.json") << summary.dump(2) << "\n";

@@ -290,6 +290,14 @@ nlohmann::json summarize(const Config& cfg, const std::vector<RankReport>& ranks
   s["eval_samples"] = cfg.eval.samples;
   s["eval_pass_at_k_end"] = orNull(df.eval_pass_at_k_end);
   s["eval_accuracy_end"] = orNull(df.eval_accuracy_end);
+  s["eval_version_end"] = df.eval_version_end >= 0 ? nlohmann::json(df.eval_version_end) : nlohmann::json(nullptr);
+  nlohmann::json sets = nlohmann::json::object();  // the last round, set by set (their mean: eval_accuracy_end)
+  for (const auto& set : df.eval_sets)
+    sets[set.name] = {
+        {"accuracy", set.accuracy}, {"pass_at_k", set.pass_at_k}, {"problems", set.problems}, {"samples", set.samples}};
+  s["eval_sets"] = sets;
+  s["eval_best_version"] = df.eval_best_version >= 0 ? nlohmann::json(df.eval_best_version) : nlohmann::json(nullptr);
+  s["eval_best_mean"] = orNull(df.eval_best_mean);
   double wait = 0;
   const auto trainers = ofRole<TrainerReport>(ranks);
   for (const auto* t : trainers) wait += t->waitFraction();

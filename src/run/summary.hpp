@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <filesystem>
 #include <vector>
 
 #include "astraflow/core/config.hpp"
@@ -18,6 +19,12 @@ nlohmann::json rankReportJson(const RankReport& report);
 
 // The home run's summary (a dataflow rank among `ranks`).
 nlohmann::json summarize(const Config& cfg, const std::vector<RankReport>& ranks, std::int64_t resumed_from);
+
+// run.keep_best: links (or copies) the trainer files of the summary's eval_best_version to
+// checkpoints/best.<policy>.h5 and writes checkpoints/best.json; what it kept (null: nothing).
+// keep_best.cpp
+nlohmann::json keepBestCheckpoint(const Config& cfg, const std::filesystem::path& run_dir,
+                                  const nlohmann::json& summary);
 
 // A gateway site's summary: its link home and what its pool did.
 nlohmann::json summarizeSite(const Config& cfg, const std::vector<RankReport>& ranks);

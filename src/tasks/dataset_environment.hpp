@@ -18,8 +18,13 @@
 namespace astraflow::detail {
 
 struct DatasetTask {
+  struct NamedRows {
+    std::string name;
+    std::vector<PromptRow> rows;
+  };
   PromptDataset train;
-  std::vector<PromptRow> eval;
+  std::vector<PromptRow> eval;  // the held_out set: environment.eval, or eval_fraction of train
+  std::vector<NamedRows> sets;  // eval.sets, in config order (evaluation sets 1, 2, …)
   ChatTemplate chat;
 };
 
@@ -44,6 +49,9 @@ class DatasetEnvironmentBase : public Environment {
   // Epoch e = k / rows visits every training row once, in the dataset's order for (seed, e).
   std::uint64_t trainingId(std::uint64_t k) const override;
   std::uint64_t heldOutId(std::uint64_t k) const override;
+  std::vector<HeldOutSet> heldOutSets() const override;
+  std::uint64_t heldOutSetId(std::size_t set, std::uint64_t k) const override;
+  std::string referenceAnswer(std::uint64_t problem_id) const override;
   // The row's own fields beside prompt/messages/answer: text as it is, anything else as JSON.
   std::map<std::string, std::string> metadata() const override;
   std::optional<std::string> problemText() const override;
@@ -56,6 +64,8 @@ class DatasetEnvironmentBase : public Environment {
   // The configured reward of `response` against the current row (code reads its "tests").
   RewardResult score(std::string_view response) const;
   const PromptRow& row() const;
+  // The row a problem id names (training, held-out or a named set's); Error for one past the rows.
+  const PromptRow& rowOf(std::uint64_t problem_id) const;
 
   EnvironmentOptions options_;
   std::shared_ptr<const DatasetTask> task_;

@@ -3,7 +3,8 @@
 // template (a generation prompt added), the response is scored by the configured reward against
 // the row's answer.
 //
-// Problem ids index the rows (train: the row's index; held out: kEvalBit | index), so a task
+// Problem ids index the rows (train: the row's index; evaluation set s: kEvalBit | s << 40 | index,
+// set 0 being the held-out rows), so a task
 // stays a few bytes and every rank opens the same files: the dataflow rank, which picks the
 // order, and the rollout ranks, which render and score.
 #include <fmt/format.h>
@@ -28,12 +29,17 @@ namespace {
 
 using json = nlohmann::ordered_json;
 constexpr std::uint64_t kEvalBit = std::uint64_t{1} << 62;
+constexpr int kSetShift = 40;  // 2^40 rows a set, 2^22 sets
+constexpr std::uint64_t kRowMask = (std::uint64_t{1} << kSetShift) - 1;
 
 // Every process reads the files and compiles the template once: a RaaS rank makes an environment
 // per episode.
 std::string cacheKey(const DatasetTaskOptions& d) {
+  json sets = json::array();
+  for (const auto& set : d.eval_sets) sets.push_back({set.name, set.files});
   json key = {{"train", d.train_files},
               {"eval", d.eval_files},
+              {"sets", sets},
               {"fraction", d.eval_fraction},
               {"max", d.max_prompt_bytes},
               {"seed", d.seed},
@@ -131,7 +137,7 @@ std::shared_ptr<const DatasetTask> sharedDatasetTask(const DatasetTaskOptions& d
   auto chat = std::make_unique<ChatTemplate>(ChatTemplate::load(d.tokenizer_folders[0]));
   DatasetOptions options = loadOptions(d, *chat);
   std::vector<std::filesystem::path> train_files(d.train_files.begin(), d.train_files.end());
-  auto task = std::make_shared<DatasetTask>(DatasetTask{PromptDataset::load(train_files, options), {}, *chat});
+  auto task = std::make_shared<DatasetTask>(DatasetTask{PromptDataset::load(train_files, options), {}, {}, *chat});
   logReport("train", task->train.report());
   if (d.eval_files.empty()) {
     task->eval = task->train.eval();
@@ -141,6 +147,13 @@ std::shared_ptr<const DatasetTask> sharedDatasetTask(const DatasetTaskOptions& d
     const PromptDataset eval = PromptDataset::load(eval_files, options);
     logReport("eval", eval.report());
     task->eval = eval.train();
+  }
+  options.eval_fraction = 0.0;
+  for (const auto& set : d.eval_sets) {
+    std::vector<std::filesystem::path> files(set.files.begin(), set.files.end());
+    const PromptDataset rows = PromptDataset::load(files, options);
+    logReport(("eval.sets." + set.name).c_str(), rows.report());
+    task->sets.push_back({set.name, rows.train()});
   }
   if (task->train.train().empty())
     throw Error(fmt::format("environment.train: every row of {} is held out; lower environment.eval_fraction",
@@ -157,14 +170,25 @@ const PromptRow& DatasetEnvironmentBase::row() const {
   return *row_;
 }
 
-DatasetEnvironmentBase::json DatasetEnvironmentBase::startMessages(std::uint64_t problem_id) {
+const PromptRow& DatasetEnvironmentBase::rowOf(std::uint64_t problem_id) const {
   const bool eval = (problem_id & kEvalBit) != 0;
-  const std::uint64_t index = problem_id & ~kEvalBit;
-  const auto& rows = eval ? task_->eval : task_->train.train();
+  const std::uint64_t set = eval ? (problem_id & ~kEvalBit) >> kSetShift : 0;
+  const std::uint64_t index = eval ? problem_id & kRowMask : problem_id;
+  if (set > task_->sets.size())
+    throw Error(fmt::format("{} environment: problem id {} names evaluation set {} of {}", name(), problem_id, set,
+                            task_->sets.size() + 1));
+  const auto& rows = !eval ? task_->train.train() : set == 0 ? task_->eval : task_->sets[set - 1].rows;
   if (index >= rows.size())
     throw Error(fmt::format("{} environment: problem id {} names {} row {} of {}", name(), problem_id,
-                            eval ? "held-out" : "training", index, rows.size()));
-  row_ = &rows[index];
+                            !eval      ? "training"
+                            : set == 0 ? "held-out"
+                                       : "eval set " + task_->sets[set - 1].name,
+                            index, rows.size()));
+  return rows[index];
+}
+
+DatasetEnvironmentBase::json DatasetEnvironmentBase::startMessages(std::uint64_t problem_id) {
+  row_ = &rowOf(problem_id);
   return rowMessages(*row_, options_.dataset);
 }
 
@@ -210,6 +234,22 @@ std::uint64_t DatasetEnvironmentBase::heldOutId(std::uint64_t k) const {
         fmt::format("environment {}: no held-out rows (set environment.eval or environment.eval_fraction)", name()));
   return kEvalBit | (k % task_->eval.size());
 }
+
+std::vector<Environment::HeldOutSet> DatasetEnvironmentBase::heldOutSets() const {
+  std::vector<HeldOutSet> sets{{"held_out", task_->eval.size()}};
+  for (const auto& set : task_->sets) sets.push_back({set.name, set.rows.size()});
+  return sets;
+}
+
+std::uint64_t DatasetEnvironmentBase::heldOutSetId(std::size_t set, std::uint64_t k) const {
+  if (set == 0) return heldOutId(k);
+  if (set > task_->sets.size() || k >= task_->sets[set - 1].rows.size())
+    throw Error(
+        fmt::format("environment {}: no row {} in evaluation set {} of {}", name(), k, set, task_->sets.size() + 1));
+  return kEvalBit | (std::uint64_t{set} << kSetShift) | k;
+}
+
+std::string DatasetEnvironmentBase::referenceAnswer(std::uint64_t problem_id) const { return rowOf(problem_id).answer; }
 
 std::optional<std::string> DatasetEnvironmentBase::problemText() const {
   if (row_ == nullptr) return std::nullopt;

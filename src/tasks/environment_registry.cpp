@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "astraflow/core/config_checks.hpp"
+#include "astraflow/core/error.hpp"
 #include "astraflow/tasks/environment.hpp"
 #include "astraflow/tasks/mcp_client.hpp"
 #include "tasks/builtin_environments.hpp"
@@ -30,6 +31,11 @@ constexpr std::array<EnvironmentEntry, 6> kEnvironments = {{
 }  // namespace
 
 std::vector<McpTool> Environment::servedTools() const { return {}; }
+
+std::uint64_t Environment::heldOutSetId(std::size_t set, std::uint64_t k) const {
+  if (set != 0) throw Error(fmt::format("environment {}: no evaluation set {} (it has only held_out)", name(), set));
+  return heldOutId(k);
+}
 
 std::unique_ptr<Environment> makeEnvironment(const EnvironmentOptions& options) {
   for (const auto& entry : kEnvironments) {

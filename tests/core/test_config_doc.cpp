@@ -347,6 +347,23 @@ TEST(ConfigDoc, CrossKeyChecksAreDocumentedAndEnforced) {
   // elastic's dead band: tau_low above tau_high is refused, naming tau_low.
   EXPECT_TRUE(refused("elastic: {tau_low: 0.5, tau_high: 0.2}\n", "elastic.tau_low"));
   EXPECT_TRUE(refused("eval: {samples: 4}\n", "eval.samples"));
+  // eval.sets: named sets of a dataset environment, each named once and not `held_out`.
+  const std::string dataset = std::string("policies: [{name: solver, model: {hf: ") + hfFolder() +
+                              "}}]\nenvironment: {name: dataset, train: [rows.jsonl]}\n";
+  EXPECT_EQ(parseError(docConfig(dataset + "eval: {sets: [{name: aime, path: aime.jsonl}]}\n")), "");
+  EXPECT_TRUE(refused(dataset + "eval: {sets: [{name: held_out, path: a.jsonl}]}\n", "eval.sets[0].name"));
+  EXPECT_TRUE(
+      refused(dataset + "eval: {sets: [{name: a, path: a.jsonl}, {name: a, path: b.jsonl}]}\n", "eval.sets[1].name"));
+  EXPECT_TRUE(refused(dataset + "eval: {sets: [{name: 'a b', path: a.jsonl}]}\n", "eval.sets[0].name"));
+  EXPECT_TRUE(refused(dataset + "eval: {sets: [{name: a}]}\n", "eval.sets[0].path"));
+  EXPECT_TRUE(refused(dataset + "eval: {sets: [{name: a, path: a.jsonl, samples: 4}]}\n", "eval.sets"));
+  EXPECT_TRUE(refused(dataset + "eval: {sets: [{name: a, path: a.jsonl, typo: 1}]}\n", "eval.sets[0].typo"));
+  EXPECT_TRUE(refused("eval: {sets: [{name: a, path: a.jsonl}]}\n", "eval.sets"));  // arithmetic: no rows
+  // run.keep_best: evaluation rounds at checkpointed versions.
+  EXPECT_TRUE(refused("run: {keep_best: true}\n", "run.keep_best"));
+  EXPECT_TRUE(refused("run: {keep_best: true, checkpoint_every: 3}\neval: {every: 10}\n", "run.keep_best"));
+  EXPECT_TRUE(refused("run: {keep_best: true, checkpoint_every: 5}\neval: {problems: 0}\n", "run.keep_best"));
+  EXPECT_EQ(parseError(docConfig("run: {keep_best: true, checkpoint_every: 5}\neval: {every: 10}\n")), "");
   bool documented = false;
   for (const auto& section : configSchemaDocs()) {
     for (const auto& r : section.rules) documented |= r.name == "dead_band";

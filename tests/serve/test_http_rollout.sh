@@ -108,6 +108,40 @@ assert info["weight_version"] == "6", info
 print(json.dumps(figures))
 PY
 
+# astraflow eval through a server pool: the server loads the folder and answers every held-out
+# problem greedily; the same folder in the in-process engine gives the same accuracy but for the
+# rounding of the server's bf16 weights. A checkpoint is refused there (servers load folders).
+"$bin" eval "$work/sglang.yaml" --hf "$work/served" --out "$work/eval_http" >"$work/eval_http.json" \
+  2>"$work/eval_http.log" || { tail "$work/eval_http.log"; die "eval through the server"; }
+"$bin" eval "$work/engine.yaml" --hf "$work/served" --out "$work/eval_engine" >"$work/eval_engine.json" \
+  2>"$work/eval_engine.log" ||
+  { tail "$work/eval_engine.log"; die "eval on the engine"; }
+"$bin" eval "$work/sglang.yaml" --checkpoint "$work/sft.h5" >/dev/null 2>"$work/eval_refused.log" &&
+  die "eval took a checkpoint through a server pool"
+grep -q -- "--hf" "$work/eval_refused.log" || { cat "$work/eval_refused.log"; die "the refusal does not say --hf"; }
+grep -q "answers" "$work/eval_http.log" || die "eval printed no progress line"
+"$python" - "$work" "$url" <<'PY' || die "eval checks"
+import json, sys
+import h5py
+work, url = sys.argv[1], sys.argv[2]
+http, engine = (json.load(open(f"{work}/eval_{n}.json")) for n in ("http", "engine"))
+assert http["backend"] == url and engine["backend"] == "engine", (http, engine)
+assert http["failed"] == 0, http
+for r in (http, engine):
+    assert r["sets"]["held_out"]["problems"] == 16 and r["sets"]["held_out"]["samples"] == 1, r
+assert abs(http["mean_accuracy"] - engine["mean_accuracy"]) <= 2 / 16, (http, engine)
+f = h5py.File(f"{work}/eval_http/eval.h5")
+assert list(f["rounds/version"][:]) == [0] and len(f["problems/answer"]) == 16
+assert abs(f["rounds/mean_accuracy"][0] - http["mean_accuracy"]) < 1e-12
+# The same greedy answers, but where bf16 rounding on the server flips a token.
+served = f["samples/response"].asstr()[:]
+local = h5py.File(f"{work}/eval_engine/eval.h5")["samples/response"].asstr()[:]
+assert all(len(t) > 0 for t in served), served
+same = sum(a == b for a, b in zip(served, local))
+assert same >= 8, (same, list(zip(served, local)))
+print(json.dumps({"eval_http": http["mean_accuracy"], "eval_engine": engine["mean_accuracy"], "same_answers": same}))
+PY
+
 # Faults between the ranks and the server: a proxy breaks every third generation request in turn
 # (HTTP 500, a body that is not JSON, a log-prob list shorter than the ids, a null log-prob, an
 # answer past the timeout, a dropped connection). The retries absorb them: the run reaches its last

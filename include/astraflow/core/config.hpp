@@ -53,6 +53,9 @@ struct RunSection {
   int versions = 100;           // stop once every policy's trainer has published this version
   double max_wall_seconds = 0;  // also stop after this long (0 = no limit); the run still ends cleanly
   int checkpoint_every = 0;     // versions between checkpoints (0 = only the final one)
+  // Keep the trainer checkpoint of the evaluation round with the best mean accuracy as
+  // checkpoints/best.<policy>.h5 (with checkpoints/best.json saying which version it is).
+  bool keep_best = false;
   // Trace events and trajectories reach their files at least this often (and every 256 records),
   // so a run that is killed leaves what it did up to then (0: by count only).
   double flush_seconds = 10;
@@ -210,6 +213,10 @@ struct EvalSection {
   int every = 10;            // optimiser steps between evaluations
   int samples = 1;           // k: answers per problem (pass@1 is their mean reward, pass@k any full reward)
   double temperature = 0.0;  // 0: greedy; > 0 (needed for samples > 1): sampled at this temperature
+  // Named sets evaluated beside the environment's own held-out problems (dataset environments).
+  std::vector<EvalSetSpec> sets;
+  // Whether `astraflow run` evaluates at all: the environment's held-out problems or named sets.
+  bool enabled() const { return problems > 0 || !sets.empty(); }
 };
 
 // weights.mode: every version sent whole, or sparse bf16 deltas between consecutive versions.

@@ -54,12 +54,23 @@ struct PromptRewrite {
   bool empty() const { return strip_suffixes.empty() && append.empty(); }
 };
 
+// A named evaluation set (eval.sets): its rows' files, how many of them a round evaluates and how
+// many answers each gets. The dataset environments load the files (problem ids name the set);
+// the dataflow rank reports each set on its own and their mean (docs/tasks.md "Evaluation").
+struct EvalSetSpec {
+  std::string name;                // an identifier; not `held_out` (the environment's own held-out rows)
+  std::vector<std::string> files;  // absolute paths, read as environment.train's
+  std::uint64_t problems = 0;      // per round: the set's first rows; 0 = every row
+  int samples = 0;                 // answers per problem; 0 = eval.samples
+};
+
 // The `dataset` environment: prompts from JSONL, Parquet or Arrow files, rendered with the
 // policy's chat template, answered in one turn and scored by `reward` against the row's answer.
 struct DatasetTaskOptions {
   std::vector<std::string> train_files;  // absolute paths
   std::vector<std::string> eval_files;   // held-out rows; none: `eval_fraction` of train_files
   double eval_fraction = 0.0;
+  std::vector<EvalSetSpec> eval_sets;  // eval.sets, copied here at parse: every rank loads their rows
   std::uint64_t max_prompt_bytes = 64 * 1024;
   std::uint64_t max_prompt_tokens = 0;         // rows past it (rendered, the policy's tokens) skipped; 0: none
   std::map<std::string, std::string> columns;  // prompt / messages / answer / tests → the row's column

@@ -246,6 +246,20 @@ struct RoleEvalReward {
   }
 };
 
+// One evaluation set's scores in a run's last round (eval.sets; docs/tasks.md "Evaluation").
+struct EvalSetScore {
+  static constexpr const char* kJsonKey = "eval_set.{name}.{field}";
+  std::string name;
+  double accuracy = -1, pass_at_k = -1;
+  std::uint64_t problems = 0, samples = 0;
+
+  template <class S, class V>
+  static void fields(S& s, V&& v) {
+    v("name", s.name), v("accuracy", s.accuracy), v("pass_at_k", s.pass_at_k), v("problems", s.problems);
+    v("samples", s.samples);
+  }
+};
+
 // One counter of a data plug-in. Plug-ins are named by the config and each kind keeps its own
 // counters (a filter: kept/dropped, a curator: admitted/skipped, …), hence name + counter.
 struct PluginCount {
@@ -319,6 +333,10 @@ struct DataflowReport {
   std::uint64_t eval_received = 0, eval_rounds = 0;
   double eval_accuracy_start = -1, eval_accuracy_end = -1;  // < 0: no evaluation
   double eval_pass_at_k_end = -1;                           // the last round's pass@k (eval.samples = k); < 0: none
+  std::int64_t eval_version_end = -1;                       // the weight version of the last round
+  std::vector<EvalSetScore> eval_sets;                      // the last round's, set by set
+  std::int64_t eval_best_version = -1;                      // the round of the best mean (version > 0); -1: none
+  double eval_best_mean = -1;
   double wall_seconds = 0, segment_wall_seconds = 0;
   std::uint64_t trajectories_written = 0;
   std::vector<PolicyBooks> policies;
@@ -341,6 +359,8 @@ struct DataflowReport {
     v("unroutable", s.unroutable), v("tasks_unsent", s.tasks_unsent), v("eval_received", s.eval_received);
     v("eval_rounds", s.eval_rounds), v("eval_accuracy_start", s.eval_accuracy_start);
     v("eval_accuracy_end", s.eval_accuracy_end), v("eval_pass_at_k_end", s.eval_pass_at_k_end);
+    v("eval_version_end", s.eval_version_end), v("eval_sets", s.eval_sets);
+    v("eval_best_version", s.eval_best_version), v("eval_best_mean", s.eval_best_mean);
     v("wall_seconds", s.wall_seconds);
     v("segment_wall_seconds", s.segment_wall_seconds);
     v("trajectories_written", s.trajectories_written);

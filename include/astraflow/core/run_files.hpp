@@ -11,6 +11,8 @@ namespace astraflow {
 //   checkpoints/step_<V>.h5            dataflow state, config, version; links to the next two
 //   checkpoints/step_<V>.<policy>.h5   trainer state of one policy (fp32 weights + AdamW state)
 //   checkpoints/step_<V>.buffer.h5     trajectories held by the dataflow rank (trajectories.h5 layout)
+//   checkpoints/best.<policy>.h5       run.keep_best: the best evaluated version's trainer file, and
+//   checkpoints/best.json              which version that is, with its scores
 std::filesystem::path checkpointPath(const std::filesystem::path& run_dir, std::int64_t version);
 std::filesystem::path trainerCheckpointPath(const std::filesystem::path& run_dir, std::int64_t version,
                                             const std::string& policy);
@@ -34,7 +36,7 @@ struct CheckpointRoom {
 CheckpointRoom checkpointRoom(const std::filesystem::path& run_dir, std::uint64_t bytes);
 
 // One run per folder (docs/runtime-notes.md, "One run per folder"). What a run writes into its
-// folder: config.yaml, summary.json, trace.h5, trajectories.h5 and the folders trace/,
+// folder: config.yaml, summary.json, trace.h5, trajectories.h5, eval.h5 and the folders trace/,
 // checkpoints/, hf/, balance/, served_weights/. The warm start `astraflow sft` writes (sft.h5) is
 // not a run's, nor is anything else a user keeps there.
 std::vector<std::filesystem::path> runFilesIn(const std::filesystem::path& run_dir);

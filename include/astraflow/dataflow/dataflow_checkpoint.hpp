@@ -7,7 +7,8 @@
 //     attributes  format = "astraflow-checkpoint", part = "dataflow", version = V, config (YAML text),
 //                 trainer_files (names of the policies' files), buffer_file
 //     /dataflow   attributes next_problem, next_task_id, next_group_id, eval_rounds,
-//                 eval_accuracy_start, wall_seconds
+//                 eval_accuracy_start, eval_best_version, eval_best_mean (run.keep_best; older
+//                 checkpoints have none: no best yet), wall_seconds
 //     /dataflow/counters/<policy>  attributes produced, filtered, filtered_nonfinite,
 //                 filtered_error, stale_dropped, consumed, replayed, batches
 //     /dataflow/plugins/<key>  one-row string dataset: the plug-in's state; its counters as
@@ -40,7 +41,9 @@ struct DataflowSnapshot {
   std::uint64_t next_task_id = 0;
   std::uint64_t next_group_id = 0;
   std::int64_t eval_rounds = 0;
-  double eval_accuracy_start = -1;                                  // −1: not measured
+  double eval_accuracy_start = -1;      // −1: not measured
+  std::int64_t eval_best_version = -1;  // the best round so far; −1: none
+  double eval_best_mean = -1;
   double wall_seconds = 0;                                          // run time before this checkpoint (all segments)
   std::vector<std::pair<std::string, AssemblerCounters>> counters;  // per policy
   std::vector<Trajectory> held;

@@ -64,6 +64,23 @@ class Environment {
   // trainingId(k) the k-th training id; the two sequences never share a problem.
   virtual std::uint64_t trainingId(std::uint64_t k) const = 0;
   virtual std::uint64_t heldOutId(std::uint64_t k) const = 0;
+  // Evaluation sets (docs/tasks.md "Evaluation"): set 0 is heldOutId's, named `held_out`; the
+  // dataset environments add eval.sets after it, in config order. `rows`: the problems a set
+  // holds (kUnbounded for generated problems; 0 for a dataset without held-out rows).
+  struct HeldOutSet {
+    static constexpr std::uint64_t kUnbounded = ~std::uint64_t{0};
+    std::string name;
+    std::uint64_t rows = kUnbounded;
+  };
+  virtual std::vector<HeldOutSet> heldOutSets() const { return {{"held_out", HeldOutSet::kUnbounded}}; }
+  // The k-th problem of set `set` (k < rows); set 0's is heldOutId(k). Error for a set not listed.
+  virtual std::uint64_t heldOutSetId(std::size_t set, std::uint64_t k) const;
+  // The reference answer of a problem as evaluation tables record it (a dataset row's answer);
+  // empty where the environment has none as text.
+  virtual std::string referenceAnswer(std::uint64_t problem_id) const {
+    (void)problem_id;
+    return {};
+  }
   // The k-th training problem that has referenceActions() (the warm start's problems): every
   // training problem by default; an OpenEnv environment's demonstrated seeds.
   virtual std::uint64_t referenceId(std::uint64_t k) const { return trainingId(k); }
