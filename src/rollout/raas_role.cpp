@@ -288,14 +288,31 @@ Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const S
   t.tokens = e.tokens;
   t.behav_logprobs = e.behav_logprobs;
   t.policy_mask = e.policy_mask;
+  // A transcript past the policy's context — a team role's rendered prompt longer than
+  // model.max_seq_len leaves no room to generate — is cut there and marked truncated: no trainer
+  // is sent a sequence its model cannot take.
+  bool cut = false;
+  const PolicySection* section = ctx_.cfg.findPolicy(p.name);
+  if (section != nullptr && section->model.max_seq_len > 0 &&
+      t.tokens.size() > static_cast<std::size_t>(section->model.max_seq_len)) {
+    const auto limit = static_cast<std::size_t>(section->model.max_seq_len);
+    if (context_cut_++ < 3)
+      spdlog::warn("policy '{}': a transcript of {} tokens is cut to model.max_seq_len {} (raise it for this "
+                   "workflow's prompts)",
+                   p.name, t.tokens.size(), limit);
+    t.tokens.resize(limit);
+    t.behav_logprobs.resize(limit);
+    t.policy_mask.resize(limit);
+    cut = true;
+  }
   setTokenVersions(t, e, p.version);
   t.rewards = {e.reward};
   t.t_queued = t.t_started = t_start;
   t.t_finished = t_end;
   t.turns = static_cast<std::uint32_t>(e.turns);
-  t.status = static_cast<std::uint8_t>(e.nonfinite   ? TrajectoryStatus::Nonfinite
-                                       : e.truncated ? TrajectoryStatus::Truncated
-                                                     : TrajectoryStatus::Ok);
+  t.status = static_cast<std::uint8_t>(e.nonfinite            ? TrajectoryStatus::Nonfinite
+                                       : e.truncated || cut ? TrajectoryStatus::Truncated
+                                                            : TrajectoryStatus::Ok);
   if (e.failed) {
     // The backend could not produce it: the task goes back to the dataflow rank, which re-issues
     // it (a record with no tokens, status Returned); nothing half-formed is trained on.

@@ -90,6 +90,7 @@ RolloutReport RolloutRank::report() {
   r.pushed = pushed_;
   r.eval_pushed = eval_pushed_;
   r.oversize = oversize_;
+  r.context_cut = context_cut_;
   r.malformed_tasks = malformed_;
   r.generated_tokens = tokens_;
   r.generate_seconds = generate_seconds_;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "astraflow/core/error.hpp"
+#include "astraflow/core/run_files.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
 #include "astraflow/run/hf_folders.hpp"
@@ -211,6 +212,22 @@ trainer: {groups_per_step: 2, lr: 0.0001}
 eval: {problems: 2, every: 1}
 dataflow: {max_staleness: 2, trajectory_ring: {slots: 256, slot_bytes: 65536}}
 )";
+  // The paper's prompts take a few hundred tokens of this byte-level vocabulary: with a context
+  // shorter than them, every transcript is cut to model.max_seq_len and counted, and the run ends
+  // (a trainer is never sent a sequence its model cannot take).
+  std::string short_context = yaml;
+  for (std::size_t at = 0; (at = short_context.find("max_seq_len: 1024", at)) != std::string::npos;)
+    short_context.replace(at, 17, "max_seq_len: 64");
+  const json cut = runJob(parseConfig(short_context, "team_text_short"));
+  if (worldRank() == 0) {
+    EXPECT_EQ(cut["policies"]["solver"]["versions"], 2);
+    std::int64_t cuts = 0;
+    for (const auto& r : ranksOf(cut, "rollout")) cuts += num(r, "context_cut");
+    EXPECT_GT(cuts, 0);
+    fs::remove_all(dir + "/checkpoints");
+    for (const auto& f : runFilesIn(dir)) fs::remove_all(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
   const json s = runJob(parseConfig(yaml, "team_text"));
   if (worldRank() != 0) return;
   EXPECT_EQ(s["workflow"], "solver_verifier");

@@ -77,6 +77,7 @@ struct RolloutReport {
   std::uint64_t pushed = 0;  // training trajectories pushed
   std::uint64_t eval_pushed = 0;
   std::uint64_t oversize = 0;         // trajectories too large for a ring slot (dropped, counted)
+  std::uint64_t context_cut = 0;      // transcripts longer than the policy's model.max_seq_len, cut to it
   std::uint64_t malformed_tasks = 0;  // task records that failed to decode
   std::uint64_t generated_tokens = 0;
   double generate_seconds = 0;
@@ -126,6 +127,7 @@ struct RolloutReport {
   template <class S, class V>
   static void fields(S& s, V&& v) {
     v("pushed", s.pushed), v("eval_pushed", s.eval_pushed), v("oversize", s.oversize);
+    v("context_cut", s.context_cut);
     v("malformed_tasks", s.malformed_tasks), v("generated_tokens", s.generated_tokens);
     v("generate_seconds", s.generate_seconds), v("task_wait_seconds", s.task_wait_seconds);
     v("weight_pull_seconds", s.weight_pull_seconds), v("policies", s.policies);
