@@ -297,9 +297,10 @@ Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const S
       t.tokens.size() > static_cast<std::size_t>(section->model.max_seq_len)) {
     const auto limit = static_cast<std::size_t>(section->model.max_seq_len);
     if (context_cut_++ < 3)
-      spdlog::warn("policy '{}': a transcript of {} tokens is cut to model.max_seq_len {} (raise it for this "
-                   "workflow's prompts)",
-                   p.name, t.tokens.size(), limit);
+      spdlog::warn(
+          "policy '{}': a transcript of {} tokens is cut to model.max_seq_len {} (raise it for this "
+          "workflow's prompts)",
+          p.name, t.tokens.size(), limit);
     t.tokens.resize(limit);
     t.behav_logprobs.resize(limit);
     t.policy_mask.resize(limit);
@@ -310,7 +311,7 @@ Trajectory RolloutRank::trajectoryOf(const Task& task, const Episode& e, const S
   t.t_queued = t.t_started = t_start;
   t.t_finished = t_end;
   t.turns = static_cast<std::uint32_t>(e.turns);
-  t.status = static_cast<std::uint8_t>(e.nonfinite            ? TrajectoryStatus::Nonfinite
+  t.status = static_cast<std::uint8_t>(e.nonfinite          ? TrajectoryStatus::Nonfinite
                                        : e.truncated || cut ? TrajectoryStatus::Truncated
                                                             : TrajectoryStatus::Ok);
   if (e.failed) {

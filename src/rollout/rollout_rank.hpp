@@ -113,7 +113,7 @@ class RolloutRank {
   PollPacer task_polls_{std::chrono::milliseconds(1), std::chrono::milliseconds(20)};
   // Report.
   std::uint64_t pushed_ = 0, eval_pushed_ = 0, oversize_ = 0, malformed_ = 0, tokens_ = 0, failed_episodes_ = 0;
-  std::uint64_t context_cut_ = 0;  // transcripts cut to the policy's model.max_seq_len (trajectoryOf)
+  std::uint64_t context_cut_ = 0;        // transcripts cut to the policy's model.max_seq_len (trajectoryOf)
   bool update_failed_ = false;           // the last refresh could not get a server to load its version
   bool lost_ = false;                    // a server stayed silent past backend.lost_after_seconds: the rank left
   std::uint64_t returned_ = 0;           // tasks given back to the dataflow rank
