@@ -31,7 +31,7 @@ bin=build/bin/astraflow
 # shares a problem with the training rows).
 if [ ! -f "$out/model/config.json" ]; then
   $bin init-model "$out/model" --hidden-size 96 --layers 3 --heads 4 --kv-heads 2 --head-dim 24 \
-    --intermediate-size 256 --max-positions 192 --seed 1 >/dev/null
+    --intermediate-size 256 --max-positions 1536 --seed 1 >/dev/null
 fi
 if [ ! -f "$data/digits3.jsonl" ]; then
   "$py" scripts/make_word_problems.py --out "$data" --train 20000 --eval 200 --max 99 --seed 1
@@ -65,7 +65,7 @@ environment:
   enable_thinking: false
   reward: {kind: math}
 rollout: {group_size: 8, temperature: 1.0, max_new_tokens: 20, batch_tasks: 64}
-trainer: {lr: 0.0002, groups_per_step: 16, grad_clip: 1.0}
+trainer: {lr: 0.0002, groups_per_step: 16, grad_clip: 1.0, micro_batch_tokens: 16384}
 sft: {max_steps: 600, batch_size: 64, lr: 0.003, target_accuracy: 0.5, eval_every: 100}
 eval:
   problems: 100           # held_out: environment.eval, two-digit operands as in training
@@ -76,14 +76,14 @@ eval:
 dataflow:
   max_staleness: 4
   task_ring: {slots: 1024, slot_bytes: 256}
-  trajectory_ring: {slots: 2048, slot_bytes: 8192}
+  trajectory_ring: {slots: 1024, slot_bytes: 65536}
   batch_ring: {slots: 8, slot_bytes: 8388608}
 YAML
 }
 cat >"$out/single.yaml" <<YAML
 run: {name: single, output_dir: $out/single, versions: 100000, max_wall_seconds: $wall, progress_every: 20}
 policies:
-  - {name: solver, model: {hf: $out/model, max_seq_len: 192}}
+  - {name: solver, model: {hf: $out/model, max_seq_len: 1536}}
 layout:
   - {role: dataflow, ranks: 1}
   - {role: trainer, policy: solver, ranks: 1}
@@ -93,8 +93,8 @@ YAML
 cat >"$out/team.yaml" <<YAML
 run: {name: team, output_dir: $out/team, versions: 100000, max_wall_seconds: $wall, progress_every: 20}
 policies:
-  - {name: solver, model: {hf: $out/model, max_seq_len: 192}}
-  - {name: verifier, model: {hf: $out/model, max_seq_len: 192}}
+  - {name: solver, model: {hf: $out/model, max_seq_len: 1536}}
+  - {name: verifier, model: {hf: $out/model, max_seq_len: 1536}}
 workflow: {kind: solver_verifier, roles: {solver: solver, verifier: verifier}, max_rounds: 2}
 layout:
   - {role: dataflow, ranks: 1}
@@ -137,9 +137,10 @@ for seed in "${seeds[@]}"; do
 import json, sys
 s = json.load(open(sys.argv[1]))
 sets = s["eval_sets"]
-versions = max(1, s["versions"])
+# Seconds per version over the whole segment (the start and final evaluation rounds included).
+per_version = round(s["segment_wall_seconds"] / s["versions"], 3) if s["versions"] > 0 else float("nan")
 print(",".join(str(x) for x in [sys.argv[2], sys.argv[3], s["versions"], round(s["segment_wall_seconds"], 1),
-                                round(s["segment_wall_seconds"] / versions, 3), round(s["trainer_wait_fraction"], 3),
+                                per_version, round(s["trainer_wait_fraction"], 3),
                                 sets["digits1"]["accuracy"], sets["held_out"]["accuracy"], sets["digits3"]["accuracy"],
                                 s["eval_accuracy_end"], s["eval_accuracy_start"]]))
 PY
