@@ -101,6 +101,10 @@ void EvalScheduler::finish(EvalRound& round) {
                roles.empty() ? "mean accuracy" : "team mean accuracy", round.accuracy(), round.result.sets.size(),
                round.result.sets.size() == 1 ? "" : "s", sets, problems, versions, roles);
   if (round_done_) round_done_(round);
+  // The answers are in eval.h5 now; a round keeps only its scores. (At the paper's scale a round
+  // holds 200 problems × 4 samples of up to 32k tokens: ~80 MB of text, every eval.every versions.)
+  round.result.problems.clear();
+  round.result.problems.shrink_to_fit();
 }
 
 double EvalScheduler::endPassAtK() const {

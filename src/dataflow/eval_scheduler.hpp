@@ -52,7 +52,8 @@ class EvalScheduler {
   // reference answer); both optional.
   void setResponseText(std::function<std::string(const Trajectory&)> f) { response_text_ = std::move(f); }
   void setAnswerOf(std::function<std::string(std::uint64_t problem_id)> f) { answer_of_ = std::move(f); }
-  // Called with each round as it completes (the evaluation table, keep_best).
+  // Called with each round as it completes (the evaluation table, keep_best); after it the round
+  // keeps its scores, not its problems' answers.
   void setRoundDone(std::function<void(const EvalRound&)> f) { round_done_ = std::move(f); }
 
   bool enabled() const { return !plans_.empty(); }
