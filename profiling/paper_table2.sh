@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The paper's Table 2 in miniature (docs/multi-policy.md, "Table 2 in miniature"): on generated
-# text word problems, a small Qwen3-shaped policy (scripts/text_math.sh's) from one SFT warm start,
+# text word problems, a small Qwen3-shaped policy (scripts/text_math.sh's) warm-started by SFT,
 # each variant in the same wall budget per run:
 #   single      the Solver alone, fully asynchronous (4 ranks)
 #   team_async  the Solver + Verifier team, fully asynchronous (5 ranks)
@@ -104,34 +104,26 @@ layout:
 $(common)
 YAML
 
-# One warm start for every run: the Solver's SFT on the rows' worked solutions; the Verifier starts
-# from the same weights (the paper starts both roles from one base model; warm-start SFT of a
-# text team's roles is not built: its Verifier has no reference verdicts).
-if [ ! -f "$out/sft.h5" ]; then
-  $bin sft "$out/single.yaml" --set "sft.checkpoint=$out/sft_solver.h5" >"$out/sft.log" 2>&1 ||
-    { tail "$out/sft.log"; exit 1; }
-  "$py" - "$out/sft_solver.h5" "$out/sft.h5" <<'PY'
-import shutil, sys
-import h5py
-shutil.copy(sys.argv[1], sys.argv[2] + ".tmp")
-with h5py.File(sys.argv[2] + ".tmp", "r+") as f:
-    f.copy("policies/solver", "policies/verifier")
-shutil.move(sys.argv[2] + ".tmp", sys.argv[2])
-PY
-fi
+# Warm starts from one base model, each on its own prompts with the same SFT keys: the single
+# Solver on the rows' prompts; the team's Solver on the paper's A.9 prompt and its Verifier (from
+# the Solver's result) on right and wrong solutions (`astraflow sft` on a text team).
+[ -f "$out/sft_single.h5" ] || $bin sft "$out/single.yaml" --set "sft.checkpoint=$out/sft_single.h5" \
+  >"$out/sft_single.log" 2>&1 || { tail "$out/sft_single.log"; exit 1; }
+[ -f "$out/sft_team.h5" ] || $bin sft "$out/team.yaml" --set "sft.checkpoint=$out/sft_team.h5" \
+  >"$out/sft_team.log" 2>&1 || { tail "$out/sft_team.log"; exit 1; }
 
 echo "variant,seed,versions,wall_seconds,seconds_per_version,trainer_wait,digits1,digits2,digits3,mean,mean_start" \
   >"$out/results.csv"
 for seed in "${seeds[@]}"; do
   for variant in single team_async team_sync; do
-    config=$out/team.yaml mode=async
-    [ "$variant" = single ] && config=$out/single.yaml
+    config=$out/team.yaml mode=async warm=$out/sft_team.h5
+    [ "$variant" = single ] && config=$out/single.yaml warm=$out/sft_single.h5
     [ "$variant" = team_sync ] && mode=sync
     dir="$out/${variant}_s$seed"
     rm -rf "$dir"
     echo "paper_table2: $variant seed $seed ($wall s)" >&2
     mpirun -np "$($bin layout-size "$config")" $bin run "$config" --set "run.output_dir=$dir" \
-      --set "run.seed=$seed" --set "run.mode=$mode" --set "run.init_checkpoint=$out/sft.h5" >"$dir.out" 2>"$dir.err" ||
+      --set "run.seed=$seed" --set "run.mode=$mode" --set "run.init_checkpoint=$warm" >"$dir.out" 2>"$dir.err" ||
       { tail -n 20 "$dir.err"; exit 1; }
     "$py" - "$dir/summary.json" "$variant" "$seed" >>"$out/results.csv" <<'PY'
 import json, sys

@@ -25,7 +25,9 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <random>
 
+#include "astraflow/core/error.hpp"
 #include "astraflow/tasks/code_reward.hpp"
 #include "astraflow/tasks/reward_function.hpp"
 #include "astraflow/text/chat_template.hpp"
@@ -372,6 +374,67 @@ int parseFinalPick(std::string_view text) {
   if (b == std::string_view::npos) return 0;
   if (a == std::string_view::npos) return 1;
   return a > b ? 0 : 1;
+}
+
+namespace {
+
+// A wrong version of a worked solution: its boxed answer moved by 1–10 when it is an integer,
+// else with "+1" appended inside the box (or a box of its own when the solution has none).
+std::string wrongSolution(const std::string& solution, const std::string& answer, std::mt19937_64& rng) {
+  std::string wrong = answer + "+1";
+  char* end = nullptr;
+  const long long value = answer.empty() ? 0 : std::strtoll(answer.c_str(), &end, 10);
+  if (!answer.empty() && end != nullptr && *end == '\0') {
+    long long offset = static_cast<long long>(rng() % 10) + 1;
+    if (rng() & 1) offset = -offset;
+    wrong = std::to_string(value + offset);
+  }
+  const std::string box = "\\boxed{" + answer + "}";
+  const auto at = solution.rfind(box);
+  if (at == std::string::npos) return "\\boxed{" + wrong + "}";
+  return solution.substr(0, at) + "\\boxed{" + wrong + "}" + solution.substr(at + box.size());
+}
+
+}  // namespace
+
+RoleExample chatRoleExample(const WorkflowSection& wf, std::size_t role, const Tokenizer& tok,
+                            const EnvironmentOptions& env_options, std::uint64_t problem_id, std::mt19937_64& rng) {
+  if (wf.kind != WorkflowKind::SolverVerifier)
+    throw Error(
+        fmt::format("warm-start SFT of workflow {} is not built (its roles have no reference outputs); start "
+                    "each policy from a model folder (policies[i].model.hf) and run `astraflow run` directly",
+                    wf.kindName()));
+  auto env = makeEnvironment(env_options);
+  env->reset(problem_id);
+  TeamState state;
+  state.problem = env->problemText().value_or("");
+  state.task_description = withoutFormatSuffix(state.problem);
+  const std::string solution = env->referenceActions().at(0);
+  RoleExample ex;
+  ex.prompt.problem_id = problem_id;
+  ex.ends_turn = true;
+  const auto& w = wf.roles.at(role);
+  if (w.role == TeamRole::Solver) {
+    ex.reference = solution;
+  } else if (w.role == TeamRole::Verifier) {
+    const bool good = rng() & 1;
+    state.team_context = state.solution =
+        good ? solution : wrongSolution(solution, env->referenceAnswer(problem_id), rng);
+    ex.reference = good ? "<verify>approve</verify>" : "<verify>reject</verify>";
+  } else {
+    throw Error(fmt::format("workflow {}: no reference for role '{}'", wf.kindName(), w.name));
+  }
+  // The role's first turn as the team opens it (ChatTeams::turn): its system and user messages
+  // in the policy's chat template, the generation prompt after them.
+  json messages = json::array();
+  if (!w.system.empty()) messages.push_back({{"role", "system"}, {"content", render(w.system, state)}});
+  messages.push_back({{"role", "user"}, {"content", render(w.context, state)}});
+  ChatOptions open;
+  open.add_generation_prompt = true;
+  if (!env_options.dataset.enable_thinking.empty())
+    open.extra["enable_thinking"] = env_options.dataset.enable_thinking == "true";
+  appendContext(ex.prompt, tok, chatTemplateOf(env_options.dataset.tokenizer_folders.at(0)).render(messages, open));
+  return ex;
 }
 
 std::vector<TeamEpisode> runCodeTeamEpisodes(const WorkflowSection& workflow, const PolicyGenerate& generate,

@@ -18,6 +18,14 @@ std::vector<TeamEpisode> runCodeTeamEpisodes(const WorkflowSection& workflow, co
                                              const std::vector<std::uint64_t>& problem_ids,
                                              const SamplingOptions& sampling);
 
+// A warm-start example of the math team on text (solver_verifier): the role's first turn as the
+// team opens it, and what a perfect role writes — the Solver the row's worked solution, the
+// Verifier `<verify>approve</verify>` for it or `<verify>reject</verify>` for a copy whose boxed
+// answer is wrong (equal odds). The turn ends at the template's end of turn (ends_turn). Error for
+// the code workflows, whose roles have no reference outputs.
+RoleExample chatRoleExample(const WorkflowSection& workflow, std::size_t role, const Tokenizer& tokenizer,
+                            const EnvironmentOptions& env_options, std::uint64_t problem_id, std::mt19937_64& rng);
+
 // The selector's pick: the last <final>A</final> or <final>B</final> (0 or 1); -1 for neither.
 int parseFinalPick(std::string_view text);
 

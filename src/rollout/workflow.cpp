@@ -228,6 +228,7 @@ std::vector<TeamEpisode> runTeamEpisodes(const WorkflowSection& wf, const Policy
 
 RoleExample roleExample(const WorkflowSection& wf, std::size_t role, const Tokenizer& tok,
                         const EnvironmentOptions& env_options, std::uint64_t problem_id, std::mt19937_64& rng) {
+  if (wf.chat) return detail::chatRoleExample(wf, role, tok, env_options, problem_id, rng);
   auto env = makeEnvironment(env_options);
   TeamState state;
   state.problem = env->reset(problem_id);
@@ -259,6 +260,10 @@ RoleExample roleExample(const WorkflowSection& wf, std::size_t role, const Token
 bool sameDecision(const WorkflowSection& wf, std::size_t role, const std::string& output,
                   const std::string& reference) {
   const TeamRole name = wf.roles.at(role).role;
+  if (wf.chat && name == TeamRole::Verifier) {
+    const auto verdict = detail::parseVerdict(output);
+    return verdict && verdict == detail::parseVerdict(reference);
+  }
   if (name == TeamRole::Verifier)
     return parseVerdict(output) != Verdict::Missing && parseVerdict(output) == parseVerdict(reference);
   if (name == TeamRole::Selector) return parsePick(output) >= 0 && parsePick(output) == parsePick(reference);
@@ -269,6 +274,11 @@ Episode roleReferenceEpisode(const RoleExample& example, const Tokenizer& tok) {
   Episode e = example.prompt;
   for (auto id : tok.encode(example.reference)) {
     e.tokens.push_back(id);
+    e.behav_logprobs.push_back(0.0f);
+    e.policy_mask.push_back(1);
+  }
+  if (example.ends_turn) {
+    e.tokens.push_back(tok.eosId());
     e.behav_logprobs.push_back(0.0f);
     e.policy_mask.push_back(1);
   }

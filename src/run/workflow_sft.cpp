@@ -57,18 +57,28 @@ double evaluateRoleGreedy(GenerationEngine& engine, const Tokenizer& tokenizer, 
   }
   SamplingOptions greedy = samplingFrom(config);
   greedy.greedy = true;
-  greedy.stop_token_ids = roleStopIds(config.workflow, role, tokenizer);
+  // A chat turn ends at the template's end of turn, as the team's turns do.
+  greedy.stop_token_ids = config.workflow.chat ? std::vector<std::int32_t>{tokenizer.eosId()}
+                                               : roleStopIds(config.workflow, role, tokenizer);
   auto gen = at::detail::createCPUGenerator(0);  // unused by greedy decoding
   const auto outputs = engine.generate(prompts, greedy, gen);
   double right = 0;
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    right += sameDecision(config.workflow, role, tokenizer.decode(outputs[i].tokens), examples[i].reference);
+    const std::string text = tokenizer.decode(outputs[i].tokens);
+    if (config.workflow.chat && r.role == TeamRole::Solver) {
+      // The chat Solver's answer is right when the environment's reward says so (its working may
+      // differ from the row's solution).
+      env->reset(examples[i].prompt.problem_id);
+      right += env->step(text).reward >= 1.0 ? 1.0 : 0.0;
+      continue;
+    }
+    right += sameDecision(config.workflow, role, text, examples[i].reference);
   }
   return right / static_cast<double>(problems);
 }
 
 LocalRunResult runWorkflowSft(const Config& config) {
-  if (config.workflow.chat)
+  if (config.workflow.chat && config.workflow.kind != WorkflowKind::SolverVerifier)
     throw Error(
         fmt::format("{}: warm-start SFT of the code workflow {} is not built (its roles have no reference "
                     "outputs); start each policy from a model folder (policies[i].model.hf) and run "

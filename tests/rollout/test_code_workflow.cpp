@@ -285,6 +285,47 @@ TEST(TextVerifier, ARejectedAnswerGoesBackWithTheAnalysis) {
   EXPECT_EQ(trained(t.roles[1]), tok->encode(kReject).size() + 1);
 }
 
+// Warm-start SFT of the math team on text: each role's example is the very prompt the team shows
+// it in an episode (here, the Solver's first turn, and the Verifier's turn after the Solver wrote
+// the row's solution), the reference ends the turn with <eos>, and the Verifier sees right and
+// wrong solutions with the verdict that fits each.
+TEST(TextVerifier, WarmStartExamplesAreTheTeamsOwnPrompts) {
+  MathTeamFixture f;
+  const auto tok = makeEnvironmentTokenizer(f.cfg.environment);
+  std::vector<std::string> seen;
+  const auto generate = scripted(
+      *tok, [](const std::string& policy, const std::string&) { return policy == "v" ? kApprove : "\\boxed{42}"; },
+      &seen);
+  runTeamEpisodes(f.cfg.workflow, generate, *tok, f.cfg.environment, {0}, {});
+  ASSERT_EQ(seen.size(), 2u);
+  std::mt19937_64 rng(7);
+  const RoleExample solver = roleExample(f.cfg.workflow, 0, *tok, f.cfg.environment, 0, rng);
+  EXPECT_EQ(tok->decode(solver.prompt.tokens), seen[0]);
+  EXPECT_EQ(solver.reference, "\\boxed{42}");
+  const Episode trained_solver = roleReferenceEpisode(solver, *tok);
+  EXPECT_EQ(trained_solver.tokens.back(), tok->eosId());
+  EXPECT_EQ(trained(trained_solver), tok->encode("\\boxed{42}").size() + 1);
+  int approve = 0, reject = 0;
+  for (int k = 0; k < 40; ++k) {
+    const RoleExample v = roleExample(f.cfg.workflow, 1, *tok, f.cfg.environment, 0, rng);
+    const std::string prompt = tok->decode(v.prompt.tokens);
+    const auto verdict = astraflow::detail::parseVerdict(v.reference);
+    ASSERT_TRUE(verdict.has_value()) << v.reference;
+    if (*verdict) {
+      ++approve;
+      EXPECT_EQ(prompt, seen[1]);  // the solution the Solver wrote, as the team shows it
+    } else {
+      ++reject;
+      EXPECT_EQ(prompt.find("\\boxed{42}"), std::string::npos) << prompt;
+      EXPECT_NE(prompt.find("\\boxed{"), std::string::npos) << prompt;
+    }
+    EXPECT_TRUE(sameDecision(f.cfg.workflow, 1, v.reference, v.reference));
+    EXPECT_FALSE(sameDecision(f.cfg.workflow, 1, "no verdict", v.reference));
+  }
+  EXPECT_GT(approve, 5);
+  EXPECT_GT(reject, 5);
+}
+
 TEST(TextVerifier, VerdictsAreScoredAgainstTheTruth) {
   const auto run = [](int max_rounds, const std::string& solver_text, const std::string& verdict) {
     MathTeamFixture f(max_rounds);

@@ -54,9 +54,14 @@ std::vector<TeamEpisode> runTeamEpisodes(const WorkflowSection& workflow, const 
 // and one wrong candidate in random order. A judging role works the answer out before it
 // decides: "46<reject>", "46b</answer>". Deterministic in (problem_id, rng state).
 struct RoleExample {
-  Episode prompt;         // <bos> + rendered contexts (+ earlier own turns), mask 0
-  std::string reference;  // the reference output, stop tag included ("46</answer>", "<reject>", "b</answer>")
+  Episode prompt;          // <bos> + rendered contexts (+ earlier own turns), mask 0
+  std::string reference;   // the reference output, stop tag included ("46</answer>", "<reject>", "b</answer>")
+  bool ends_turn = false;  // chat workflows: the turn ends with <eos> (the template's end of turn), trained too
 };
+// The chat workflows (workflow.chat): the math team on text (solver_verifier) has examples — the
+// Solver's is the row's worked solution to the paper's prompt, the Verifier's a verdict on a right
+// or a wrong solution (`<verify>approve</verify>` / `<verify>reject</verify>`); the code
+// workflows' roles have none (Error).
 RoleExample roleExample(const WorkflowSection& workflow, std::size_t role, const Tokenizer& tokenizer,
                         const EnvironmentOptions& env_options, std::uint64_t problem_id, std::mt19937_64& rng);
 // Whether a role's output makes the reference's decision: the verifier's verdict, the
