@@ -62,6 +62,63 @@ std::string responseText(const Tokenizer& tokenizer, const Episode& e) {
   return tokenizer.decode(own);
 }
 
+// What generates the answers: the layout's server, told to load the folder, or the engine with the
+// checkpoint's or the folder's weights in the policy's model. Keeps the model and engine alive.
+struct Generator {
+  PolicyModel model{nullptr};
+  std::unique_ptr<GenerationEngine> engine;
+  at::Generator random;
+  std::unique_ptr<GenerationBackend> backend;
+  std::string name;  // "engine" or the server's URL
+};
+
+void startGenerator(Generator& g, const Config& config, const OfflineEvalOptions& o, const LayoutEntry* pool,
+                    const Tokenizer& tokenizer) {
+  g.random = at::detail::createCPUGenerator(config.run.seed);
+  if (pool != nullptr && pool->backend.http()) {
+    auto h = std::make_unique<HttpBackend>(pool->backend, 0, config.policies.front().model.max_seq_len);
+    if (!h->loadWeights(std::filesystem::absolute(o.hf_folder).string(), 0))
+      throw Error(fmt::format("eval: the server at {} did not load {}", h->url(), o.hf_folder));
+    g.name = h->url();
+    g.backend = std::move(h);
+    return;
+  }
+  const std::string& policy = config.policies.front().name;
+  const auto device = resolveDevice(config.trainer.compute.device, 0, "trainer.device");
+  g.model = buildPolicyModel(config, tokenSpecOf(tokenizer), policy, device);
+  if (!o.checkpoint.empty())
+    loadCheckpointFile(o.checkpoint, policy, *g.model);
+  else
+    loadHfWeights(*g.model, o.hf_folder, HfLoad::Copy);
+  g.model->eval();
+  g.engine = std::make_unique<GenerationEngine>(g.model, tokenizer.padId(), schedulingFrom(config));
+  g.backend = std::make_unique<EngineBackend>(*g.engine, g.random);
+  g.name = "engine";
+}
+
+// The round's sets and problems (rewards and texts still empty); every answer to give, as
+// (problem index in round.problems, sample).
+std::vector<std::pair<std::size_t, std::uint32_t>> planRound(EvalRoundResult& round, const EvalSection& eval,
+                                                             Environment& env) {
+  std::vector<std::pair<std::size_t, std::uint32_t>> answers;
+  const auto plans = planEvalSets(eval, env);
+  for (std::size_t s = 0; s < plans.size(); ++s) {
+    round.sets.push_back({plans[s].name, plans[s].problems, plans[s].samples, 0.0, 0.0});
+    for (std::uint64_t k = 0; k < plans[s].problems; ++k) {
+      EvalProblemResult p;
+      p.set = static_cast<std::uint32_t>(s);
+      p.index = k;
+      p.problem_id = env.heldOutSetId(plans[s].set, k);
+      p.answer = env.referenceAnswer(p.problem_id);
+      p.rewards.assign(plans[s].samples, 0.0);
+      p.responses.assign(plans[s].samples, std::string());
+      for (std::uint32_t i = 0; i < plans[s].samples; ++i) answers.emplace_back(round.problems.size(), i);
+      round.problems.push_back(std::move(p));
+    }
+  }
+  return answers;
+}
+
 }  // namespace
 
 OfflineEvalResult evaluateOffline(const Config& config, const OfflineEvalOptions& o) {
@@ -72,61 +129,23 @@ OfflineEvalResult evaluateOffline(const Config& config, const OfflineEvalOptions
   result.weights = o.checkpoint.empty() ? o.hf_folder : o.checkpoint;
   auto tokenizer = makeEnvironmentTokenizer(config.environment);
   auto env = makeEnvironment(config.environment);
-  const auto plans = planEvalSets(config.eval, *env);
-  const std::string& policy = config.policies.front().name;
-
-  // The weights: into the engine's model, or onto the server.
-  std::int64_t version = 0;
-  if (!o.checkpoint.empty()) version = io::H5File::openReadOnly(o.checkpoint).readInt64Attribute("version");
-  std::unique_ptr<GenerationBackend> backend;
-  PolicyModel model{nullptr};
-  std::unique_ptr<GenerationEngine> engine;
-  at::Generator generator = at::detail::createCPUGenerator(config.run.seed);
-  if (pool != nullptr && pool->backend.http()) {
-    auto h = std::make_unique<HttpBackend>(pool->backend, 0, config.policies.front().model.max_seq_len);
-    if (!h->loadWeights(std::filesystem::absolute(o.hf_folder).string(), 0))
-      throw Error(fmt::format("eval: the server at {} did not load {}", h->url(), o.hf_folder));
-    result.backend = h->url();
-    backend = std::move(h);
-  } else {
-    const auto device = resolveDevice(config.trainer.compute.device, 0, "trainer.device");
-    model = buildPolicyModel(config, tokenSpecOf(*tokenizer), policy, device);
-    if (!o.checkpoint.empty())
-      loadCheckpointFile(o.checkpoint, policy, *model);
-    else
-      loadHfWeights(*model, o.hf_folder, HfLoad::Copy);
-    model->eval();
-    engine = std::make_unique<GenerationEngine>(model, tokenizer->padId(), schedulingFrom(config));
-    backend = std::make_unique<EngineBackend>(*engine, generator);
-    result.backend = "engine";
-  }
+  Generator generator;
+  startGenerator(generator, config, o, pool, *tokenizer);
+  result.backend = generator.name;
 
   SamplingOptions sampling = samplingFrom(config);
   sampling.greedy = config.eval.temperature == 0.0;
   if (!sampling.greedy) sampling.temperature = config.eval.temperature;
   EvalRoundResult& round = result.round;
+  const std::int64_t version =
+      o.checkpoint.empty() ? 0 : io::H5File::openReadOnly(o.checkpoint).readInt64Attribute("version");
   round.version_low = round.version_high = version;
-  // Every answer to give, as (problem index in round.problems, sample).
-  std::vector<std::pair<std::size_t, std::uint32_t>> answers;
-  for (std::size_t s = 0; s < plans.size(); ++s) {
-    round.sets.push_back({plans[s].name, plans[s].problems, plans[s].samples, 0.0, 0.0});
-    for (std::uint64_t k = 0; k < plans[s].problems; ++k) {
-      EvalProblemResult p;
-      p.set = static_cast<std::uint32_t>(s);
-      p.index = k;
-      p.problem_id = env->heldOutSetId(plans[s].set, k);
-      p.answer = env->referenceAnswer(p.problem_id);
-      p.rewards.assign(plans[s].samples, 0.0);
-      p.responses.assign(plans[s].samples, std::string());
-      for (std::uint32_t i = 0; i < plans[s].samples; ++i) answers.emplace_back(round.problems.size(), i);
-      round.problems.push_back(std::move(p));
-    }
-  }
+  const auto answers = planRound(round, config.eval, *env);
   for (std::size_t start = 0; start < answers.size(); start += kChunk) {
     const std::size_t end = std::min(answers.size(), start + kChunk);
     std::vector<std::uint64_t> ids;
     for (std::size_t i = start; i < end; ++i) ids.push_back(round.problems[answers[i].first].problem_id);
-    const auto episodes = runEpisodes(*backend, *tokenizer, config.environment, ids, sampling);
+    const auto episodes = runEpisodes(*generator.backend, *tokenizer, config.environment, ids, sampling);
     for (std::size_t i = start; i < end; ++i) {
       const Episode& e = episodes[i - start];
       EvalProblemResult& p = round.problems[answers[i].first];
