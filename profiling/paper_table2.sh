@@ -8,8 +8,9 @@
 # Evaluated at the start and the end on three sets of different difficulty: `digits1` and `digits3`
 # (eval.sets: one-digit operands, and three-digit ones beyond anything trained on) and `held_out`
 # (environment.eval: two-digit operands, as in training; the column `digits2`). Reports each set's
-# accuracy and their mean (a team's: its final answer), time per iteration (wall ÷ versions) and
-# trainer wait, as mean ± spread over the seeds.
+# accuracy and their mean (a team's: its final answer), time per iteration (wall ÷ versions, and
+# between the first and the last version, the evaluation rounds left out) and trainer wait, as
+# mean ± spread over the seeds.
 #   profiling/paper_table2.sh [wall_seconds] [seeds...]     (default 240 s, seeds 1 2 3)
 # Writes runs/paper_table2/results.csv and prints the table.
 set -euo pipefail
@@ -66,7 +67,7 @@ environment:
   reward: {kind: math}
 rollout: {group_size: 8, temperature: 1.0, max_new_tokens: 20, batch_tasks: 64}
 trainer: {lr: 0.0002, groups_per_step: 16, grad_clip: 1.0, micro_batch_tokens: 16384}
-sft: {max_steps: 600, batch_size: 64, lr: 0.003, target_accuracy: 0.5, eval_every: 100}
+sft: {max_steps: 400, batch_size: 32, lr: 0.003, target_accuracy: 0.5, eval_every: 100}
 eval:
   problems: 100           # held_out: environment.eval, two-digit operands as in training
   every: 1000000          # rounds at the start and at the end
@@ -112,7 +113,7 @@ YAML
 [ -f "$out/sft_team.h5" ] || $bin sft "$out/team.yaml" --set "sft.checkpoint=$out/sft_team.h5" \
   >"$out/sft_team.log" 2>&1 || { tail "$out/sft_team.log"; exit 1; }
 
-echo "variant,seed,versions,wall_seconds,seconds_per_version,trainer_wait,digits1,digits2,digits3,mean,mean_start" \
+echo "variant,seed,versions,wall_seconds,seconds_per_version,steady_seconds_per_version,trainer_wait,digits1,digits2,digits3,mean,mean_start" \
   >"$out/results.csv"
 for seed in "${seeds[@]}"; do
   for variant in single team_async team_sync; do
@@ -125,14 +126,19 @@ for seed in "${seeds[@]}"; do
     mpirun -np "$($bin layout-size "$config")" $bin run "$config" --set "run.output_dir=$dir" \
       --set "run.seed=$seed" --set "run.mode=$mode" --set "run.init_checkpoint=$warm" >"$dir.out" 2>"$dir.err" ||
       { tail -n 20 "$dir.err"; exit 1; }
-    "$py" - "$dir/summary.json" "$variant" "$seed" >>"$out/results.csv" <<'PY'
+    "$py" - "$dir" "$variant" "$seed" >>"$out/results.csv" <<'PY'
 import json, sys
-s = json.load(open(sys.argv[1]))
+import h5py
+s = json.load(open(f"{sys.argv[1]}/summary.json"))
 sets = s["eval_sets"]
-# Seconds per version over the whole segment (the start and final evaluation rounds included).
+# Seconds per version over the whole segment (the start and final evaluation rounds included),
+# and between the first and the last version the Solver's trainer published (the rounds left out).
 per_version = round(s["segment_wall_seconds"] / s["versions"], 3) if s["versions"] > 0 else float("nan")
+events = h5py.File(f"{sys.argv[1]}/trace.h5")["events"][:]
+published = sorted(e["t_start"] for e in events if e["kind"] == b"publish" and e["policy"] == 0 and e["version"] >= 1)
+steady = round((published[-1] - published[0]) / (len(published) - 1), 3) if len(published) > 1 else float("nan")
 print(",".join(str(x) for x in [sys.argv[2], sys.argv[3], s["versions"], round(s["segment_wall_seconds"], 1),
-                                per_version, round(s["trainer_wait_fraction"], 3),
+                                per_version, steady, round(s["trainer_wait_fraction"], 3),
                                 sets["digits1"]["accuracy"], sets["held_out"]["accuracy"], sets["digits3"]["accuracy"],
                                 s["eval_accuracy_end"], s["eval_accuracy_start"]]))
 PY
@@ -145,14 +151,15 @@ def ms(values):
     values = [float(v) for v in values]
     sd = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{statistics.mean(values):.3f} ± {sd:.3f}"
-print("| variant | seeds | digits1 | digits2 | digits3 | mean (start → end) | s / version | trainer wait |")
-print("|---|---|---|---|---|---|---|---|")
+print("| variant | seeds | digits1 | digits2 | digits3 | mean (start → end) | versions | s / version (segment) | s / version (between versions) | trainer wait |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for variant in ("single", "team_async", "team_sync"):
     r = [x for x in rows if x["variant"] == variant]
     if not r:
         continue
     start = statistics.mean(float(x["mean_start"]) for x in r)
     print(f"| {variant} | {len(r)} | " + " | ".join(ms(x[k] for x in r) for k in ("digits1", "digits2", "digits3"))
-          + f" | {start:.3f} → {ms(x['mean'] for x in r)} | {ms(x['seconds_per_version'] for x in r)} | "
+          + f" | {start:.3f} → {ms(x['mean'] for x in r)} | {ms(x['versions'] for x in r)} | "
+          f"{ms(x['seconds_per_version'] for x in r)} | {ms(x['steady_seconds_per_version'] for x in r)} | "
           f"{ms(x['trainer_wait'] for x in r)} |")
 PY
