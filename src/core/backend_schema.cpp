@@ -30,13 +30,16 @@ void readUrls(YamlReader& r, B& b) {
 // An inference server's keys (kind http; docs/rollout-backends.md).
 void httpKeys(SectionSchema<B>& s) {
   s.choice("api", &B::api, kHttpApiNames,
-           "http: `sglang` (POST /generate with `input_ids`, `return_logprob`) or `openai` (POST /v1/completions "
-           "with token-id prompts, `logprobs`, vLLM's `return_tokens_as_token_ids`)")
+           "http: `sglang` (POST /generate with `input_ids`, `return_logprob`), `openai` (POST /v1/completions "
+           "with token-id prompts, `logprobs`, vLLM's `return_tokens_as_token_ids`) or `vllm` (a vLLM server: its "
+           "/v1/completions as `openai`; each version through its development endpoints, `/pause`, `/collective_rpc` "
+           "`reload_weights`, `/reset_prefix_cache`, `/update_weight_version`, `/resume`: started with "
+           "`VLLM_SERVER_DEV_MODE=1` and `--logprobs-mode processed_logprobs`)")
       .custom("url", "string", "required (or `urls`)", "`http://host:port`", "http: the pool's one server", readUrls)
       .custom("urls", "list of strings", "required (or `url`)", "`http://host:port` each",
               "http: one server per rank; rank i of the pool drives `urls[i % len]`",
               [](YamlReader&, B&) {})  // read with `url`
-      .text("model", &B::model, "a model id", "http, `openai`: the model id requests name",
+      .text("model", &B::model, "a model id", "http, `openai` and `vllm`: the model id requests name",
             "the first id of `/v1/models`")
       .integer("max_in_flight", &B::max_in_flight, 1, 4096, "requests",
                "http: requests one rank keeps in flight (one keep-alive connection each)")
@@ -51,12 +54,21 @@ void httpKeys(SectionSchema<B>& s) {
             "reads)",
             "`<output_dir>/served_weights`")
       .text("update_path", &B::update_path, "a path from `/`",
-            "http: the server's load-from-disk endpoint (`{model_path, weight_version}`)")
+            "http, `sglang` and `openai`: the server's load-from-disk endpoint (`{model_path, weight_version}`)")
+      .integer("update_failures", &B::update_failures, 1, 1000, "updates",
+               "http: weight updates in a row the server may refuse (each after its retries; an unreachable server "
+               "is `lost_after_seconds`'s) before the run stops with an error naming the server and its answer")
       .choice("update_mode", &B::update_mode, kHttpUpdateModeNames,
-              "http: `finish`: requests in flight finish on the old version, tagged with it; `abort`: the server is "
-              "paused with `mode: abort` around the update (`/pause_generation`, `/continue_generation`) and each "
+              "http: `finish`: requests in flight finish on the old version, tagged with it (vLLM: paused with "
+              "`mode=wait` around the update); `abort`: the server is paused with mode abort around the update "
+              "(`/pause_generation`, `/continue_generation`; vLLM's `/pause?mode=abort`, `/resume`) and each "
               "aborted request resumes from the tokens it made (prompt + those tokens; the rest on the new version)")
       .integer("keep_versions", &B::keep_versions, 1, 1000, "versions", "http: version folders kept per policy")
+      .number("logprob_tolerance", &B::logprob_tolerance, 0.0, 100.0, "nats",
+              "http: at the first version a server confirms, each rank scores one sampled answer of it (the run's "
+              "temperature, top_p 1, up to 16 tokens) with its own copy of the weights; a mean |difference| of "
+              "the log-probs above this stops the run with an error (log-probs before the temperature, another "
+              "model); 0: no check")
       .number("lost_after_seconds", &B::lost_after_seconds, 1.0, 86400.0, "seconds",
               "http: a server silent this long gets one try per request, and its rank leaves the pool (its failed "
               "tasks were given back); a pool whose ranks have all left is lost and its tasks are re-issued "
@@ -109,10 +121,15 @@ const SectionSchema<RolloutBackendSpec>& backendSchema() {
     httpKeys(s);
     s.merged(&B::simulated, simulatedSchema())
         .rule("servers", "kind http needs one of `url` and `urls`, each `http://host:port`", requireServers)
-        .rule("update_path", "`update_path` starts with `/`", [](YamlReader& r, const B& b) {
-          if (b.update_path.empty() || b.update_path[0] != '/')
-            r.fail("update_path", fmt::format("given '{}'; allowed: a path starting with /", b.update_path));
-        });
+        .rule("update_path", "`update_path` starts with `/`; not with `api: vllm`, whose updates have their own calls",
+              [](YamlReader& r, const B& b) {
+                if (b.update_path.empty() || b.update_path[0] != '/')
+                  r.fail("update_path", fmt::format("given '{}'; allowed: a path starting with /", b.update_path));
+                if (b.api == HttpApi::Vllm && r.has("update_path"))
+                  r.fail("update_path",
+                         "api vllm loads each version with POST /collective_rpc reload_weights; allowed: no "
+                         "update_path, or api sglang / openai");
+              });
     return s;
   }();
   return schema;

@@ -134,7 +134,7 @@ bool loadHfWeights(PolicyModelImpl& model, const std::filesystem::path& folder, 
 }
 
 std::vector<std::filesystem::path> writeHfWeights(const PolicyModelImpl& model, const std::filesystem::path& folder,
-                                                  bool bf16, std::uint64_t max_shard_bytes) {
+                                                  bool bf16, std::uint64_t max_shard_bytes, HfHead head) {
   // Each parameter is converted straight into the writer's buffer when the writer reaches it:
   // one parameter's bytes at a time, not a converted copy of the whole model.
   const auto dtype = bf16 ? torch::kBFloat16 : torch::kFloat32;
@@ -149,6 +149,11 @@ std::vector<std::filesystem::path> writeHfWeights(const PolicyModelImpl& model, 
       torch::from_blob(out.data(), tensor.sizes(), torch::TensorOptions().dtype(dtype)).copy_(tensor.detach());
     };
     sources.push_back(std::move(s));
+    if (head == HfHead::Separate && model.config().tied_embeddings && p.name == "model.embed_tokens.weight") {
+      io::StTensorSource head_copy = sources.back();
+      head_copy.name = "lm_head.weight";
+      sources.push_back(std::move(head_copy));
+    }
   }
   return io::writeSafetensorsCheckpoint(folder, sources, max_shard_bytes, {{"format", "pt"}});
 }

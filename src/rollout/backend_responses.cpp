@@ -124,6 +124,13 @@ Attempt parseOpenai(const std::string& body) {
     }
     for (const auto& v : lp.at("token_logprobs")) g.logprobs.push_back(v.is_number() ? v.get<float>() : NAN);
     const json& finish = choice.at("finish_reason");
+    if (finish == "abort") {
+      // vLLM's answer to a request a pause with mode abort ended: what it made is kept to resume from.
+      a.error = "the server aborted the request";
+      a.kind = Attempt::Kind::Http;
+      if (checkTokens(g).empty() && !g.tokens.empty()) a.partial = std::move(g);
+      return a;
+    }
     if (!finish.is_string() || (finish != "stop" && finish != "length")) {
       a.error = fmt::format("finish_reason {}", finish.dump());
       a.kind = Attempt::Kind::Http;

@@ -16,9 +16,9 @@ namespace astraflow::rollout_detail {
 // One try at a request: the generation, or what went wrong and whether sending it again could help.
 struct Attempt {
   std::optional<Generation> generation;
-  // An aborted SGLang request's tokens made before the abort (a pause with mode abort around a
-  // weight update), with their log-probs and the version that made them: the request resumes
-  // from them (prompt + these tokens) instead of starting over.
+  // An aborted request's tokens (SGLang's finish_reason abort, vLLM's "abort") made before the abort (a pause with mode
+  // abort around a weight update), with their log-probs and the version that made them: the request resumes from them
+  // (prompt + these tokens) instead of starting over.
   std::optional<Generation> partial;
   std::string error;
   bool retryable = true;

@@ -17,14 +17,15 @@ namespace astraflow {
 
 std::vector<std::filesystem::path> writeHfFolder(const PolicyModelImpl& model, ModelConfig m,
                                                  const std::filesystem::path& folder, bool bf16,
-                                                 std::uint64_t max_shard_bytes) {
+                                                 std::uint64_t max_shard_bytes, HfHead head) {
   if (m.max_position_embeddings <= 0) m.max_position_embeddings = m.max_seq_len;
   const std::filesystem::path tokenizer_json = std::filesystem::path(m.tokenizer_folder) / "tokenizer.json";
   if (!m.tokenizer_folder.empty() && !std::filesystem::exists(tokenizer_json))
     throw Error(fmt::format("the policy's ids come from the tokenizer of {}, which is gone; restore the folder",
                             tokenizer_json.string()));
   std::filesystem::create_directories(folder);
-  auto files = writeHfWeights(model, folder, bf16, max_shard_bytes);
+  auto files = writeHfWeights(model, folder, bf16, max_shard_bytes, head);
+  if (head == HfHead::Separate) m.tied_embeddings = false;
   const HfTokenizerSummary tok = m.tokenizer_folder.empty() ? writeTaskTokenizer(*makeTaskTokenizer(), folder)
                                                             : copyTokenizer(tokenizer_json, folder);
   writeHfModelFiles(folder, m, bf16, tok.bos_token_id, tok.eos_token_id, tok.pad_token_id);

@@ -112,7 +112,7 @@ int HttpBackend::maxInFlight() const { return std::max(1, impl_->spec.max_in_fli
 
 void HttpBackend::learnModel() {
   auto& im = *impl_;
-  if (im.spec.api != HttpApi::Openai || !im.model.empty()) return;
+  if (im.spec.api == HttpApi::Sglang || !im.model.empty()) return;
   // The model id the server serves, asked once.
   const auto r = im.client(0).get("/v1/models");
   try {
@@ -166,7 +166,7 @@ Generation HttpBackend::request(std::size_t client, const std::vector<std::int32
       std::this_thread::sleep_for(std::chrono::duration<double>(im.spec.backoff_seconds * (1 << (tries - 1))));
     }
     const std::string body =
-        im.spec.api == HttpApi::Openai ? openaiBody(context, o, im.model, im.never) : sglangBody(context, o, im.never);
+        im.spec.api == HttpApi::Sglang ? sglangBody(context, o, im.never) : openaiBody(context, o, im.model, im.never);
     Attempt last = attempt(client, body, tries);
     if (last.generation) {
       keep(*last.generation);
@@ -199,7 +199,7 @@ Generation HttpBackend::request(std::size_t client, const std::vector<std::int32
 
 Attempt HttpBackend::attempt(std::size_t client, const std::string& body, int index) {
   auto& im = *impl_;
-  const char* path = im.spec.api == HttpApi::Openai ? "/v1/completions" : "/generate";
+  const char* path = im.spec.api == HttpApi::Sglang ? "/generate" : "/v1/completions";
   const auto t0 = Clock::now();
   const HttpResult r = im.client(client).postJson(path, body);
   Attempt last;
@@ -211,7 +211,7 @@ Attempt HttpBackend::attempt(std::size_t client, const std::string& body, int in
     last = Attempt{std::nullopt, std::nullopt, fmt::format("HTTP {}: {}", r.status, r.body.substr(0, 300)), retryable,
                    Attempt::Kind::Http};
   } else {
-    last = im.spec.api == HttpApi::Openai ? parseOpenai(r.body) : parseSglang(r.body);
+    last = im.spec.api == HttpApi::Sglang ? parseSglang(r.body) : parseOpenai(r.body);
     // A token the policy never generates would have log-prob -inf under the trainer.
     for (const auto* g : {last.generation ? &*last.generation : nullptr, last.partial ? &*last.partial : nullptr}) {
       if (g == nullptr) continue;
@@ -244,38 +244,83 @@ Attempt HttpBackend::attempt(std::size_t client, const std::string& body, int in
   return last;
 }
 
+// The calls around a version: a pause (abort mode; vLLM always, since it swaps weights between
+// engine steps under the requests in flight: `wait` lets them finish on the old weights), the load,
+// vLLM's prefix-cache reset (cached keys and values are the old weights') and version label, the
+// resume. A pause or resume the server refuses is a warning; a refused load or reset fails the update.
 bool HttpBackend::loadWeights(const std::string& folder, std::int64_t version) {
   auto& im = *impl_;
-  const std::string body = json{{"model_path", folder}, {"weight_version", std::to_string(version)}}.dump();
   const auto t0 = Clock::now();
+  const bool vllm = im.spec.api == HttpApi::Vllm;
   const bool abort = im.spec.update_mode == HttpUpdateMode::Abort;
-  if (abort) {
-    // Requests in flight on the server (other ranks' too) end as aborted and are sent again.
-    const auto r = im.client(0).postJson("/pause_generation", R"({"mode": "abort"})");
-    if (!r.ok()) spdlog::warn("http backend {}: /pause_generation: {} {}", url_, r.status, r.error);
+  const bool pause = abort || vllm;
+  if (pause) {
+    if (vllm)
+      control(abort ? "/pause?mode=abort" : "/pause?mode=wait", "{}", false);
+    else
+      control("/pause_generation", R"({"mode": "abort"})", false);
   }
-  const bool loaded = loadWeightsOnce(body, version, t0);
-  if (abort) {
-    const auto r = im.client(0).postJson("/continue_generation", "{}");
-    if (!r.ok()) spdlog::warn("http backend {}: /continue_generation: {} {}", url_, r.status, r.error);
+  const std::string body = vllm ? json{{"method", "reload_weights"}, {"kwargs", {{"weights_path", folder}}}}.dump()
+                                : json{{"model_path", folder}, {"weight_version", std::to_string(version)}}.dump();
+  bool loaded = loadWeightsOnce(vllm ? "/collective_rpc" : im.spec.update_path, body, version, t0);
+  if (loaded && vllm) {
+    loaded = control("/reset_prefix_cache", "", true) &&
+             control("/update_weight_version", json{{"new_version", std::to_string(version)}}.dump(), true);
+  }
+  if (pause) control(vllm ? "/resume" : "/continue_generation", "{}", false);
+  std::lock_guard lock(im.mutex);
+  if (loaded) {
+    ++stats_.weight_updates;
+    stats_.weight_load_seconds += secondsSince(t0);
+    refused_in_row_ = 0;
+  } else {
+    ++stats_.weight_update_failures;
   }
   return loaded;
 }
 
-bool HttpBackend::loadWeightsOnce(const std::string& body, std::int64_t version,
+// One control call of an update; when `counts`, a refusal is the update's (its answer kept).
+bool HttpBackend::control(const std::string& path, const std::string& body, bool counts) {
+  auto& im = *impl_;
+  const HttpResult r = im.client(0).postJson(path, body);
+  if (r.ok()) return true;
+  const std::string what = r.transportOk() ? fmt::format("HTTP {} {}", r.status, r.body.substr(0, 300)) : r.error;
+  spdlog::warn("http backend {}: POST {}: {}", url_, path, what);
+  if (counts) refused(path, r);
+  return false;
+}
+
+// The server answered an update call with a refusal: counted toward backend.update_failures.
+void HttpBackend::refused(const std::string& path, const HttpResult& r) {
+  std::lock_guard lock(impl_->mutex);
+  if (!r.transportOk()) return;  // unreachable: lost_after_seconds decides
+  ++refused_in_row_;
+  last_refusal_ = fmt::format("POST {}{} answered HTTP {}: {}", url_, path, r.status, r.body.substr(0, 300));
+}
+
+int HttpBackend::updatesRefusedInRow() const {
+  std::lock_guard lock(impl_->mutex);
+  return refused_in_row_;
+}
+
+std::string HttpBackend::lastRefusal() const {
+  std::lock_guard lock(impl_->mutex);
+  return last_refusal_;
+}
+
+bool HttpBackend::loadWeightsOnce(const std::string& path, const std::string& body, std::int64_t version,
                                   std::chrono::steady_clock::time_point t0) {
   auto& im = *impl_;
   for (int attempt = 0; attempt <= im.spec.retries; ++attempt) {
     if (attempt > 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(im.spec.backoff_seconds * (1 << (attempt - 1))));
-    const HttpResult r = im.client(0).postJson(im.spec.update_path, body);
-    std::lock_guard lock(im.mutex);
+    const HttpResult r = im.client(0).postJson(path, body);
     if (!r.transportOk()) {
+      std::lock_guard lock(im.mutex);
       ++stats_.transport_errors;
       if (!im.failing_since) im.failing_since = t0;
       continue;
     }
-    im.failing_since.reset();
     bool success = r.ok();
     if (success) {
       try {
@@ -285,18 +330,19 @@ bool HttpBackend::loadWeightsOnce(const std::string& body, std::int64_t version,
         success = false;
       }
     }
-    if (success) {
-      ++stats_.weight_updates;
-      stats_.weight_load_seconds += secondsSince(t0);
-      return true;
+    {
+      std::lock_guard lock(im.mutex);
+      im.failing_since.reset();
+      if (success) return true;
+      ++stats_.http_errors;
     }
-    ++stats_.http_errors;
     spdlog::warn("http backend {}: weight update to version {} refused: HTTP {} {}", url_, version, r.status,
                  r.body.substr(0, 300));
-    if (r.status < 500) break;  // the server read the request and said no
+    if (r.status < 500 || attempt == im.spec.retries) {
+      refused(path, r);
+      break;  // the server read the request and said no
+    }
   }
-  std::lock_guard lock(im.mutex);
-  ++stats_.weight_update_failures;
   return false;
 }
 

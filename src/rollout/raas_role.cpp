@@ -21,6 +21,7 @@
 #include "astraflow/tasks/environment.hpp"
 #include "rollout/rollout_rank.hpp"
 #include "rollout/served_weights.hpp"
+#include "rollout/server_probe.hpp"
 
 namespace astraflow {
 
@@ -66,7 +67,8 @@ RolloutRank::RolloutRank(const RolloutPorts& ports)
       p.backend = std::move(http);
       const std::filesystem::path dir =
           spec.weights_dir.empty() ? ctx_.run_dir / "served_weights" : std::filesystem::path(spec.weights_dir);
-      p.folders = std::make_unique<rollout_detail::ServedWeights>(dir, s.policy, p.model, spec.keep_versions);
+      p.folders = std::make_unique<rollout_detail::ServedWeights>(
+          dir, s.policy, p.model, spec.keep_versions, spec.api == HttpApi::Vllm ? HfHead::Separate : HfHead::AsModel);
     } else {
       // Its weights come from the store: every task waits for a version (waitForVersions).
       p.model = buildPolicyModel(ctx_.cfg, tokenSpecOf(*tokenizer_), s.policy, device_,
@@ -180,11 +182,46 @@ bool RolloutRank::loadOnServer(ServedPolicy& p) {
     return false;
   }
   write_seconds_ += ctx_.now() - t;
-  if (!p.http->loadWeights(folder.string(), p.held.version)) return false;
+  if (!p.http->loadWeights(folder.string(), p.held.version)) {
+    // A server that keeps saying no (a wrong endpoint, a server without its update API) would have
+    // the run go on generating from weights that never change, training nothing: an error instead.
+    if (p.http->updatesRefusedInRow() >= ports_.backend.update_failures)
+      throw Error(fmt::format(
+          "rollout rank {}: the server {} refused {} weight updates of policy '{}' in a row (layout's "
+          "backend.update_failures); the last: {}. Check backend.api and the server's weight-update endpoint "
+          "(docs/rollout-backends.md)",
+          ctx_.rank, p.http->url(), p.http->updatesRefusedInRow(), p.name, p.http->lastRefusal()));
+    return false;
+  }
   p.version = p.held.version;
   p.folders->collect(p.version);
+  if (!p.probed) checkServerLogprobs(p);
   ctx_.event(TraceKind::WeightLoad, t, p.version, p.held.bytes.size(), 0, {.policy = p.group});
   return true;
+}
+
+// Once per server and policy, at the first version it confirmed: its log-probs of a sampled answer
+// against this rank's model with the same bits. A server reporting another distribution's
+// log-probs (vLLM's default, before the temperature) would bias every importance ratio of the run.
+void RolloutRank::checkServerLogprobs(ServedPolicy& p) {
+  p.probed = true;
+  const double tolerance = ports_.backend.logprob_tolerance;
+  if (tolerance <= 0) return;
+  const ProbeResult r = probeServerLogprobs(*p.http, *p.model, p.held.bytes, samplingFrom(ctx_.cfg));
+  if (!r.ran) {
+    spdlog::warn("rollout rank {}: the server {} gave no probe answer; its log-probs are not checked", ctx_.rank,
+                 p.http->url());
+    return;
+  }
+  spdlog::info("rollout rank {}: server {} log-probs against policy '{}': mean |d| {:.2e}, max {:.2e} over {} tokens",
+               ctx_.rank, p.http->url(), p.name, r.mean_abs, r.max_abs, r.tokens);
+  if (r.mean_abs > tolerance)
+    throw Error(fmt::format(
+        "rollout rank {}: the server {} reports log-probs that differ from policy '{}' with the same weights by "
+        "mean |d| {:.3f} over {} sampled tokens at temperature {} (backend.logprob_tolerance {}): the trainer's "
+        "importance ratios would be wrong. A vLLM server must run with --logprobs-mode processed_logprobs; "
+        "SGLang without SGLANG_RETURN_ORIGINAL_LOGPROB; and serve the policy's own model",
+        ctx_.rank, p.http->url(), p.name, r.mean_abs, r.tokens, ctx_.cfg.rollout.temperature, tolerance));
 }
 
 // Waits until every policy holds the version the tasks ask for: "min_version" for the task's

@@ -34,6 +34,7 @@ struct ServedPolicy {
   bool in_place = false;        // the engine computes from the node's bytes (bf16 on the CPU), so stays bound
   std::int64_t version = -1;    // the version generating now (http: the one the server confirmed loading)
   std::uint64_t pulls = 0;
+  bool probed = false;  // http: the server's log-probs were checked against the model (server_probe.hpp)
   // Per episode: the simulated accelerator sequence by sequence (batching continuous), or the
   // server's requests one by one (declared after `backend`, which they use: destroyed first).
   std::unique_ptr<SimulatedSequences> simulated_sequences;
@@ -96,6 +97,7 @@ class RolloutRank {
   void giveBack(const Task& task);
   // The server of an http policy loads the version this rank holds; false when it did not.
   bool loadOnServer(ServedPolicy& p);
+  void checkServerLogprobs(ServedPolicy& p);
   // A served policy's server has been silent past backend.lost_after_seconds.
   bool serverLost() const;
   std::string lostUrl() const;

@@ -21,8 +21,9 @@ namespace astraflow::rollout_detail {
 
 namespace fs = std::filesystem;
 
-ServedWeights::ServedWeights(const fs::path& weights_dir, const std::string& policy, PolicyModel cpu_model, int keep)
-    : dir_(weights_dir / policy), model_(std::move(cpu_model)), keep_(std::max(1, keep)) {
+ServedWeights::ServedWeights(const fs::path& weights_dir, const std::string& policy, PolicyModel cpu_model, int keep,
+                             HfHead head)
+    : dir_(weights_dir / policy), model_(std::move(cpu_model)), keep_(std::max(1, keep)), head_(head) {
   fs::create_directories(dir_);
 }
 
@@ -65,7 +66,7 @@ fs::path ServedWeights::materialise(std::span<const std::byte> blob, std::int64_
   const fs::path tmp = dir_ / fmt::format(".v{}.tmp-{}", version, ::getpid());
   fs::remove_all(tmp);
   unpackWeights(blob, *model_);
-  writeHfFolder(*model_, model_->config(), tmp, /*bf16=*/true, 5'000'000'000);
+  writeHfFolder(*model_, model_->config(), tmp, /*bf16=*/true, 5'000'000'000, head_);
   {
     std::ofstream stamp(tmp / kStamp);
     stamp << stampText(version, hash);

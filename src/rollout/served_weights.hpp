@@ -9,13 +9,16 @@
 #include <span>
 #include <string>
 
+#include "astraflow/model/hf_weights.hpp"
 #include "astraflow/model/policy_model.hpp"
 
 namespace astraflow::rollout_detail {
 
 class ServedWeights {
  public:
-  ServedWeights(const std::filesystem::path& weights_dir, const std::string& policy, PolicyModel cpu_model, int keep);
+  // `head`: how a tied model's output head is written (HfHead::Separate for vLLM's in-place reload).
+  ServedWeights(const std::filesystem::path& weights_dir, const std::string& policy, PolicyModel cpu_model, int keep,
+                HfHead head = HfHead::AsModel);
   // The folder of `version`, written from the bf16 `blob` unless it is there already with the
   // same bits (`hash`, the store's XXH3 of the blob, kept in the folder's astraflow_version.json:
   // a folder another run left under the same name is replaced, never loaded).
@@ -30,6 +33,7 @@ class ServedWeights {
   std::filesystem::path dir_;
   PolicyModel model_;  // the blob is unpacked here and written out as bf16 safetensors (bit for bit)
   int keep_;
+  HfHead head_;
   std::uint64_t written_ = 0;
 };
 

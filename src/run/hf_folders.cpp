@@ -145,7 +145,7 @@ ExportHfResult exportHf(const std::filesystem::path& source, const std::filesyst
   if (m.max_position_embeddings <= 0) m.max_position_embeddings = m.max_seq_len;
   result.model = m;
 
-  result.files = writeHfFolder(*model, m, out, o.bf16, o.max_shard_bytes);
+  result.files = writeHfFolder(*model, m, out, o.bf16, o.max_shard_bytes, o.head);
   return result;
 }
 

@@ -184,7 +184,11 @@ void TrainerRank::warmStart() {
   } else if (!cfg.run.init_checkpoint.empty()) {
     throw Error(fmt::format("run.init_checkpoint: '{}' does not exist (run `astraflow sft` first)", init));
   } else if (comm_.rank() == 0) {
-    spdlog::warn("no warm start at {}; {} starts from random weights", init, policy_);
+    const std::string& folder = trainer_.model()->config().hf_path;
+    if (folder.empty())
+      spdlog::warn("no warm start at {}; {} starts from random weights", init, policy_);
+    else
+      spdlog::info("no warm start at {}; {} starts from its Hugging Face folder {}", init, policy_, folder);
   }
 }
 

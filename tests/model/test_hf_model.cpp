@@ -479,6 +479,23 @@ TEST_F(HfCommands, ExportHfCheckpointBecomesAFolderTransformersLoads) {
     EXPECT_TRUE(torch::equal(rounded->orderedParameters()[i].tensor, want.to(torch::kBFloat16).to(torch::kFloat32)))
         << trained->orderedParameters()[i].name;
   }
+
+  // --untied (the folder a vLLM pool's server starts from): the head as a tensor of its own, equal
+  // to the embeddings, config.json untied; transformers computes the same log-probs from it.
+  const auto untied = dir.path() / "exported_untied";
+  ASSERT_EQ(std::system(fmt::format("{} export-hf --untied {} {} > /dev/null", cli, ckpt, untied.string()).c_str()), 0);
+  const ModelConfig untied_config = readHfModelConfig(untied.string()).model;
+  EXPECT_FALSE(untied_config.tied_embeddings);
+  auto separate = loadFolder(untied);
+  const auto find = [&](const char* name) {
+    for (const auto& p : separate->orderedParameters())
+      if (p.name == name) return p.tensor;
+    ADD_FAILURE() << name << " is not in the untied folder";
+    return torch::Tensor();
+  };
+  EXPECT_TRUE(torch::equal(find("lm_head.weight"), find("model.embed_tokens.weight")));
+  ASSERT_EQ(std::system(fmt::format("{} {} score {} 9", py, script, untied.string()).c_str()), 0);
+  EXPECT_LE(fullForwardError(*trained, readReference(untied)), kTolerance);
 }
 
 }  // namespace

@@ -68,6 +68,20 @@ TEST(BackendResponses, OpenAiTokenIds) {
   EXPECT_TRUE(a.generation->stopped);
 }
 
+TEST(BackendResponses, OpenAiAbortKeepsTheTokensMade) {
+  // vLLM ends a request a pause with mode abort caught with finish_reason "abort": its tokens are
+  // kept to resume from, never taken as a finished generation.
+  json body = json::parse(fixture("vllm_completion_token_ids.json"));
+  body["choices"][0]["finish_reason"] = "abort";
+  const Attempt a = parseOpenai(body.dump());
+  EXPECT_FALSE(a.generation);
+  ASSERT_TRUE(a.partial) << a.error;
+  EXPECT_EQ(a.partial->tokens, (std::vector<std::int32_t>{264, 12366}));
+  EXPECT_TRUE(a.retryable);
+  body["choices"][0]["logprobs"]["token_logprobs"][1] = nullptr;  // a broken partial is not kept
+  EXPECT_FALSE(parseOpenai(body.dump()).partial);
+}
+
 TEST(BackendResponses, OpenAiTextTokensAreRefused) {
   // Without return_tokens_as_token_ids the ids cannot be known for sure: refused, with the reason.
   const Attempt a = parseOpenai(fixture("vllm_completion_text_tokens.json"));

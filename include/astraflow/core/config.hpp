@@ -29,10 +29,11 @@ enum class ElasticMode { Off, Auto, External };
 inline constexpr std::array<EnumName<ElasticMode>, 3> kElasticModeNames{
     {{"off", ElasticMode::Off}, {"auto", ElasticMode::Auto}, {"external", ElasticMode::External}}};
 
-// layout[i].backend.api of an http pool: SGLang's native /generate or OpenAI's /v1/completions.
-enum class HttpApi { Sglang, Openai };
-inline constexpr std::array<EnumName<HttpApi>, 2> kHttpApiNames{
-    {{"sglang", HttpApi::Sglang}, {"openai", HttpApi::Openai}}};
+// layout[i].backend.api of an http pool: SGLang's native /generate, OpenAI's /v1/completions,
+// or vLLM's (its /v1/completions, weights through its development endpoints).
+enum class HttpApi { Sglang, Openai, Vllm };
+inline constexpr std::array<EnumName<HttpApi>, 3> kHttpApiNames{
+    {{"sglang", HttpApi::Sglang}, {"openai", HttpApi::Openai}, {"vllm", HttpApi::Vllm}}};
 
 // run.log_level (and --log-level): the least severe message a rank's log prints.
 enum class LogLevel { Trace, Debug, Info, Warn, Error };
@@ -343,7 +344,9 @@ struct RolloutBackendSpec {
   int retries = 3;                // a failed request is sent again this many times
   double backoff_seconds = 0.5;   // wait before the first retry, doubling
   std::string weights_dir;        // shared folder the versions are written to (default <output_dir>/served_weights)
-  std::string update_path = "/update_weights_from_disk";  // the server's load-from-disk endpoint
+  std::string update_path = "/update_weights_from_disk";  // sglang, openai: the server's load-from-disk endpoint
+  int update_failures = 3;         // weight updates in a row a server may refuse before the run stops with an error
+  double logprob_tolerance = 0.1;  // start-up probe: mean |server - model| log-prob allowed (0: no probe)
   // finish: requests in flight finish on the old version (tagged with it); abort: the server is
   // paused with mode abort around the update (SGLang's /pause_generation, /continue_generation)
   // and each aborted request resumes from the tokens it made (prompt + those tokens), the rest

@@ -26,9 +26,16 @@ enum class HfLoad { Copy, Map };
 // loaded unless every tensor passes. Returns whether the parameters were mapped.
 bool loadHfWeights(PolicyModelImpl& model, const std::filesystem::path& folder, HfLoad how = HfLoad::Copy);
 
+// The output head of a folder written from a model with tied embeddings: tied as the model is
+// (no lm_head.weight), or a separate lm_head.weight, a copy of the embeddings, with config.json
+// saying untied. vLLM 0.32 needs the second to take new weights in place: its in-place reload
+// replaces the embedding tensor and leaves a tied head on the old one.
+enum class HfHead { AsModel, Separate };
+
 // Writes the model's parameters into `folder` as safetensors in float32 or bfloat16
 // (`bf16`), one file or shards of at most `max_shard_bytes` with their index. Returns the files.
 std::vector<std::filesystem::path> writeHfWeights(const PolicyModelImpl& model, const std::filesystem::path& folder,
-                                                  bool bf16, std::uint64_t max_shard_bytes);
+                                                  bool bf16, std::uint64_t max_shard_bytes,
+                                                  HfHead head = HfHead::AsModel);
 
 }  // namespace astraflow

@@ -1,7 +1,7 @@
 #pragma once
 // Where a rollout rank's tokens come from (layout[i].backend, docs/rollout-backends.md): the
-// in-process engine, or an external inference server over HTTP (SGLang's /generate or an
-// OpenAI-style /v1/completions). Episodes, workflows, rewards and trajectories are the same for
+// in-process engine, or an external inference server over HTTP (SGLang's /generate, an
+// OpenAI-style /v1/completions, or vLLM's). Episodes, workflows, rewards and trajectories are the same for
 // both: a backend takes token-id prompts and returns token ids with their behaviour log-probs.
 #include <chrono>
 #include <cstdint>
@@ -57,6 +57,7 @@ struct HttpBackendStats {
 };
 
 class PolicyModelImpl;
+struct HttpResult;
 
 namespace rollout_detail {
 struct Attempt;
@@ -75,9 +76,13 @@ class HttpBackend final : public GenerationBackend {
                                    const SamplingOptions& options) override;
   int maxSequenceLength() const override { return max_sequence_length_; }
 
-  // Asks the server to load the folder (SGLang /update_weights_from_disk, or the configured
-  // endpoint) as `version`; true once it confirmed. Retries as requests do.
+  // Asks the server to load the folder as `version` (SGLang's /update_weights_from_disk or the
+  // configured endpoint; vLLM's reload_weights); true once it confirmed. Retries as requests do.
   bool loadWeights(const std::string& folder, std::int64_t version);
+  // Updates the server answered with a refusal since it last confirmed one (an unreachable
+  // server's are not counted), and the last refusal: the call and the server's answer.
+  int updatesRefusedInRow() const;
+  std::string lastRefusal() const;
   // The server answers /health now.
   bool healthy();
   // Seconds since the server last answered anything (0 while it answers).
@@ -94,13 +99,18 @@ class HttpBackend final : public GenerationBackend {
   Generation request(std::size_t client, const std::vector<std::int32_t>& prompt, const SamplingOptions& options);
   // One try at a request body: the answer parsed and checked, the counters updated.
   rollout_detail::Attempt attempt(std::size_t client, const std::string& body, int index);
-  bool loadWeightsOnce(const std::string& body, std::int64_t version, std::chrono::steady_clock::time_point t0);
+  bool loadWeightsOnce(const std::string& path, const std::string& body, std::int64_t version,
+                       std::chrono::steady_clock::time_point t0);
+  bool control(const std::string& path, const std::string& body, bool counts);
+  void refused(const std::string& path, const HttpResult& r);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string url_;
   int max_sequence_length_;
   HttpBackendStats stats_;
+  int refused_in_row_ = 0;    // guarded by Impl::mutex
+  std::string last_refusal_;  // guarded by Impl::mutex
 };
 
 // An http pool rank's requests one by one, for a rank that works per episode

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "astraflow/core/model_config.hpp"
+#include "astraflow/model/hf_weights.hpp"
 #include "astraflow/model/policy_model.hpp"
 
 namespace astraflow {
@@ -16,9 +17,10 @@ namespace astraflow {
 // `folder`. The tokenizer is `m.tokenizer_folder`'s tokenizer.json (with its tokenizer_config.json),
 // or the built-in task vocabulary when that is empty; Error when the folder named is gone.
 // Returns the weight files.
+// `head`: HfHead::Separate writes a tied model's head as its own tensor, config.json untied.
 std::vector<std::filesystem::path> writeHfFolder(const PolicyModelImpl& model, ModelConfig m,
                                                  const std::filesystem::path& folder, bool bf16,
-                                                 std::uint64_t max_shard_bytes);
+                                                 std::uint64_t max_shard_bytes, HfHead head = HfHead::AsModel);
 
 // config.json (transformers' fields for `m`, weights stored as bf16 or float32) and
 // generation_config.json with the tokenizer's special ids (-1: none).

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "astraflow/core/model_config.hpp"
+#include "astraflow/model/hf_weights.hpp"
 
 namespace astraflow {
 
@@ -42,6 +43,7 @@ struct ExportHfOptions {
   std::string policy;  // which policy of the checkpoint; empty: its only one
   bool bf16 = false;   // weights stored as bfloat16 (else float32, the trainer's master weights)
   std::uint64_t max_shard_bytes = 5'000'000'000;
+  HfHead head = HfHead::AsModel;  // Separate: a tied head written as its own tensor (--untied, for vLLM)
 };
 
 struct ExportHfResult {
