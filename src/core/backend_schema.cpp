@@ -27,6 +27,29 @@ void readUrls(YamlReader& r, B& b) {
   if (r.has("urls")) b.urls = r.requireStringList("urls");
 }
 
+// `policy_urls`: policy name → one url or a list of them (each policy's own servers).
+void readPolicyUrls(YamlReader& r, B& b) {
+  const auto node = r.raw("policy_urls");
+  if (!node) return;
+  const auto refuse = [&](const YAML::Node& n, const std::string& what) {
+    r.failAt(n.Mark().line + 1, r.keyPath("policy_urls"), "given " + detail::describe(n) + "; allowed: " + what);
+  };
+  if (!node->IsMap()) refuse(*node, "a mapping policy: url or [urls]");
+  for (const auto& kv : *node) {
+    auto& urls = b.policy_urls[kv.first.as<std::string>()];
+    if (kv.second.IsScalar()) {
+      urls = {kv.second.Scalar()};
+    } else if (kv.second.IsSequence() && kv.second.size() > 0) {
+      for (const auto& u : kv.second) {
+        if (!u.IsScalar()) refuse(u, "a url");
+        urls.push_back(u.Scalar());
+      }
+    } else {
+      refuse(kv.second, "a url or a non-empty list of urls");
+    }
+  }
+}
+
 // An inference server's keys (kind http; docs/rollout-backends.md).
 void httpKeys(SectionSchema<B>& s) {
   s.choice("api", &B::api, kHttpApiNames,
@@ -39,6 +62,11 @@ void httpKeys(SectionSchema<B>& s) {
       .custom("urls", "list of strings", "required (or `url`)", "`http://host:port` each",
               "http: one server per rank; rank i of the pool drives `urls[i % len]`",
               [](YamlReader&, B&) {})  // read with `url`
+      .custom("policy_urls", "mapping policy → url or list", "none", "`http://host:port` each",
+              "http: each policy's own servers (rank i of the pool drives a policy's `[i % len]`): requests and "
+              "weight updates of a policy go only to its servers, so a team's policies never share one; a served "
+              "policy without an entry uses `url`/`urls`",
+              readPolicyUrls)
       .text("model", &B::model, "a model id", "http, `openai` and `vllm`: the model id requests name",
             "the first id of `/v1/models`")
       .integer("max_in_flight", &B::max_in_flight, 1, 4096, "requests",
@@ -96,12 +124,18 @@ void refuseOtherKindsKeys(YamlReader& r, const B& b) {
   if (!b.isSimulated()) refuse(simulatedSchema().keyNames(), "simulated");
 }
 
-// After every key: kind http needs its servers' addresses.
+// After every key: kind http needs its servers' addresses (which policies `policy_urls` must
+// cover without `url`/`urls` is the layout entry's check: it knows the pool's policies).
 void requireServers(YamlReader& r, const B& b) {
   if (!b.http()) return;
-  if (r.has("url") == r.has("urls")) r.fail("url", "give exactly one of url (one server) and urls (one per rank)");
+  if (r.has("url") && r.has("urls")) r.fail("url", "give one of url (one server) and urls (one per rank), not both");
+  if (!r.has("url") && !r.has("urls") && b.policy_urls.empty())
+    r.fail("url", "kind http needs servers: url (one), urls (one per rank) or policy_urls (per policy)");
   for (const auto& u : b.urls)
     if (!isHttpUrl(u)) r.fail(r.has("url") ? "url" : "urls", fmt::format("given '{}'; allowed: http://host:port", u));
+  for (const auto& [policy, urls] : b.policy_urls)
+    for (const auto& u : urls)
+      if (!isHttpUrl(u)) r.fail("policy_urls", fmt::format("{}: given '{}'; allowed: http://host:port", policy, u));
 }
 
 }  // namespace
@@ -120,7 +154,9 @@ const SectionSchema<RolloutBackendSpec>& backendSchema() {
            refuseOtherKindsKeys);
     httpKeys(s);
     s.merged(&B::simulated, simulatedSchema())
-        .rule("servers", "kind http needs one of `url` and `urls`, each `http://host:port`", requireServers)
+        .rule("servers",
+              "kind http needs `url`, `urls` or `policy_urls` (not both `url` and `urls`), each `http://host:port`",
+              requireServers)
         .rule("update_path", "`update_path` starts with `/`; not with `api: vllm`, whose updates have their own calls",
               [](YamlReader& r, const B& b) {
                 if (b.update_path.empty() || b.update_path[0] != '/')

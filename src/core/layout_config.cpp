@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 
@@ -158,11 +159,29 @@ class LayoutParser {
       checkPolicy(r, fmt::format("{}[{}]", r.keyPath("policies"), j), r.lineOf("policies"), e.policies[j]);
       served_[e.policies[j]]++;
     }
+    policyServers(r, e);
     for (const auto& other : out_) {
       if (other.role == Role::Rollout && other.pool == e.pool) {
         r.fail("pool", fmt::format("pool name '{}' is used twice (line {})", e.pool, other.line));
       }
     }
+  }
+
+  // backend.policy_urls names policies of this pool; without url/urls it names every one of them.
+  static void policyServers(YamlReader& r, const LayoutEntry& e) {
+    const auto& b = e.backend;
+    const std::string key = r.keyPath("backend") + ".policy_urls";
+    for (const auto& [policy, urls] : b.policy_urls)
+      if (std::find(e.policies.begin(), e.policies.end(), policy) == e.policies.end())
+        r.failAt(r.lineOf("backend"), key,
+                 fmt::format("'{}' is not a policy of this pool; allowed: {}", policy, fmt::join(e.policies, ", ")));
+    if (!b.http() || !b.urls.empty()) return;
+    for (const auto& policy : e.policies)
+      if (!b.policy_urls.count(policy))
+        r.failAt(r.lineOf("backend"), key,
+                 fmt::format("has no servers for '{}' and the backend has no url or urls; allowed: an entry for every "
+                             "policy the pool serves, or url/urls for the others",
+                             policy));
   }
 
   void checkWhole(YamlReader& top) const {

@@ -60,8 +60,10 @@ RolloutRank::RolloutRank(const RolloutPorts& ports)
                                  InitialWeights::FromStore);
       std::vector<std::int32_t> never;
       for (auto id : p.model->neverGenerate()) never.push_back(static_cast<std::int32_t>(id));
+      RolloutBackendSpec own = spec;  // this policy's servers (backend.policy_urls), else the pool's
+      own.urls = spec.urlsFor(s.policy);
       auto http =
-          std::make_unique<HttpBackend>(spec, ports.index_in_pool, p.model->config().max_seq_len, std::move(never));
+          std::make_unique<HttpBackend>(own, ports.index_in_pool, p.model->config().max_seq_len, std::move(never));
       p.http = http.get();
       if (!ctx_.cfg.workflow.multiAgent()) p.http_sequences = std::make_unique<HttpSequences>(*http);
       p.backend = std::move(http);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "astraflow/core/error.hpp"
+#include "astraflow/core/hf_model_config.hpp"
 #include "astraflow/io/eval_table.hpp"
 #include "astraflow/io/h5.hpp"
 #include "astraflow/model/checkpoint.hpp"
@@ -76,7 +77,15 @@ void startGenerator(Generator& g, const Config& config, const OfflineEvalOptions
                     const Tokenizer& tokenizer) {
   g.random = at::detail::createCPUGenerator(config.run.seed);
   if (pool != nullptr && pool->backend.http()) {
-    auto h = std::make_unique<HttpBackend>(pool->backend, 0, config.policies.front().model.max_seq_len);
+    RolloutBackendSpec spec = pool->backend;
+    spec.urls = spec.urlsFor(config.policies.front().name);
+    // vLLM reloads a tied head stale (docs/rollout-backends.md, "Tied embeddings").
+    if (spec.api == HttpApi::Vllm && readHfModelConfig(o.hf_folder).model.tied_embeddings)
+      throw Error(
+          fmt::format("eval: {} ties its embeddings, which a vLLM server reloads wrong; write it with "
+                      "`astraflow export-hf --untied` and give that folder",
+                      o.hf_folder));
+    auto h = std::make_unique<HttpBackend>(spec, 0, config.policies.front().model.max_seq_len);
     if (!h->loadWeights(std::filesystem::absolute(o.hf_folder).string(), 0))
       throw Error(fmt::format("eval: the server at {} did not load {}", h->url(), o.hf_folder));
     g.name = h->url();

@@ -289,7 +289,10 @@ TEST(Config, RolloutBackendKeys) {
     }
   };
   refused("{kind: grpc}", "layout[3].backend.kind");
-  refused("{kind: http}", "give exactly one of url");
+  refused("{kind: http}", "kind http needs servers");
+  refused("{kind: http, url: \"http://x:1\", urls: [\"http://y:1\"]}", "not both");
+  refused("{kind: http, api: vllm, url: \"http://x:1\", update_path: /reload}", "collective_rpc");
+  refused("{kind: http, url: \"http://x:1\", update_failures: 0}", "layout[3].backend.update_failures");
   refused("{kind: http, url: \"https://x:1\"}", "allowed: http://host:port");
   refused("{kind: http, url: \"http://x\"}", "allowed: http://host:port");
   refused("{kind: http, url: \"http://x:1\", api: grpc}", "layout[3].backend.api");
@@ -297,6 +300,20 @@ TEST(Config, RolloutBackendKeys) {
   refused("{kind: http, url: \"http://x:1\", update_path: reload}", "a path starting with /");
   refused("{kind: http, url: \"http://x:1\", bogus: 1}", "bogus");
   EXPECT_THROW(parseConfig(kGood, "good.yaml", {"layout.9.backend={kind: http}"}), ConfigError);
+  // policy_urls: each policy of a team on its own servers, the others on url/urls.
+  c = parseConfig(kGood, "good.yaml",
+                  {"layout.3.backend={kind: http, api: vllm, policy_urls: {solver: \"http://a:1\", verifier: "
+                   "[\"http://b:1\", \"http://c:1\"]}}"});
+  EXPECT_EQ(c.layout[3].backend.urlsFor("solver"), std::vector<std::string>{"http://a:1"});
+  EXPECT_EQ(c.layout[3].backend.urlsFor("verifier"), (std::vector<std::string>{"http://b:1", "http://c:1"}));
+  c = parseConfig(kGood, "good.yaml",
+                  {"layout.3.backend={kind: http, url: \"http://d:1\", policy_urls: {verifier: \"http://b:1\"}}"});
+  EXPECT_EQ(c.layout[3].backend.urlsFor("solver"), std::vector<std::string>{"http://d:1"});
+  EXPECT_EQ(c.layout[3].backend.urlsFor("verifier"), std::vector<std::string>{"http://b:1"});
+  refused("{kind: http, policy_urls: {solver: \"http://a:1\"}}", "has no servers for 'verifier'");
+  refused("{kind: http, url: \"http://d:1\", policy_urls: {critic: \"http://a:1\"}}", "'critic' is not a policy");
+  refused("{kind: http, policy_urls: {solver: \"http://a\", verifier: \"http://b:1\"}}", "allowed: http://host:port");
+  refused("{kind: http, policy_urls: {solver: [], verifier: \"http://b:1\"}}", "a non-empty list");
   // The index as the messages write it: layout[3], policies[1].
   c = parseConfig(kGood, "good.yaml",
                   {"layout[3].backend={kind: http, url: \"http://x:1\"}", "policies[1].model.d_model=48"});

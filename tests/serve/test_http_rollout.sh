@@ -214,4 +214,53 @@ assert s["produced"] == s["accepted"] + s["filtered"] + s["stale_dropped"], s
 print(json.dumps({"tasks_returned": d["tasks_returned"], "tasks_reissued": d["tasks_reissued"],
                   "engine_pushed": engine[0]["pushed"], "http_pushed": sum(r["pushed"] for r in http)}))
 PY
+
+# A team, each policy on its own server (backend.policy_urls): both servers reach the last
+# version, and each computes its own policy's weights: its greedy answer's log-probs (SGLang
+# /generate) equal transformers' on that policy's last folder, not the other policy's.
+start_server
+solver_url=$url first=$server
+start_server
+verifier_url=$url second=$server server=$first
+config team "{kind: http, api: sglang, policy_urls: {solver: $solver_url, verifier: $verifier_url}, weights_dir: $work/team_weights}" |
+  sed -e 's/^  - name: solver$/  - name: verifier\n    model: {d_model: 32, layers: 1, heads: 2, kv_heads: 1, ffn_hidden: 64, max_seq_len: 24}\n  - name: solver/' \
+    -e 's/^  - {role: trainer, policy: solver, ranks: 1}$/&\n  - {role: trainer, policy: verifier, ranks: 1}/' \
+    -e 's/policies: \[solver\], ranks: 2/policies: [solver, verifier], ranks: 1/' >"$work/team.yaml"
+cat >>"$work/team.yaml" <<YAML
+workflow: {kind: solver_verifier, roles: {solver: solver, verifier: verifier}, max_rounds: 1}
+YAML
+sed -i '/^sft:/d' "$work/team.yaml"
+timeout 300 "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/team.yaml" >"$work/team.log" 2>&1 ||
+  { tail -n 30 "$work/team.log"; die "run team"; }
+"$python" - "$work" "$solver_url" "$verifier_url" <<'PY' || die "team checks"
+import json, sys, urllib.request
+import torch, transformers
+work, urls = sys.argv[1], {"solver": sys.argv[2], "verifier": sys.argv[3]}
+s = json.load(open(f"{work}/team/summary.json"))
+assert s["versions"] == 6, s["versions"]
+rollout = [r for r in s["ranks"] if r["role"] == "rollout"][0]
+assert rollout["backend_weight_update_failures"] == 0 and rollout["failed_episodes"] == 0, rollout
+prompt = [5, 6, 7, 8]
+def served(url):
+    body = {"input_ids": prompt, "return_logprob": True, "sampling_params": {"temperature": 1.0, "max_new_tokens": 4}}
+    req = urllib.request.Request(url + "/generate", json.dumps(body).encode(), {"Content-Type": "application/json"})
+    meta = json.load(urllib.request.urlopen(req))["meta_info"]
+    assert str(meta["weight_version"]) == "6", meta
+    return [e[1] for e in meta["output_token_logprobs"]], [e[0] for e in meta["output_token_logprobs"]]
+def worst(policy, tokens, logprobs):
+    model = transformers.AutoModelForCausalLM.from_pretrained(f"{work}/team_weights/{policy}/v6", dtype=torch.float32)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt + tokens])).logits[0, len(prompt) - 1:-1]
+    logits[:, [model.config.pad_token_id, model.config.bos_token_id]] = float("-inf")  # the server's own mask
+    ref = torch.log_softmax(logits, -1).gather(1, torch.tensor(tokens)[:, None])[:, 0]
+    return (ref - torch.tensor(logprobs)).abs().max().item()
+figures = {}
+for policy, other in (("solver", "verifier"), ("verifier", "solver")):
+    tokens, logprobs = served(urls[policy])
+    own, theirs = worst(policy, tokens, logprobs), worst(other, tokens, logprobs)
+    figures[policy] = {"own": own, "other": theirs}
+    assert own < 1e-3 and theirs > 10 * own, (policy, own, theirs)
+print(json.dumps(figures))
+PY
+kill "$server" "$second"; wait "$server" "$second" 2>/dev/null; server= second=
 echo PASS

@@ -338,12 +338,14 @@ struct RolloutBackendSpec {
   BackendKind kind = BackendKind::Engine;
   HttpApi api = HttpApi::Sglang;  // http: the server's API
   std::vector<std::string> urls;  // http: rank i of the pool drives urls[i % size] ("http://host:port")
-  std::string model;              // openai: the model id requests name (empty: the first of /v1/models)
-  int max_in_flight = 32;         // requests one rank keeps in flight
-  double timeout_seconds = 120;   // one request's limit
-  int retries = 3;                // a failed request is sent again this many times
-  double backoff_seconds = 0.5;   // wait before the first retry, doubling
-  std::string weights_dir;        // shared folder the versions are written to (default <output_dir>/served_weights)
+  // http: a policy's own servers (rank i: [i % size]); a served policy without an entry uses `urls`.
+  std::map<std::string, std::vector<std::string>> policy_urls;
+  std::string model;             // openai: the model id requests name (empty: the first of /v1/models)
+  int max_in_flight = 32;        // requests one rank keeps in flight
+  double timeout_seconds = 120;  // one request's limit
+  int retries = 3;               // a failed request is sent again this many times
+  double backoff_seconds = 0.5;  // wait before the first retry, doubling
+  std::string weights_dir;       // shared folder the versions are written to (default <output_dir>/served_weights)
   std::string update_path = "/update_weights_from_disk";  // sglang, openai: the server's load-from-disk endpoint
   int update_failures = 3;         // weight updates in a row a server may refuse before the run stops with an error
   double logprob_tolerance = 0.1;  // start-up probe: mean |server - model| log-prob allowed (0: no probe)
@@ -357,6 +359,11 @@ struct RolloutBackendSpec {
   SimulatedBackendSpec simulated;  // simulated: the workload and the accelerator's cost model
   bool http() const { return kind == BackendKind::Http; }
   bool isSimulated() const { return kind == BackendKind::Simulated; }
+  // The servers of `policy`'s requests and weight updates.
+  const std::vector<std::string>& urlsFor(const std::string& policy) const {
+    const auto it = policy_urls.find(policy);
+    return it == policy_urls.end() ? urls : it->second;
+  }
 };
 
 // One entry of `layout`: consecutive world ranks given one role.
