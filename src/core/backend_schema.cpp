@@ -50,6 +50,43 @@ void readPolicyUrls(YamlReader& r, B& b) {
   }
 }
 
+using L = ServerLaunchSpec;
+
+bool holdsPlaceholder(const std::vector<std::string>& argv, const char* placeholder) {
+  return std::any_of(argv.begin(), argv.end(),
+                     [&](const std::string& a) { return a.find(placeholder) != std::string::npos; });
+}
+
+// backend.launch: the servers the pool starts itself.
+const SectionSchema<ServerLaunchSpec>& launchSchema() {
+  static const auto schema = [] {
+    SectionSchema<L> s("layout[i].backend.launch");
+    s.custom("command", "list of strings", "none (no servers started)",
+             "the program and its arguments; `{port}`, `{model}`, `{local_rank}` replaced",
+             "http: each rollout rank (or node: `per`) starts one server per policy it serves from the policy's "
+             "first version (`{model}`: its folder) on a free port (`{port}`), waits for `/health`, starts it "
+             "again when it dies (its failed episodes are re-issued) and stops it at the end. `api: vllm` adds "
+             "`--model`, `--port`, `--host 127.0.0.1` and `--logprobs-mode processed_logprobs` unless given, and "
+             "`VLLM_SERVER_DEV_MODE=1`; `api: sglang` adds `--model-path`, `--port`, `--host`; `api: openai` "
+             "needs `{port}` and `{model}` in the command",
+             [](YamlReader& r, L& l) { readList(r, "command", l.command); })
+        .custom("env", "mapping", "none", "NAME: value",
+                "http: added to the host's environment for each started server (`{local_rank}` replaced: the "
+                "rank's index on its node from Open MPI, MPICH or Slurm, e.g. `CUDA_VISIBLE_DEVICES`)",
+                [](YamlReader& r, L& l) { l.env = environmentVariables(r); })
+        .choice("per", &L::per, kLaunchScopeNames,
+                "http: `rank` — each rollout rank starts its own servers; `node` — the node's first rank of the "
+                "pool starts them and the node's other ranks use them")
+        .number("start_seconds", &L::start_seconds, 1.0, 86400.0, "seconds",
+                "http: a started server's `/health` must answer within it (vLLM's start compiles its model)")
+        .text("log_dir", &L::log_dir, "a folder",
+              "http: each started server's stdout and stderr, one file per start (`<api>-<host>-<pid>-<n>.log`)",
+              "`<run.output_dir>/servers`");
+    return s;
+  }();
+  return schema;
+}
+
 // An inference server's keys (kind http; docs/rollout-backends.md).
 void httpKeys(SectionSchema<B>& s) {
   s.choice("api", &B::api, kHttpApiNames,
@@ -97,6 +134,7 @@ void httpKeys(SectionSchema<B>& s) {
               "temperature, top_p 1, up to 16 tokens) with its own copy of the weights; a mean |difference| of "
               "the log-probs above this stops the run with an error (log-probs before the temperature, another "
               "model); 0: no check")
+      .nested("launch", &B::launch, launchSchema())
       .number("lost_after_seconds", &B::lost_after_seconds, 1.0, 86400.0, "seconds",
               "http: a server silent this long gets one try per request, and its rank leaves the pool (its failed "
               "tasks were given back); a pool whose ranks have all left is lost and its tasks are re-issued "
@@ -121,6 +159,7 @@ void refuseOtherKindsKeys(YamlReader& r, const B& b) {
         r.fail(key, fmt::format("belongs to kind: {}; kind is {}", owner, enumName(kBackendKindNames, b.kind)));
   };
   if (!b.http()) refuse(httpKeyNames(), "http");
+  if (!b.http()) refuse({"launch"}, "http");  // a nested section: its keys are listed as launch.<key>
   if (!b.isSimulated()) refuse(simulatedSchema().keyNames(), "simulated");
 }
 
@@ -128,6 +167,17 @@ void refuseOtherKindsKeys(YamlReader& r, const B& b) {
 // cover without `url`/`urls` is the layout entry's check: it knows the pool's policies).
 void requireServers(YamlReader& r, const B& b) {
   if (!b.http()) return;
+  if (b.launch.enabled()) {
+    for (const char* key : {"url", "urls", "policy_urls"})
+      if (r.has(key)) r.fail(key, "belongs to servers someone else runs; with launch the pool starts its own");
+    if (b.api == HttpApi::Openai &&
+        (!holdsPlaceholder(b.launch.command, "{port}") || !holdsPlaceholder(b.launch.command, "{model}")))
+      r.fail("launch",
+             "command: api openai needs {port} and {model} in the command (e.g. [astraflow, serve, \"{model}\", "
+             "--port, \"{port}\"]); api vllm and sglang add them");
+    return;
+  }
+  if (r.has("launch")) r.fail("launch", "has no command: give launch.command, or url/urls for running servers");
   if (r.has("url") && r.has("urls")) r.fail("url", "give one of url (one server) and urls (one per rank), not both");
   if (!r.has("url") && !r.has("urls") && b.policy_urls.empty())
     r.fail("url", "kind http needs servers: url (one), urls (one per rank) or policy_urls (per policy)");
@@ -155,7 +205,8 @@ const SectionSchema<RolloutBackendSpec>& backendSchema() {
     httpKeys(s);
     s.merged(&B::simulated, simulatedSchema())
         .rule("servers",
-              "kind http needs `url`, `urls` or `policy_urls` (not both `url` and `urls`), each `http://host:port`",
+              "kind http needs `url`, `urls` or `policy_urls` (not both `url` and `urls`), each `http://host:port`, "
+              "or `launch.command` (and none of them); with `api: openai` the command holds `{port}` and `{model}`",
               requireServers)
         .rule("update_path", "`update_path` starts with `/`; not with `api: vllm`, whose updates have their own calls",
               [](YamlReader& r, const B& b) {

@@ -40,6 +40,8 @@ std::vector<std::string> absolutePaths(YamlReader& r, const std::string& key) {
   return files;
 }
 
+}  // namespace
+
 // A list of strings, when the key is given.
 void readList(YamlReader& r, const char* key, std::vector<std::string>& out) {
   if (r.has(key)) out = r.requireStringList(key);
@@ -57,6 +59,8 @@ std::vector<std::pair<std::string, std::string>> environmentVariables(YamlReader
   }
   return vars;
 }
+
+namespace {
 
 // A server's address: `url` (a running one) or `command` (one the rank starts), exactly one.
 void checkUrlOrCommand(YamlReader& r, const std::string& url, const std::vector<std::string>& command,

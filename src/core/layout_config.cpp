@@ -175,7 +175,7 @@ class LayoutParser {
       if (std::find(e.policies.begin(), e.policies.end(), policy) == e.policies.end())
         r.failAt(r.lineOf("backend"), key,
                  fmt::format("'{}' is not a policy of this pool; allowed: {}", policy, fmt::join(e.policies, ", ")));
-    if (!b.http() || !b.urls.empty()) return;
+    if (!b.http() || !b.urls.empty() || b.launch.enabled()) return;  // launched: each policy its own
     for (const auto& policy : e.policies)
       if (!b.policy_urls.count(policy))
         r.failAt(r.lineOf("backend"), key,

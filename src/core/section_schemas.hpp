@@ -23,4 +23,9 @@ const SectionSchema<CrossSiteSection>& crossSiteSchema();
 const SectionSchema<ElasticSection>& elasticSchema();
 const SectionSchema<LocalSection>& localSchema();
 
+// Readers shared by sections (environment_schema.cpp): a list of strings when `key` is given;
+// `env`, a mapping NAME: value of variables for a server a rank starts.
+void readList(YamlReader& r, const char* key, std::vector<std::string>& out);
+std::vector<std::pair<std::string, std::string>> environmentVariables(YamlReader& r);
+
 }  // namespace astraflow::detail

@@ -66,21 +66,30 @@ std::string openaiBody(const std::vector<std::int32_t>& prompt, const SamplingOp
 
 struct HttpBackend::Impl {
   RolloutBackendSpec spec;
-  std::vector<std::unique_ptr<HttpClient>> clients;  // one per request in flight
-  std::mutex mutex;                                  // guards the stats and the reachability clock
+  // One per request in flight, each used by one thread at a time; remade by that thread when
+  // the server moved (redirect: a launched server started again on another port).
+  std::vector<std::unique_ptr<HttpClient>> clients;
+  std::vector<int> client_moves;
+  std::mutex mutex;  // guards the stats, the reachability clock and the url
   std::optional<Clock::time_point> failing_since;
   std::string model;                // openai: the model id requests name
   std::vector<std::int32_t> never;  // sorted: ids the policy never generates
+  std::string url, control_url;     // requests' server; weight updates' and /v1/models' (client 0)
+  int moves = 0, control_moves = 0;
 
   HttpClient& client(std::size_t k) {
-    if (!clients[k]) {
-      clients[k] = std::make_unique<HttpClient>(
-          url, std::chrono::seconds(5),
-          std::chrono::milliseconds(static_cast<std::int64_t>(spec.timeout_seconds * 1000)));
+    std::string to;
+    {
+      std::lock_guard lock(mutex);
+      const int now = k == 0 ? control_moves : moves;
+      if (clients[k] && client_moves[k] == now) return *clients[k];
+      to = k == 0 ? control_url : url;
+      client_moves[k] = now;
     }
+    clients[k] = std::make_unique<HttpClient>(
+        to, std::chrono::seconds(5), std::chrono::milliseconds(static_cast<std::int64_t>(spec.timeout_seconds * 1000)));
     return *clients[k];
   }
-  std::string url;
 };
 
 HttpBackend::HttpBackend(const RolloutBackendSpec& spec, int rank_in_pool, int max_sequence_length,
@@ -89,14 +98,32 @@ HttpBackend::HttpBackend(const RolloutBackendSpec& spec, int rank_in_pool, int m
   std::sort(never_generate.begin(), never_generate.end());
   impl_->never = std::move(never_generate);
   impl_->spec = spec;
-  url_ = spec.urls.at(static_cast<std::size_t>(rank_in_pool) % spec.urls.size());
-  impl_->url = url_;
+  // Launched servers (backend.launch) are not known yet: redirect() names each when it answers.
+  if (!spec.urls.empty()) impl_->url = spec.urls.at(static_cast<std::size_t>(rank_in_pool) % spec.urls.size());
+  impl_->control_url = impl_->url;
   // [0] weight updates and /v1/models, [1 … max_in_flight] requests, the last /health.
   impl_->clients.resize(static_cast<std::size_t>(std::max(1, spec.max_in_flight)) + 2);
+  impl_->client_moves.assign(impl_->clients.size(), 0);
   impl_->model = spec.model;
 }
 
 HttpBackend::~HttpBackend() = default;
+
+std::string HttpBackend::url() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->url;
+}
+
+void HttpBackend::redirect(const std::string& url, bool requests) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->control_url = url;
+  ++impl_->control_moves;
+  if (requests && impl_->url != url) {
+    impl_->url = url;
+    ++impl_->moves;
+  }
+  impl_->failing_since.reset();
+}
 
 double HttpBackend::unreachableSeconds() const {
   std::lock_guard lock(impl_->mutex);
@@ -145,8 +172,15 @@ std::vector<Generation> HttpBackend::generate(const std::vector<std::vector<std:
 Generation HttpBackend::request(std::size_t client, const std::vector<std::int32_t>& prompt,
                                 const SamplingOptions& options) {
   auto& im = *impl_;
+  // As the engine: a prompt that fills the context gets nothing (the episode ends truncated), and
+  // no request asks for more than the context holds — a server refuses those (HTTP 400), which
+  // would fail the episode and have its task re-issued, refused again, for ever.
+  const int room = max_sequence_length_ - static_cast<int>(prompt.size());
+  if (room <= 0) return Generation{};
   std::vector<std::int32_t> context = prompt;
   SamplingOptions o = options;
+  o.max_new_tokens = std::min(o.max_new_tokens, room);
+  o.min_new_tokens = std::min(o.min_new_tokens, o.max_new_tokens);
   Generation made;  // tokens of aborted tries
   auto keep = [&made](const Generation& g) {
     made.tokens.insert(made.tokens.end(), g.tokens.begin(), g.tokens.end());
@@ -239,7 +273,7 @@ Attempt HttpBackend::attempt(std::size_t client, const std::string& body, int in
   if (last.generation) {
     ++stats_.requests;
   } else if (!last.partial && stats_.transport_errors + stats_.http_errors + stats_.malformed <= 5) {
-    spdlog::warn("http backend {}: request failed (try {}): {}", url_, index + 1, last.error);
+    spdlog::warn("http backend {}: request failed (try {}): {}", im.url, index + 1, last.error);
   }
   return last;
 }
@@ -285,7 +319,7 @@ bool HttpBackend::control(const std::string& path, const std::string& body, bool
   const HttpResult r = im.client(0).postJson(path, body);
   if (r.ok()) return true;
   const std::string what = r.transportOk() ? fmt::format("HTTP {} {}", r.status, r.body.substr(0, 300)) : r.error;
-  spdlog::warn("http backend {}: POST {}: {}", url_, path, what);
+  spdlog::warn("http backend {}: POST {}: {}", url(), path, what);
   if (counts) refused(path, r);
   return false;
 }
@@ -295,7 +329,7 @@ void HttpBackend::refused(const std::string& path, const HttpResult& r) {
   std::lock_guard lock(impl_->mutex);
   if (!r.transportOk()) return;  // unreachable: lost_after_seconds decides
   ++refused_in_row_;
-  last_refusal_ = fmt::format("POST {}{} answered HTTP {}: {}", url_, path, r.status, r.body.substr(0, 300));
+  last_refusal_ = fmt::format("POST {}{} answered HTTP {}: {}", impl_->url, path, r.status, r.body.substr(0, 300));
 }
 
 int HttpBackend::updatesRefusedInRow() const {
@@ -336,7 +370,7 @@ bool HttpBackend::loadWeightsOnce(const std::string& path, const std::string& bo
       if (success) return true;
       ++stats_.http_errors;
     }
-    spdlog::warn("http backend {}: weight update to version {} refused: HTTP {} {}", url_, version, r.status,
+    spdlog::warn("http backend {}: weight update to version {} refused: HTTP {} {}", url(), version, r.status,
                  r.body.substr(0, 300));
     if (r.status < 500 || attempt == im.spec.retries) {
       refused(path, r);

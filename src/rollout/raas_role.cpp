@@ -184,6 +184,7 @@ bool RolloutRank::loadOnServer(ServedPolicy& p) {
     return false;
   }
   write_seconds_ += ctx_.now() - t;
+  if (ports_.backend.launch.enabled() && !p.server) startServer(p, folder);
   if (!p.http->loadWeights(folder.string(), p.held.version)) {
     // A server that keeps saying no (a wrong endpoint, a server without its update API) would have
     // the run go on generating from weights that never change, training nothing: an error instead.
@@ -532,6 +533,7 @@ void RolloutRank::runBatches() {
   const std::size_t batch = static_cast<std::size_t>(ctx_.cfg.rollout.batch_tasks);
   double idle_since = -1;
   while (!ended) {
+    reviveServers();
     if (serverLost()) {
       // Its server has said nothing for backend.lost_after_seconds: the rank leaves, holding no
       // task (every failed one was given back), and its end of stream says why.

@@ -12,6 +12,7 @@
 #include "astraflow/rollout/generation_backend.hpp"
 #include "astraflow/rollout/raas_role.hpp"
 #include "astraflow/rollout/simulated_backend.hpp"
+#include "astraflow/tasks/managed_server.hpp"
 #include "astraflow/weights/node_weights.hpp"
 #include "astraflow/weights/weight_store.hpp"
 #include "rollout/served_weights.hpp"
@@ -35,6 +36,11 @@ struct ServedPolicy {
   std::int64_t version = -1;    // the version generating now (http: the one the server confirmed loading)
   std::uint64_t pulls = 0;
   bool probed = false;  // http: the server's log-probs were checked against the model (server_probe.hpp)
+  // backend.launch: the policy's server, started at its first version; which start of it the
+  // backend talks to, and when this rank last asked whether it died (run clock).
+  std::unique_ptr<ManagedServer> server;
+  int server_generation = 0;
+  double server_checked = -1e300;
   // Per episode: the simulated accelerator sequence by sequence (batching continuous), or the
   // server's requests one by one (declared after `backend`, which they use: destroyed first).
   std::unique_ptr<SimulatedSequences> simulated_sequences;
@@ -98,6 +104,13 @@ class RolloutRank {
   // The server of an http policy loads the version this rank holds; false when it did not.
   bool loadOnServer(ServedPolicy& p);
   void checkServerLogprobs(ServedPolicy& p);
+  // backend.launch (server_launch.cpp): starts the policy's server from `folder` (its first
+  // version), or adopts the node's; throws Error when it does not come up.
+  void startServer(ServedPolicy& p, const std::filesystem::path& folder);
+  // Each launched server that stopped answering and has died is started again (at most ten
+  // checks a second per policy); its requests in flight have failed and their episodes go back to be
+  // re-issued, and the version this rank holds is loaded into the new one.
+  void reviveServers();
   // A served policy's server has been silent past backend.lost_after_seconds.
   bool serverLost() const;
   std::string lostUrl() const;

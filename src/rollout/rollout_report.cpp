@@ -40,6 +40,10 @@ void addHttpBackend(const ServedPolicy& p, RolloutReport& r) {
   r.backend_request_seconds += st.request_seconds;
   r.weight_load_seconds += st.weight_load_seconds;
   r.served_folders_written += p.folders->written();
+  if (p.server) {
+    ++r.backend_server_starts;
+    r.backend_server_restarts += static_cast<std::uint64_t>(p.server->restarts());
+  }
 }
 
 void addEngine(const ServedPolicy& p, RolloutReport& r) {

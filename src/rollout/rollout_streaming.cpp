@@ -101,6 +101,7 @@ StreamingLoop::StreamingLoop(RolloutRank& rank)
 void StreamingLoop::run() {
   for (;;) {
     rank_.serveRelays();
+    rank_.reviveServers();
     if (rank_.serverLost()) {
       leave();
       return;

@@ -89,6 +89,26 @@ fs::path ServedWeights::materialise(std::span<const std::byte> blob, std::int64_
   return target;
 }
 
+fs::path ServedWeights::pinned(const fs::path& folder) {
+  if (!pinned_.empty()) return pinned_;
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const fs::path target = dir_ / fmt::format("launch-{}-{}", host, ::getpid());
+  const fs::path tmp = dir_ / fmt::format(".launch-{}-{}.tmp", host, ::getpid());
+  fs::remove_all(tmp);
+  fs::remove_all(target);
+  fs::create_directories(tmp);
+  for (const auto& e : fs::directory_iterator(folder)) {
+    if (!e.is_regular_file()) continue;
+    std::error_code ec;
+    fs::create_hard_link(e.path(), tmp / e.path().filename(), ec);
+    if (ec) fs::copy_file(e.path(), tmp / e.path().filename());
+  }
+  fs::rename(tmp, target);
+  pinned_ = target;
+  return pinned_;
+}
+
 void ServedWeights::collect(std::int64_t current) {
   std::vector<std::int64_t> versions;
   std::error_code ec;

@@ -28,6 +28,11 @@ class ServedWeights {
   // the version it has).
   void collect(std::int64_t current);
   std::uint64_t written() const { return written_; }
+  // A launched server's start folder: `folder` (a version's) linked file by file (hard links; a
+  // copy where the filesystem has none) under a name collect() never removes, once per process —
+  // a server starting again later, or still reading its start folder while the run moves on, must
+  // not find it collected. It starts from these weights and then loads the version its rank holds.
+  std::filesystem::path pinned(const std::filesystem::path& folder);
 
  private:
   std::filesystem::path dir_;
@@ -35,6 +40,7 @@ class ServedWeights {
   int keep_;
   HfHead head_;
   std::uint64_t written_ = 0;
+  std::filesystem::path pinned_;
 };
 
 }  // namespace astraflow::rollout_detail

@@ -314,6 +314,22 @@ TEST(Config, RolloutBackendKeys) {
   refused("{kind: http, url: \"http://d:1\", policy_urls: {critic: \"http://a:1\"}}", "'critic' is not a policy");
   refused("{kind: http, policy_urls: {solver: \"http://a\", verifier: \"http://b:1\"}}", "allowed: http://host:port");
   refused("{kind: http, policy_urls: {solver: [], verifier: \"http://b:1\"}}", "a non-empty list");
+  // launch: servers the pool starts itself, instead of url/urls/policy_urls.
+  c = parseConfig(kGood, "good.yaml",
+                  {"layout.3.backend={kind: http, api: vllm, launch: {command: [python3, -m, vllm.entrypoints.openai."
+                   "api_server], per: node, env: {CUDA_VISIBLE_DEVICES: \"{local_rank}\"}, start_seconds: 60}}"});
+  const ServerLaunchSpec& launch = c.layout[3].backend.launch;
+  EXPECT_TRUE(launch.enabled());
+  EXPECT_EQ(launch.command.size(), 3u);
+  EXPECT_EQ(launch.per, LaunchScope::Node);
+  EXPECT_EQ(launch.start_seconds, 60);
+  ASSERT_EQ(launch.env.size(), 1u);
+  EXPECT_EQ(launch.env[0].second, "{local_rank}");
+  refused("{kind: http, url: \"http://x:1\", launch: {command: [vllm]}}", "with launch the pool starts its own");
+  refused("{kind: http, api: openai, launch: {command: [astraflow, serve, \"{model}\"]}}", "{port} and {model}");
+  refused("{kind: http, launch: {per: node}}", "has no command");
+  refused("{kind: http, launch: {command: [x], per: cluster}}", "layout[3].backend.launch.per");
+  refused("{kind: engine, launch: {command: [x]}}", "belongs to kind: http");
   // The index as the messages write it: layout[3], policies[1].
   c = parseConfig(kGood, "good.yaml",
                   {"layout[3].backend={kind: http, url: \"http://x:1\"}", "policies[1].model.d_model=48"});

@@ -132,7 +132,7 @@ void mergeInto(YAML::Node a, const YAML::Node& b) {
 
 // A layout entry's key ("layout[i].ranks", "layout[i].backend.retries") is tried in a layout whose
 // first entry, layout[0], is the rollout pool; a backend key with a backend of the kind the key
-// belongs to (its meaning says which: "simulated: …").
+// belongs to (its meaning says which: "simulated: …"; `launch` keys with a launch command).
 bool simulatedKey(const std::string& key) {
   for (const auto& section : configSchemaDocs())
     for (const auto& k : section.keys)
@@ -147,9 +147,11 @@ std::string backendConfig(const std::string& key, const std::string& value) {
   YAML::Node root = YAML::Load(kDocPolicies +
                                "layout:\n  - {role: rollout, policies: [solver]}\n  - {role: dataflow, ranks: 1}\n"
                                "  - {role: trainer, policy: solver}\n");
+  // A launch key with servers the pool starts (launch refuses url); the others with a url server.
+  const char* http = rest.rfind("backend.launch.", 0) == 0 ? "{kind: http, launch: {command: [server]}}"
+                                                           : "{kind: http, url: 'http://127.0.0.1:9'}";
   if (rest.rfind("backend.", 0) == 0 && name != "kind")
-    root["layout"][0]["backend"] =
-        YAML::Load(simulated ? "{kind: simulated}" : "{kind: http, url: 'http://127.0.0.1:9'}");
+    root["layout"][0]["backend"] = YAML::Load(simulated ? "{kind: simulated}" : http);
   mergeInto(root["layout"][0], YAML::Load(nestedYaml(rest, value, "")));
   YAML::Emitter out;
   out << root;

@@ -174,3 +174,30 @@ TEST(HttpSequences, KeepMaxInFlightRequestsAndAShortOneNeverWaitsForALongOne) {
   EXPECT_EQ(backend.stats().requests, 21u);
   EXPECT_EQ(backend.stats().failed, 0u);
 }
+
+// A transcript that fills the policy's context (a team's rounds, a long multi-turn episode) gets
+// an empty answer, as the engine gives, not a request the server refuses (HTTP 400): a refusal
+// fails the episode, and its task, re-issued, would be refused again for ever. A prompt with a
+// little room asks for no more than that room.
+TEST(HttpBackend, APromptThatFillsTheContextGetsNothingAndNoRequest) {
+  const char* cli = cliPath();
+  ASSERT_NE(cli, nullptr);
+  Server server(cli);
+  std::ifstream config(server.dir / "a" / "config.json");
+  const int context = nlohmann::json::parse(config).at("max_position_embeddings").get<int>();
+  HttpBackend backend(httpSpec(server), 0, context);
+  SamplingOptions o;
+  o.max_new_tokens = o.min_new_tokens = 50;
+  const std::vector<std::int32_t> full(static_cast<std::size_t>(context), 5);
+  const std::vector<std::int32_t> two_left(static_cast<std::size_t>(context - 2), 5);
+  const auto out = backend.generate({full, two_left}, o);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_FALSE(out[0].failed);
+  EXPECT_TRUE(out[0].tokens.empty());
+  EXPECT_FALSE(out[0].stopped);
+  EXPECT_FALSE(out[1].failed);
+  EXPECT_EQ(out[1].tokens.size(), 2u);
+  EXPECT_EQ(backend.stats().requests, 1u);
+  EXPECT_EQ(backend.stats().http_errors, 0u);
+  EXPECT_EQ(backend.stats().failed, 0u);
+}

