@@ -191,15 +191,16 @@ Config parseConfig(const std::string& yaml_text, const std::string& source_name,
   detail::weightsSchema().read(top.child("weights"), cfg.weights);
   parseCrossSite(top.child("cross_site"), cfg);
   detail::elasticSchema().read(top.child("elastic"), cfg.elastic);
-  // Spawned ranks take the first rollout pool's backend (src/dataflow/pool_view.hpp); a
-  // server-backed pool cannot grow that way: its servers are the pool's, and a failed request's
-  // returned record is handled for the layout's own pools only.
+  // Spawned ranks take the first rollout pool's backend (src/dataflow/pool_view.hpp): a pool of
+  // servers someone else runs cannot grow that way (spawned ranks would share its servers), one
+  // that launches its own can (each spawned rank starts its servers, and stops them when retired).
   const auto first_pool =
       std::find_if(cfg.layout.begin(), cfg.layout.end(), [](const LayoutEntry& e) { return e.role == Role::Rollout; });
-  if (cfg.elastic.mode != ElasticMode::Off && first_pool != cfg.layout.end() && first_pool->backend.http()) {
+  if (cfg.elastic.mode != ElasticMode::Off && first_pool != cfg.layout.end() && first_pool->backend.http() &&
+      !first_pool->backend.launch.enabled()) {
     throw ConfigError(
-        fmt::format("{}: elastic.mode: given {} with an http rollout pool ({}); allowed: off (spawned "
-                    "ranks would share that pool's servers)",
+        fmt::format("{}: elastic.mode: given {} with an http rollout pool ({}) of running servers; allowed: off, or "
+                    "servers the pool starts (backend.launch: each spawned rank starts its own)",
                     cfg.source, enumName(kElasticModeNames, cfg.elastic.mode), first_pool->pool));
   }
   detail::localSchema().read(top.child("local"), cfg.local);

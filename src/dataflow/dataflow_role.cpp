@@ -237,7 +237,13 @@ void DataflowRank::requeueFront(Task t) {
 }
 
 void DataflowRank::route(Trajectory t) {
-  if (elastic_ && !elastic_->returned(t)) return;  // a late duplicate of a re-issued task (counted)
+  if (elastic_) {
+    std::optional<Task> back;
+    if (!elastic_->returned(t, back)) {  // a late duplicate of a re-issued task (counted), or given back
+      if (back) requeueFront(std::move(*back));
+      return;
+    }
+  }
   if (isEndOfStream(t)) {
     ++rollout_ended_;
     return;

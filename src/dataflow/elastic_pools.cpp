@@ -151,10 +151,18 @@ SpawnedPool* ElasticPools::poolOfLabel(std::int32_t label) {
   return k >= 0 && k < static_cast<int>(pools_.size()) ? pools_[static_cast<std::size_t>(k)].get() : nullptr;
 }
 
-bool ElasticPools::returned(const Trajectory& t) {
+bool ElasticPools::returned(const Trajectory& t, std::optional<Task>& given_back) {
   const bool end = isEndOfStream(t);
-  if (auto* p = poolOfLabel(t.producer_rank)) {
-    p->last_heard = home_.now();
+  auto* p = poolOfLabel(t.producer_rank);
+  if (p) p->last_heard = home_.now();
+  if (!end && t.status == static_cast<std::uint8_t>(TrajectoryStatus::Returned)) {
+    // A spawned rank of a server-backed pool could not generate it. A team task comes back once
+    // per role: the first record gives it back, the others find no lease.
+    given_back = leases_.giveBack(t.task_id);
+    if (given_back) ++given_back_;
+    return false;
+  }
+  if (p) {
     if (end) {
       ++p->ended;
     } else {
@@ -321,6 +329,7 @@ ElasticFigures ElasticPools::figures() const {
   f.elastic_duplicates_dropped = leases_.duplicates();
   f.elastic_pools = pools_.size();
   f.elastic_unreturned_tasks = unreturned_;
+  f.elastic_tasks_given_back = given_back_;
   return f;
 }
 

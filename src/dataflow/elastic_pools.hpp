@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -68,8 +69,10 @@ class ElasticPools {
   int retire(int ranks, const std::set<std::string>& suspect_uids);
   // Every policy published: mirror stores republish. `store(g)` is policy g's home store.
   void published(std::size_t group, std::int64_t version, std::span<const std::byte> bytes);
-  // A trajectory came back: returns false for a late duplicate of a re-issued task (drop it).
-  bool returned(const Trajectory& t);
+  // A trajectory came back: returns false for a late duplicate of a re-issued task (drop it) and
+  // for a task a server-backed pool gave back unrun (a failed generation: status Returned), which
+  // is then in `given_back`, to be queued again.
+  bool returned(const Trajectory& t, std::optional<Task>& given_back);
   // Liveness and leases; a lost pool's leased tasks go to `reissue`.
   bool progress(const std::function<void(Task)>& reissue);
   // End of the run: an end-of-stream per rank to every active pool (`push` pushes one record to a ring).
@@ -103,6 +106,7 @@ class ElasticPools {
   TaskLeases leases_;  // tasks pushed to spawned pools, by pool index
   std::uint64_t spawned_ranks_ = 0, spawn_failures_ = 0, retired_ranks_ = 0, lost_ranks_ = 0;
   std::uint64_t unreturned_ = 0;
+  std::uint64_t given_back_ = 0;  // tasks spawned ranks gave back unrun (returned())
   double next_liveness_check_ = 0;
   std::vector<std::byte> end_record_;  // an encoded end-of-stream task
 };

@@ -76,6 +76,8 @@ Attempt parseSglang(const std::string& body) {
     const std::string type = finish.is_object() ? finish.at("type").get<std::string>() : std::string("abort");
     Generation g;
     if (meta.contains("weight_version")) g.weight_version = versionOf(meta["weight_version"]);
+    if (meta.contains("cached_tokens") && meta["cached_tokens"].is_number_integer())
+      a.cached_tokens = std::max<std::int64_t>(0, meta["cached_tokens"].get<std::int64_t>());
     if (type == "abort") {
       a.error = "the server aborted the request";
       a.kind = Attempt::Kind::Http;
@@ -109,6 +111,12 @@ Attempt parseOpenai(const std::string& body) {
     const json j = json::parse(body);
     const json& choice = j.at("choices").at(0);
     const json& lp = choice.at("logprobs");
+    if (const auto u = j.find("usage"); u != j.end() && u->is_object()) {
+      const auto details = u->find("prompt_tokens_details");
+      if (details != u->end() && details->is_object() && details->contains("cached_tokens") &&
+          (*details)["cached_tokens"].is_number_integer())
+        a.cached_tokens = std::max<std::int64_t>(0, (*details)["cached_tokens"].get<std::int64_t>());
+    }
     Generation g;
     if (!lp.at("tokens").is_array() || !lp.at("token_logprobs").is_array()) {
       a.error = "logprobs.tokens and logprobs.token_logprobs must be lists";

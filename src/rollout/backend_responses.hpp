@@ -23,6 +23,10 @@ struct Attempt {
   std::string error;
   bool retryable = true;
   enum class Kind { None, Transport, Http, Malformed } kind = Kind::None;
+  // Prompt positions the server took from its prefix cache, where it says (SGLang's
+  // meta_info.cached_tokens; vLLM's usage.prompt_tokens_details.cached_tokens, with
+  // --enable-prompt-tokens-details): -1 when the answer does not say.
+  std::int64_t cached_tokens = -1;
 };
 
 Attempt parseSglang(const std::string& body);

@@ -202,6 +202,14 @@ Generation HttpBackend::request(std::size_t client, const std::vector<std::int32
     const std::string body =
         im.spec.api == HttpApi::Sglang ? sglangBody(context, o, im.never) : openaiBody(context, o, im.model, im.never);
     Attempt last = attempt(client, body, tries);
+    if (last.generation || last.partial) {
+      std::lock_guard lock(im.mutex);
+      stats_.prompt_tokens += context.size();
+      if (last.cached_tokens >= 0) {
+        stats_.cached_prompt_tokens += static_cast<std::uint64_t>(last.cached_tokens);
+        ++stats_.cache_reports;
+      }
+    }
     if (last.generation) {
       keep(*last.generation);
       made.stopped = last.generation->stopped;

@@ -36,6 +36,8 @@ void addHttpBackend(const ServedPolicy& p, RolloutReport& r) {
   r.backend_weight_updates += st.weight_updates;
   r.backend_resumed += st.resumed;
   r.backend_resumed_tokens += st.resumed_tokens;
+  r.backend_prompt_tokens += st.prompt_tokens;
+  r.backend_cached_prompt_tokens += st.cached_prompt_tokens;
   r.backend_weight_update_failures += st.weight_update_failures;
   r.backend_request_seconds += st.request_seconds;
   r.weight_load_seconds += st.weight_load_seconds;

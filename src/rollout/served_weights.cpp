@@ -65,7 +65,12 @@ fs::path ServedWeights::materialise(std::span<const std::byte> blob, std::int64_
   }
   const fs::path tmp = dir_ / fmt::format(".v{}.tmp-{}", version, ::getpid());
   fs::remove_all(tmp);
-  unpackWeights(blob, *model_);
+  // A bf16 CPU model views the blob (its parameters are the node's bytes while they are bound):
+  // the folder is written from the store's bits with no copy of the model.
+  if (canViewWeights(*model_))
+    viewWeights(blob, *model_);
+  else
+    unpackWeights(blob, *model_);
   writeHfFolder(*model_, model_->config(), tmp, /*bf16=*/true, 5'000'000'000, head_);
   {
     std::ofstream stamp(tmp / kStamp);

@@ -36,7 +36,7 @@ class ServedWeights {
 
  private:
   std::filesystem::path dir_;
-  PolicyModel model_;  // the blob is unpacked here and written out as bf16 safetensors (bit for bit)
+  PolicyModel model_;  // views the blob (bf16 on the CPU; else it is unpacked here), written out as bf16 bit for bit
   int keep_;
   HfHead head_;
   std::uint64_t written_ = 0;

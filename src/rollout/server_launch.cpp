@@ -48,6 +48,8 @@ std::vector<std::string> launchArguments(const RolloutBackendSpec& spec, int por
     add("--host", "127.0.0.1", nullptr);
     // Log-probs after the temperature, as the trainer computes them (vLLM's default is before).
     add("--logprobs-mode", "processed_logprobs", nullptr);
+    // Answers say how much of each prompt came from the prefix cache (backend_cached_prompt_tokens).
+    if (!givesFlag(argv, "--enable-prompt-tokens-details")) argv.push_back("--enable-prompt-tokens-details");
   } else if (spec.api == HttpApi::Sglang) {
     add("--model-path", folder, "{model}");
     add("--port", std::to_string(port), "{port}");

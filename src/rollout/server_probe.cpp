@@ -27,7 +27,12 @@ ProbeResult probeServerLogprobs(HttpBackend& server, PolicyModelImpl& model, std
   ProbeResult r;
   if (g.failed || g.tokens.empty()) return r;
 
-  unpackWeights(blob, model);  // the bf16 bits the server's folder holds, as the trainer gets them
+  // The bf16 bits the server's folder holds, as the trainer gets them: viewed in place by a bf16
+  // CPU model (an http rank's), which then computes in bf16.
+  if (canViewWeights(model))
+    viewWeights(blob, model);
+  else
+    unpackWeights(blob, model);
   std::vector<std::int64_t> ids(prompt.begin(), prompt.end());
   ids.insert(ids.end(), g.tokens.begin(), g.tokens.end());
   const auto n = static_cast<std::int64_t>(ids.size());

@@ -2,11 +2,13 @@
 # Elastic rollout end to end (docs/elastic.md): real mpirun jobs whose dataflow rank spawns
 # rollout ranks with MPI_Comm_spawn and retires them, driven by an external maintainer command
 # that answers a target pool size for each balance report.
-#   test_elastic.sh <astraflow binary> <source dir> <mpiexec> spawn_retire|simulated|fault
+#   test_elastic.sh <astraflow binary> <source dir> <mpiexec> spawn_retire|simulated|servers|fault
 #   spawn_retire: 2 rollout ranks, +2 spawned at v4, the 2 retired at v12; training continues
 #                 across both, the books balance, no leased task is left unanswered.
 #   simulated:    the same with simulated pools and a simulated trainer (docs/simulation.md): the
 #                 spawned ranks generate with the pool's simulated backend too.
+#   servers:      the same with a pool that launches an `astraflow serve` per rank (backend.launch):
+#                 every rank, spawned or not, generates on a server it started; none outlives it.
 #   fault:        2 spawned at v2, both frozen (SIGSTOP) at v6, one killed (SIGKILL) at v8; the run
 #                 finishes, the books balance, the lost pool's tasks were re-issued. Weights go
 #                 through the node relay here (pretend nodes of one rank, a chain, deltas): the
@@ -32,6 +34,11 @@ extra=()
 if [ "$mode" = simulated ]; then
   extra=(--set "layout.2.backend={kind: simulated, lengths: {kind: geometric, mean: 4}, decode_tokens_per_second: 400}"
          --set "trainer.simulate={fixed_seconds: 0.05, weight_bytes: 1000000}" --set eval.problems=0)
+fi
+if [ "$mode" = servers ]; then
+  # The pool launches an `astraflow serve` per rank (backend.launch): the spawned ranks start
+  # their own, and stop them when retired.
+  extra=(--set "layout.2.backend={kind: http, api: openai, weights_dir: $work/w, launch: {command: [\"$bin\", serve, \"{model}\", --port, \"{port}\"]}}")
 fi
 if [ "$mode" = fault ]; then
   export ASTRAFLOW_NODE_RANKS=1
@@ -91,6 +98,12 @@ if mode != "fault":
     check(trainer["trajectories_trained"] == s["consumed"], "the trainer trained what was consumed")
     grown = [json.load(open(f"{run}/balance/{f}")) for f in reports]
     check(any(r["production"]["total_raas_ranks"] == 4 for r in grown), "a window ran with 4 rollout ranks")
+    if mode == "servers":
+        rollout = [r for r in s["ranks"] if r["role"] == "rollout"]
+        check(all(r["backend_server_starts"] == 1 and r["backend_requests"] > 0 for r in rollout),
+              f"each rollout rank, spawned or not, generated on a server it started: {rollout}")
+        logs = [f for f in os.listdir(f"{run}/servers") if f.startswith("openai-")]
+        check(len(logs) == 4, f"four servers started: {logs}")
 else:
     check(df["elastic_lost_ranks"] >= 1, f"the pool was lost: {df['elastic_lost_ranks']}")
     check(df["elastic_tasks_reissued"] > 0, f"its tasks were re-issued: {df['elastic_tasks_reissued']}")
@@ -107,6 +120,7 @@ if [ "$mode" != fault ]; then
 else
   grep -q "lost pool spawn0" "$work/err" || fail "the loss was not logged"
 fi
+if [ "$mode" = servers ] && pgrep -f "serve $work/w/" >/dev/null; then fail "servers outlived their ranks"; fi
 if [ $failures -ne 0 ]; then
   echo "--- elastic log lines"; grep "elastic:" "$work/err" | head -n 20
   echo "--- stderr (tail)"; tail -n 30 "$work/err"

@@ -340,7 +340,7 @@ TEST(Config, RolloutBackendKeys) {
        {"layout[9].ranks=1", "layout[x].ranks=1", "layout[3.ranks=1", "layout[3]x.ranks=1", "run[0].name=a"}) {
     EXPECT_THROW(parseConfig(kGood, "good.yaml", {bad}), ConfigError) << bad;
   }
-  // Spawned ranks would take the http pool's backend and share its servers: elastic is refused.
+  // Spawned ranks would take the http pool's backend and share its running servers: elastic is refused.
   const std::string http = "layout.3.backend={kind: http, url: \"http://x:1\"}";
   EXPECT_NO_THROW(parseConfig(kGood, "good.yaml", {http}));
   try {
@@ -349,6 +349,9 @@ TEST(Config, RolloutBackendKeys) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("elastic.mode: given auto"), std::string::npos) << e.what();
   }
+  // A pool that launches its servers grows: each spawned rank starts its own.
+  EXPECT_NO_THROW(parseConfig(
+      kGood, "good.yaml", {"layout.3.backend={kind: http, launch: {command: [vllm-server]}}", "elastic.mode=auto"}));
 }
 
 TEST(Config, LrScheduleKeys) {

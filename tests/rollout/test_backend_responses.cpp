@@ -82,6 +82,26 @@ TEST(BackendResponses, OpenAiAbortKeepsTheTokensMade) {
   EXPECT_FALSE(parseOpenai(body.dump()).partial);
 }
 
+// Prefix-cache hits where the server says: SGLang's meta_info.cached_tokens (in its published
+// example, 0), vLLM's usage.prompt_tokens_details.cached_tokens (null unless the server runs with
+// --enable-prompt-tokens-details: not said, -1).
+TEST(BackendResponses, CachedPromptTokensWhereTheServerSays) {
+  EXPECT_EQ(parseSglang(fixture("sglang_generate_stop.json")).cached_tokens, 0);
+  json sglang = json::parse(fixture("sglang_generate_stop.json"));
+  sglang["meta_info"]["cached_tokens"] = 7;
+  EXPECT_EQ(parseSglang(sglang.dump()).cached_tokens, 7);
+  sglang["meta_info"].erase("cached_tokens");
+  EXPECT_EQ(parseSglang(sglang.dump()).cached_tokens, -1);
+  EXPECT_EQ(parseOpenai(fixture("vllm_completion_token_ids.json")).cached_tokens, -1);
+  json vllm = json::parse(fixture("vllm_completion_token_ids.json"));
+  vllm["usage"]["prompt_tokens_details"] = {{"cached_tokens", 4}};
+  const Attempt a = parseOpenai(vllm.dump());
+  ASSERT_TRUE(a.generation);
+  EXPECT_EQ(a.cached_tokens, 4);
+  vllm["usage"]["prompt_tokens_details"] = {{"cached_tokens", "four"}};  // not a count: not said
+  EXPECT_EQ(parseOpenai(vllm.dump()).cached_tokens, -1);
+}
+
 TEST(BackendResponses, OpenAiTextTokensAreRefused) {
   // Without return_tokens_as_token_ids the ids cannot be known for sure: refused, with the reason.
   const Attempt a = parseOpenai(fixture("vllm_completion_text_tokens.json"));

@@ -38,12 +38,13 @@ TEST(ServerLaunch, VllmGetsTheFlagsItsBackendNeedsUnlessTheCommandGivesThem) {
   EXPECT_EQ(after(argv, "--host"), "127.0.0.1");
   EXPECT_EQ(after(argv, "--logprobs-mode"), "processed_logprobs");
   EXPECT_EQ(after(argv, "--dtype"), "float32");
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--enable-prompt-tokens-details"), argv.end());
   // Given by the user (either spelling), or placed by a placeholder: not added again.
   argv = launchArguments(launching(HttpApi::Vllm, {"vllm-server", "{model}", "--logprobs-mode=processed_logprobs",
                                                    "--port", "{port}", "--host", "0.0.0.0"}),
                          4321, "/w/v3", 0);
   EXPECT_EQ(argv, (std::vector<std::string>{"vllm-server", "/w/v3", "--logprobs-mode=processed_logprobs", "--port",
-                                            "4321", "--host", "0.0.0.0"}));
+                                            "4321", "--host", "0.0.0.0", "--enable-prompt-tokens-details"}));
   const auto env = launchEnvironment(launching(HttpApi::Vllm, {"x"}), 0);
   EXPECT_NE(std::find(env.begin(), env.end(), std::pair<std::string, std::string>{"VLLM_SERVER_DEV_MODE", "1"}),
             env.end());

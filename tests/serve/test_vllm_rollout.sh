@@ -102,6 +102,10 @@ for name, count in (("finish", 1), ("abort", 2)):
     diff = ranks(s, "trainer")[0]["max_abs_behav_diff"]
     figures[f"{name}_max_abs_behav_diff"] = diff
     figures[f"{name}_resumed"] = sum(r["backend_resumed"] for r in rollout)
+    assert sum(r["backend_prompt_tokens"] for r in rollout) > 0, (name, rollout)
+    # Prefix-cache hits the launched vLLM reported (--enable-prompt-tokens-details; whole 128-position
+    # blocks only, so none for these short prompts).
+    figures[f"{name}_cached_prompt_tokens"] = sum(r["backend_cached_prompt_tokens"] for r in rollout)
     # Per version on the server: the pause, the reload from the folder, the cache reset, the resume.
     figures[f"{name}_seconds_per_update"] = round(
         sum(r["weight_load_seconds"] for r in rollout) / sum(r["backend_weight_updates"] for r in rollout), 4)

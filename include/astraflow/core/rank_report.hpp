@@ -98,6 +98,8 @@ struct RolloutReport {
   std::uint64_t server_lost = 0;  // 1: the rank left early, its server silent past backend.lost_after_seconds
   std::uint64_t backend_weight_updates = 0, backend_weight_update_failures = 0, served_folders_written = 0;
   std::uint64_t backend_resumed = 0, backend_resumed_tokens = 0;  // aborted requests resumed from their tokens
+  // Prompt positions the http backend sent, and those its servers said came from their prefix cache.
+  std::uint64_t backend_prompt_tokens = 0, backend_cached_prompt_tokens = 0;
   // backend.launch: servers this rank started (or, per node, adopted), and started again after one died.
   std::uint64_t backend_server_starts = 0, backend_server_restarts = 0;
   double backend_request_seconds = 0, weight_write_seconds = 0, weight_load_seconds = 0;
@@ -146,6 +148,8 @@ struct RolloutReport {
     v("backend_weight_updates", s.backend_weight_updates);
     v("backend_resumed", s.backend_resumed), v("backend_resumed_tokens", s.backend_resumed_tokens);
     v("backend_server_starts", s.backend_server_starts), v("backend_server_restarts", s.backend_server_restarts);
+    v("backend_prompt_tokens", s.backend_prompt_tokens);
+    v("backend_cached_prompt_tokens", s.backend_cached_prompt_tokens);
     v("backend_weight_update_failures", s.backend_weight_update_failures);
     v("served_folders_written", s.served_folders_written), v("backend_request_seconds", s.backend_request_seconds);
     v("weight_write_seconds", s.weight_write_seconds), v("weight_load_seconds", s.weight_load_seconds);
@@ -319,6 +323,7 @@ struct ElasticFigures {
   std::uint64_t elastic_spawned_ranks = 0, elastic_spawn_failures = 0, elastic_retired_ranks = 0;
   std::uint64_t elastic_lost_ranks = 0, elastic_tasks_reissued = 0, elastic_duplicates_dropped = 0;
   std::uint64_t elastic_pools = 0, elastic_unreturned_tasks = 0;
+  std::uint64_t elastic_tasks_given_back = 0;  // spawned ranks of a server-backed pool could not run them: re-queued
 
   template <class S, class V>
   static void fields(S& s, V&& v) {
@@ -326,7 +331,8 @@ struct ElasticFigures {
     v("elastic_retired_ranks", s.elastic_retired_ranks), v("elastic_lost_ranks", s.elastic_lost_ranks);
     v("elastic_tasks_reissued", s.elastic_tasks_reissued);
     v("elastic_duplicates_dropped", s.elastic_duplicates_dropped), v("elastic_pools", s.elastic_pools);
-    v("elastic_unreturned_tasks", s.elastic_unreturned_tasks);
+    v("elastic_unreturned_tasks", s.elastic_unreturned_tasks),
+        v("elastic_tasks_given_back", s.elastic_tasks_given_back);
   }
 };
 

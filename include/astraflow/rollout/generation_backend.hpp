@@ -52,7 +52,10 @@ struct HttpBackendStats {
   std::uint64_t weight_update_failures = 0;
   std::uint64_t resumed = 0;         // aborted requests sent again from the tokens made (update_mode abort)
   std::uint64_t resumed_tokens = 0;  // tokens those aborts had made, kept
-  double request_seconds = 0;        // summed over requests (they overlap)
+  // Prompt positions of answered requests, and those the server said it took from its prefix
+  // cache (counted over the answers that say; `cache_reports` of them).
+  std::uint64_t prompt_tokens = 0, cached_prompt_tokens = 0, cache_reports = 0;
+  double request_seconds = 0;  // summed over requests (they overlap)
   double weight_write_seconds = 0, weight_load_seconds = 0;
 };
 
