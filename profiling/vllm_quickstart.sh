@@ -19,11 +19,15 @@ vpython=${ASTRAFLOW_VLLM_PYTHON:-$PWD/.venv-vllm/bin/python}
 out=runs/vllm_quickstart
 rm -rf "$out"
 mkdir -p "$out"
-[ -f runs/quickstart/sft.h5 ] || "$bin" sft configs/quickstart.yaml >/dev/null
+# vLLM's CPU attention takes head sizes of 32 and more (the quickstart's 96/4 = 24 crashes its
+# engine at the first request): both sides use 3 heads of 32 (one KV head), warm-started alike.
+model=(--set "policies.0.model.heads=3" --set "policies.0.model.kv_heads=1")
+warm=$out/sft.h5
+"$bin" sft configs/quickstart.yaml "${model[@]}" --set "sft.checkpoint=$warm" >"$out/sft.log" 2>&1
 launch="{command: [\"$vpython\", -m, vllm.entrypoints.openai.api_server, --dtype, float32, --max-model-len, \"32\"], env: {VLLM_CPU_KVCACHE_SPACE: \"1\"}, start_seconds: 600}"
 for seed in "${seeds[@]}"; do
-  common=(--set "run.max_wall_seconds=$seconds" --set run.init_checkpoint=runs/quickstart/sft.h5 --set "run.seed=$seed"
-          --set layout.2.ranks=1)
+  common=(--set "run.max_wall_seconds=$seconds" --set run.init_checkpoint=$warm --set "run.seed=$seed"
+          --set layout.2.ranks=1 "${model[@]}")
   mpirun -np 3 "$bin" run configs/quickstart.yaml "${common[@]}" --set "run.output_dir=$out/engine$seed" \
     >"$out/engine$seed.log" 2>&1
   mpirun -np 3 "$bin" run configs/quickstart.yaml "${common[@]}" --set "run.output_dir=$out/vllm$seed" \

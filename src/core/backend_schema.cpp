@@ -79,6 +79,10 @@ const SectionSchema<ServerLaunchSpec>& launchSchema() {
                 "pool starts them and the node's other ranks use them")
         .number("start_seconds", &L::start_seconds, 1.0, 86400.0, "seconds",
                 "http: a started server's `/health` must answer within it (vLLM's start compiles its model)")
+        .integer("max_restarts", &L::max_restarts, 0, 1000000, "restarts",
+                 "http: a server that died is started again this many times per rank and policy; when it dies "
+                 "again the rank gives it up (one that crashes at every request, e.g. a model its kernels do not "
+                 "take) and leaves its pool, its tasks going back")
         .text("log_dir", &L::log_dir, "a folder",
               "http: each started server's stdout and stderr, one file per start (`<api>-<host>-<pid>-<n>.log`)",
               "`<run.output_dir>/servers`");

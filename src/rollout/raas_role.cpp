@@ -164,11 +164,16 @@ bool RolloutRank::behindPublished() const {
   return false;
 }
 
-bool RolloutRank::serverLost() const { return !lostUrl().empty(); }
+bool RolloutRank::serverLost() const { return !lostServer().empty(); }
 
-std::string RolloutRank::lostUrl() const {
+std::string RolloutRank::lostServer() const {
   for (const auto& p : served_) {
-    if (p.http && p.http->unreachableSeconds() > ports_.backend.lost_after_seconds) return p.http->url();
+    if (p.server && p.server->givenUp())
+      return fmt::format("{} given up after {} restarts (backend.launch.max_restarts)", p.http->url(),
+                         p.server->restarts());
+    if (p.http && p.http->unreachableSeconds() > ports_.backend.lost_after_seconds)
+      return fmt::format("{} silent for {:.0f} s (backend.lost_after_seconds)", p.http->url(),
+                         p.http->unreachableSeconds());
   }
   return {};
 }
@@ -537,11 +542,10 @@ void RolloutRank::runBatches() {
   while (!ended) {
     reviveServers();
     if (serverLost()) {
-      // Its server has said nothing for backend.lost_after_seconds: the rank leaves, holding no
-      // task (every failed one was given back), and its end of stream says why.
+      // Its server has said nothing for backend.lost_after_seconds (or was given up): the rank
+      // leaves, holding no task (every failed one was given back), and its end of stream says why.
       lost_ = true;
-      spdlog::error("rollout rank {}: server {} silent for {:.0f} s; leaving the pool", ctx_.rank, lostUrl(),
-                    ports_.backend.lost_after_seconds);
+      spdlog::error("rollout rank {}: server {}; leaving the pool", ctx_.rank, lostServer());
       break;
     }
     refreshWeights();

@@ -40,6 +40,7 @@ struct ServedPolicy {
   // backend talks to, and when this rank last asked whether it died (run clock).
   std::unique_ptr<ManagedServer> server;
   int server_generation = 0;
+  bool server_loading = false;  // started again: takes requests once it loaded the version held
   double server_checked = -1e300;
   // Per episode: the simulated accelerator sequence by sequence (batching continuous), or the
   // server's requests one by one (declared after `backend`, which they use: destroyed first).
@@ -108,12 +109,14 @@ class RolloutRank {
   // version), or adopts the node's; throws Error when it does not come up.
   void startServer(ServedPolicy& p, const std::filesystem::path& folder);
   // Each launched server that stopped answering and has died is started again (at most ten
-  // checks a second per policy); its requests in flight have failed and their episodes go back to be
-  // re-issued, and the version this rank holds is loaded into the new one.
+  // checks a second per policy, up to backend.launch.max_restarts times); its requests in flight
+  // have failed and their episodes go back to be re-issued; the new one takes requests once it has
+  // loaded the version this rank holds.
   void reviveServers();
-  // A served policy's server has been silent past backend.lost_after_seconds.
+  // A served policy's server has been silent past backend.lost_after_seconds, or its launched
+  // server was given up (backend.launch.max_restarts); lostServer() says which and why.
   bool serverLost() const;
-  std::string lostUrl() const;
+  std::string lostServer() const;
 
   const RolloutPorts& ports_;
   const RoleContext& ctx_;

@@ -130,12 +130,11 @@ void StreamingLoop::run() {
 }
 
 void StreamingLoop::leave() {
-  // Its server has said nothing for backend.lost_after_seconds: the rank leaves, and its end of
-  // stream says why. Tasks not started go back; the running episodes' requests fail (one try
-  // each, the server being lost) and go back as they end.
+  // Its server has said nothing for backend.lost_after_seconds (or was given up): the rank
+  // leaves, and its end of stream says why. Tasks not started go back; the running episodes'
+  // requests fail (one try each, the server being lost) and go back as they end.
   rank_.lost_ = true;
-  spdlog::error("rollout rank {}: server {} silent for {:.0f} s; leaving the pool", ctx_.rank, rank_.lostUrl(),
-                rank_.ports_.backend.lost_after_seconds);
+  spdlog::error("rollout rank {}: server {}; leaving the pool", ctx_.rank, rank_.lostServer());
   for (const auto& task : pending_) rank_.giveBack(task);
   pending_.clear();
   while (!held_.empty()) stepStreams();

@@ -100,6 +100,7 @@ ManagedServerOptions launchOptions(const RolloutBackendSpec& spec, int pool, con
   o.log_dir = log_dir;
   o.per_node = spec.launch.per == LaunchScope::Node;
   o.start_seconds = spec.launch.start_seconds;
+  o.max_restarts = spec.launch.max_restarts;
   return o;
 }
 
@@ -123,26 +124,38 @@ void RolloutRank::startServer(ServedPolicy& p, const std::filesystem::path& fold
 }
 
 void RolloutRank::reviveServers() {
+  bool moved = false;
   for (auto& p : served_) {
-    if (!p.server || p.http->unreachableSeconds() <= 0) continue;
+    if (!p.server || (p.http->unreachableSeconds() <= 0 && !p.server_loading)) continue;
     const double now = ctx_.now();
     // A per-rank server's check is a waitpid; a node's, a /health call: ten a second at most
     // while its requests fail (each failed episode goes back until the server is up again).
     if (now - p.server_checked < 0.1) continue;
     p.server_checked = now;
-    if (!p.server->reviveIfDead(p.server_generation, std::chrono::milliseconds(0))) continue;
-    const ManagedServer::Endpoint e = p.server->endpoint();
-    p.http->redirect(e.url);
-    p.server_generation = e.generation;
-    p.version = -1;  // the new server loads the version this rank holds before it generates again
-    spdlog::warn("rollout rank {}: policy '{}' is served again by {} (start {})", ctx_.rank, p.name, e.url,
-                 e.generation);
-  }
-  for (const auto& p : served_)
-    if (p.server && p.version < 0 && p.held.version >= 0) {
-      refreshWeights(true);
-      return;
+    if (p.server->givenUp()) continue;  // its requests fail: lost_after_seconds takes the rank out
+    if (p.server->reviveIfDead(p.server_generation, std::chrono::milliseconds(0))) {
+      // Updates go to the new server at once, requests once it holds this rank's version: until
+      // then they fail against the dead one and their episodes go back to be re-issued, never
+      // generated from the weights it started with.
+      const ManagedServer::Endpoint e = p.server->endpoint();
+      p.http->redirect(e.url, /*requests=*/false);
+      p.server_generation = e.generation;
+      p.server_loading = true;
+      p.version = -1;
+      moved = true;
+      spdlog::warn("rollout rank {}: policy '{}' is served again by {} (start {})", ctx_.rank, p.name, e.url,
+                   e.generation);
+    } else if (p.server_loading) {
+      moved = true;  // alive, its load failed last time: tried again below
     }
+  }
+  if (!moved) return;
+  refreshWeights(true);
+  for (auto& p : served_) {
+    if (!p.server_loading || p.version < 0) continue;
+    p.server_loading = false;
+    p.http->redirect(p.server->endpoint().url);
+  }
 }
 
 }  // namespace astraflow::rollout_detail

@@ -82,6 +82,7 @@ struct ManagedServer::Impl {
   int starts = 0;                           // by this object
   int generation = 0;                       // of the server base_url reaches
   int revived = 0;                          // servers reviveIfDead started again itself
+  bool given_up = false;                    // died again past options.max_restarts
   // After a start that failed, the next try waits (5 s, doubling to 60 s): a program that cannot
   // start is not spawned at every call.
   Clock::time_point next_try{};
@@ -191,6 +192,11 @@ ManagedServer::Endpoint ManagedServer::endpoint() const {
   return {impl_->base_url, impl_->generation};
 }
 
+bool ManagedServer::givenUp() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->given_up;
+}
+
 int ManagedServer::restarts() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->revived;
@@ -200,7 +206,7 @@ bool ManagedServer::reviveIfDead(int generation, std::chrono::milliseconds grace
   auto& im = *impl_;
   std::lock_guard lock(im.mutex);
   // A call to an earlier start: that server is gone and this one was started after it.
-  if (generation != im.generation || Clock::now() < im.next_try) return false;
+  if (generation != im.generation || im.given_up || Clock::now() < im.next_try) return false;
   if (im.process) {
     // A dying process closes its sockets before it is a zombie: a connection it dropped can be
     // seen a moment before it has ended.
@@ -216,6 +222,12 @@ bool ManagedServer::reviveIfDead(int generation, std::chrono::milliseconds grace
   } else {
     spdlog::warn("{}: the node's server at {} no longer answers; taking the node's next one", im.options.config_key,
                  im.base_url);
+  }
+  if (im.options.max_restarts >= 0 && im.revived >= im.options.max_restarts) {
+    spdlog::error("{}: the server died again after {} restarts ({}.max_restarts): given up", im.options.config_key,
+                  im.revived, im.options.config_key);
+    im.given_up = true;
+    return false;
   }
   try {
     if (!im.node) {

@@ -6,6 +6,8 @@
 #    requests failed go back and are re-issued, the new server loads the version the rank holds,
 #    and the run reaches its last version with the books balanced; every server is gone after it.
 #  - per node (api sglang): the node's two rollout ranks share one server.
+#  - a server that crashes at every weight update is given up after launch.max_restarts, and its
+#    rank leaves the pool while an engine pool finishes the run.
 # Run at 4 and 5 ranks (2 and 3 rollout ranks).
 #   test_launched_servers.sh <astraflow binary> <source dir> <mpiexec> <python>
 set -uo pipefail
@@ -95,4 +97,33 @@ assert len(glob.glob(f"{work}/node/servers/sglang-*.log")) == 1  # one server fo
 assert all(r["backend_server_starts"] == 1 and r["failed_episodes"] == 0 for r in rollout), rollout
 assert max(int(r["final_version.solver"]) for r in rollout) == 6, rollout
 PY
+# A server that crashes at every weight update (as vLLM's engine does on a model its CPU kernels do
+# not take): started again max_restarts times, then given up; its rank leaves its pool at once and
+# an engine pool beside it finishes the run.
+cat >"$work/crash.py" <<'PY'
+import http.server, os, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
+    def do_POST(self):
+        os._exit(3)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+PY
+config crash 1 "{kind: http, api: openai, weights_dir: $work/crash/w, retries: 0, launch: {command: [\"$python\", \"$work/crash.py\", \"{port}\", \"{model}\"], max_restarts: 2}}" 8 \
+  | sed 's/^  - {role: rollout, policies: \[solver\], ranks: 1, backend:/  - {role: rollout, policies: [solver], ranks: 1}\n&/' \
+  >"$work/crash.yaml"
+run crash 4
+"$python" - "$work" <<'PY' || die "crash checks"
+import json, sys, glob
+work = sys.argv[1]
+s = json.load(open(f"{work}/crash/summary.json"))
+http = [r for r in s["ranks"] if r["role"] == "rollout" and r["backend_server_starts"] == 1]
+assert s["versions"] == 8, s["versions"]
+assert len(http) == 1 and http[0]["backend_server_restarts"] == 2 and http[0]["server_lost"] == 1, http
+assert len(glob.glob(f"{work}/crash/servers/openai-*.log")) == 3  # the first start and two more
+PY
+grep -q "max_restarts): given up" "$work/crash.log" && grep -q "given up after 2 restarts.*leaving the pool" \
+  "$work/crash.log" || die "the give-up is not logged"
 echo PASS

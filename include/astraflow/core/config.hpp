@@ -346,6 +346,7 @@ struct ServerLaunchSpec {
   std::vector<std::pair<std::string, std::string>> env;  // added to the host's environment ("{local_rank}" replaced)
   LaunchScope per = LaunchScope::Rank;
   double start_seconds = 900;  // a started server's /health must answer within it
+  int max_restarts = 5;        // starts again after deaths before a server is given up
   std::string log_dir;         // its stdout and stderr (default <output_dir>/servers)
   bool enabled() const { return !command.empty(); }
 };

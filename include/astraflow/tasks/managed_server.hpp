@@ -27,6 +27,7 @@ struct ManagedServerOptions {
   bool per_node = false;
   double start_seconds = 120;  // its health path must answer within it
   std::string health_path = "/health";
+  int max_restarts = -1;  // deaths it is started again after; past them it is given up (-1: no limit)
 };
 
 class ManagedServer {
@@ -57,6 +58,8 @@ class ManagedServer {
   bool reviveIfDead(int generation, std::chrono::milliseconds grace);
   // Servers reviveIfDead started again itself (a node's next one another rank started: not counted).
   int restarts() const;
+  // It died again after max_restarts restarts: reviveIfDead no longer starts it.
+  bool givenUp() const;
 
  private:
   struct Impl;
