@@ -27,23 +27,28 @@ PY
 vllm='{}'
 vpython=${ASTRAFLOW_VLLM_PYTHON:-.venv-vllm/bin/python}
 if [ -x "$vpython" ]; then
-  VLLM_CPU_KVCACHE_SPACE=4 VLLM_CPU_OMP_THREADS_BIND="0-$((threads - 1))" "$vpython" - "$dir/m" "$new" "$batches" \
-    >"$dir/vllm.json" 2>"$dir/vllm.log" <<'PY' || { tail -n 20 "$dir/vllm.log"; exit 1; }
+  # A file, not stdin: vLLM's engine process is started with multiprocessing's spawn, which
+  # imports the main module again.
+  cat >"$dir/vllm_bench.py" <<'PY'
 import json, sys, time
 from vllm import LLM, SamplingParams
-folder, new, batches = sys.argv[1], int(sys.argv[2]), [int(b) for b in sys.argv[3].split()]
-llm = LLM(model=folder, dtype="float32", max_model_len=16 + new + 16, seed=0)
-params = SamplingParams(temperature=0.0, max_tokens=new, min_tokens=new, ignore_eos=True)
-out = {}
-for batch in batches:
-    prompts = [{"prompt_token_ids": [100 + (7 * i + r) % 150 for i in range(16)]} for r in range(batch)]
-    llm.generate(prompts, params, use_tqdm=False)  # warm-up
-    start = time.perf_counter()
-    res = llm.generate(prompts, params, use_tqdm=False)
-    out[str(batch)] = {"seconds": time.perf_counter() - start, "ids": [list(r.outputs[0].token_ids) for r in res]}
-print(json.dumps(out))
+if __name__ == "__main__":
+    folder, new, batches = sys.argv[1], int(sys.argv[2]), [int(b) for b in sys.argv[3].split()]
+    llm = LLM(model=folder, dtype="float32", max_model_len=16 + new + 16, seed=0)
+    params = SamplingParams(temperature=0.0, max_tokens=new, min_tokens=new, ignore_eos=True)
+    out = {}
+    for batch in batches:
+        prompts = [{"prompt_token_ids": [100 + (7 * i + r) % 150 for i in range(16)]} for r in range(batch)]
+        llm.generate(prompts, params, use_tqdm=False)  # warm-up
+        start = time.perf_counter()
+        res = llm.generate(prompts, params, use_tqdm=False)
+        out[str(batch)] = {"seconds": time.perf_counter() - start, "ids": [list(r.outputs[0].token_ids) for r in res]}
+    with open(sys.argv[4], "w") as f:  # a file: vLLM prints to stdout too
+        json.dump(out, f)
 PY
-  vllm=$(tail -n 1 "$dir/vllm.json")
+  VLLM_CPU_KVCACHE_SPACE=4 VLLM_CPU_OMP_THREADS_BIND="0-$((threads - 1))" "$vpython" "$dir/vllm_bench.py" "$dir/m" \
+    "$new" "$batches" "$dir/vllm.json" >"$dir/vllm.log" 2>&1 || { grep -m 5 Error "$dir/vllm.log"; tail -n 5 "$dir/vllm.log"; exit 1; }
+  vllm=$(cat "$dir/vllm.json")
 else
   echo "(no vLLM at $vpython: its column is left out)"
 fi
