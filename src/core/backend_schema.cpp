@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "astraflow/core/placeholders.hpp"
 #include "astraflow/core/text_pattern.hpp"
 #include "core/section_schemas.hpp"
 
@@ -51,11 +52,6 @@ void readPolicyUrls(YamlReader& r, B& b) {
 }
 
 using L = ServerLaunchSpec;
-
-bool holdsPlaceholder(const std::vector<std::string>& argv, const char* placeholder) {
-  return std::any_of(argv.begin(), argv.end(),
-                     [&](const std::string& a) { return a.find(placeholder) != std::string::npos; });
-}
 
 // backend.launch: the servers the pool starts itself.
 const SectionSchema<ServerLaunchSpec>& launchSchema() {

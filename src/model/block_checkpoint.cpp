@@ -13,14 +13,26 @@ namespace astraflow {
 
 namespace {
 
+// The block's constant inputs kept for its recomputation: x, the rotary tables and the attention
+// input (its mask or spans; an undefined one is saved as such).
+void saveAttention(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
+                   const torch::Tensor& sin, const AttentionInput& attention) {
+  ctx->save_for_backward({x, cos, sin, attention.mask, attention.spans});
+  ctx->saved_data["attention_form"] = static_cast<std::int64_t>(attention.form);
+}
+
+AttentionInput savedAttention(torch::autograd::AutogradContext* ctx, const torch::autograd::variable_list& saved) {
+  return {static_cast<AttentionForm>(ctx->saved_data["attention_form"].toInt()), saved[3], saved[4]};
+}
+
 class BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
  public:
   // The parameters are inputs so that autograd hands their gradients back to them; cos, sin and
   // the mask are constants (no gradient).
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                torch::TensorList parameters, const torch::Tensor& cos, const torch::Tensor& sin,
-                               const torch::Tensor& mask, const PolicyModelImpl* model, std::int64_t layer) {
-    ctx->save_for_backward({x, cos, sin, mask});
+                               const AttentionInput& attention, const PolicyModelImpl* model, std::int64_t layer) {
+    saveAttention(ctx, x, cos, sin, attention);
     ctx->saved_data["model"] = reinterpret_cast<std::int64_t>(model);
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["parameters"] = static_cast<std::int64_t>(parameters.size());
@@ -28,7 +40,7 @@ class BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
     const auto type = x.device().type();
     ctx->saved_data["autocast"] = at::autocast::is_autocast_enabled(type);
     ctx->saved_data["autocast_dtype"] = static_cast<std::int64_t>(at::autocast::get_autocast_dtype(type));
-    return model->block(static_cast<std::size_t>(layer), x, cos, sin, mask, nullptr);
+    return model->block(static_cast<std::size_t>(layer), x, cos, sin, attention, nullptr);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -42,7 +54,7 @@ class BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
       const AutocastAs autocast(x.device().type(), ctx->saved_data["autocast"].toBool(),
                                 static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
       const torch::AutoGradMode grad_on(true);
-      const auto y = model->block(layer, x, saved[1], saved[2], saved[3], nullptr);
+      const auto y = model->block(layer, x, saved[1], saved[2], savedAttention(ctx, saved), nullptr);
       // The live parameters, not copies: autocast's cached bf16 casts of them are reused.
       std::vector<torch::Tensor> inputs{x};
       for (const auto& p : model->blockParameters(layer)) inputs.push_back(p);
@@ -63,9 +75,9 @@ class BlockCheckpoint : public torch::autograd::Function<BlockCheckpoint> {
 class ShardedBlock : public torch::autograd::Function<ShardedBlock> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos,
-                               const torch::Tensor& sin, const torch::Tensor& mask, const PolicyModelImpl* model,
+                               const torch::Tensor& sin, const AttentionInput& attention, const PolicyModelImpl* model,
                                ParameterShards* shards, std::int64_t layer) {
-    ctx->save_for_backward({x, cos, sin, mask});
+    saveAttention(ctx, x, cos, sin, attention);
     ctx->saved_data["model"] = reinterpret_cast<std::int64_t>(model);
     ctx->saved_data["shards"] = reinterpret_cast<std::int64_t>(shards);
     ctx->saved_data["layer"] = layer;
@@ -73,7 +85,7 @@ class ShardedBlock : public torch::autograd::Function<ShardedBlock> {
     ctx->saved_data["autocast"] = at::autocast::is_autocast_enabled(type);
     ctx->saved_data["autocast_dtype"] = static_cast<std::int64_t>(at::autocast::get_autocast_dtype(type));
     shards->gather(static_cast<std::size_t>(layer));
-    auto y = model->block(static_cast<std::size_t>(layer), x, cos, sin, mask, nullptr);
+    auto y = model->block(static_cast<std::size_t>(layer), x, cos, sin, attention, nullptr);
     shards->release(static_cast<std::size_t>(layer));
     return y;
   }
@@ -93,7 +105,7 @@ class ShardedBlock : public torch::autograd::Function<ShardedBlock> {
                                 static_cast<at::ScalarType>(ctx->saved_data["autocast_dtype"].toInt()));
       const NoCastCache no_cache;  // the weights are gathered afresh: no cast of them may be kept
       const torch::AutoGradMode grad_on(true);
-      const auto y = model->block(layer, x, saved[1], saved[2], saved[3], nullptr);
+      const auto y = model->block(layer, x, saved[1], saved[2], savedAttention(ctx, saved), nullptr);
       std::vector<torch::Tensor> inputs{x};
       inputs.insert(inputs.end(), parameters.begin(), parameters.end());
       grads = torch::autograd::grad({y}, inputs, {grad_out[0]}, /*retain_graph=*/false, /*create_graph=*/false,
@@ -110,14 +122,14 @@ class ShardedBlock : public torch::autograd::Function<ShardedBlock> {
 
 torch::Tensor shardedBlock(const PolicyModelImpl& model, ParameterShards& shards, std::size_t layer,
                            const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                           const torch::Tensor& mask) {
-  return ShardedBlock::apply(x, cos, sin, mask, &model, &shards, static_cast<std::int64_t>(layer));
+                           const AttentionInput& attention) {
+  return ShardedBlock::apply(x, cos, sin, attention, &model, &shards, static_cast<std::int64_t>(layer));
 }
 
 torch::Tensor checkpointedBlock(const PolicyModelImpl& model, std::size_t layer, const torch::Tensor& x,
-                                const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask) {
+                                const torch::Tensor& cos, const torch::Tensor& sin, const AttentionInput& attention) {
   const auto parameters = model.blockParameters(layer);
-  return BlockCheckpoint::apply(x, torch::TensorList(parameters), cos, sin, mask, &model,
+  return BlockCheckpoint::apply(x, torch::TensorList(parameters), cos, sin, attention, &model,
                                 static_cast<std::int64_t>(layer));
 }
 

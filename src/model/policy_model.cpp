@@ -144,10 +144,17 @@ torch::Tensor PolicyModelImpl::forwardPaged(const torch::Tensor& tokens, const t
   return run(tokens, positions, valid, {}, nullptr, &kv);
 }
 
-// The attention mask in the form block() takes: [B,1,group*T,K] (bool, or additive for eager
+// The attention input of a forward (attention_input.hpp): a full forward with SDPA needs no mask
+// where its rows are right-padded, and attends per span where they are packed or padded in front;
+// otherwise the mask in the form block() takes: [B,1,group*T,K] (bool, or additive for eager
 // attention), or [B,K] bool when the step attends over the KV pool in place.
-torch::Tensor PolicyModelImpl::attentionMask(const torch::Tensor& positions, const torch::Tensor& valid,
-                                             const Segments& segments, KvCache* cache, const PagedKv* paged) const {
+AttentionInput PolicyModelImpl::attentionInput(const torch::Tensor& positions, const torch::Tensor& valid,
+                                               const Segments& segments, KvCache* cache, const PagedKv* paged) const {
+  if (!cache && !paged && config_.attention == AttentionKind::Sdpa && !explicit_mask_) {
+    if (!segments.defined() && rightPadded(valid)) return {AttentionForm::Causal, {}, {}};
+    auto spans = attentionSpans(valid, segments.id, segments.sees);
+    if (spans.defined()) return {AttentionForm::Spans, {}, std::move(spans)};
+  }
   const auto B = positions.size(0), T = positions.size(1);
   const auto group = config_.heads / config_.kv_heads;
   const std::int64_t past = cache ? cache->length : 0;
@@ -198,7 +205,8 @@ torch::Tensor PolicyModelImpl::attentionMask(const torch::Tensor& positions, con
                      .masked_fill(allowed_g.logical_not(), -std::numeric_limits<float>::infinity());
   }
 
-  return config_.attention == AttentionKind::Eager && !direct ? additive_g : allowed_g;
+  if (direct) return {AttentionForm::PagedInPlace, allowed_g, {}};
+  return {AttentionForm::Mask, config_.attention == AttentionKind::Eager ? additive_g : allowed_g, {}};
 }
 
 torch::Tensor PolicyModelImpl::run(const torch::Tensor& tokens, const torch::Tensor& positions,
@@ -262,7 +270,7 @@ torch::Tensor PolicyModelImpl::trunk(const torch::Tensor& tokens, const torch::T
   const auto emb = torch::cat({angles, angles}, -1).unsqueeze(1);
   const auto cos = emb.cos().to(dtype), sin = emb.sin().to(dtype);
 
-  const torch::Tensor mask = attentionMask(positions, valid, segments, cache, paged);
+  const AttentionInput attention = attentionInput(positions, valid, segments, cache, paged);
   auto x = tiedEmbedding(embed_, tokens, tied);  // [B,T,D]; torch::embedding without a tied slot
   // Checkpointing only where there is a backward pass to recompute for.
   const bool backward = !cache && !paged && torch::GradMode::is_enabled();
@@ -271,13 +279,14 @@ torch::Tensor PolicyModelImpl::trunk(const torch::Tensor& tokens, const torch::T
   if (shards_) no_cache.emplace();
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     if (shards_ && backward) {
-      x = shardedBlock(*this, *shards_, l, x, cos, sin, mask);
+      x = shardedBlock(*this, *shards_, l, x, cos, sin, attention);
     } else if (shards_) {
       shards_->gather(l);
-      x = block(l, x, cos, sin, mask, cache, paged);
+      x = block(l, x, cos, sin, attention, cache, paged);
       shards_->release(l);
     } else {
-      x = checkpoint ? checkpointedBlock(*this, l, x, cos, sin, mask) : block(l, x, cos, sin, mask, cache, paged);
+      x = checkpoint ? checkpointedBlock(*this, l, x, cos, sin, attention)
+                     : block(l, x, cos, sin, attention, cache, paged);
     }
   }
   no_cache.reset();
@@ -286,7 +295,7 @@ torch::Tensor PolicyModelImpl::trunk(const torch::Tensor& tokens, const torch::T
 }
 
 torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, const torch::Tensor& cos,
-                                     const torch::Tensor& sin, const torch::Tensor& mask, KvCache* cache,
+                                     const torch::Tensor& sin, const AttentionInput& attention, KvCache* cache,
                                      const PagedKv* paged) const {
   const auto B = x_in.size(0), T = x_in.size(1);
   const auto H = config_.heads, KV = config_.kv_heads, hd = config_.headDim(), group = H / KV;
@@ -327,14 +336,23 @@ torch::Tensor PolicyModelImpl::block(std::size_t l, const torch::Tensor& x_in, c
     paged->keys[l].index_copy_(0, paged->write_slots, k.transpose(1, 2).reshape({B * T, KV, hd}));
     paged->values[l].index_copy_(0, paged->write_slots, v.transpose(1, 2).reshape({B * T, KV, hd}));
     const auto K = paged->key_valid.size(1);
-    if (mask.dim() == 2) {  // run() chose the in-place decode (inPlacePagedDecode) and gave the [B,K] mask
+    if (attention.form == AttentionForm::PagedInPlace) {  // inPlacePagedDecode chose it: a [B,K] mask
       const auto attended = pagedDecodeAttention(q.select(2, 0), paged->keys[l], paged->values[l],
-                                                 paged->read_slots.view({B, K}), mask, scale);  // [B,H,hd]
+                                                 paged->read_slots.view({B, K}), attention.mask, scale);  // [B,H,hd]
       return mlp(l, x + linearOf(l, Product::O, attended.reshape({B, 1, H * hd}), L.o, L.o_bias));
     }
     k = paged->keys[l].index_select(0, paged->read_slots).view({B, K, KV, hd}).transpose(1, 2);
     v = paged->values[l].index_select(0, paged->read_slots).view({B, K, KV, hd}).transpose(1, 2);
   }
+  if (attention.form == AttentionForm::Causal || attention.form == AttentionForm::Spans) {
+    // No mask: the fused kernels (flash on CUDA and CPU) keep O(T) per query row, not [T,K].
+    const auto attended = attention.form == AttentionForm::Causal
+                              ? at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, scale,
+                                                                 /*enable_gqa=*/group > 1)
+                              : spanAttention(q, k, v, attention.spans, scale);  // [B,H,T,hd]
+    return mlp(l, x + linearOf(l, Product::O, attended.transpose(1, 2).reshape({B, T, H * hd}), L.o, L.o_bias));
+  }
+  const auto& mask = attention.mask;
   const auto qg = q.reshape({B, KV, group * T, hd});
   torch::Tensor out;  // [B,KV,group*T,hd]
   if (config_.attention == AttentionKind::Sdpa) {

@@ -42,6 +42,8 @@ struct ServedPolicy {
   int server_generation = 0;
   bool server_loading = false;  // started again: takes requests once it loaded the version held
   double server_checked = -1e300;
+  double load_retry_at = 0,
+         load_backoff = 0;  // a failed load of a restarted server is tried again 1 s, 2 s, … 30 s later
   // Per episode: the simulated accelerator sequence by sequence (batching continuous), or the
   // server's requests one by one (declared after `backend`, which they use: destroyed first).
   std::unique_ptr<SimulatedSequences> simulated_sequences;

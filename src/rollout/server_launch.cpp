@@ -7,26 +7,16 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "astraflow/core/placeholders.hpp"
 #include "rollout/rollout_rank.hpp"
 
 namespace astraflow::rollout_detail {
 namespace {
 
-std::string withValue(std::string text, const std::string& placeholder, const std::string& value) {
-  for (std::size_t at = text.find(placeholder); at != std::string::npos; at = text.find(placeholder, at + value.size()))
-    text.replace(at, placeholder.size(), value);
-  return text;
-}
-
 // `--flag value` or `--flag=value` among the arguments.
 bool givesFlag(const std::vector<std::string>& argv, const std::string& flag) {
   return std::any_of(argv.begin(), argv.end(),
                      [&](const std::string& a) { return a == flag || a.rfind(flag + "=", 0) == 0; });
-}
-
-bool launchHolds(const std::vector<std::string>& argv, const char* placeholder) {
-  return std::any_of(argv.begin(), argv.end(),
-                     [&](const std::string& a) { return a.find(placeholder) != std::string::npos; });
 }
 
 }  // namespace
@@ -35,11 +25,12 @@ std::vector<std::string> launchArguments(const RolloutBackendSpec& spec, int por
                                          int local_rank) {
   std::vector<std::string> argv;
   for (const auto& a : spec.launch.command)
-    argv.push_back(withValue(withValue(withValue(a, "{port}", std::to_string(port)), "{model}", folder), "{local_rank}",
-                             std::to_string(local_rank)));
+    argv.push_back(
+        withPlaceholder(withPlaceholder(withPlaceholder(a, "{port}", std::to_string(port)), "{model}", folder),
+                        "{local_rank}", std::to_string(local_rank)));
   // A flag the command gives, or whose value it placed itself ({model}, {port}), is not added.
   const auto add = [&](const std::string& flag, const std::string& value, const char* placeholder) {
-    if (givesFlag(argv, flag) || (placeholder != nullptr && launchHolds(spec.launch.command, placeholder))) return;
+    if (givesFlag(argv, flag) || (placeholder != nullptr && holdsPlaceholder(spec.launch.command, placeholder))) return;
     argv.insert(argv.end(), {flag, value});
   };
   if (spec.api == HttpApi::Vllm) {
@@ -62,7 +53,7 @@ std::vector<std::pair<std::string, std::string>> launchEnvironment(const Rollout
   std::vector<std::pair<std::string, std::string>> env;
   bool dev_mode = false;
   for (const auto& [name, value] : spec.launch.env) {
-    env.emplace_back(name, withValue(value, "{local_rank}", std::to_string(local_rank)));
+    env.emplace_back(name, withPlaceholder(value, "{local_rank}", std::to_string(local_rank)));
     dev_mode = dev_mode || name == "VLLM_SERVER_DEV_MODE";
   }
   // vLLM's /pause, /collective_rpc, /reset_prefix_cache and /update_weight_version.
@@ -142,17 +133,23 @@ void RolloutRank::reviveServers() {
       p.server_generation = e.generation;
       p.server_loading = true;
       p.version = -1;
+      p.load_retry_at = now, p.load_backoff = 0;
       moved = true;
       spdlog::warn("rollout rank {}: policy '{}' is served again by {} (start {})", ctx_.rank, p.name, e.url,
                    e.generation);
-    } else if (p.server_loading) {
-      moved = true;  // alive, its load failed last time: tried again below
+    } else if (p.server_loading && now >= p.load_retry_at) {
+      moved = true;  // alive, its load failed last time: tried again below, backing off
     }
   }
   if (!moved) return;
   refreshWeights(true);
   for (auto& p : served_) {
-    if (!p.server_loading || p.version < 0) continue;
+    if (!p.server_loading) continue;
+    if (p.version < 0) {  // the load failed (counted in backend_weight_update_failures)
+      p.load_backoff = std::min(30.0, std::max(1.0, 2 * p.load_backoff));
+      p.load_retry_at = ctx_.now() + p.load_backoff;
+      continue;
+    }
     p.server_loading = false;
     p.http->redirect(p.server->endpoint().url);
   }

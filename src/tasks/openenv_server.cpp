@@ -1,17 +1,11 @@
 // OpenEnvServer (openenv_server.hpp): an OpenEnv server reached at a url or started as a ManagedServer.
 #include "tasks/openenv_server.hpp"
 
+#include "astraflow/core/placeholders.hpp"
 #include "tasks/process_registry.hpp"
 
 namespace astraflow::detail {
 namespace {
-
-std::string withPort(std::string argument, int port) {
-  const std::string value = std::to_string(port);
-  for (std::size_t at = argument.find("{port}"); at != std::string::npos; at = argument.find("{port}", at))
-    argument.replace(at, 6, value);
-  return argument;
-}
 
 // The node's folder is per server: the same command, environment and log folder.
 std::string serverKey(const OpenEnvOptions& o) {
@@ -28,7 +22,7 @@ ManagedServerOptions managedOptions(const OpenEnvOptions& o) {
   m.identity = serverKey(o);
   m.command = [command = o.command](int port) {
     std::vector<std::string> argv;
-    for (const std::string& a : command) argv.push_back(withPort(a, port));
+    for (const std::string& a : command) argv.push_back(withPlaceholder(a, "{port}", std::to_string(port)));
     return argv;
   };
   m.env = o.env;

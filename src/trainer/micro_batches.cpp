@@ -21,8 +21,8 @@ struct Unit {
   std::int64_t size = 0;    // columns it takes on its line
 };
 
-// What a line of `cells` costs, in tokens through the linear layers: the attention of a line is
-// quadratic in its width (every cell against every cell, masked or not).
+// What a line of `cells` costs, in tokens through the linear layers, where its attention is
+// quadratic in its width (an explicit mask: every cell against every cell, masked or not).
 double lineCost(std::int64_t cells, double pair_cost) {
   const auto w = static_cast<double>(cells);
   return w + pair_cost * w * w;
@@ -129,6 +129,8 @@ SharedPrefixes findSharedPrefixes(const torch::Tensor& tokens, const torch::Tens
   return sharedPrefixesOf(
       rows, std::vector<std::int64_t>(grp.data_ptr<std::int64_t>(), grp.data_ptr<std::int64_t>() + B), pair_cost);
 }
+
+double treePairCost(const ModelConfig& m) { return m.attention == AttentionKind::Eager ? attentionPairCost(m) : 0.0; }
 
 double attentionPairCost(const ModelConfig& m) {
   const double d = m.d_model, qh = static_cast<double>(m.heads) * m.headDim(),

@@ -175,8 +175,8 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   const auto host_lengths = host_batch.lengths.to(torch::kCPU).contiguous();
   c.lengths.assign(host_lengths.data_ptr<std::int64_t>(), host_lengths.data_ptr<std::int64_t>() + B);
   if (config_.shared_prefix)
-    c.shared = findSharedPrefixes(host_batch.tokens, host_batch.lengths, host_batch.group_ids,
-                                  attentionPairCost(model_->config()));
+    c.shared =
+        findSharedPrefixes(host_batch.tokens, host_batch.lengths, host_batch.group_ids, treePairCost(model_->config()));
   const AutocastScope autocast(config_.compute.bf16(), model_->device());
   const auto& L = config_.loss;
   c.advantages =

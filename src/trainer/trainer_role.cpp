@@ -110,7 +110,7 @@ RlStepStats TrainerRank::simulateStep(const std::vector<TrainingSample>& episode
   // trainer's step grow faster than its sequences' tokens.
   const auto n = static_cast<std::int64_t>(lengths.size());
   std::optional<SharedPrefixes> shared;
-  if (t.shared_prefix) shared = findSharedPrefixes(episodes, groups, attentionPairCost(trainer_.model()->config()));
+  if (t.shared_prefix) shared = findSharedPrefixes(episodes, groups, treePairCost(trainer_.model()->config()));
   for (int epoch = 0; epoch < t.ppo_epochs; ++epoch) {
     for (std::int64_t m = 0; m < t.mini_batches; ++m) {
       std::vector<std::int64_t> rows;

@@ -57,7 +57,10 @@ TEST_P(SdpaAttention, PrefillMatchesEagerAttention) {
   torch::NoGradGuard ng;
   const auto tokens = leftPadded(40);
   auto [pos, valid] = positionsForLeftPadded(tokens, 0);
-  const auto a = p.sdpa->forward(tokens, pos, valid), b = p.eager->forward(tokens, pos, valid);
+  // The valid positions: a padding query's logits are no one's (sdpa attends per span there and
+  // leaves padding cells out; eager's mask lets a padding query see itself).
+  const auto a = p.sdpa->forward(tokens, pos, valid).index({valid}),
+             b = p.eager->forward(tokens, pos, valid).index({valid});
   ASSERT_EQ(a.scalar_type(), torch::kFloat32);
   const double diff = maxFiniteDiff(a, b);
   RecordProperty("sdpa_vs_eager_prefill_max_abs_logit_diff", std::to_string(diff));
@@ -66,7 +69,7 @@ TEST_P(SdpaAttention, PrefillMatchesEagerAttention) {
   torch::manual_seed(12);
   PolicyModel other(p.eager->config());
   other->setNeverGenerate({0});
-  EXPECT_GT(maxFiniteDiff(other->forward(tokens, pos, valid), b), 1e-3);
+  EXPECT_GT(maxFiniteDiff(other->forward(tokens, pos, valid).index({valid}), b), 1e-3);
 }
 
 TEST_P(SdpaAttention, CachedDecodeMatchesEagerAttention) {
@@ -107,8 +110,9 @@ TEST(Precision, Bf16ModelComputesInBf16WithFloat32Logits) {
   auto [pos, valid] = positionsForLeftPadded(tokens, 0);
   auto cache = bf16->newCache(3, 9);
   EXPECT_EQ(cache.keys[0].scalar_type(), torch::kBFloat16);
-  const auto lb = bf16->forwardCached(tokens, pos, valid, cache);
-  const auto lf = fp32->forward(tokens, pos, valid);
+  // The valid positions (a padding query's logits are no one's).
+  const auto lb = bf16->forwardCached(tokens, pos, valid, cache).index({valid});
+  const auto lf = fp32->forward(tokens, pos, valid).index({valid});
   EXPECT_EQ(lb.scalar_type(), torch::kFloat32);
   const double diff = maxFiniteDiff(lb, lf);
   RecordProperty("bf16_vs_fp32_max_abs_logit_diff", std::to_string(diff));

@@ -253,6 +253,13 @@ TEST(SharedPrefix, LongAnswersSplitTheTreeByCost) {
   EXPECT_TRUE(logp.allclose(expected, 1e-5, 1e-5)) << (logp - expected).abs().max().item<double>();
   // The model's own cost: a tiny model's attention is dear per pair, a real one's cheap.
   EXPECT_GT(attentionPairCost(treeModel()), attentionPairCost(test_support::tinyModel(1000, 512, 8, 8, 4, 1536, 64)));
+  // Trees are costed by that only where attention takes the explicit mask (eager); sdpa attends per
+  // span, where a row costs the same attention in a tree as alone.
+  auto eager = treeModel();
+  eager.attention = AttentionKind::Eager;
+  EXPECT_EQ(treePairCost(eager), attentionPairCost(eager));
+  EXPECT_GT(treePairCost(eager), 0.0);
+  EXPECT_EQ(treePairCost(treeModel()), 0.0);
 }
 
 // The gradient of a weighted sum of log-probs through trees equals the padded one's: the shared
@@ -285,10 +292,17 @@ TEST(SharedPrefix, GradientsEqualPadded) {
       const auto pt = (*m)->orderedParameters();
       for (std::size_t i = 0; i < pp.size(); ++i) {
         ASSERT_TRUE(pt[i].tensor.grad().defined()) << pt[i].name;
-        const double tol = bf16 ? 2e-2 : 1e-5;
-        EXPECT_TRUE(pp[i].tensor.grad().allclose(pt[i].tensor.grad(), tol, tol))
-            << pp[i].name << " bf16 " << bf16 << ": max |diff| "
-            << (pp[i].tensor.grad() - pt[i].tensor.grad()).abs().max().item<double>();
+        // bf16: within 1 % of the tensor's largest gradient (bf16 keeps 8 bits; the padded and
+        // the tree layouts attend in calls of different lengths, so they round differently: 0.25 %
+        // measured); a wrong tree is off by the gradient's own size.
+        const double diff = (pp[i].tensor.grad() - pt[i].tensor.grad()).abs().max().item<double>();
+        const double scale = pp[i].tensor.grad().abs().max().item<double>();
+        if (bf16) {
+          EXPECT_LT(diff, 1e-2 * std::max(1.0, scale)) << pp[i].name << ": max |grad| " << scale;
+        } else {
+          EXPECT_TRUE(pp[i].tensor.grad().allclose(pt[i].tensor.grad(), 1e-5, 1e-5))
+              << pp[i].name << ": max |diff| " << diff;
+        }
       }
     }
   }

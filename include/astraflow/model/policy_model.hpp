@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "astraflow/core/model_config.hpp"
+#include "astraflow/model/attention_input.hpp"
 #include "astraflow/model/chunked_logprobs.hpp"
 #include "astraflow/model/parameter_shards.hpp"
 #include "astraflow/model/prepacked_weights.hpp"
@@ -175,10 +176,16 @@ class PolicyModelImpl : public torch::nn::Module {
 
   const ModelConfig& config() const { return config_; }
 
-  // One transformer block on x [B,T,D] (cos/sin: rotary tables; mask: the attention mask in
-  // the kernel's form). Public for the checkpointing function that recomputes it.
+  // One transformer block on x [B,T,D] (cos/sin: rotary tables; attention: how queries see keys).
+  // Public for the checkpointing function that recomputes it.
   torch::Tensor block(std::size_t layer, const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                      const torch::Tensor& mask, KvCache* cache, const PagedKv* paged = nullptr) const;
+                      const AttentionInput& attention, KvCache* cache, const PagedKv* paged = nullptr) const;
+  // Every forward through the explicit mask (the form before spans and the causal kernel; for
+  // comparisons and the attention benchmark).
+  void setExplicitMask(bool always) { explicit_mask_ = always; }
+  // The attention input a forward of these rows takes (trunk() builds it once for every block).
+  AttentionInput attentionInput(const torch::Tensor& positions, const torch::Tensor& valid, const Segments& segments,
+                                KvCache* cache = nullptr, const PagedKv* paged = nullptr) const;
   std::vector<torch::Tensor> blockParameters(std::size_t layer) const;
 
  private:
@@ -195,8 +202,6 @@ class PolicyModelImpl : public torch::nn::Module {
     torch::Tensor attn_norm, q, k, v, o, q_norm, k_norm, mlp_norm, gate, up, down;
     torch::Tensor q_bias, k_bias, v_bias, o_bias, gate_bias, up_bias, down_bias;
   };
-  torch::Tensor attentionMask(const torch::Tensor& positions, const torch::Tensor& valid, const Segments& segments,
-                              KvCache* cache, const PagedKv* paged) const;
   // Whether a paged forward of this many positions per row takes model/paged_attention.cpp.
   bool inPlacePagedDecode(const PagedKv* paged, std::int64_t positions_per_row) const;
   // The block's second half: x + MLP(norm(x)).
@@ -220,6 +225,7 @@ class PolicyModelImpl : public torch::nn::Module {
   torch::Tensor inv_freq_;                         // float32 on the model's device
   torch::Tensor never_generate_;
   bool checkpoint_blocks_ = false;
+  bool explicit_mask_ = false;
   bool in_place_paged_decode_ = true;
   bool force_in_place_paged_decode_ = false;
   std::int64_t logits_chunk_bytes_ = std::int64_t{64} << 20;
@@ -229,13 +235,13 @@ class PolicyModelImpl : public torch::nn::Module {
 
 // x after `layer` of `model`, keeping only x for the backward pass (recomputes the block there).
 torch::Tensor checkpointedBlock(const PolicyModelImpl& model, std::size_t layer, const torch::Tensor& x,
-                                const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& mask);
+                                const torch::Tensor& cos, const torch::Tensor& sin, const AttentionInput& attention);
 // x after `layer` with the block's weights held in `shards`: gathered for the forward (run without
 // a graph, keeping only x) and again in the backward, which recomputes the block, hands the
 // weights' gradients to shards.reduceGradients and returns x's.
 torch::Tensor shardedBlock(const PolicyModelImpl& model, ParameterShards& shards, std::size_t layer,
                            const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                           const torch::Tensor& mask);
+                           const AttentionInput& attention);
 TORCH_MODULE(PolicyModel);
 
 // Positions and validity for right-aligned (left-padded) prompts: positions count valid

@@ -42,6 +42,11 @@ struct SharedPrefixes {
 // The FLOPs of one (query, key) pair of attention over those of one token through the model's
 // projections, MLP and output head: a line of W cells costs about W + pair_cost × W² tokens.
 double attentionPairCost(const ModelConfig& model);
+// The pair_cost a trainer of `model` lays trees out with: attentionPairCost under eager
+// attention, whose explicit mask makes a line's attention quadratic in its whole width; 0 under
+// sdpa, which attends per span (model/attention_input.hpp) — a row then costs the same attention
+// in a tree as alone ((prefix + own)² pairs) and P fewer tokens, so trees never split.
+double treePairCost(const ModelConfig& model);
 // The shared prefixes of a right-padded host batch (tokens [B,T], lengths [B], group_ids [B]),
 // with the trainer's pair_cost (attentionPairCost of its model; 0: trees never split).
 SharedPrefixes findSharedPrefixes(const torch::Tensor& tokens, const torch::Tensor& lengths,
