@@ -38,7 +38,7 @@ std::uint64_t u(std::int64_t v) { return v > 0 ? static_cast<std::uint64_t>(v) :
 struct Shape {
   std::int64_t params = 0, vocab = 0, d = 0, f = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, width = 0;
   std::uint64_t prepacked = 0;  // an fp32 CPU engine's prepacked weights (rollout.prepacked_weights)
-  bool tied = false;
+  bool tied = false, eager = false;
 };
 
 Shape shapeOf(const ModelConfig& m, std::int64_t vocab) {
@@ -53,6 +53,7 @@ Shape shapeOf(const ModelConfig& m, std::int64_t vocab) {
   s.head_dim = m.headDim();
   s.width = m.max_seq_len;
   s.tied = m.tied_embeddings;
+  s.eager = m.attention == AttentionKind::Eager;
   ModelConfig sized = m;
   sized.vocab_size = s.vocab;
   s.prepacked = prepackedWeightBytes(sized);
@@ -60,11 +61,14 @@ Shape shapeOf(const ModelConfig& m, std::int64_t vocab) {
 }
 
 // Float32 bytes a training forward keeps per token and layer for the backward: the block's
-// input and norms, q/k/v before and after rotary embedding, the attention output and its
-// probabilities (a row of `width` keys per head), and the MLP's four F-wide products.
+// input and norms, q/k/v before and after rotary embedding, the attention output, what attention
+// keeps for its backward, and the MLP's four F-wide products. Eager attention keeps its
+// probabilities and mask (a row of `width` keys per head); sdpa passes no mask in the trainer's
+// forward (model/attention_input.hpp), so its fused kernel keeps a log-sum-exp per head.
 std::uint64_t activationBytesPerTokenLayer(const Shape& s) {
   const auto qkv = (s.heads + 2 * s.kv_heads) * s.head_dim;
-  return u(4 * (4 * s.d + 2 * qkv + s.heads * s.head_dim + 2 * s.heads * s.width + 4 * s.f));
+  const auto attention = s.eager ? 2 * s.heads * s.width : s.heads;
+  return u(4 * (4 * s.d + 2 * qkv + s.heads * s.head_dim + attention + 4 * s.f));
 }
 
 // `stages`: this rank stages the group's versions (its first rank; PolicyTrainer::packWeights).

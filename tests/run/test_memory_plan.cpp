@@ -154,6 +154,25 @@ TEST(MemoryPlan, OnlyTheGroupsFirstRankStagesTheVersion) {
   EXPECT_EQ(item(plans[2], "gradients (fp32"), 4 * ((P - outside) / 2 + outside));
 }
 
+// The trainer's activations per token: linear in the context under sdpa (no mask, a log-sum-exp
+// per head), quadratic under eager (probabilities and mask of `width` keys per head).
+TEST(MemoryPlan, ActivationsGrowWithTheContextOnlyUnderEagerAttention) {
+  const auto activations = [](const std::string& attention, int width) {
+    const Config cfg = parseConfig(planYaml("{d_model: 64, layers: 2, heads: 4, kv_heads: 2, ffn_hidden: 128, "
+                                            "max_seq_len: " +
+                                                std::to_string(width) + ", attention: " + attention + "}",
+                                            1) +
+                                       "trainer: {micro_batch_tokens: 512}\n",
+                                   "test_memory_plan");
+    const RoleMap map(cfg, cfg.layoutRanks());
+    return item(planMemory(cfg, map, 1000, std::uint64_t{16} << 30)[1], "activations");
+  };
+  EXPECT_EQ(activations("sdpa", 4096), activations("sdpa", 32768));
+  // eager: 512 tokens × 2 layers × 4 bytes × 2 × 4 heads × (32768 − 4096) more.
+  EXPECT_EQ(activations("eager", 32768) - activations("eager", 4096), 512ULL * 2 * 4 * 2 * 4 * (32768 - 4096));
+  EXPECT_GT(activations("eager", 4096), activations("sdpa", 4096));
+}
+
 // The sampled peak sees a transient that is gone by the time it is read, and the current private
 // size falls back after it: VmHWM would see it too, but counts shared pages as well.
 TEST(PrivateMemoryPeak, KeepsATransientThatIsFreedBeforeItIsRead) {
