@@ -2,7 +2,8 @@
 # The body every jobs/*.sbatch script runs, inside its allocation, from the repository root
 # (submit from there: `sbatch jobs/quickstart.sbatch [--set key=value ...]`):
 #   - the rank count comes from the config (`astraflow layout-size`) and must fit the job's tasks;
-#   - the warm start is made first when its checkpoint is missing (`astraflow sft`, one process);
+#   - the warm start is made first when its checkpoint is missing (`astraflow sft`, one process),
+#     never for policies given as Hugging Face folders (they start from their folders);
 #   - the run is launched with mpirun (default; extra flags in ASTRAFLOW_MPIRUN_FLAGS, e.g.
 #     --enable-recovery for elastic jobs) or `srun --mpi=pmix` (ASTRAFLOW_LAUNCHER=srun).
 # Usage: jobs/run_job.sh CONFIG [astraflow run arguments...]
@@ -21,7 +22,7 @@ if [ "$np" -gt "$tasks" ]; then
   exit 2
 fi
 warm=$("$bin" warm-start-path "$config")
-if [ -n "$warm" ] && [ ! -f "$warm" ]; then
+if [ -n "$warm" ] && [ ! -e "$warm" ]; then
   echo "run_job: no warm start at $warm; making it with astraflow sft" >&2
   "$bin" sft "$config" >/dev/null
 fi

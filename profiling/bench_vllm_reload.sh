@@ -4,8 +4,8 @@
 # /pause?mode=wait, /collective_rpc reload_weights, /reset_prefix_cache, /update_weight_version,
 # /resume — with the server idle, alternating between two random folders of the preset (bf16,
 # seeds 1 and 2) so that every reload changes every tensor. Checks that a greedy completion
-# follows the folder loaded (the same ids after a reload of the same folder, others after the
-# other folder's). Needs .venv-vllm (scripts/setup.sh) or ASTRAFLOW_VLLM_PYTHON.
+# follows the folder loaded (the same ids and log-probs after a reload of the same folder, others
+# after the other folder's). Needs .venv-vllm (scripts/setup.sh) or ASTRAFLOW_VLLM_PYTHON.
 #   profiling/bench_vllm_reload.sh [preset=qwen3-0.6b] [updates=6] [port=18611]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,10 +44,12 @@ def post(path, body=None):
         out = r.read()
     return time.perf_counter() - t, out
 
-def greedy():
+def greedy():  # the greedy continuation's token ids with their log-probs (the weights' fingerprint)
     _, out = post("/v1/completions", {"model": folder + "/m1", "prompt": [100 + i for i in range(16)],
-                                      "max_tokens": 8, "temperature": 0})
-    return json.loads(out)["choices"][0]["text"]
+                                      "max_tokens": 8, "temperature": 0, "logprobs": 0,
+                                      "return_tokens_as_token_ids": True})
+    lp = json.loads(out)["choices"][0]["logprobs"]
+    return [(t, round(p, 3)) for t, p in zip(lp["tokens"], lp["token_logprobs"])]
 
 calls = ["pause", "reload_weights", "reset_prefix_cache", "update_weight_version", "resume"]
 rows, texts = [], {}

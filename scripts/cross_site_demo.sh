@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
 done
 
 warm=$(build/bin/astraflow warm-start-path configs/cross_site_home.yaml)
-if [ ! -f "$warm" ]; then
+if [ ! -e "$warm" ]; then
   echo "cross_site_demo: making the warm start ($warm, the quickstart's)" >&2
   build/bin/astraflow sft configs/cross_site_home.yaml >/dev/null
 fi

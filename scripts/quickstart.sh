@@ -21,7 +21,7 @@ for a in "$@"; do
   prev=$a
 done
 warm=$(build/bin/astraflow warm-start-path "$config" "${sets[@]}")
-if [ -n "$warm" ] && [ ! -f "$warm" ]; then
+if [ -n "$warm" ] && [ ! -e "$warm" ]; then
   echo "quickstart: no warm start at $warm; making it with astraflow sft (a few minutes)" >&2
   build/bin/astraflow sft "$config" "${sets[@]}" >/dev/null
 fi

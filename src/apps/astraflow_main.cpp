@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -79,9 +80,9 @@ int configDocCommand(const std::string& path, bool write) {
   }
 }
 
-int validateCommand(const std::string& path) {
+int validateCommand(const std::string& path, const std::vector<std::string>& overrides) {
   try {
-    const astraflow::Config cfg = astraflow::loadConfig(path);
+    const astraflow::Config cfg = astraflow::loadConfig(path, overrides);
     astraflow::checkDeviceRequests(cfg);
     std::printf("%s: valid (%d ranks: %zu policies, %zu layout entries)\n", path.c_str(), cfg.layoutRanks(),
                 cfg.policies.size(), cfg.layout.size());
@@ -139,14 +140,20 @@ int localCommand(const std::string& path, const std::vector<std::string>& overri
   }
 }
 
-// warm-start-path: the checkpoint a run of this config starts from (scripts read it).
+// warm-start-path: the weights a run of this config starts from (scripts read it): a checkpoint
+// file, or — every policy a Hugging Face folder and no run.init_checkpoint — the first policy's
+// folder, which no script turns into an `sft` job (at 8B a single-process fp32 + AdamW job of
+// ~130 GB).
 int warmStartCommand(const std::string& path, const std::vector<std::string>& overrides) {
   try {
     const auto cfg = astraflow::loadConfig(path, overrides);
+    const bool all_hf = !cfg.policies.empty() && std::all_of(cfg.policies.begin(), cfg.policies.end(),
+                                                             [](const auto& p) { return !p.model.hf_path.empty(); });
     // A gateway site loads no warm start (its weights come from home): an empty line.
-    std::printf("%s\n", cfg.isGatewaySite()               ? ""
-                        : cfg.run.init_checkpoint.empty() ? cfg.sft.checkpoint.c_str()
-                                                          : cfg.run.init_checkpoint.c_str());
+    std::printf("%s\n", cfg.isGatewaySite()                ? ""
+                        : !cfg.run.init_checkpoint.empty() ? cfg.run.init_checkpoint.c_str()
+                        : all_hf                           ? cfg.policies.front().model.hf_path.c_str()
+                                                           : cfg.sft.checkpoint.c_str());
     return 0;
   } catch (const astraflow::Error& e) {
     std::fprintf(stderr, "astraflow: %s\n", e.what());
@@ -207,6 +214,7 @@ struct JobCommands {
 
     validate = app.add_subcommand("validate", "check a config without starting MPI");
     validate->add_option("config", config_path, "YAML config")->required();
+    addSet(validate, "override a config key: key.path=value (repeatable), as run takes it");
     plan = app.add_subcommand("plan", "print a config's memory plan (every rank on this node) without running");
     plan->add_option("config", config_path, "YAML config")->required();
     addSet(plan, "override a config key: key.path=value (repeatable)");
@@ -218,7 +226,9 @@ struct JobCommands {
     layout_size = app.add_subcommand("layout-size", "print the number of ranks a config's layout needs");
     layout_size->add_option("config", config_path, "YAML config")->required();
     warm_start = app.add_subcommand(
-        "warm-start-path", "print the warm-start checkpoint a run of this config loads (empty for a gateway site)");
+        "warm-start-path",
+        "print the warm start a run of this config loads: a checkpoint, or the first policy's Hugging Face "
+        "folder when every policy is one (empty for a gateway site)");
     warm_start->add_option("config", config_path, "YAML config")->required();
     addSet(warm_start, "as run's --set: the path of the run so overridden");
 
@@ -245,7 +255,7 @@ struct JobCommands {
   int dispatch(int argc, char** argv) const {
     if (*sft) return localCommand(config_path, overrides, log_level, true);
     if (*train_local) return localCommand(config_path, overrides, log_level, false);
-    if (*validate) return validateCommand(config_path);
+    if (*validate) return validateCommand(config_path, overrides);
     if (*config_doc) return configDocCommand(doc_path, doc_write);
     if (*layout_size) return layoutSizeCommand(config_path);
     if (*plan) return planCommand(config_path, overrides);

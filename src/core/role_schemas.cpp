@@ -80,10 +80,14 @@ const SectionSchema<RolloutSection>& rolloutSchema() {
                      "the continuous engine: sequences stepped together; one that ends leaves at once and a waiting "
                      "one is admitted (docs/rollout-backends.md, \"The continuous engine\")")
             .integer("kv_cache_bytes", &R::kv_cache_bytes, 0, std::int64_t{1} << 50, "bytes",
-                     "the engine's KV block pool; 0: enough for `max_running` full contexts, at most a quarter of the "
-                     "host's memory (never less than one full context). Too small is a config error naming the least "
-                     "size",
+                     "the engine's KV block pool; 0: enough for `max_running` full contexts, within a quarter of the "
+                     "host's memory on the CPU (never less than one full context) or `kv_cache_fraction` of the "
+                     "device's free memory on CUDA. Too small is a config error naming the least size",
                      "0 or at least one full context")
+            .number("kv_cache_fraction", &R::kv_cache_fraction, 0.01, 0.95, "fraction",
+                    "a CUDA engine with `kv_cache_bytes: 0`: its pool takes up to this share of what the device has "
+                    "free once the engine's weights are placed (the driver's free bytes and LibTorch's cached ones); "
+                    "fewer bytes than one full context is an error at start naming this key. The CPU ignores it")
             .integer("kv_block_size", &R::kv_block_size, 1, 4096, "token positions",
                      "positions per KV block: the unit of allocation and of prompt sharing")
             .integer("max_prefill_tokens", &R::max_prefill_tokens, 1, std::int64_t{1} << 30, "tokens",
@@ -341,8 +345,8 @@ void trainerComputeKeys(SectionSchema<T>& s) {
               "or NCCL; `mpi`). `parameters`: FSDP-style — each transformer block's weights, gradients and "
               "AdamW state are sharded too, a block is gathered for its forward and again for its backward "
               "(which recomputes it, as activation checkpointing does) and freed after; the embeddings, final "
-              "norm and output head stay whole on every rank with their AdamW state sharded. Refused with "
-              "`trainer.loss.kl_coef > 0` (the frozen reference is not sharded). Checkpoints keep the "
+              "norm and output head stay whole on every rank with their AdamW state sharded; a KL penalty's "
+              "frozen reference (`loss.kl_coef > 0`) is sharded the same way. Checkpoints keep the "
               "unsharded format (rank 0 gathers weights and state), so a run resumes with any group size and "
               "any sharding (docs/training.md). No effect with one trainer rank");
 }
@@ -355,15 +359,7 @@ const SectionSchema<TrainerSection>& trainerSchema() {
     optimiserKeys(s);
     batchKeys(s);
     trainerComputeKeys(s);
-    s.nested("loss", &T::loss, lossSchema())
-        .rule("sharded_kl_reference",
-              "`sharding: parameters` needs `loss.kl_coef` 0 (the frozen KL reference is not sharded)",
-              [](YamlReader& r, const T& t) {
-                if (t.sharding == T::Sharding::Parameters && t.loss.kl_coef > 0)
-                  r.fail("sharding",
-                         "parameters cannot be combined with trainer.loss.kl_coef > 0 (the frozen KL reference is "
-                         "not sharded); use sharding: optimizer or kl_coef: 0");
-              });
+    s.nested("loss", &T::loss, lossSchema());
     return s;
   }();
   return schema;

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <random>
 
 namespace astraflow {
@@ -81,6 +82,31 @@ CheckpointRoom checkpointRoom(const fs::path& run_dir, std::uint64_t bytes) {
             fmt::format("it needs up to {:.2f} GiB, {} has {:.2f} GiB free", static_cast<double>(bytes) / (1 << 30),
                         dir.string(), static_cast<double>(space.available) / (1 << 30))};
   return {};
+}
+
+std::vector<std::int64_t> pruneCheckpoints(const fs::path& run_dir, const std::vector<std::string>& policies, int keep,
+                                           const std::vector<std::int64_t>& protect, std::int64_t protect_from) {
+  const auto complete = completeCheckpoints(run_dir, policies);
+  if (keep <= 0 || complete.size() <= static_cast<std::size_t>(keep)) return {};
+  const std::int64_t oldest_kept = complete[static_cast<std::size_t>(keep) - 1];
+  // Files by version: "step_<V>.<anything>" (the dataflow file, the buffer, each policy's file).
+  std::map<std::int64_t, std::vector<fs::path>> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(run_dir / "checkpoints", ec)) {
+    const std::string name = entry.path().filename().string();
+    std::int64_t v = -1;
+    int consumed = 0;
+    if (std::sscanf(name.c_str(), "step_%ld%n", &v, &consumed) != 1 || name[static_cast<std::size_t>(consumed)] != '.')
+      continue;
+    if (v < oldest_kept && v < protect_from && std::find(protect.begin(), protect.end(), v) == protect.end())
+      files[v].push_back(entry.path());
+  }
+  std::vector<std::int64_t> removed;
+  for (const auto& [v, paths] : files) {
+    for (const auto& p : paths) fs::remove(p, ec);
+    removed.push_back(v);
+  }
+  return removed;
 }
 
 std::int64_t newestCheckpoint(const fs::path& run_dir, const std::vector<std::string>& policies) {

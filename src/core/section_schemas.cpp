@@ -63,6 +63,12 @@ const SectionSchema<RunSection>& runSchema() {
                    "the eval sets (a version > 0; the earliest on a tie) is kept as "
                    "`<run>/checkpoints/best.<policy>.h5` (a hard link, or a copy) with `best.json` naming its "
                    "version and scores; needs evaluation and `checkpoint_every` dividing `eval.every`")
+          .integer("keep_checkpoints", &RunSection::keep_checkpoints, 0, kMaxInt, "checkpoints",
+                   "the newest complete checkpoints kept: as each checkpoint completes, the dataflow rank removes "
+                   "the files of older ones (never the newest complete one, one being written, or under "
+                   "`keep_best` the best evaluated version or one whose evaluation is still running); at 8B a "
+                   "trainer file with its AdamW state is ~100 GB per policy",
+                   "0 = every one")
           .number("flush_seconds", &RunSection::flush_seconds, 0.0, 1e6, "seconds",
                   "trace events, trajectories and each rank's report (`trace/rank_<r>.report`) reach their files "
                   "at least this often (and every 256 records), so a killed run leaves what it did up to the last "

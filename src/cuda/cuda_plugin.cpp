@@ -4,8 +4,12 @@
 // NCCL backend. Loaded by src/model/device.cpp with dlopen only when a role asks for cuda.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cuda_runtime_api.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 
@@ -63,6 +67,23 @@ __attribute__((visibility("default"))) int astraflow_cuda_memory_peaks(int devic
   }
 }
 
+__attribute__((visibility("default"))) int astraflow_cuda_memory_info(int device, unsigned long long* free,
+                                                                      unsigned long long* total) {
+  try {
+    const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));
+    std::size_t driver_free = 0, driver_total = 0;
+    if (cudaMemGetInfo(&driver_free, &driver_total) != cudaSuccess) return -1;
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    const auto cached = stats.reserved_bytes[0].current - stats.allocated_bytes[0].current;
+    *free = static_cast<unsigned long long>(driver_free) +
+            static_cast<unsigned long long>(std::max<std::int64_t>(0, cached));
+    *total = static_cast<unsigned long long>(driver_total);
+    return 0;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 }  // extern "C"
 
 // The declarations in the ABI header and the definitions above must agree.
@@ -70,3 +91,4 @@ static_assert(static_cast<AstraflowCudaDeviceCountFn>(&astraflow_cuda_device_cou
 static_assert(static_cast<AstraflowCudaSetDeviceFn>(&astraflow_cuda_set_device) != nullptr);
 static_assert(static_cast<AstraflowMakeNcclBackendFn>(&astraflow_make_nccl_backend) != nullptr);
 static_assert(static_cast<AstraflowCudaMemoryPeaksFn>(&astraflow_cuda_memory_peaks) != nullptr);
+static_assert(static_cast<AstraflowCudaMemoryInfoFn>(&astraflow_cuda_memory_info) != nullptr);

@@ -102,6 +102,8 @@ class DataflowRank {
   bool no_rollout_ = false;  // every pool of some policy is lost: the run ends as at its wall limit
   std::int64_t last_checkpoint_ = -1;
   std::uint64_t checkpoints_skipped_ = 0;  // for want of disk space (DataflowReport)
+  std::uint64_t checkpoints_pruned_ = 0;   // run.keep_checkpoints
+  void pruneCheckpoints();
   // The next checkpoint version (a multiple of run.checkpoint_every; -1: none). It is taken when
   // the slowest policy publishes it: each trainer checkpoints at its own pace, and a checkpoint
   // must hold every policy at the same version for a team's books to balance on resume.

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <limits>
+
 #include "astraflow/core/run_files.hpp"
 #include "dataflow/dataflow_rank.hpp"
 
@@ -147,6 +149,24 @@ void DataflowRank::checkpoint(std::int64_t version) {
   spdlog::info("checkpoint v{}: {} ({} trajectories buffered)", version, checkpointPath(w_.run_dir, version).string(),
                snap.held.size());
   last_checkpoint_ = version;
+  pruneCheckpoints();
+}
+
+// run.keep_checkpoints, as each checkpoint is written (the trainers' files of this one may come
+// later: it counts once complete); the runtime prunes once more after the last.
+void DataflowRank::pruneCheckpoints() {
+  if (cfg_.run.keep_checkpoints <= 0) return;
+  std::vector<std::string> names;
+  for (const auto& p : policies_) names.push_back(p.name);
+  std::vector<std::int64_t> protect;
+  std::int64_t protect_from = std::numeric_limits<std::int64_t>::max();
+  if (cfg_.run.keep_best) {
+    if (best_.version >= 0) protect.push_back(best_.version);
+    protect_from = eval_.oldestUnfinished();
+  }
+  const auto removed = astraflow::pruneCheckpoints(w_.run_dir, names, cfg_.run.keep_checkpoints, protect, protect_from);
+  checkpoints_pruned_ += removed.size();
+  for (const auto v : removed) spdlog::info("run.keep_checkpoints: checkpoint v{} removed", v);
 }
 
 std::vector<std::pair<std::string, Plugin*>> DataflowRank::plugins() {

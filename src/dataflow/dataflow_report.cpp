@@ -67,6 +67,7 @@ DataflowReport DataflowRank::report(std::int64_t version, std::uint64_t unsent) 
   r.rollout_ranks_lost = server_pools_->ranksLost();
   r.pools_lost = server_pools_->poolsLost();
   r.checkpoints_skipped = checkpoints_skipped_;
+  r.checkpoints_pruned = checkpoints_pruned_;
   if (elastic_) {
     r.elastic = elastic_->figures();
     w_.spawned_reports = elastic_->childReports();

@@ -6,6 +6,7 @@
 // Each set is scored on its own — accuracy (pass@1 as avg@k) and pass@k, the fraction of problems
 // with a sample of full reward (paper A.1: k = 4 at temperature 0.6) — and the round by the mean
 // over sets. Private to src/dataflow.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -82,6 +83,14 @@ class EvalScheduler {
   // The role's mean eval reward in the first ("start") or last round; -1 when unknown.
   double roleReward(const std::string& role, bool last) const;
   const EvalRound* latestDone() const;
+  // The version of the oldest round still running (its checkpoint may yet be the best), or the
+  // largest int64 when none is.
+  std::int64_t oldestUnfinished() const {
+    std::int64_t v = std::numeric_limits<std::int64_t>::max();
+    for (const auto& r : rounds_)
+      if (!r.done()) v = std::min(v, r.min_version);
+    return v;
+  }
   std::size_t rounds() const { return rounds_.size(); }
   std::uint64_t received() const { return received_; }
   // Finished rounds as (start, end) on the run clock: balance reports leave them out of training.

@@ -119,6 +119,26 @@ at::Generator makeGenerator(const torch::Device& device, std::uint64_t seed) {
   return g;
 }
 
+DeviceMemory deviceMemory(const torch::Device& device) {
+  DeviceMemory m;
+  if (device.is_cuda()) {
+    auto info = reinterpret_cast<AstraflowCudaMemoryInfoFn>(cudaPluginSymbol(kAstraflowCudaMemoryInfo));
+    unsigned long long free = 0, total = 0;
+    if (info && info(device.index() < 0 ? 0 : device.index(), &free, &total) == 0) m.free = free, m.total = total;
+    return m;
+  }
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemTotal:") m.total = kib * 1024;
+    if (key == "MemAvailable:") m.free = kib * 1024;
+  }
+  return m;
+}
+
 MemoryUse memoryUse(const torch::Device& device) {
   MemoryUse m;
   // statm: size resident shared … in pages.

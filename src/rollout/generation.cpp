@@ -274,6 +274,7 @@ SchedulerOptions schedulingFrom(const Config& c) {
   SchedulerOptions s;
   s.max_running = c.rollout.max_running;
   s.kv_cache_bytes = c.rollout.kv_cache_bytes;
+  s.kv_cache_fraction = c.rollout.kv_cache_fraction;
   s.block_size = c.rollout.kv_block_size;
   s.max_prefill_tokens = c.rollout.max_prefill_tokens;
   return s;

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "astraflow/model/device.hpp"
 #include "astraflow/rollout/sequence_scheduler.hpp"
 #include "rollout/kv_block_pool.hpp"
 
@@ -59,8 +60,21 @@ inline std::string keyOf(const std::vector<std::int32_t>& prompt) {
   return std::string(reinterpret_cast<const char*>(prompt.data()), prompt.size() * sizeof(std::int32_t));
 }
 
-// Blocks of the pool for a model and the options (throws Error naming rollout.kv_cache_bytes).
-std::int64_t poolBlocks(const ModelConfig& m, torch::ScalarType dtype, const SchedulerOptions& o);
+// What an automatically sized pool (rollout.kv_cache_bytes 0) may take, and where that comes from.
+// `strict`: fewer bytes than one full context is an error (a device), not a pool of one context
+// anyway (the host, which swaps rather than fails).
+struct KvBudget {
+  std::int64_t bytes = 0;
+  std::string source;
+  bool strict = false;
+};
+// On CUDA rollout.kv_cache_fraction of the device's free memory (read after the engine's weights
+// are placed: deviceMemory); on the CPU a quarter of the host's.
+KvBudget automaticKvBudget(bool cuda, const DeviceMemory& memory, const SchedulerOptions& o);
+// Blocks of the pool for a model and the options: kv_cache_bytes, or up to max_running full
+// contexts within `automatic` (throws Error naming the keys).
+std::int64_t poolBlocks(const ModelConfig& m, torch::ScalarType dtype, const SchedulerOptions& o,
+                        const KvBudget& automatic);
 
 }  // namespace engine_detail
 
@@ -73,7 +87,10 @@ struct SequenceScheduler::Impl {
         pad_id(pad),
         options(o),
         pool(model->config(), torch::TensorOptions().dtype(model->dtype()).device(model->device()),
-             engine_detail::poolBlocks(model->config(), model->dtype(), o), o.block_size) {
+             engine_detail::poolBlocks(
+                 model->config(), model->dtype(), o,
+                 engine_detail::automaticKvBudget(model->device().is_cuda(), deviceMemory(model->device()), o)),
+             o.block_size) {
     counters.kv_pool_bytes = pool.totalBlocks() * pool.bytesPerBlock();
   }
 

@@ -13,24 +13,36 @@
 
 namespace astraflow {
 
-namespace {
-
-std::int64_t hostMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  return pages > 0 && page > 0 ? static_cast<std::int64_t>(pages) * page : std::int64_t{8} << 30;
-}
-
-}  // namespace
-
 namespace engine_detail {
 
-std::int64_t poolBlocks(const ModelConfig& m, torch::ScalarType dtype, const SchedulerOptions& o) {
+KvBudget automaticKvBudget(bool cuda, const DeviceMemory& memory, const SchedulerOptions& o) {
+  if (cuda) {
+    return {static_cast<std::int64_t>(o.kv_cache_fraction * static_cast<double>(memory.free)),
+            fmt::format("rollout.kv_cache_fraction {} of the device's {:.2f} GiB free", o.kv_cache_fraction,
+                        static_cast<double>(memory.free) / (1 << 30)),
+            true};
+  }
+  // The CPU: a quarter of the host (its other ranks, weights and activations share it).
+  return {static_cast<std::int64_t>((memory.total > 0 ? memory.total : std::uint64_t{8} << 30) / 4),
+          "a quarter of the host's memory", false};
+}
+
+std::int64_t poolBlocks(const ModelConfig& m, torch::ScalarType dtype, const SchedulerOptions& o,
+                        const KvBudget& automatic) {
   const std::int64_t block_bytes = KvBlockPool::bytesPerBlock(m, dtype, o.block_size);
   const std::int64_t per_context = (m.max_seq_len + o.block_size - 1) / o.block_size;
   const std::int64_t least = per_context + 1;  // one full context and a copy-on-write block
   if (o.kv_cache_bytes == 0) {
     const std::int64_t wanted = static_cast<std::int64_t>(o.max_running) * (per_context + 1);
-    return std::min(wanted, std::max(least, hostMemoryBytes() / 4 / block_bytes));
+    const std::int64_t fits = automatic.bytes / block_bytes;
+    if (automatic.strict && fits < least) {
+      throw Error(
+          fmt::format("the KV pool gets {} ({} blocks of {} bytes); one full context (model.max_seq_len {}) "
+                      "needs {} blocks: raise rollout.kv_cache_fraction (allowed up to 0.95), free the device, "
+                      "or set rollout.kv_cache_bytes",
+                      automatic.source, fits, block_bytes, m.max_seq_len, least));
+    }
+    return std::min(wanted, std::max(least, fits));
   }
   const std::int64_t blocks = o.kv_cache_bytes / block_bytes;
   if (blocks < least) {

@@ -86,7 +86,9 @@ void trainerItems(const Config& cfg, const Shape& s, int group_size, bool stages
   out.push_back({"weights (fp32 masters)", held * 4, shard_keys});
   out.push_back({"gradients (fp32)", held * 4, shard_keys});
   out.push_back({"AdamW state (fp32 m and v)", state_sharded ? P * 8 / n : P * 8, shard_keys});
-  if (t.loss.kl_coef > 0) out.push_back({"KL reference model (fp32)", P * 4, "trainer.loss.kl_coef"});
+  // The KL reference is sharded as the weights are (PolicyTrainer::freezeShardedReference).
+  if (t.loss.kl_coef > 0)
+    out.push_back({"KL reference model (fp32)", held * 4, "trainer.loss.kl_coef, trainer.sharding"});
   // One micro-batch's tokens: the configured budget, or the rank's share of the whole batch
   // (padded to the context: the estimate a long-tailed batch approaches).
   const auto batch_tokens = u(static_cast<std::int64_t>(t.groups_per_step) * cfg.rollout.group_size * s.width) / n + 1;

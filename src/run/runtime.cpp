@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "astraflow/comm/mpi.hpp"
 #include "astraflow/core/run_files.hpp"
@@ -32,6 +33,23 @@ namespace astraflow {
 namespace fs = std::filesystem;
 
 namespace {
+
+// run.keep_checkpoints once every checkpoint is complete (the dataflow rank pruned as they came):
+// the best evaluated version stays under keep_best; the count removed over the run goes in the summary.
+void pruneAtTheEnd(const Config& cfg, const RoleMap& map, const fs::path& run_dir, nlohmann::json& summary) {
+  std::vector<std::string> policies;
+  for (const auto& g : map.trainerGroups()) policies.push_back(g.policy);
+  std::vector<std::int64_t> protect;
+  if (cfg.run.keep_best && summary["eval_best_version"].is_number())
+    protect.push_back(summary["eval_best_version"].get<std::int64_t>());
+  const auto removed =
+      pruneCheckpoints(run_dir, policies, cfg.run.keep_checkpoints, protect, std::numeric_limits<std::int64_t>::max());
+  std::uint64_t pruned = removed.size();
+  for (const auto& r : summary["ranks"])
+    if (r.value("role", "") == "dataflow") pruned += r.value("checkpoints_pruned", std::uint64_t{0});
+  summary["checkpoints_pruned"] = pruned;
+  for (const auto v : removed) spdlog::info("run.keep_checkpoints: checkpoint v{} removed", v);
+}
 
 struct NodePlace {
   int ranks_on_node = 1;
@@ -220,6 +238,7 @@ RunOutcome runRuntime(const Config& cfg, const RoleMap& map, const RoleComms& co
     // Every trainer has written its last checkpoint by now (the gather above waited for them).
     if (cfg.run.keep_best && !cfg.isGatewaySite())
       summary["best_checkpoint"] = run_detail::keepBestCheckpoint(cfg, run_dir, summary);
+    if (cfg.run.keep_checkpoints > 0 && !cfg.isGatewaySite()) pruneAtTheEnd(cfg, map, run_dir, summary);
     outcome.reporting_rank = true;
     outcome.summary_json = summary.dump();
     std::ofstream(run_dir / "summary.json") << summary.dump(2) << "\n";

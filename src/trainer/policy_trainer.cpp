@@ -70,10 +70,14 @@ PolicyTrainer::PolicyTrainer(PolicyModel model, const TrainerSection& config, do
   optimizer_ = std::make_unique<torch::optim::AdamW>(model_->parameters(), opts);
   model_->setActivationCheckpointing(config_.activation_checkpointing);
   model_->setLogitsChunkBytes(config_.logits_chunk_bytes);
-  if (config_.loss.kl_coef > 0) freezeReference();
+  // Under parameter sharding the reference is made sharded once the group is (setDataParallel):
+  // never a whole extra copy on a device beside the whole model.
+  if (config_.loss.kl_coef > 0 && config_.sharding != TrainerSection::Sharding::Parameters) freezeReference();
 }
 
 PolicyTrainer::~PolicyTrainer() {
+  reference_ = PolicyModel(nullptr);  // its shards use zero_'s collectives
+  reference_shards_.reset();
   zero_.reset();
   averager_.reset();
 }
@@ -96,11 +100,16 @@ void PolicyTrainer::setDataParallel(const Comm* comm) {
   } else {
     averager_ = makeGradientAverager(*comm, config_.grad_sync, model_->device());
   }
+  if (paced()) freezeReference();  // the KL reference, sharded as the model now is
 }
 
 void PolicyTrainer::freezeReference() {
   if (config_.loss.kl_coef <= 0) return;  // no KL penalty: nothing pulls toward a reference
-  if (paced()) throw Error("trainer.sharding: parameters has no frozen KL reference (config refuses kl_coef > 0)");
+  if (paced()) {
+    freezeShardedReference();
+    return;
+  }
+  reference_shards_.reset();
   reference_ = PolicyModel(model_->config());
   reference_->setNeverGenerate(model_->neverGenerate());
   reference_->setLogitsChunkBytes(config_.logits_chunk_bytes);
@@ -108,6 +117,37 @@ void PolicyTrainer::freezeReference() {
   reference_->importTensors(model_->orderedParameters());
   reference_->eval();
   for (auto& p : reference_->parameters()) p.set_requires_grad(false);
+}
+
+// Under parameter sharding the reference is sharded as the model is: its blocks' parts are a
+// frozen copy of this rank's (ZeroOptimizer::frozenCopy), gathered block by block in its forward;
+// its root parameters (embedding, norms, head: whole on every rank, as the model's) are copied.
+// Made uninitialised on the host first, so no whole-model buffer is ever allocated on a device.
+void PolicyTrainer::freezeShardedReference() {
+  torch::NoGradGuard no_grad;
+  reference_shards_.reset();
+  reference_ = PolicyModel(model_->config(), /*uninitialised=*/true);
+  const auto ours = model_->orderedParameters();
+  auto theirs = reference_->orderedParameters();
+  const auto empty = torch::empty({0}, torch::kFloat32);
+  std::vector<bool> in_block(theirs.size(), false);
+  for (std::size_t l = 0; l < static_cast<std::size_t>(model_->config().layers); ++l) {
+    for (const auto& p : reference_->blockParameters(l)) {
+      for (std::size_t i = 0; i < theirs.size(); ++i) in_block[i] = in_block[i] || theirs[i].tensor.is_same(p);
+    }
+  }
+  for (std::size_t i = 0; i < theirs.size(); ++i) {
+    if (in_block[i]) theirs[i].tensor.set_data(empty);  // the shards hold them
+  }
+  reference_->place(model_->device(), torch::kFloat32);
+  for (std::size_t i = 0; i < theirs.size(); ++i) {
+    if (!in_block[i]) theirs[i].tensor.copy_(ours[i].tensor);
+  }
+  reference_->setNeverGenerate(model_->neverGenerate());
+  reference_->setLogitsChunkBytes(config_.logits_chunk_bytes);
+  reference_->eval();
+  for (auto& p : reference_->parameters()) p.set_requires_grad(false);
+  reference_shards_ = zero_->frozenCopy(*reference_);
 }
 
 // A data-parallel rank with nothing to train on still takes part in the group's averaging
@@ -188,19 +228,21 @@ std::vector<std::int64_t> PolicyTrainer::agreeMax(std::vector<std::int64_t> coun
   return counts;
 }
 
-void PolicyTrainer::idlePasses(std::int64_t count, bool grad) {
+void PolicyTrainer::idlePasses(std::int64_t count, bool grad) { idlePasses(*model_, count, grad); }
+
+void PolicyTrainer::idlePasses(PolicyModelImpl& model, std::int64_t count, bool grad) {
   if (count <= 0) return;
-  const auto device = model_->device();
+  const auto device = model.device();
   const auto token = torch::zeros({1, 1}, torch::TensorOptions().dtype(torch::kLong).device(device));
   const auto valid = torch::ones({1, 1}, torch::TensorOptions().dtype(torch::kBool).device(device));
   for (std::int64_t i = 0; i < count; ++i) {
     if (grad) {
       // A zero loss: every gradient it adds is zero (even where a logit is −inf, the product
       // with 0 has gradient 0), but each block's backward gathers and reduces as a real one.
-      (model_->forward(token, token, valid).sum() * 0.0).backward();
+      (model.forward(token, token, valid).sum() * 0.0).backward();
     } else {
       torch::NoGradGuard no_grad;
-      model_->forward(token, token, valid);
+      model.forward(token, token, valid);
     }
   }
 }

@@ -165,6 +165,7 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   const auto B = host_batch.tokens.size(0);
   if (B == 0) {
     const AutocastScope autocast(config_.compute.bf16(), model_->device());
+    if (config_.loss.kl_coef > 0 && paced()) idlePasses(*reference_, agreeMax({0})[0], false);  // the peers' reference
     idlePasses(agreeMax({0})[0], false);  // parameter sharding: the peers' pass at the batch's start
     emptyStep(passes * slices, -1);
     return s;
@@ -184,7 +185,15 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   c.opts = lossOptions(L);
   std::vector<std::int64_t> all(static_cast<std::size_t>(B));
   for (std::int64_t i = 0; i < B; ++i) all[static_cast<std::size_t>(i)] = i;
-  if (c.opts.kl_coef > 0) logProbsNoGrad(*reference_, c, all, c.logp_ref);
+  if (c.opts.kl_coef > 0) {
+    if (!reference_) freezeReference();  // one sharded rank alone, started from no warm start
+    // Sharded, the reference's forward gathers its blocks from the group: every rank makes as
+    // many passes as the one with the most micro-batches.
+    const auto ref_micros = static_cast<std::int64_t>(c.plan(all, config_).size());
+    const auto ref_passes = agreeMax({ref_micros})[0];
+    logProbsNoGrad(*reference_, c, all, c.logp_ref);
+    idlePasses(*reference_, ref_passes - ref_micros, false);
+  }
   // The log-probs at the batch's start (the proximal policy, and the behaviour-diff report):
   // taken from the first step's own forwards when that step covers the whole batch and needs
   // nothing of them before its backward; else from a pass of their own.

@@ -404,4 +404,66 @@ void ZeroOptimizer::loadState(std::size_t index, const torch::Tensor& exp_avg, c
   steps_ = step;
 }
 
+namespace {
+
+// ZeroOptimizer::frozenCopy's shards: per block, this rank's part of the block's flat layout.
+class FrozenShards final : public ParameterShards {
+ public:
+  struct Block {
+    std::vector<std::size_t> params;
+    std::vector<std::int64_t> offsets;
+    std::int64_t part = 0;
+    torch::Tensor local, full;
+  };
+  FrozenShards(PolicyModelImpl& model, GroupCollectives& group, std::vector<Block> blocks)
+      : model_(model), group_(group), blocks_(std::move(blocks)) {
+    for (const auto& p : model.orderedParameters()) params_.push_back(p.tensor);
+    placeholder_ = torch::empty({0}, blocks_.empty() ? torch::TensorOptions() : blocks_.front().local.options());
+    for (std::size_t l = 0; l < blocks_.size(); ++l) release(l);
+  }
+  void gather(std::size_t layer) override {
+    torch::NoGradGuard no_grad;
+    Block& b = blocks_.at(layer);
+    b.full = torch::empty({b.part * group_.size()}, b.local.options());
+    b.full.narrow(0, b.part * group_.rank(), b.part).copy_(b.local);
+    group_.allgather(b.full);
+    for (std::size_t j = 0; j < b.params.size(); ++j) {
+      const auto shape = model_.parameterShape(b.params[j]);
+      params_[b.params[j]].set_data(b.full.narrow(0, b.offsets[j], c10::multiply_integers(shape)).view(shape));
+    }
+  }
+  void release(std::size_t layer) override {
+    for (const auto i : blocks_.at(layer).params) params_[i].set_data(placeholder_);
+    blocks_[layer].full = torch::Tensor();
+  }
+  void reduceGradients(std::size_t, const std::vector<torch::Tensor>&) override {
+    throw Error("the KL reference is frozen: it has no gradients to reduce");
+  }
+  void load(std::size_t, const torch::Tensor&) override {
+    throw Error("the KL reference is frozen: it takes its values from the trainer when it is made");
+  }
+
+ private:
+  PolicyModelImpl& model_;
+  GroupCollectives& group_;
+  std::vector<Block> blocks_;
+  std::vector<torch::Tensor> params_;
+  torch::Tensor placeholder_;
+};
+
+}  // namespace
+
+std::unique_ptr<ParameterShards> ZeroOptimizer::frozenCopy(PolicyModelImpl& reference) const {
+  if (!shards_parameters_) throw Error("ZeroOptimizer::frozenCopy: the trainer's parameters are not sharded");
+  torch::NoGradGuard no_grad;
+  std::vector<FrozenShards::Block> blocks;
+  for (std::size_t u = 1; u < units_.size(); ++u) {
+    const Unit& unit = units_[u];
+    blocks.push_back({unit.params, unit.offsets, unit.part, partOf(unit).clone(), {}});
+  }
+  auto shards = std::make_unique<FrozenShards>(reference, *group_, std::move(blocks));
+  reference.setParameterShards(shards.get());
+  return shards;
+}
+
 }  // namespace astraflow

@@ -38,6 +38,10 @@ sed "s|output_dir: .*|output_dir: $work/run|" "$quick" >"$work/quick.yaml"
 # validate / layout-size need no MPI.
 expect_rc 0 validate_ok -- "$bin" validate "$quick"
 expect_text validate_ok out "valid (4 ranks"
+# validate takes --set as run does: a bad override is refused naming its key, a good one passes.
+expect_rc 0 validate_set -- "$bin" validate "$quick" --set run.versions=3
+expect_rc nonzero validate_bad_set -- "$bin" validate "$quick" --set rollout.temperature=-1
+expect_text validate_bad_set err "rollout.temperature"
 expect_rc 0 layout_size -- "$bin" layout-size "$quick"
 [ "$(cat "$work/layout_size.out")" = 4 ] || fail "layout-size printed '$(cat "$work/layout_size.out")', wanted 4"
 # warm-start-path and sft take --set as run does (quickstart.sh passes its --set to both).
@@ -284,6 +288,10 @@ sft: {max_steps: 20, checkpoint: $work/hf_sft.h5}
 local: {steps: 10}
 YAML
 expect_rc 0 hf_validate -- "$bin" validate "$work/hf.yaml"
+# A policy given as a Hugging Face folder starts from it: scripts and jobs get the folder, never an sft.
+expect_rc 0 hf_warm -- "$bin" warm-start-path "$work/hf.yaml"
+[ "$(cat "$work/hf_warm.out")" = "$work/hf_init" ] ||
+  fail "warm-start-path of an hf policy printed '$(cat "$work/hf_warm.out")', wanted $work/hf_init"
 expect_rc 0 hf_sft -- "$bin" sft "$work/hf.yaml"
 expect_rc 0 hf_local -- "$bin" train-local "$work/hf.yaml"
 expect_rc 0 hf_run -- "$mpiexec" -n 4 --oversubscribe "$bin" run "$work/hf.yaml"

@@ -7,9 +7,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "astraflow/core/run_files.hpp"
 #include "io/temp_dir.hpp"
@@ -63,4 +66,42 @@ TEST(CheckpointRoom, AFolderThatCannotBeMadeRefuses) {
   const CheckpointRoom room = checkpointRoom(dir.path(), 1024);
   EXPECT_FALSE(room.fits);
   EXPECT_NE(room.why.find("cannot be written"), std::string::npos) << room.why;
+}
+
+// run.keep_checkpoints: the newest complete checkpoints stay, older ones go with their partial
+// leftovers; protected versions, versions from `protect_from` on, anything newer than the newest
+// complete one (being written), best.* and other files are never touched.
+TEST(PruneCheckpoints, KeepsTheNewestCompleteAndWhatIsProtected) {
+  test::TempDir dir;
+  namespace fs = std::filesystem;
+  const std::vector<std::string> policies{"solver", "verifier"};
+  const auto touch = [](const fs::path& p) { std::ofstream(p) << "x"; };
+  const auto complete = [&](std::int64_t v) {
+    touch(checkpointPath(dir.path(), v));
+    touch(bufferCheckpointPath(dir.path(), v));
+    for (const auto& p : policies) touch(trainerCheckpointPath(dir.path(), v, p));
+  };
+  fs::create_directories(dir.path() / "checkpoints");
+  for (const std::int64_t v : {2, 4, 6, 8, 10, 12}) complete(v);
+  touch(trainerCheckpointPath(dir.path(), 3, "solver"));   // a partial leftover, old
+  touch(trainerCheckpointPath(dir.path(), 14, "solver"));  // being written: newer than every complete one
+  touch(dir.path() / "checkpoints" / "best.solver.h5");
+  touch(dir.path() / "checkpoints" / "best.json");
+  touch(dir.path() / "checkpoints" / "step_notes.txt");
+
+  EXPECT_TRUE(pruneCheckpoints(dir.path(), policies, 0, {}, INT64_MAX).empty());  // 0: keep every one
+  EXPECT_EQ(completeCheckpoints(dir.path(), policies).size(), 6u);
+  // Keep 2, with version 4 the best and an evaluation of version 8 still running.
+  EXPECT_EQ(pruneCheckpoints(dir.path(), policies, 2, {4}, 8), (std::vector<std::int64_t>{2, 3, 6}));
+  EXPECT_EQ(completeCheckpoints(dir.path(), policies), (std::vector<std::int64_t>{12, 10, 8, 4}));
+  EXPECT_FALSE(fs::exists(trainerCheckpointPath(dir.path(), 3, "solver")));
+  EXPECT_FALSE(fs::exists(bufferCheckpointPath(dir.path(), 6)));
+  // The evaluation done and 4 no longer the best: keep 1.
+  EXPECT_EQ(pruneCheckpoints(dir.path(), policies, 1, {}, INT64_MAX), (std::vector<std::int64_t>{4, 8, 10}));
+  EXPECT_EQ(completeCheckpoints(dir.path(), policies), (std::vector<std::int64_t>{12}));
+  for (const char* kept : {"step_14.solver.h5", "best.solver.h5", "best.json", "step_notes.txt"})
+    EXPECT_TRUE(fs::exists(dir.path() / "checkpoints" / kept)) << kept;
+  // Never the only complete one.
+  EXPECT_TRUE(pruneCheckpoints(dir.path(), policies, 1, {}, INT64_MAX).empty());
+  EXPECT_TRUE(fs::exists(checkpointPath(dir.path(), 12)));
 }

@@ -15,6 +15,7 @@
 #include "astraflow/comm/role_comms.hpp"
 #include "astraflow/core/config.hpp"
 #include "astraflow/core/layout.hpp"
+#include "astraflow/core/run_files.hpp"
 #include "astraflow/dataflow/plugins.hpp"
 #include "astraflow/io/trace_writer.hpp"
 #include "astraflow/io/trajectory_writer.hpp"
@@ -133,7 +134,7 @@ TEST(Runtime, ResumeContinuesTheVersionAndKeepsEveryAcceptedTrajectory) {
   Config cfg = tinyConfig(dir, ", versions: 4, checkpoint_every: 2, keep_best: true");
   cfg.trainer.sharding = TrainerSection::Sharding::Optimizer;
   const json first = runJob(cfg);
-  Config more = tinyConfig(dir, ", versions: 7, checkpoint_every: 2, keep_best: true");
+  Config more = tinyConfig(dir, ", versions: 7, checkpoint_every: 2, keep_best: true, keep_checkpoints: 1");
   more.trainer.sharding = TrainerSection::Sharding::Parameters;
   const json second = runJob(more, dir);
   if (worldRank() != 0) return;
@@ -181,6 +182,14 @@ TEST(Runtime, ResumeContinuesTheVersionAndKeepsEveryAcceptedTrajectory) {
   std::ifstream best_file(dir + "/checkpoints/best.json");
   EXPECT_EQ(json::parse(best_file)["version"], second["eval_best_version"]);
   EXPECT_TRUE(fs::exists(dir + "/checkpoints/best.solver.h5"));
+  // run.keep_checkpoints: 1 in the second segment: of versions 2, 4 (the first's), 6 and 7, the
+  // newest and the best evaluated one stay.
+  const auto best = second["eval_best_version"].get<std::int64_t>();
+  std::vector<std::int64_t> kept{7};
+  if (best != 7) kept.push_back(best);
+  EXPECT_EQ(completeCheckpoints(dir, {"solver"}), kept);
+  EXPECT_EQ(second["checkpoints_pruned"].get<std::int64_t>(), best != 7 ? 2 : 3);
+  EXPECT_EQ(first.value("checkpoints_pruned", -1), -1);  // the key only where the run prunes
   fs::remove_all(dir);
 }
 

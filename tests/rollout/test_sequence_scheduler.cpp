@@ -13,6 +13,7 @@
 #include "astraflow/core/error.hpp"
 #include "astraflow/rollout/generation.hpp"
 #include "astraflow/rollout/sequence_scheduler.hpp"
+#include "rollout/scheduler_impl.hpp"
 
 using namespace astraflow;
 
@@ -228,6 +229,36 @@ TEST(SequenceScheduler, KvMemoryFollowsLiveTokensAndASmallPoolIsRefusedByName) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rollout.kv_cache_bytes"), std::string::npos) << e.what();
   }
+}
+
+// Sized automatically, a CUDA engine's pool takes rollout.kv_cache_fraction of what its device
+// reports free (up to max_running full contexts), and too little for one context is an error
+// naming the key; the CPU's takes up to a quarter of the host, never less than one context.
+TEST(SequenceScheduler, AnAutomaticPoolIsSizedFromTheDevicesReportedMemory) {
+  using namespace engine_detail;
+  const ModelConfig m = schedulerModel();
+  const auto block = static_cast<std::uint64_t>(blockBytes(m));
+  const std::int64_t context = (m.max_seq_len + kBlock - 1) / kBlock + 1;  // blocks of one full context
+  SchedulerOptions o{1000, 0, kBlock};
+  o.kv_cache_fraction = 0.5;
+  const auto device = automaticKvBudget(true, DeviceMemory{100 * block, 1000 * block}, o);
+  EXPECT_EQ(poolBlocks(m, torch::kFloat32, o, device), 50);
+  o.max_running = 2;
+  EXPECT_EQ(poolBlocks(m, torch::kFloat32, o, device), 2 * context);
+  try {
+    poolBlocks(m, torch::kFloat32, o, automaticKvBudget(true, DeviceMemory{block * 2 * (context - 1), 0}, o));
+    FAIL() << "a device with room for less than one context gave a pool";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rollout.kv_cache_fraction"), std::string::npos) << e.what();
+  }
+  o.max_running = 1000;
+  const auto host = automaticKvBudget(false, DeviceMemory{0, 4 * 40 * block}, o);
+  EXPECT_EQ(poolBlocks(m, torch::kFloat32, o, host), 40);
+  EXPECT_EQ(poolBlocks(m, torch::kFloat32, o, automaticKvBudget(false, DeviceMemory{0, block}, o)), context);
+  // This host, as the engine reads it.
+  const DeviceMemory here = deviceMemory(torch::kCPU);
+  EXPECT_GT(here.total, here.free);
+  EXPECT_GT(here.free, 0u);
 }
 
 // A caller stepping the scheduler with gradients on (a rollout rank's EpisodeStream) gets no

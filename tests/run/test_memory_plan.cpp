@@ -139,7 +139,7 @@ TEST(MemoryPlan, NodeSharedItemsAreLeftOutOfTheRanksPrivateTotal) {
 TEST(MemoryPlan, OnlyTheGroupsFirstRankStagesTheVersion) {
   const std::string yaml =
       planYaml("{d_model: 64, layers: 2, heads: 2, kv_heads: 1, ffn_hidden: 128, max_seq_len: 64}", 1, 2);
-  const Config cfg = parseConfig(yaml + "trainer: {sharding: parameters}\n", "test_memory_plan");
+  const Config cfg = parseConfig(yaml + "trainer: {sharding: parameters, loss: {kl_coef: 0.1}}\n", "test_memory_plan");
   const RoleMap map(cfg, cfg.layoutRanks());
   const auto P = static_cast<std::uint64_t>(parameterCount(cfg.policies.front().model, 1000));
   const auto plans = planMemory(cfg, map, 1000, std::uint64_t{16} << 30);
@@ -152,6 +152,7 @@ TEST(MemoryPlan, OnlyTheGroupsFirstRankStagesTheVersion) {
   const std::uint64_t outside = 1000 * 64 + 64;
   EXPECT_EQ(item(plans[2], "weights (fp32"), 4 * ((P - outside) / 2 + outside));
   EXPECT_EQ(item(plans[2], "gradients (fp32"), 4 * ((P - outside) / 2 + outside));
+  EXPECT_EQ(item(plans[2], "KL reference"), 4 * ((P - outside) / 2 + outside));  // sharded as the weights
 }
 
 // The trainer's activations per token: linear in the context under sdpa (no mask, a log-sum-exp

@@ -47,6 +47,45 @@ TrainBatch unevenBatch(int rank, int size, int step) {
 
 double maxDiff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
 
+PolicyModel seededTwoBlocks() {
+  torch::manual_seed(9);
+  return PolicyModel(twoBlocks());
+}
+
+PolicyModel copyOf(const PolicyModel& a) {
+  PolicyModel b(a->config());
+  b->importTensors(a->orderedParameters());
+  return b;
+}
+
+TrainerSection shardedOf(TrainerSection plain) {
+  plain.sharding = TrainerSection::Sharding::Parameters;
+  return plain;
+}
+
+// The same weights trained twice over `comm`: as `plain` says (a) and with parameter sharding (b).
+struct TwinTrainers {
+  TwinTrainers(const TrainerSection& plain, const Comm& comm)
+      : a(seededTwoBlocks()), b(copyOf(a)), unsharded(a, plain, 1.0), sharded(b, shardedOf(plain), 1.0) {
+    unsharded.setDataParallel(&comm);
+    sharded.setDataParallel(&comm);
+  }
+  // The largest difference between the two trainers' weights (on rank 0, gathered from the
+  // shards: collective; 0 elsewhere).
+  double worstDifference(int rank) {
+    const auto named = a->orderedParameters();
+    double worst = 0;
+    for (std::size_t i = 0; i < named.size(); ++i) {
+      const auto value =
+          sharded.zero() ? sharded.zero()->gatherParameter(i) : b->orderedParameters()[i].tensor.detach();
+      if (rank == 0) worst = std::max(worst, maxDiff(value, named[i].tensor));
+    }
+    return worst;
+  }
+  PolicyModel a, b;
+  PolicyTrainer unsharded, sharded;
+};
+
 }  // namespace
 
 class ParameterSharding : public ::testing::TestWithParam<TrainerSection::GradSync> {};
@@ -180,6 +219,40 @@ INSTANTIATE_TEST_SUITE_P(Transport, ParameterSharding,
                            return std::string(p.param == TrainerSection::GradSync::Mpi ? "mpi" : "gloo");
                          });
 
+// The KL penalty's reference under parameter sharding, sharded as the model is (its blocks
+// gathered from the group for each pass, never whole on a rank between passes): the same KL and
+// the same weights as the unsharded group's, with uneven work and an empty rank. At one rank the
+// reference is made at the first step.
+TEST(ParameterShardingKl, TheReferenceIsShardedAndTrainsAsUnsharded) {
+  Comm comm = Comm::duplicate(MPI_COMM_WORLD);
+  const int size = comm.size(), rank = comm.rank();
+  TrainerSection plain;
+  plain.lr = 0.01;
+  plain.ppo_epochs = 2;
+  plain.micro_batch_tokens = 20;
+  plain.loss.kl_coef = 0.5;
+  TwinTrainers twins(plain, comm);
+  auto &unsharded_trainer = twins.unsharded, &fsdp_trainer = twins.sharded;
+  if (size > 1) {
+    ASSERT_TRUE(fsdp_trainer.reference());
+    for (int l = 0; l < 2; ++l) {
+      for (const auto& p : fsdp_trainer.reference()->blockParameters(static_cast<std::size_t>(l)))
+        EXPECT_EQ(p.numel(), 0);
+    }
+  }
+  double kl_plain = 0, kl_fsdp = 0;
+  for (int step = 0; step < 3; ++step) {
+    kl_plain += unsharded_trainer.rlStep(unevenBatch(rank, size, step)).kl;
+    kl_fsdp += fsdp_trainer.rlStep(unevenBatch(rank, size, step)).kl;
+  }
+  EXPECT_GT(kl_plain, 1e-7) << "the policy never left its reference: the test shows nothing";
+  EXPECT_NEAR(kl_fsdp, kl_plain, 1e-5 * std::max(1.0, kl_plain)) << "rank " << rank;
+  const double worst = twins.worstDifference(rank);
+  if (rank == 0) {
+    EXPECT_LT(worst, 2e-5) << "a sharded KL reference trains otherwise than the unsharded one";
+  }
+}
+
 // Under bf16 autocast: the gathered weights cast in each pass (the sharded blocks' casts are
 // not cached) and the recomputing backward under the forward's autocast state. Two RL steps
 // match the unsharded group's (measured 1.2e-7).
@@ -191,26 +264,13 @@ TEST(ParameterShardingBf16, MatchesUnshardedUnderAutocast) {
   plain.grad_sync = TrainerSection::GradSync::Mpi;
   plain.compute.precision = Precision::Bf16;
   plain.mini_batches = 2;
-  TrainerSection sharded = plain;
-  sharded.sharding = TrainerSection::Sharding::Parameters;
-  torch::manual_seed(9);
-  PolicyModel a(twoBlocks());
-  PolicyModel b(a->config());
-  b->importTensors(a->orderedParameters());
-  PolicyTrainer unsharded_trainer(a, plain, 1.0), fsdp_trainer(b, sharded, 1.0);
-  unsharded_trainer.setDataParallel(&comm);
-  fsdp_trainer.setDataParallel(&comm);
+  TwinTrainers twins(plain, comm);
+  auto &unsharded_trainer = twins.unsharded, &fsdp_trainer = twins.sharded;
   for (int step = 0; step < 2; ++step) {
     unsharded_trainer.rlStep(unevenBatch(rank, size, step));
     fsdp_trainer.rlStep(unevenBatch(rank, size, step));
   }
-  const auto named = a->orderedParameters();
-  double worst = 0;
-  for (std::size_t i = 0; i < named.size(); ++i) {
-    const auto value =
-        fsdp_trainer.zero() ? fsdp_trainer.zero()->gatherParameter(i) : b->orderedParameters()[i].tensor.detach();
-    if (rank == 0) worst = std::max(worst, maxDiff(value, named[i].tensor));
-  }
+  const double worst = twins.worstDifference(rank);
   if (rank == 0) {
     EXPECT_LT(worst, 1e-4) << "parameter-sharded training under bf16 differs from the unsharded group";
   }

@@ -57,6 +57,9 @@ struct RunSection {
   // Keep the trainer checkpoint of the evaluation round with the best mean accuracy as
   // checkpoints/best.<policy>.h5 (with checkpoints/best.json saying which version it is).
   bool keep_best = false;
+  // The newest complete checkpoints kept (older ones removed as new ones complete; the best one
+  // under keep_best stays); 0 = every one.
+  int keep_checkpoints = 0;
   // Trace events and trajectories reach their files at least this often (and every 256 records),
   // so a run that is killed leaves what it did up to then (0: by count only).
   double flush_seconds = 10;
@@ -101,6 +104,7 @@ struct RolloutSection {
   // The continuous engine (rollout/sequence_scheduler.hpp, docs/rollout-backends.md).
   int max_running = 64;                    // sequences stepped together
   std::int64_t kv_cache_bytes = 0;         // its KV block pool; 0: sized automatically
+  double kv_cache_fraction = 0.8;          // a CUDA engine's automatic pool: this share of the device's free memory
   int kv_block_size = 16;                  // token positions per KV block
   std::int64_t max_prefill_tokens = 4096;  // padded positions one prefill forward may take
   bool prepacked_weights = false;          // a CPU engine in fp32 computes from weights packed once (policy_model.hpp)

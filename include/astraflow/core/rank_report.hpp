@@ -360,6 +360,7 @@ struct DataflowReport {
   std::uint64_t tasks_returned = 0, tasks_reissued = 0, returned_duplicates = 0, rollout_ranks_lost = 0;
   std::uint64_t pools_lost = 0;
   std::uint64_t checkpoints_skipped = 0;  // its checkpoint parts not written: no room on their filesystem
+  std::uint64_t checkpoints_pruned = 0;   // older checkpoints removed (run.keep_checkpoints)
 
   template <class S, class V>
   static void fields(S& s, V&& v) {
@@ -379,6 +380,7 @@ struct DataflowReport {
     v("elastic", s.elastic), v("tasks_returned", s.tasks_returned), v("tasks_reissued", s.tasks_reissued);
     v("returned_duplicates", s.returned_duplicates), v("rollout_ranks_lost", s.rollout_ranks_lost);
     v("pools_lost", s.pools_lost), v("checkpoints_skipped", s.checkpoints_skipped);
+    v("checkpoints_pruned", s.checkpoints_pruned);
   }
 };
 

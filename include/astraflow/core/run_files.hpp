@@ -23,6 +23,15 @@ std::int64_t newestCheckpoint(const std::filesystem::path& run_dir, const std::v
 // The versions of every complete checkpoint, newest first.
 std::vector<std::int64_t> completeCheckpoints(const std::filesystem::path& run_dir,
                                               const std::vector<std::string>& policies);
+// run.keep_checkpoints: removes the files of every checkpoint older than the `keep` newest
+// complete ones (its dataflow, buffer and trainer files; a version's partial leftovers too), except
+// the versions in `protect` (the best evaluated one, under run.keep_best) and those at or after
+// `protect_from` (evaluations still running may yet make one of them the best). Never touches the
+// newest complete checkpoint, anything newer than it (a checkpoint being written), best.* or
+// other files. `keep` <= 0: nothing is removed. Returns the versions removed, oldest first.
+std::vector<std::int64_t> pruneCheckpoints(const std::filesystem::path& run_dir,
+                                           const std::vector<std::string>& policies, int keep,
+                                           const std::vector<std::int64_t>& protect, std::int64_t protect_from);
 // Whether `bytes` can be written into the run's checkpoints/ folder (made when missing) now: the
 // space is reserved (fallocate of a scratch file there, released at once), so what the free-space
 // figure cannot show — a quota, a file-size limit, a filesystem's own cap — refuses too; where the

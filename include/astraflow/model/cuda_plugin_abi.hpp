@@ -24,6 +24,11 @@ using AstraflowMakeNcclBackendFn = c10d::Backend* (*)(c10d::Store* store, int ra
                                                       unsigned long error_size);
 inline constexpr const char* kAstraflowMakeNcclBackend = "astraflow_make_nccl_backend";
 
+// What `device` has free for this process: the driver's free bytes (cudaMemGetInfo) plus what
+// LibTorch's caching allocator holds reserved but unallocated, and the device's total (0, or -1).
+using AstraflowCudaMemoryInfoFn = int (*)(int device, unsigned long long* free, unsigned long long* total);
+inline constexpr const char* kAstraflowCudaMemoryInfo = "astraflow_cuda_memory_info";
+
 // The caching allocator's peaks on `device`: allocated and reserved bytes (0, or -1 on failure).
 using AstraflowCudaMemoryPeaksFn = int (*)(int device, unsigned long long* allocated, unsigned long long* reserved);
 inline constexpr const char* kAstraflowCudaMemoryPeaks = "astraflow_cuda_memory_peaks";

@@ -41,6 +41,14 @@ struct MemoryUse {
 };
 MemoryUse memoryUse(const torch::Device& device);
 
+// What `device` holds for this process's new tensors: on CUDA the driver's free bytes plus
+// LibTorch's cached but unallocated ones, and the device's total; on the CPU the host's
+// available memory (MemAvailable) and total. Zeros when they cannot be read.
+struct DeviceMemory {
+  std::uint64_t free = 0, total = 0;
+};
+DeviceMemory deviceMemory(const torch::Device& device);
+
 // A random generator on `device` (sampling draws on the device its logits are on).
 at::Generator makeGenerator(const torch::Device& device, std::uint64_t seed);
 

@@ -28,11 +28,13 @@ namespace astraflow {
 struct SchedulerOptions {
   int max_running = 64;             // sequences stepped together (rollout.max_running)
   std::int64_t kv_cache_bytes = 0;  // the block pool's size; 0: enough for max_running full contexts, at most
-                                    // a quarter of the host's memory (rollout.kv_cache_bytes)
+                                    // a quarter of the host's memory, or on CUDA kv_cache_fraction of the
+                                    // device's free memory (rollout.kv_cache_bytes)
   int block_size = 16;              // token positions per block (rollout.kv_block_size)
   // Padded positions (rows × longest) one prefill forward may take; a longer single context
   // is prefilled alone (rollout.max_prefill_tokens).
   std::int64_t max_prefill_tokens = 4096;
+  double kv_cache_fraction = 0.8;  // (rollout.kv_cache_fraction)
 };
 
 // What the scheduler did (counted since it was made).

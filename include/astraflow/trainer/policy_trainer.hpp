@@ -97,6 +97,9 @@ class PolicyTrainer {
   double currentLr() const;             // the rate the last step used (trainer.lr before any)
 
   PolicyModel& model() { return model_; }
+  // The KL penalty's frozen reference (null without one; under parameter sharding its blocks
+  // are empty between passes, as the model's are).
+  const PolicyModel& reference() const { return reference_; }
   std::int64_t skippedSteps() const { return skipped_steps_; }
   torch::optim::AdamW& optimizer() { return *optimizer_; }
 
@@ -116,6 +119,8 @@ class PolicyTrainer {
   // of a zero loss when `grad`) that make the same collective calls as a real pass.
   std::vector<std::int64_t> agreeMax(std::vector<std::int64_t> counts) const;
   void idlePasses(std::int64_t count, bool grad);
+  void idlePasses(PolicyModelImpl& model, std::int64_t count, bool grad);  // through `model` (the reference)
+  void freezeShardedReference();
   bool paced() const { return zero_ && zero_->shardsParameters(); }
   // Averages (or reduce-scatters) the gradients over the group, clips, and steps at `lr` (the
   // schedule's rate when lr < 0). False, with nothing changed, when the step was skipped for
@@ -134,6 +139,7 @@ class PolicyTrainer {
   std::unique_ptr<ZeroOptimizer> zero_;
   PolicyModel model_;
   PolicyModel reference_{nullptr};
+  std::unique_ptr<ParameterShards> reference_shards_;  // parameter sharding: the reference's blocks
   TrainerSection config_;
   double temperature_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;

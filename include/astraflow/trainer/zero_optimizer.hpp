@@ -68,6 +68,14 @@ class ZeroOptimizer final : public ParameterShards {
   void loadState(std::size_t index, const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq, std::int64_t step);
   torch::Tensor gatherParameter(std::size_t index);
 
+  // The KL penalty's reference under parameter sharding: a frozen copy of this rank's block
+  // parts that gathers `reference`'s blocks from the group as this model's are (the same layout,
+  // the same collectives), never reduces. `reference` has this model's config; its root
+  // parameters (embedding, norms, head) are the caller's; its block parameters become empty
+  // placeholders and `reference` is pointed at the returned object, which must not outlive this.
+  // Collective-free; its gather/release are collective over the group.
+  std::unique_ptr<ParameterShards> frozenCopy(PolicyModelImpl& reference) const;
+
   // ParameterShards (parameter sharding only).
   void gather(std::size_t layer) override;
   void release(std::size_t layer) override;
