@@ -7,11 +7,14 @@
 namespace astraflow::dataflow_detail {
 
 ServerPools::ServerPools(const Config& config, const RoleMap& map) {
+  // Ranks that start an OpenEnv server leave their pool too when its program cannot run
+  // (openEnvUnavailable): their pools are booked as server pools, whatever engine they use.
+  const bool env_server = config.environment.name == "openenv" && !config.environment.openenv.command.empty();
   const auto& pools = map.pools();
   for (std::size_t i = 0; i < pools.size(); ++i) {
     all_ranks_.push_back(pools[i].world_ranks.size());
     for (const auto& e : config.layout) {
-      if (e.role == Role::Rollout && e.pool == pools[i].name && e.backend.http())
+      if (e.role == Role::Rollout && e.pool == pools[i].name && (e.backend.http() || env_server))
         pools_.push_back({i, pools[i].world_ranks.size(), 0});
     }
   }
@@ -50,7 +53,7 @@ ServerPools::Verdict ServerPools::arrived(std::size_t index, const Trajectory& t
     // Every rank of the pool has left: what it still held (tasks in its ring included) goes back.
     ++pools_lost_;
     requeue = leases_.lose(static_cast<int>(pool->index));
-    spdlog::warn("rollout pool {} lost: every rank's server stayed silent; {} tasks it held go to the other pools",
+    spdlog::warn("rollout pool {} lost: every rank's server was lost; {} tasks it held go to the other pools",
                  pool->index, requeue.size());
     return Verdict::PoolLost;
   }

@@ -5,7 +5,8 @@
 // trajectory of status Returned) goes back to its outbox whole, metadata and all; a rank whose
 // server stayed silent ends its stream early (an end-of-stream record of status Returned), and
 // when every rank of a pool has, the pool is lost: its leased tasks are re-issued to the other
-// places and it takes no more. Private to src/dataflow.
+// places and it takes no more. Pools whose ranks start an OpenEnv server (environment.openenv.command)
+// are booked the same way: a rank leaves when that server's program cannot run. Private to src/dataflow.
 #include <cstddef>
 #include <cstdint>
 #include <memory>

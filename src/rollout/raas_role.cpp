@@ -19,6 +19,7 @@
 #include "astraflow/rollout/simulated_backend.hpp"
 #include "astraflow/rollout/workflow.hpp"
 #include "astraflow/tasks/environment.hpp"
+#include "astraflow/tasks/openenv.hpp"
 #include "rollout/rollout_rank.hpp"
 #include "rollout/served_weights.hpp"
 #include "rollout/server_probe.hpp"
@@ -175,6 +176,9 @@ std::string RolloutRank::lostServer() const {
       return fmt::format("{} silent for {:.0f} s (backend.lost_after_seconds)", p.http->url(),
                          p.http->unreachableSeconds());
   }
+  // An environment server whose program cannot run: every episode of this rank would fail.
+  if (const std::string why = openEnvUnavailable(); !why.empty())
+    return fmt::format("of environment.openenv.command cannot start ({})", why);
   return {};
 }
 

@@ -101,22 +101,34 @@ class OpenEnvEnvironment final : public Environment {
 
   std::string reset(std::uint64_t problem_id) override {
     // On first use, not at construction: the dataflow rank makes environments for their ids only.
-    if (!server_) {
-      server_ = detail::sharedOpenEnvServer(o_);
-      tools_ = sharedMcpTools(options_.mcp_servers);
-      for (const auto& t : tools_) schemas_.push_back(t.tool.functionSchema());
-    }
     seed_ = problem_id;
     turns_ = 0;
     total_ = last_ = 0.0;
     failure_.clear();
     endSession();
-    json data = reset_data_;
-    data[o_.seed_field] = problem_id;
-    std::optional<json> reply = startEpisode(data);
-    // A connection that failed because the server died is tried once more on the revived one.
-    if (!reply && revived_) reply = startEpisode(data);
-    std::string first = reply ? text(*reply) : fmt::format("[the environment could not be reached: {}]", failure_);
+    std::optional<json> reply;
+    std::string unreachable;  // why no server could be had
+    if (!server_) {
+      // A server that will not start fails this episode (env_error), never the rank.
+      server_ = detail::sharedOpenEnvServer(o_, unreachable);
+      if (server_ && !tools_made_) {
+        tools_ = sharedMcpTools(options_.mcp_servers);
+        for (const auto& t : tools_) schemas_.push_back(t.tool.functionSchema());
+        tools_made_ = true;
+      }
+    }
+    if (server_) {
+      json data = reset_data_;
+      data[o_.seed_field] = problem_id;
+      reply = startEpisode(data);
+      // A connection that failed because the server died is tried once more on the revived one.
+      if (!reply && revived_) reply = startEpisode(data);
+    } else {
+      failure_ = "env_error";
+    }
+    std::string first =
+        reply ? text(*reply)
+              : fmt::format("[the environment could not be reached: {}]", unreachable.empty() ? failure_ : unreachable);
     json messages = json::array();
     if (!options_.dataset.system_prompt.empty())
       messages.push_back({{"role", "system"}, {"content", options_.dataset.system_prompt}});
@@ -317,6 +329,7 @@ class OpenEnvEnvironment final : public Environment {
   EnvironmentOptions options_;
   const OpenEnvOptions& o_;
   std::shared_ptr<detail::OpenEnvServer> server_;
+  bool tools_made_ = false;
   std::shared_ptr<const ChatTemplate> chat_;
   milliseconds timeout_;
   json reset_data_;

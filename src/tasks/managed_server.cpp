@@ -160,7 +160,11 @@ void ManagedServer::Impl::start() {
   detail::ProcessSpec spec;
   spec.argv = options.command(port);
   if (spec.argv.empty()) throw Error(fmt::format("{}.command: is empty", options.config_key));
-  spec.executable = detail::findExecutable(spec.argv.front());
+  try {
+    spec.executable = detail::findExecutable(spec.argv.front());
+  } catch (const Error& e) {
+    throw detail::ChildStartError(e.what());  // missing or not executable: no second try mends it
+  }
   spec.env = detail::lineProcessEnvironment(options.env);
   std::filesystem::create_directories(options.log_dir);
   char host[256] = {};

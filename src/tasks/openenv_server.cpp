@@ -1,7 +1,14 @@
 // OpenEnvServer (openenv_server.hpp): an OpenEnv server reached at a url or started as a ManagedServer.
 #include "tasks/openenv_server.hpp"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+
 #include "astraflow/core/placeholders.hpp"
+#include "astraflow/tasks/process_runner.hpp"
 #include "tasks/process_registry.hpp"
 
 namespace astraflow::detail {
@@ -74,8 +81,61 @@ ProcessRegistry<std::string, OpenEnvServer>& servers() {
 
 }  // namespace
 
-std::shared_ptr<OpenEnvServer> sharedOpenEnvServer(const OpenEnvOptions& o) {
-  return servers().get(serverKey(o), [&] { return std::make_shared<OpenEnvServer>(o); });
+namespace {
+
+// A server that would not start, per options: episodes fail at once (env_error) until it is tried
+// again — never, when its program cannot run (that does not mend itself: the rank leaves its
+// pool, openEnvUnavailable), else 5 s later, doubling to 5 min — so a failed start is tried and
+// logged once per rank, not once per episode in flight.
+struct StartFailure {
+  std::string why;
+  bool permanent = false;
+  std::chrono::steady_clock::time_point retry_at;
+  std::chrono::seconds backoff{0};
+};
+
+struct StartFailures {
+  std::mutex mutex;  // held across a start: the threads of a rank try it one at a time
+  std::map<std::string, StartFailure> by_key;
+  std::atomic<std::uint64_t> failed_resets{0};
+};
+
+StartFailures& startFailures() {
+  static StartFailures failures;
+  return failures;
+}
+
+}  // namespace
+
+std::shared_ptr<OpenEnvServer> sharedOpenEnvServer(const OpenEnvOptions& o, std::string& failure) {
+  auto& f = startFailures();
+  const std::string key = serverKey(o);
+  std::lock_guard lock(f.mutex);
+  const auto now = std::chrono::steady_clock::now();
+  if (const auto it = f.by_key.find(key); it != f.by_key.end() && (it->second.permanent || now < it->second.retry_at)) {
+    ++f.failed_resets;
+    failure = it->second.why;
+    return nullptr;
+  }
+  try {
+    auto server = servers().get(key, [&] { return std::make_shared<OpenEnvServer>(o); });
+    f.by_key.erase(key);
+    return server;
+  } catch (const Error& e) {
+    auto& memo = f.by_key[key];
+    memo.why = e.what();
+    memo.permanent = dynamic_cast<const ChildStartError*>(&e) != nullptr;
+    memo.backoff = std::min(std::chrono::seconds(300), std::max(std::chrono::seconds(5), memo.backoff * 2));
+    memo.retry_at = now + memo.backoff;
+    ++f.failed_resets;
+    failure = memo.why;
+    spdlog::error(
+        "environment.openenv.command: {}; {}", memo.why,
+        memo.permanent
+            ? "the program cannot run: this rank's episodes fail (env_error) and it leaves its pool"
+            : fmt::format("its episodes fail (env_error) until it is tried again in {} s", memo.backoff.count()));
+    return nullptr;
+  }
 }
 
 }  // namespace astraflow::detail
@@ -89,7 +149,16 @@ OpenEnvCounters sharedOpenEnvCounters() {
     sum.sessions += c.sessions, sum.steps += c.steps, sum.errors += c.errors;
     sum.timeouts += c.timeouts, sum.malformed += c.malformed, sum.restarts += c.restarts;
   });
+  sum.errors += detail::startFailures().failed_resets.load();  // resets that found no server
   return sum;
+}
+
+std::string openEnvUnavailable() {
+  auto& f = detail::startFailures();
+  std::lock_guard lock(f.mutex);
+  for (const auto& [key, memo] : f.by_key)
+    if (memo.permanent) return memo.why;
+  return {};
 }
 
 }  // namespace astraflow

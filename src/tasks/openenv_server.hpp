@@ -57,7 +57,8 @@ class OpenEnvServer {
   Counters counters_;
 };
 
-// The process's server for these options.
-std::shared_ptr<OpenEnvServer> sharedOpenEnvServer(const OpenEnvOptions& options);
+// The process's server for these options; null, with the reason in `failure`, while it cannot
+// be started (the error is logged once per failed start, naming environment.openenv.command).
+std::shared_ptr<OpenEnvServer> sharedOpenEnvServer(const OpenEnvOptions& options, std::string& failure);
 
 }  // namespace astraflow::detail

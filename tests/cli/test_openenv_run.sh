@@ -90,6 +90,24 @@ if bad:
 PY
 ls "$work/run/openenv/"openenv-*.log >/dev/null 2>&1 || fail "no server logs under run/openenv"
 
+# An environment server whose program cannot run: no MPI_ABORT. Each rollout rank logs the error
+# naming environment.openenv.command once (not once per episode in flight), fails the episodes it
+# started (env_error), leaves its pool, and the run ends with its summary.
+"$mpiexec" -n "$ranks" --oversubscribe "$bin" run "$work/config.yaml" --set run.output_dir="$work/broken" \
+  --set 'environment.openenv.command=[/nonexistent/python, "{port}"]' --set run.max_wall_seconds=120 \
+  --set eval.problems=0 --set rollout.batch_tasks=8 >"$work/broken.out" 2>"$work/broken.err" ||
+  fail "a broken environment command ended the job with rc $?: $(grep -m 3 -i 'abort\|error' "$work/broken.err")"
+said=$(grep -c "environment.openenv.command: cannot run /nonexistent/python" "$work/broken.err")
+[ "$said" -ge 1 ] && [ "$said" -le "$rollouts" ] || fail "the start failure was logged $said times for $rollouts ranks"
+"$python" - "$work/broken/summary.json" "$rollouts" <<'PY' || fail "broken-command summary checks (above)"
+import json, sys
+s, rollouts = json.load(open(sys.argv[1])), int(sys.argv[2])
+ranks = [r for r in s["ranks"] if r["role"] == "rollout"]
+assert len(ranks) == rollouts and all(r["server_lost"] == 1 for r in ranks), [r["server_lost"] for r in ranks]
+assert s["versions"] == 0, s["versions"]
+assert s["produced"] == s.get("reward_reasons", {}).get("env_error", 0), (s["produced"], s["reward_reasons"])
+PY
+
 if [ $failures -ne 0 ]; then
   echo "--- stderr (tail)"; tail -n 40 "$work/err"
   echo "test_openenv_run: $failures failure(s)"

@@ -140,24 +140,35 @@ TEST(OpenEnv, EveryKindOfBadReplyEndsTheEpisodeCountedAndNeverThrows) {
 }
 
 // The server starts with the rank's first episode (the dataflow rank makes environments only for
-// their problem ids): one that cannot start fails that reset, naming the key and its log.
-TEST(OpenEnv, AServerThatCannotStartIsAnErrorNamingItsLog) {
+// their problem ids). One that cannot start fails the episode (env_error, counted), never the rank:
+// the reset's prompt names the reason, the error is logged once and the start is not tried again
+// for each episode (5 s later at the earliest); a program that cannot run at all is never tried
+// again, and openEnvUnavailable() says why (the rollout rank leaves its pool on it).
+TEST(OpenEnv, AServerThatCannotStartFailsItsEpisodesNotTheRank) {
   Fixture f = faultyServer();
   f.options.openenv.command = {"/bin/sh", "-c", "echo no such environment >&2; exit 4", "{port}"};
   auto env = makeEnvironment(f.options);
   EXPECT_EQ(env->heldOutId(2), 1000002U);  // no server needed for ids, nor for a curator's metadata
   EXPECT_EQ(env->metadataOf(5), (std::map<std::string, std::string>{{"seed", "5"}}));
-  try {
-    env->reset(0);
-    FAIL() << "expected an Error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no such environment"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("environment.openenv.command"), std::string::npos) << e.what();
+  const OpenEnvCounters before = sharedOpenEnvCounters();
+  const auto started = std::chrono::steady_clock::now();
+  for (int episode = 0; episode < 3; ++episode) {
+    const std::string prompt = env->reset(static_cast<std::uint64_t>(episode));
+    EXPECT_NE(prompt.find("could not be reached"), std::string::npos) << prompt;
+    EXPECT_NE(prompt.find("no such environment"), std::string::npos) << prompt;  // the server's own words
+    const StepResult s = env->step("8");
+    EXPECT_TRUE(s.done);
+    EXPECT_EQ(s.reason, "env_error");
   }
-  f.options.openenv.command.clear();
-  f.options.openenv.url = "http://127.0.0.1:1";  // nothing listens there
-  f.options.openenv.start_seconds = 1;
-  EXPECT_THROW(makeEnvironment(f.options)->reset(0), Error);
+  // One start tried (the later resets came within its backoff, at once), three episodes failed.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(4));
+  EXPECT_EQ(sharedOpenEnvCounters().errors - before.errors, 3U);
+  EXPECT_TRUE(openEnvUnavailable().empty()) << "a server that started and exited may start next time";
+
+  f.options.openenv.command = {"/nonexistent/python", "{port}"};
+  const std::string prompt = makeEnvironment(f.options)->reset(0);
+  EXPECT_NE(prompt.find("/nonexistent/python"), std::string::npos) << prompt;
+  EXPECT_NE(openEnvUnavailable().find("/nonexistent/python"), std::string::npos) << openEnvUnavailable();
 }
 
 // environment.tools.mcp beside openenv: the calculator's tools (examples/mcp_calculator, the `mcp`

@@ -6,6 +6,7 @@
 // starts, health-checks and, when it dies, starts again (`command`). The environment itself is
 // made through the registry (environment.hpp); this header is for reports and tools.
 #include <cstdint>
+#include <string>
 
 namespace astraflow {
 
@@ -18,7 +19,12 @@ struct OpenEnvCounters {
   std::uint64_t restarts = 0;   // started servers started again after they ended
 };
 
-// Every server of this process summed (a rollout rank's report, `astraflow env check`).
+// Every server of this process summed (a rollout rank's report, `astraflow env check`); `errors`
+// includes the resets that found no server (it would not start).
 OpenEnvCounters sharedOpenEnvCounters();
+
+// Why this process's OpenEnv server can never start (its program cannot run: a missing or
+// non-executable environment.openenv.command), or empty. A rollout rank leaves its pool on it.
+std::string openEnvUnavailable();
 
 }  // namespace astraflow
