@@ -158,6 +158,17 @@ PolicyTrainer::StepTotals PolicyTrainer::optimiserStep(RlContext& c, const std::
   return totals;
 }
 
+// The KL reference's log-probs of every row into c.logp_ref. Sharded, the reference's forward
+// gathers its blocks from the group: every rank makes as many passes as the one with the most
+// micro-batches.
+void PolicyTrainer::referenceLogProbs(RlContext& c, const std::vector<std::int64_t>& all) {
+  if (!reference_) freezeReference();  // one sharded rank alone, started from no warm start
+  const auto ref_micros = static_cast<std::int64_t>(c.plan(all, config_).size());
+  const auto ref_passes = agreeMax({ref_micros})[0];
+  logProbsNoGrad(*reference_, c, all, c.logp_ref);
+  idlePasses(*reference_, ref_passes - ref_micros, false);
+}
+
 RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   RlStepStats s;
   s.dropped = host_batch.dropped;
@@ -185,15 +196,7 @@ RlStepStats PolicyTrainer::rlStep(const TrainBatch& host_batch) {
   c.opts = lossOptions(L);
   std::vector<std::int64_t> all(static_cast<std::size_t>(B));
   for (std::int64_t i = 0; i < B; ++i) all[static_cast<std::size_t>(i)] = i;
-  if (c.opts.kl_coef > 0) {
-    if (!reference_) freezeReference();  // one sharded rank alone, started from no warm start
-    // Sharded, the reference's forward gathers its blocks from the group: every rank makes as
-    // many passes as the one with the most micro-batches.
-    const auto ref_micros = static_cast<std::int64_t>(c.plan(all, config_).size());
-    const auto ref_passes = agreeMax({ref_micros})[0];
-    logProbsNoGrad(*reference_, c, all, c.logp_ref);
-    idlePasses(*reference_, ref_passes - ref_micros, false);
-  }
+  if (c.opts.kl_coef > 0) referenceLogProbs(c, all);
   // The log-probs at the batch's start (the proximal policy, and the behaviour-diff report):
   // taken from the first step's own forwards when that step covers the whole batch and needs
   // nothing of them before its backward; else from a pass of their own.

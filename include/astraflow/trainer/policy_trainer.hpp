@@ -121,6 +121,7 @@ class PolicyTrainer {
   void idlePasses(std::int64_t count, bool grad);
   void idlePasses(PolicyModelImpl& model, std::int64_t count, bool grad);  // through `model` (the reference)
   void freezeShardedReference();
+  void referenceLogProbs(RlContext& c, const std::vector<std::int64_t>& all);
   bool paced() const { return zero_ && zero_->shardsParameters(); }
   // Averages (or reduce-scatters) the gradients over the group, clips, and steps at `lr` (the
   // schedule's rate when lr < 0). False, with nothing changed, when the step was skipped for
